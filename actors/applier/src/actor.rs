@@ -1,0 +1,84 @@
+use actcd_types::EtcdError;
+use actcd_types::msg::{Applied, Apply, ApplyBatch, Cancel, Register, WaitApplied};
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use crate::applier::Applier;
+
+#[derive(Clone)]
+pub struct ApplierPeers {
+    pub store: Recipient<ApplyBatch>,
+    pub raft: Recipient<Applied>,
+}
+
+pub struct ApplierActor {
+    applier: Applier,
+    peers: ApplierPeers,
+}
+
+impl ApplierActor {
+    pub fn new(applier: Applier, peers: ApplierPeers) -> Self {
+        Self { applier, peers }
+    }
+}
+
+impl Actor for ApplierActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(65536);
+    }
+}
+
+impl Handler<Apply> for ApplierActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    /// Writes one Ready's committed entries through the store; the next Apply waits for it.
+    fn handle(&mut self, msg: Apply, _: &mut Context<Self>) -> Self::Result {
+        let Some(prepared) = self.applier.prepare(msg.entries) else {
+            self.peers.raft.do_send(Applied { index: self.applier.applied() });
+            return AtomicResponse::new(Box::pin(fut::ready(())));
+        };
+        let send = self.peers.store.send(prepared.batch);
+        let (ids, last_index) = (prepared.ids, prepared.last_index);
+        AtomicResponse::new(Box::pin(async move { send.await }.into_actor(self).map(
+            move |res, act, _| match res {
+                Ok(Ok(results)) => {
+                    act.applier.complete(ids, results, last_index);
+                    act.peers.raft.do_send(Applied { index: last_index });
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, index = last_index, "apply failed; stopping");
+                    System::current().stop_with_code(1);
+                }
+                Err(_) => tracing::warn!("store is gone; server stopping"),
+            },
+        )))
+    }
+}
+
+impl Handler<Register> for ApplierActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Register, _: &mut Context<Self>) {
+        self.applier.register(msg.id, msg.reply);
+    }
+}
+
+impl Handler<Cancel> for ApplierActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) {
+        self.applier.cancel(msg.id);
+    }
+}
+
+impl Handler<WaitApplied> for ApplierActor {
+    type Result = ResponseFuture<Result<(), EtcdError>>;
+
+    fn handle(&mut self, msg: WaitApplied, _: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.applier.wait_applied(msg.index, tx);
+        Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::Stopped)) })
+    }
+}

@@ -1,0 +1,175 @@
+use std::collections::{BTreeMap, HashMap};
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_types::EtcdError;
+use actcd_types::msg::{ApplyBatch, ApplyResult, CommittedEntry, EntryKind};
+use prost::Message;
+use tokio::sync::oneshot;
+
+type AppliedWaiter = oneshot::Sender<Result<(), EtcdError>>;
+
+/// One Apply's worth of work for the store, with the ids to answer in the same order.
+#[derive(Debug)]
+pub struct Prepared {
+    pub batch: ApplyBatch,
+    pub ids: Vec<u64>,
+    pub last_index: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Applier {
+    consistent_index: u64,
+    applied: u64,
+    waiters: HashMap<u64, oneshot::Sender<ApplyResult>>,
+    applied_waiters: BTreeMap<u64, Vec<AppliedWaiter>>,
+}
+
+impl Applier {
+    /// `consistent_index`: the last index the backend holds, read at start-up.
+    pub fn new(consistent_index: u64) -> Self {
+        Self { consistent_index, applied: consistent_index, ..Default::default() }
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    pub fn register(&mut self, id: u64, reply: oneshot::Sender<ApplyResult>) {
+        self.waiters.insert(id, reply);
+    }
+
+    pub fn cancel(&mut self, id: u64) {
+        self.waiters.remove(&id);
+    }
+
+    /// Resolves at once if `index` is applied, else when it is.
+    pub fn wait_applied(&mut self, index: u64, reply: AppliedWaiter) {
+        if index <= self.applied {
+            let _ = reply.send(Ok(()));
+        } else {
+            self.applied_waiters.entry(index).or_default().push(reply);
+        }
+    }
+
+    /// Turns committed entries into a store batch, skipping what the backend already holds.
+    /// `None` when every entry was skipped.
+    pub fn prepare(&mut self, entries: Vec<CommittedEntry>) -> Option<Prepared> {
+        let last = entries.last()?;
+        let (last_index, last_term) = (last.index, last.term);
+        if last_index <= self.consistent_index {
+            self.mark_applied(last_index);
+            return None;
+        }
+        let mut requests = Vec::new();
+        let mut ids = Vec::new();
+        for e in entries {
+            if e.index <= self.consistent_index || e.kind != EntryKind::Normal || e.data.is_empty()
+            {
+                continue;
+            }
+            match InternalRaftRequest::decode(e.data.as_slice()) {
+                Ok(req) => {
+                    ids.push(req.header.as_ref().map_or(0, |h| h.id));
+                    requests.push(req);
+                }
+                // Only this server's own proposals are in the log; an undecodable one is a bug,
+                // and skipping it on every member keeps them in agreement.
+                Err(err) => tracing::error!(index = e.index, %err, "undecodable raft entry"),
+            }
+        }
+        Some(Prepared {
+            batch: ApplyBatch { consistent_index: last_index, term: last_term, requests },
+            ids,
+            last_index,
+        })
+    }
+
+    /// Answers the waiters of an applied batch and advances the applied index.
+    pub fn complete(&mut self, ids: Vec<u64>, results: Vec<ApplyResult>, last_index: u64) {
+        for (id, res) in ids.into_iter().zip(results) {
+            if let Some(w) = self.waiters.remove(&id) {
+                let _ = w.send(res);
+            }
+        }
+        self.consistent_index = last_index;
+        self.mark_applied(last_index);
+    }
+
+    fn mark_applied(&mut self, index: u64) {
+        if index <= self.applied {
+            return;
+        }
+        self.applied = index;
+        let rest = self.applied_waiters.split_off(&(index + 1));
+        for w in std::mem::replace(&mut self.applied_waiters, rest).into_values().flatten() {
+            let _ = w.send(Ok(()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_proto::actcdpb::RequestHeader;
+    use actcd_proto::etcdserverpb::PutRequest;
+    use actcd_types::msg::ApplyResponse;
+
+    fn entry(index: u64, id: u64) -> CommittedEntry {
+        let req = InternalRaftRequest {
+            header: Some(RequestHeader { id, ..Default::default() }),
+            put: Some(PutRequest { key: b"k".to_vec(), ..Default::default() }),
+            ..Default::default()
+        };
+        CommittedEntry { index, term: 1, kind: EntryKind::Normal, data: req.encode_to_vec() }
+    }
+
+    #[test]
+    fn skips_entries_at_or_below_the_consistent_index() {
+        struct Case {
+            name: &'static str,
+            consistent: u64,
+            entries: Vec<CommittedEntry>,
+            want_ids: Option<Vec<u64>>,
+            want_applied: u64,
+        }
+        let empty = |i| CommittedEntry { index: i, term: 1, kind: EntryKind::Normal, data: vec![] };
+        let cases = vec![
+            Case { name: "all new", consistent: 0, entries: vec![entry(1, 10), entry(2, 11)], want_ids: Some(vec![10, 11]), want_applied: 0 },
+            Case { name: "some old", consistent: 1, entries: vec![entry(1, 10), entry(2, 11)], want_ids: Some(vec![11]), want_applied: 1 },
+            Case { name: "all old", consistent: 5, entries: vec![entry(4, 10), entry(5, 11)], want_ids: None, want_applied: 5 },
+            Case { name: "empty entries carry no request", consistent: 0, entries: vec![empty(1), entry(2, 7)], want_ids: Some(vec![7]), want_applied: 0 },
+        ];
+        for c in cases {
+            let mut a = Applier::new(c.consistent);
+            let p = a.prepare(c.entries);
+            assert_eq!(p.as_ref().map(|p| p.ids.clone()), c.want_ids, "{}", c.name);
+            assert_eq!(a.applied(), c.want_applied.max(c.consistent), "{}", c.name);
+            if let Some(p) = p {
+                assert_eq!(p.batch.requests.len(), p.ids.len());
+            }
+        }
+    }
+
+    #[test]
+    fn replies_by_id_and_wakes_reads() {
+        let mut a = Applier::new(0);
+        let (tx1, mut rx1) = oneshot::channel();
+        let (tx2, mut rx2) = oneshot::channel();
+        a.register(10, tx1);
+        a.register(11, tx2);
+        a.cancel(11);
+        let (rtx, mut rrx) = oneshot::channel();
+        a.wait_applied(2, rtx);
+        let p = a.prepare(vec![entry(1, 10)]).unwrap();
+        a.complete(p.ids, vec![Ok(ApplyResponse::Empty)], p.last_index);
+        assert_eq!(rx1.try_recv().unwrap(), Ok(ApplyResponse::Empty));
+        assert!(rx2.try_recv().is_err());
+        assert!(rrx.try_recv().is_err(), "read index 2 not yet applied");
+        let p = a.prepare(vec![entry(2, 12)]).unwrap();
+        a.complete(p.ids, vec![Ok(ApplyResponse::Empty)], p.last_index);
+        assert_eq!(rrx.try_recv().unwrap(), Ok(()));
+        let (rtx, mut rrx) = oneshot::channel();
+        a.wait_applied(1, rtx);
+        assert_eq!(rrx.try_recv().unwrap(), Ok(()));
+    }
+}

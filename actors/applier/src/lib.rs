@@ -1,0 +1,31 @@
+//! # actcd-applier — committed entries into the state machine
+//!
+//! Owns the applied index, the consistent index it started from, and the reply registry: the
+//! requests waiting, by id, for their entry to be applied, and the reads waiting for the applied
+//! index to reach their read index.
+//!
+//! ## Messages
+//! - takes `Apply{entries}` from the raft node, in log order. Entries at or below the consistent
+//!   index read from the backend at start-up were applied before a restart and are skipped; the
+//!   rest are decoded and sent to the MVCC store as one `ApplyBatch`, which writes them and the new
+//!   consistent index in one backend transaction. Each result completes the waiter registered
+//!   under the request's id; then `Applied{index}` goes back to the raft node.
+//! - takes `Register{id, reply}` / `Cancel{id}` from preflight and `WaitApplied{index}` from the
+//!   front (linearizable reads).
+//!
+//! ## Invariants
+//! - Batches are applied one at a time in the order they arrive (`AtomicResponse`): a later batch
+//!   never starts before an earlier one is written.
+//! - A reply finds its caller by request id, never by queue order. A waiter whose entry is applied
+//!   gets exactly one answer; waiters on a failed proposal are cancelled.
+//! - A storage failure while applying stops the server: continuing would let memory and disk, or
+//!   this member and the others, disagree.
+//!
+//! ## Layout
+//! `applier.rs` the plain `Applier` (decoding, skipping, the registries) · `actor.rs` the glue.
+
+mod actor;
+mod applier;
+
+pub use actor::{ApplierActor, ApplierPeers};
+pub use applier::{Applier, Prepared};

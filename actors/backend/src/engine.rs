@@ -1,0 +1,301 @@
+//! The LMDB environment: opening it, its named databases, sync, size, and copies.
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use actcd_types::storage::{KvEngine, ReadTxn, StorageResult, Table, WriteTxn};
+use heed::types::Bytes;
+use heed::{
+    CommitOrAbort, CommitToken, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions,
+    OnCommit, WithoutTls,
+};
+
+use crate::error::BackendError;
+use crate::txn::{LmdbRead, LmdbWrite};
+
+/// One of the environment's named databases, keys and values as raw bytes.
+pub(crate) type Db = Database<'static, Bytes, Bytes>;
+
+/// Named databases the environment may hold: the nine tables with room to add more without
+/// reopening old data directories with a new limit.
+const MAX_DBS: u32 = 16;
+
+/// The data file LMDB keeps inside the environment directory; also the name [`LmdbEngine::copy_to`]
+/// gives a copy made into a directory, so that directory opens as an environment.
+pub const DATA_FILE: &str = "data.mdb";
+
+/// Map sizes are rounded up to this, a multiple of every page size LMDB runs with.
+const MAP_SIZE_ALIGN: usize = 64 * 1024;
+
+/// When a committed write transaction reaches stable storage (see the crate doc, "Durability").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// LMDB's `MDB_NOSYNC`: a commit writes its pages into the page cache and returns; only
+    /// [`LmdbEngine::force_sync`] flushes. Survives a process crash; a power loss between syncs
+    /// loses the unsynced commits and, on a file system that reorders writes, can leave the
+    /// environment inconsistent.
+    #[default]
+    NoSync,
+    /// LMDB's `MDB_NOMETASYNC`: one `fdatasync` of the data pages per commit, the meta page
+    /// flushed by the next commit or sync. A power loss can undo the last commit, never corrupt.
+    NoMetaSync,
+    /// LMDB's default: data and meta page synced on every commit.
+    EveryCommit,
+}
+
+impl Durability {
+    fn env_flags(self) -> EnvFlags {
+        match self {
+            Durability::NoSync => EnvFlags::NO_SYNC,
+            Durability::NoMetaSync => EnvFlags::NO_META_SYNC,
+            Durability::EveryCommit => EnvFlags::empty(),
+        }
+    }
+}
+
+/// How to open the environment. `Default` is what the daemon uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendOptions {
+    /// Size of the memory map in bytes, the most the data file can grow to. Only address space
+    /// is reserved, not memory or disk; keep it well above `--quota-backend-bytes`. Rounded up
+    /// to a multiple of 64 KiB. An existing file larger than this keeps its size.
+    pub map_size: usize,
+    /// Reader slots: how many read transactions may be open at once (one slot per open read
+    /// transaction, not per thread). Past it `read()` fails with `MDB_READERS_FULL`.
+    pub max_readers: u32,
+    pub durability: Durability,
+}
+
+impl BackendOptions {
+    /// 8 GiB: etcd's suggested maximum `--quota-backend-bytes`.
+    pub const DEFAULT_MAP_SIZE: usize = 8 * 1024 * 1024 * 1024;
+    pub const DEFAULT_MAX_READERS: u32 = 1024;
+}
+
+impl Default for BackendOptions {
+    fn default() -> Self {
+        Self {
+            map_size: Self::DEFAULT_MAP_SIZE,
+            max_readers: Self::DEFAULT_MAX_READERS,
+            durability: Durability::default(),
+        }
+    }
+}
+
+/// The backend: one LMDB environment and a handle on each table's named database. Shared by
+/// reference (`Arc`) between the threads that read and the one that writes; see the crate doc.
+pub struct LmdbEngine {
+    env: Env<WithoutTls>,
+    /// Indexed by [`table_index`].
+    tables: Box<[Db]>,
+    map_size: usize,
+    max_key_size: usize,
+}
+
+impl std::fmt::Debug for LmdbEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LmdbEngine")
+            .field("path", &self.env.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The position of `table` in [`Table::ALL`], which lists the tables in declaration order.
+pub(crate) fn table_index(table: Table) -> usize {
+    table as usize
+}
+
+/// The databases created in the opening transaction, made usable past its commit.
+struct Created<'e>(Vec<Database<'e, Bytes, Bytes>>);
+
+impl OnCommit for Created<'_> {
+    type Committed = Vec<Db>;
+
+    fn on_commit(self, token: &CommitToken) -> Vec<Db> {
+        self.0.into_iter().map(|db| db.on_commit(token)).collect()
+    }
+}
+
+impl LmdbEngine {
+    /// Opens (creating it and its databases if needed) the environment in `dir`.
+    ///
+    /// One environment per directory per process: opening a directory this process already has
+    /// open fails (heed refuses it; two handles would break LMDB's locking).
+    pub fn open(dir: &Path, opts: BackendOptions) -> Result<Self, BackendError> {
+        fs::create_dir_all(dir).map_err(|source| BackendError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let map_size = opts.map_size.max(1).next_multiple_of(MAP_SIZE_ALIGN);
+        let env = open_env(dir, &opts, map_size).map_err(|source| BackendError::Open {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let lmdb = |e| BackendError::lmdb(e, map_size);
+
+        let wtxn = env.write_txn().map_err(lmdb)?;
+        let tables = env
+            .create_databases_and_commit(wtxn, |opener, wtxn| -> heed::Result<_> {
+                let mut dbs = Vec::with_capacity(Table::ALL.len());
+                for table in Table::ALL {
+                    dbs.push(opener.create_database(wtxn, Some(table.name()))?);
+                }
+                Ok(CommitOrAbort::<_, ()>::Commit(Created(dbs)))
+            })
+            .map_err(lmdb)?
+            .unwrap_commit()
+            .into_boxed_slice();
+
+        tracing::info!(
+            path = %env.path().display(),
+            map_size,
+            durability = ?opts.durability,
+            "backend opened"
+        );
+        let max_key_size = env.max_key_size();
+        Ok(Self {
+            env,
+            tables,
+            map_size,
+            max_key_size,
+        })
+    }
+
+    /// Where the environment lives (canonicalized).
+    pub fn path(&self) -> &Path {
+        self.env.path()
+    }
+
+    /// The map size in effect, after rounding.
+    pub fn map_size(&self) -> usize {
+        self.map_size
+    }
+
+    /// The longest key LMDB accepts (511 bytes by default); empty keys are rejected too.
+    pub fn max_key_size(&self) -> usize {
+        self.max_key_size
+    }
+
+    /// Whether LMDB can store `key`; a key it cannot store is absent from every table.
+    pub(crate) fn key_fits(&self, key: &[u8]) -> bool {
+        (1..=self.max_key_size).contains(&key.len())
+    }
+
+    /// Flushes every committed transaction (data and meta pages) to stable storage.
+    pub fn force_sync(&self) -> Result<(), BackendError> {
+        self.env.force_sync().map_err(|e| self.lmdb(e))
+    }
+
+    /// `(bytes the data file occupies, bytes in pages that hold live data)`.
+    ///
+    /// The second counts the branch, leaf and overflow pages of every database plus the two
+    /// meta pages; the gap between the two is free pages LMDB reuses before growing the file and
+    /// that a compacting copy ([`Self::copy_to`]) drops (etcd's `dbSize` vs `dbSizeInUse`).
+    pub fn disk_size(&self) -> Result<(u64, u64), BackendError> {
+        let lmdb = |e| self.lmdb(e);
+        let on_disk = self.env.real_disk_size().map_err(lmdb)?;
+        let txn = self.env.read_txn().map_err(lmdb)?;
+        let main = self.env.unnamed_database_stat();
+        let mut in_use = main.non_free_page_size() as u64 + 2 * u64::from(main.page_size);
+        for db in self.tables.iter() {
+            in_use += db.stat(&txn).map_err(lmdb)?.non_free_page_size() as u64;
+        }
+        Ok((on_disk, in_use))
+    }
+
+    /// Writes a compacted copy of the last committed state to `path`: into `path/data.mdb` if
+    /// `path` is a directory (the directory then opens as an environment), else to the file
+    /// `path`. The copy is written under a `.tmp` name, synced, and renamed, so a crash never
+    /// leaves a partial copy under the final name. Runs in its own read transaction: writers
+    /// go on meanwhile. Returns the file written.
+    pub fn copy_to(&self, path: &Path) -> Result<PathBuf, BackendError> {
+        let target = if path.is_dir() {
+            path.join(DATA_FILE)
+        } else {
+            path.to_owned()
+        };
+        let mut tmp = OsString::from(target.as_os_str());
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+
+        let file = self
+            .env
+            .copy_to_path(&tmp, CompactionOption::Enabled)
+            .map_err(|e| BackendError::copy(target.clone(), e))?;
+        let finish = || -> std::io::Result<()> {
+            file.sync_all()?;
+            fs::rename(&tmp, &target)?;
+            if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+                File::open(parent)?.sync_all()?;
+            }
+            Ok(())
+        };
+        if let Err(e) = finish() {
+            // Best effort: the copy is useless without its sync or rename.
+            let _ = fs::remove_file(&tmp);
+            return Err(BackendError::copy(target, e));
+        }
+        Ok(target)
+    }
+
+    pub(crate) fn db(&self, table: Table) -> Db {
+        self.tables[table_index(table)]
+    }
+
+    pub(crate) fn lmdb(&self, e: heed::Error) -> BackendError {
+        BackendError::lmdb(e, self.map_size)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn env_flags(&self) -> u32 {
+        self.env.get_flags().expect("flags of an open environment")
+    }
+}
+
+/// Opens the environment with read transactions that don't use thread-local storage: the
+/// reader slot belongs to the transaction, not the thread, so one thread may hold several read
+/// transactions (an actor serving overlapping requests) and a read transaction may move
+/// between threads.
+#[allow(unsafe_code)]
+fn open_env(dir: &Path, opts: &BackendOptions, map_size: usize) -> heed::Result<Env<WithoutTls>> {
+    let mut builder = EnvOpenOptions::new().read_txn_without_tls();
+    builder
+        .map_size(map_size)
+        .max_dbs(MAX_DBS)
+        .max_readers(opts.max_readers);
+    // SAFETY: heed marks NO_SYNC / NO_META_SYNC unsafe because they give up durability, not
+    // memory safety: a commit returns before its pages reach the disk. The raft WAL is the
+    // source of truth and replays every entry above the consistent index, which is written in
+    // the same transaction as the data it covers; the daemon calls `force_sync` every 100 ms
+    // and before releasing WAL segments (crate doc, "Durability").
+    unsafe {
+        builder.flags(opts.durability.env_flags());
+    }
+    // SAFETY: the map stays valid as long as nothing else modifies `data.mdb` behind LMDB's
+    // back: the directory belongs to this member (`member/snap/`), is local (LMDB's locking
+    // does not work over network file systems), and heed refuses a second open of the same
+    // path in this process; other processes are excluded by LMDB's lock file.
+    unsafe { builder.open(dir) }
+}
+
+impl KvEngine for LmdbEngine {
+    fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
+        let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
+        Ok(Box::new(LmdbRead::new(self, txn)))
+    }
+
+    /// Blocks while another write transaction is open (LMDB's writer mutex).
+    fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>> {
+        let txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
+        Ok(Box::new(LmdbWrite::new(self, txn)))
+    }
+
+    fn sync(&self) -> StorageResult<()> {
+        Ok(self.force_sync()?)
+    }
+
+    fn size(&self) -> StorageResult<(u64, u64)> {
+        Ok(self.disk_size()?)
+    }
+}

@@ -1,0 +1,88 @@
+//! # actcd-backend — the state machine's storage, LMDB through heed
+//!
+//! Owns the LMDB environment under `member/snap/` and its named databases, one per
+//! [`Table`](actcd_types::storage::Table) (etcd's "buckets"). [`LmdbEngine`] implements the
+//! engine traits of `actcd_types::storage` ([`KvEngine`](actcd_types::storage::KvEngine),
+//! `ReadTxn`, `WriteTxn`), which is all the MVCC store, lessor and auth store see of it;
+//! [`BackendActor`] does the blocking maintenance work on a `SyncArbiter` thread.
+//!
+//! ## Tables
+//! Keys and values are bytes; LMDB orders keys bytewise. What goes in them is decided by the
+//! crates that write them; the formats other crates read back are:
+//!
+//! | database | key | value |
+//! |---|---|---|
+//! | `key` | a revision, [`Revision::to_bytes`](actcd_types::Revision::to_bytes): 8-byte big-endian main, `_`, 8-byte big-endian sub (17 bytes), plus a trailing `t` for a tombstone (18 bytes) | an encoded `mvccpb.KeyValue` |
+//! | `meta` | `consistent_index`, `term`, `scheduledCompactRev`, `finishedCompactRev` | each an 8-byte big-endian integer |
+//! | `lease`, `auth`, `authUsers`, `authRoles`, `members`, `members_removed`, `alarm` | | owned by the lessor, auth store and membership |
+//!
+//! Because revision keys sort bytewise in revision order, recovery rebuilds the key index with
+//! one scan of `key`, and compaction deletes a prefix of it. (etcd stores the two compaction
+//! marks as 17-byte revisions; an actcd data directory is not a bbolt file, so it keeps the
+//! plain integer.) LMDB rejects empty keys and keys longer than
+//! [`LmdbEngine::max_key_size`] (511 bytes): revision, lease and member keys are far below it;
+//! user and role names longer than that cannot be stored.
+//!
+//! ## Invariants
+//! - One write transaction at a time: LMDB serializes writers with a mutex owned by the thread
+//!   that opened the transaction, so a write transaction begins and ends on one thread (the
+//!   boxed `WriteTxn` is not `Send`), and a thread never opens a second one while it holds one.
+//!   One actor writes (the one applying committed entries); a second writer's `write()` would
+//!   block until the first transaction ends.
+//! - Readers run concurrently and are never blocked by the writer, nor block it: each read
+//!   transaction is a snapshot of the last commit before it began (MVCC pages, copy-on-write).
+//!   Read transactions don't use thread-local storage, so one thread may hold several at once.
+//!   A long-lived read transaction pins the pages of its snapshot and makes the file grow.
+//! - A write transaction is atomic: after a crash either all of its writes are there or none.
+//!   Its own reads see its writes; dropping it without `commit` discards them. The consistent
+//!   index is written in the same transaction as the data it covers, which makes replaying the
+//!   WAL above it idempotent.
+//!
+//! ## Durability
+//! By default ([`Durability::NoSync`]) the environment is opened with LMDB's `MDB_NOSYNC`: a
+//! commit writes its pages into the OS page cache and returns without `fdatasync`. That is
+//! enough because the raft WAL, fsynced on every append, is the source of truth: on start-up
+//! raft re-applies every committed entry above the consistent index found here. The daemon
+//! sends [`SyncBackend`] every 100 ms and always before WAL segments are released, so the WAL
+//! never drops an entry the synced backend doesn't cover.
+//! - **Process crash** (panic, kill -9, OOM): nothing committed is lost. Committed pages are in
+//!   the page cache, which the kernel writes back whether or not the process lives; the next
+//!   open sees the last commit, and a transaction open at the crash simply never happened.
+//! - **Power loss or kernel crash between syncs**: the commits since the last sync may be lost
+//!   (the WAL replays them). Worse, LMDB only keeps its integrity under `MDB_NOSYNC` if the file
+//!   system writes pages back in the order they were written, which ext4 and XFS don't promise
+//!   for in-place overwrites: a meta page can reach the disk before the pages it points to, and
+//!   the environment can come back inconsistent. The member must then be rebuilt from a peer's
+//!   snapshot. Where that matters, [`Durability::NoMetaSync`] costs one `fdatasync` per commit
+//!   (the applier batches, so one per applied batch) and can only ever lose the last commit.
+//!
+//! ## Sizes
+//! The map size ([`BackendOptions::map_size`], 8 GiB by default) is address space, not memory or
+//! disk: the data file grows as pages are written and never shrinks; freed pages are reused.
+//! [`KvEngine::size`](actcd_types::storage::KvEngine::size) reports the file's size and the bytes
+//! in live pages; a compacting copy ([`CopyTo`]) writes only the live pages (defragmentation).
+//!
+//! ## Messages taken ([`BackendActor`])
+//! - [`SyncBackend`] → `Result<(), String>`: flush committed transactions to disk.
+//! - [`DbSize`] → `Result<(u64, u64), String>`: file size and bytes in use.
+//! - [`CopyTo`] → `Result<(), String>`: write a compacted copy (snapshots, defrag).
+//!
+//! It sends none. Errors are [`BackendError`]s, `backend: `-prefixed, turned into strings at the
+//! message boundary and into `StorageError` at the trait boundary.
+//!
+//! ## Layout
+//! `engine.rs` opening the environment, options, sync, size, copy, the `KvEngine` impl ·
+//! `txn.rs` the read and write transactions · `actor.rs` messages and `BackendActor` ·
+//! `error.rs` `BackendError` · `tests.rs` engine behaviour through the traits.
+
+mod actor;
+mod engine;
+mod error;
+mod txn;
+
+#[cfg(test)]
+mod tests;
+
+pub use actor::{BackendActor, CopyTo, DbSize, SyncBackend};
+pub use engine::{BackendOptions, DATA_FILE, Durability, LmdbEngine};
+pub use error::BackendError;

@@ -1,0 +1,152 @@
+//! Read and write transactions behind the engine traits.
+
+use std::ops::Bound;
+
+use actcd_types::storage::{ReadTxn, ScanFn, StorageResult, Table, WriteTxn};
+use heed::{RoTxn, RwTxn, WithoutTls};
+
+use crate::engine::{Db, LmdbEngine};
+use crate::error::BackendError;
+
+/// A read transaction: a consistent snapshot of the last commit before it began. It holds a
+/// reader slot and keeps the pages of its snapshot from being reused, so drop it promptly.
+pub(crate) struct LmdbRead<'e> {
+    engine: &'e LmdbEngine,
+    txn: RoTxn<'e, WithoutTls>,
+}
+
+impl<'e> LmdbRead<'e> {
+    pub(crate) fn new(engine: &'e LmdbEngine, txn: RoTxn<'e, WithoutTls>) -> Self {
+        Self { engine, txn }
+    }
+}
+
+impl ReadTxn for LmdbRead<'_> {
+    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        Ok(get(self.engine, &self.txn, table, key)?)
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()> {
+        Ok(scan(self.engine, &self.txn, table, from, to, f)?)
+    }
+}
+
+/// The write transaction. Its reads see its own writes; dropping it without `commit` aborts it.
+/// It must end on the thread that opened it: LMDB's writer lock is a mutex held by that thread
+/// (the boxed trait object is not `Send`, which keeps it there).
+pub(crate) struct LmdbWrite<'e> {
+    engine: &'e LmdbEngine,
+    txn: RwTxn<'e>,
+}
+
+impl<'e> LmdbWrite<'e> {
+    pub(crate) fn new(engine: &'e LmdbEngine, txn: RwTxn<'e>) -> Self {
+        Self { engine, txn }
+    }
+}
+
+impl ReadTxn for LmdbWrite<'_> {
+    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        Ok(get(self.engine, &self.txn, table, key)?)
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()> {
+        Ok(scan(self.engine, &self.txn, table, from, to, f)?)
+    }
+}
+
+impl WriteTxn for LmdbWrite<'_> {
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()> {
+        if !self.engine.key_fits(key) {
+            let max = self.engine.max_key_size();
+            return Err(BackendError::KeySize {
+                len: key.len(),
+                max,
+            }
+            .into());
+        }
+        let db = self.engine.db(table);
+        Ok(db
+            .put(&mut self.txn, key, value)
+            .map_err(|e| self.engine.lmdb(e))?)
+    }
+
+    fn delete(&mut self, table: Table, key: &[u8]) -> StorageResult<()> {
+        // Deleting an absent key is not an error, as in a map; an unstorable key is absent.
+        if !self.engine.key_fits(key) {
+            return Ok(());
+        }
+        let db = self.engine.db(table);
+        db.delete(&mut self.txn, key)
+            .map_err(|e| self.engine.lmdb(e))?;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> StorageResult<()> {
+        let Self { engine, txn } = *self;
+        Ok(txn.commit().map_err(|e| engine.lmdb(e))?)
+    }
+}
+
+fn get(
+    engine: &LmdbEngine,
+    txn: &RoTxn,
+    table: Table,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>, BackendError> {
+    if !engine.key_fits(key) {
+        return Ok(None);
+    }
+    let db: Db = engine.db(table);
+    Ok(db
+        .get(txn, key)
+        .map_err(|e| engine.lmdb(e))?
+        .map(<[u8]>::to_vec))
+}
+
+fn scan(
+    engine: &LmdbEngine,
+    txn: &RoTxn,
+    table: Table,
+    from: &[u8],
+    to: Option<&[u8]>,
+    f: &mut ScanFn<'_>,
+) -> Result<(), BackendError> {
+    if to.is_some_and(|to| to <= from) {
+        return Ok(());
+    }
+    // LMDB cannot position a cursor on a key it cannot store. An empty `from` is the start of
+    // the table. A `from` past the key size limit starts at its longest storable prefix: the
+    // only stored key sorting between that prefix and `from` is the prefix itself, skipped
+    // below. `to` is compared by heed in Rust and has no limit.
+    let max = engine.max_key_size();
+    let start = match from.len() {
+        0 => Bound::Unbounded,
+        n if n > max => Bound::Included(&from[..max]),
+        _ => Bound::Included(from),
+    };
+    let bounds = (start, to.map_or(Bound::Unbounded, Bound::Excluded));
+    let lmdb = |e| engine.lmdb(e);
+    for entry in engine.db(table).range(txn, &bounds).map_err(lmdb)? {
+        let (key, value) = entry.map_err(lmdb)?;
+        if key < from {
+            continue;
+        }
+        if !f(key, value) {
+            break;
+        }
+    }
+    Ok(())
+}

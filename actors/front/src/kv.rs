@@ -1,0 +1,69 @@
+use std::sync::Arc;
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::kv_server::Kv;
+use actcd_proto::etcdserverpb::{
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
+    PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+};
+use actcd_types::msg::ApplyResponse;
+use actcd_types::{AuthInfo, EtcdError};
+use tonic::{Request, Response, Status};
+
+use crate::pipeline::Pipeline;
+
+pub struct KvService {
+    pub pipeline: Arc<Pipeline>,
+}
+
+/// The applier answered with a response of another kind: a bug, reported rather than panicked.
+fn mismatch(what: &str) -> Status {
+    EtcdError::Internal(format!("actcd: unexpected apply result for {what}")).to_status()
+}
+
+#[tonic::async_trait]
+impl Kv for KvService {
+    async fn range(&self, req: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        Ok(Response::new(self.pipeline.range(req.into_inner()).await?))
+    }
+
+    async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        let r = InternalRaftRequest { put: Some(req.into_inner()), ..Default::default() };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::Put(p) => Ok(Response::new(p)),
+            _ => Err(mismatch("put")),
+        }
+    }
+
+    async fn delete_range(
+        &self,
+        req: Request<DeleteRangeRequest>,
+    ) -> Result<Response<DeleteRangeResponse>, Status> {
+        let r = InternalRaftRequest { delete_range: Some(req.into_inner()), ..Default::default() };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::DeleteRange(d) => Ok(Response::new(d)),
+            _ => Err(mismatch("delete")),
+        }
+    }
+
+    /// Every txn goes through the log, read-only ones included: correct and linearizable, at the
+    /// cost of a log entry for a read-only txn (etcd serves those with a ReadIndex instead).
+    async fn txn(&self, req: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        let r = InternalRaftRequest { txn: Some(req.into_inner()), ..Default::default() };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::Txn(t) => Ok(Response::new(t)),
+            _ => Err(mismatch("txn")),
+        }
+    }
+
+    async fn compact(
+        &self,
+        req: Request<CompactionRequest>,
+    ) -> Result<Response<CompactionResponse>, Status> {
+        let r = InternalRaftRequest { compaction: Some(req.into_inner()), ..Default::default() };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::Compaction(c) => Ok(Response::new(c)),
+            _ => Err(mismatch("compact")),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
+use actcd_proto::etcdserverpb::{
+    AlarmRequest, AlarmResponse, DefragmentRequest, DefragmentResponse, DowngradeRequest,
+    DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
+    MoveLeaderRequest, MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse,
+    StatusRequest, StatusResponse,
+};
+use futures::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::pipeline::Pipeline;
+
+pub struct MaintenanceService {
+    pub pipeline: Arc<Pipeline>,
+}
+
+fn not_yet(what: &str) -> Status {
+    Status::unimplemented(format!("actcd: {what} is not supported by this version"))
+}
+
+type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Maintenance for MaintenanceService {
+    /// No alarm can be raised yet (quota and corruption checks come with their issues), so the
+    /// list is always empty; raising or clearing one by hand is refused.
+    async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+        match req.get_ref().action() {
+            AlarmAction::Get => {
+                let header = self.pipeline.header(true).await?;
+                Ok(Response::new(AlarmResponse { header: Some(header), alarms: vec![] }))
+            }
+            AlarmAction::Activate | AlarmAction::Deactivate => Err(not_yet("changing alarms")),
+        }
+    }
+
+    async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+        let raft = self.pipeline.raft_status().await?;
+        let store = self.pipeline.store_status().await?;
+        let id = self.pipeline.config.identity;
+        Ok(Response::new(StatusResponse {
+            header: Some(ResponseHeader {
+                cluster_id: id.cluster_id,
+                member_id: id.member_id,
+                revision: store.revision,
+                raft_term: raft.term,
+            }),
+            version: self.pipeline.config.version.clone(),
+            db_size: store.db_size as i64,
+            leader: raft.leader,
+            raft_index: raft.commit,
+            raft_term: raft.term,
+            raft_applied_index: raft.applied,
+            errors: vec![],
+            db_size_in_use: store.db_size_in_use as i64,
+            is_learner: false,
+        }))
+    }
+
+    async fn defragment(
+        &self,
+        _: Request<DefragmentRequest>,
+    ) -> Result<Response<DefragmentResponse>, Status> {
+        Err(not_yet("Defragment"))
+    }
+
+    async fn hash(&self, _: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        Err(not_yet("Hash"))
+    }
+
+    async fn hash_kv(
+        &self,
+        req: Request<HashKvRequest>,
+    ) -> Result<Response<HashKvResponse>, Status> {
+        let r = self.pipeline.hash_kv(req.get_ref().revision).await?;
+        let raft = self.pipeline.raft_status().await?;
+        let id = self.pipeline.config.identity;
+        Ok(Response::new(HashKvResponse {
+            header: Some(ResponseHeader {
+                cluster_id: id.cluster_id,
+                member_id: id.member_id,
+                revision: r.revision,
+                raft_term: raft.term,
+            }),
+            hash: r.hash,
+            compact_revision: r.compact_revision,
+        }))
+    }
+
+    type SnapshotStream = SnapshotStream;
+
+    async fn snapshot(
+        &self,
+        _: Request<SnapshotRequest>,
+    ) -> Result<Response<Self::SnapshotStream>, Status> {
+        Err(not_yet("Snapshot"))
+    }
+
+    async fn move_leader(
+        &self,
+        _: Request<MoveLeaderRequest>,
+    ) -> Result<Response<MoveLeaderResponse>, Status> {
+        Err(not_yet("MoveLeader"))
+    }
+
+    async fn downgrade(
+        &self,
+        _: Request<DowngradeRequest>,
+    ) -> Result<Response<DowngradeResponse>, Status> {
+        Err(not_yet("Downgrade"))
+    }
+}

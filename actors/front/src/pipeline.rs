@@ -1,0 +1,122 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
+use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, ResponseHeader};
+use actcd_types::ids::IdGenerator;
+use actcd_types::msg::{
+    ApplyResponse, GetStoreStatus, HashKv, HashKvResult, RaftStatus, RaftStatusReply, Range,
+    ReadIndex, StoreStatus, Submit, WaitApplied,
+};
+use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
+use actix::Recipient;
+use tokio::sync::oneshot;
+
+/// A member as the Cluster service reports it.
+#[derive(Debug, Clone, Default)]
+pub struct MemberInfo {
+    pub id: u64,
+    pub name: String,
+    pub peer_urls: Vec<String>,
+    pub client_urls: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FrontConfig {
+    pub identity: MemberIdentity,
+    pub members: Vec<MemberInfo>,
+    /// How long a write waits to be applied (etcd: 5 s + 2 × election timeout).
+    pub request_timeout: Duration,
+    /// The etcd API version reported by Status.
+    pub version: String,
+    /// gRPC receive limit: `--max-request-bytes` plus etcd's 512 KiB of framing slack.
+    pub max_recv_bytes: usize,
+}
+
+/// The actors the front talks to.
+#[derive(Clone)]
+pub struct PipelineRoutes {
+    pub submit: Recipient<Submit>,
+    pub read_index: Recipient<ReadIndex>,
+    pub wait_applied: Recipient<WaitApplied>,
+    pub range: Recipient<Range>,
+    pub store_status: Recipient<GetStoreStatus>,
+    pub hash_kv: Recipient<HashKv>,
+    pub raft_status: Recipient<RaftStatus>,
+}
+
+/// Shared by every service: routes, config and the id generator.
+pub struct Pipeline {
+    pub routes: PipelineRoutes,
+    pub config: FrontConfig,
+    ids: IdGenerator,
+}
+
+impl Pipeline {
+    pub fn new(routes: PipelineRoutes, config: FrontConfig, now_ms: u64) -> Arc<Self> {
+        let ids = IdGenerator::new(config.identity.member_id, now_ms);
+        Arc::new(Self { routes, config, ids })
+    }
+
+    /// Proposes a write and waits for its entry to be applied.
+    pub async fn write(
+        &self,
+        mut req: InternalRaftRequest,
+        auth: AuthInfo,
+    ) -> Result<ApplyResponse, EtcdError> {
+        let id = self.ids.next();
+        req.header =
+            Some(RequestHeader { id, username: auth.username, auth_revision: auth.revision });
+        let (tx, rx) = oneshot::channel();
+        self.routes.submit.send(Submit { request: req, reply: tx }).await??;
+        match tokio::time::timeout(self.config.request_timeout, rx).await {
+            Ok(Ok(res)) => res,
+            Ok(Err(_)) => Err(EtcdError::Stopped),
+            Err(_) => Err(EtcdError::Timeout),
+        }
+    }
+
+    /// Waits until this member has applied everything committed before the call (ReadIndex).
+    pub async fn linearizable_barrier(&self) -> Result<(), EtcdError> {
+        let fut = async {
+            let index = self.routes.read_index.send(ReadIndex).await??;
+            self.routes.wait_applied.send(WaitApplied { index }).await?
+        };
+        match tokio::time::timeout(self.config.request_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(EtcdError::Timeout),
+        }
+    }
+
+    pub async fn range(&self, request: RangeRequest) -> Result<RangeResponse, EtcdError> {
+        actcd_types::validate::check_range(&request)?;
+        if !request.serializable {
+            self.linearizable_barrier().await?;
+        }
+        self.routes.range.send(Range { request }).await?
+    }
+
+    pub async fn store_status(&self) -> Result<StoreStatus, EtcdError> {
+        self.routes.store_status.send(GetStoreStatus).await?
+    }
+
+    pub async fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
+        self.routes.hash_kv.send(HashKv { revision }).await?
+    }
+
+    pub async fn raft_status(&self) -> Result<RaftStatusReply, EtcdError> {
+        Ok(self.routes.raft_status.send(RaftStatus).await?)
+    }
+
+    /// A header for services whose answer doesn't come from the store.
+    pub async fn header(&self, with_revision: bool) -> Result<ResponseHeader, EtcdError> {
+        let raft = self.raft_status().await?;
+        let revision = if with_revision { self.store_status().await?.revision } else { 0 };
+        Ok(ResponseHeader {
+            cluster_id: self.config.identity.cluster_id,
+            member_id: self.config.identity.member_id,
+            revision,
+            raft_term: raft.term,
+        })
+    }
+}

@@ -1,0 +1,47 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::cluster_server::ClusterServer;
+use actcd_proto::etcdserverpb::kv_server::KvServer;
+use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::cluster::ClusterService;
+use crate::kv::KvService;
+use crate::maintenance::MaintenanceService;
+use crate::pipeline::Pipeline;
+
+/// Serves the client API on an already bound listener until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    pipeline: Arc<Pipeline>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let limit = pipeline.config.max_recv_bytes;
+    let kv = KvServer::new(KvService { pipeline: pipeline.clone() })
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(usize::MAX);
+    let maintenance = MaintenanceServer::new(MaintenanceService { pipeline: pipeline.clone() })
+        .max_decoding_message_size(limit);
+    let cluster = ClusterServer::new(ClusterService { pipeline })
+        .max_decoding_message_size(limit);
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(kv)
+        .add_service(maintenance)
+        .add_service(cluster)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+}
+
+/// Parses `http://host:port` (etcd's URL flags) into a socket address.
+pub fn parse_url(url: &str) -> Option<SocketAddr> {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).unwrap_or(url);
+    let host_port = rest.trim_end_matches('/');
+    host_port.parse().ok().or_else(|| {
+        let (host, port) = host_port.rsplit_once(':')?;
+        let host = if host == "localhost" { "127.0.0.1" } else { host };
+        format!("{host}:{port}").parse().ok()
+    })
+}

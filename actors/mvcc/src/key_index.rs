@@ -1,0 +1,377 @@
+//! The in-memory key index: for every key, the revisions at which it was written, grouped in
+//! generations; and the ordered map of all keys ([`TreeIndex`]).
+//!
+//! The index never holds values: a revision found here is the key of a record in the backend's
+//! `key` table. See the crate doc for a walk-through of one key.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+
+use actcd_types::Revision;
+
+/// What the index knows about the version of a key visible at some revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRev {
+    /// The revision of the write that is visible (the record to read).
+    pub modified: Revision,
+    /// The revision that created the key's current generation.
+    pub created: Revision,
+    /// Number of writes to the key in its generation up to and including `modified`.
+    pub version: i64,
+}
+
+/// The life of a key from its creation to its deletion: the revisions of its puts, and, for
+/// every generation but the last, a final tombstone revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Generation {
+    created: Revision,
+    /// Writes in this generation, counting ones compaction already dropped from `revs`.
+    ver: i64,
+    revs: Vec<Revision>,
+}
+
+impl Generation {
+    pub fn created(&self) -> Revision {
+        self.created
+    }
+
+    /// Writes in this generation (a tombstone counts as one), including compacted ones.
+    pub fn version(&self) -> i64 {
+        self.ver
+    }
+
+    /// Revisions still indexed, oldest first.
+    pub fn revisions(&self) -> &[Revision] {
+        &self.revs
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.revs.is_empty()
+    }
+}
+
+/// The key was not live when a tombstone for it was requested (the current generation is
+/// empty, or the key is unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("mvcc: revision not found")]
+pub struct RevisionNotFound;
+
+/// The revisions of one key. Always at least one generation; the last one is the live one
+/// (empty while the key is deleted). Invariant: revisions strictly increase across the whole
+/// index, and every generation but the last ends with a tombstone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyIndex {
+    modified: Revision,
+    generations: Vec<Generation>,
+}
+
+impl Default for KeyIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeyIndex {
+    /// A key index with nothing in it: one empty generation.
+    pub fn new() -> Self {
+        Self { modified: Revision::default(), generations: vec![Generation::default()] }
+    }
+
+    /// A key index rebuilt from the oldest record left for a key after compaction: the record at
+    /// `modified` says the generation was created at `created` and this write was its
+    /// `version`th.
+    pub fn restore(created: Revision, modified: Revision, version: i64) -> Self {
+        Self {
+            modified,
+            generations: vec![Generation { created, ver: version, revs: vec![modified] }],
+        }
+    }
+
+    /// The last revision written (put or tombstone).
+    pub fn modified(&self) -> Revision {
+        self.modified
+    }
+
+    /// Oldest first; the last one is the live generation.
+    pub fn generations(&self) -> &[Generation] {
+        &self.generations
+    }
+
+    /// Nothing indexed: a single empty generation. The tree drops such key indexes.
+    pub fn is_empty(&self) -> bool {
+        self.generations.len() == 1 && self.generations[0].is_empty()
+    }
+
+    /// Records a put at `rev`, which must be above every revision already here.
+    pub fn put(&mut self, rev: Revision) {
+        debug_assert!(rev > self.modified, "put {rev:?} at or below {:?}", self.modified);
+        let g = self.live_generation_mut();
+        if g.revs.is_empty() {
+            g.created = rev;
+        }
+        g.revs.push(rev);
+        g.ver += 1;
+        self.modified = rev;
+    }
+
+    /// Records a delete at `rev`: the tombstone ends the live generation and an empty one starts.
+    pub fn tombstone(&mut self, rev: Revision) -> Result<(), RevisionNotFound> {
+        if self.live_generation_mut().revs.is_empty() {
+            return Err(RevisionNotFound);
+        }
+        self.put(rev);
+        self.generations.push(Generation::default());
+        Ok(())
+    }
+
+    /// The write visible at main revision `at_rev`: `None` if the key did not exist then (not yet
+    /// created, deleted, or compacted away).
+    pub fn get(&self, at_rev: i64) -> Option<KeyRev> {
+        let g = self.find_generation(at_rev)?;
+        let n = g.revs.iter().rposition(|r| r.main <= at_rev)?;
+        let newer = (g.revs.len() - 1 - n) as i64;
+        Some(KeyRev { modified: g.revs[n], created: g.created, version: g.ver - newer })
+    }
+
+    /// Drops every revision that no read at or above `at_rev` can see, adding the revisions
+    /// still needed to `keep`. Per generation the greatest revision ≤ `at_rev` stays (unless it
+    /// is the generation's tombstone); older ones go, and so do whole generations whose
+    /// tombstone is ≤ `at_rev`. The key index may end up empty (see [`Self::is_empty`]).
+    pub fn compact(&mut self, at_rev: i64, keep: &mut HashSet<Revision>) {
+        let last = self.generations.len() - 1;
+        // The first generation that is still alive at `at_rev` (or the live one).
+        let mut first = 0;
+        while first < last {
+            let ended_before = self.generations[first].revs.last().is_none_or(|t| t.main <= at_rev);
+            if !ended_before {
+                break;
+            }
+            first += 1;
+        }
+        let g = &mut self.generations[first];
+        if let Some(n) = g.revs.iter().rposition(|r| r.main <= at_rev) {
+            keep.insert(g.revs[n]);
+            g.revs.drain(..n);
+        }
+        // Only a tombstone left: nothing of this generation is visible at `at_rev` or later.
+        if g.revs.len() == 1 && first != last {
+            keep.remove(&g.revs[0]);
+            first += 1;
+        }
+        self.generations.drain(..first);
+    }
+
+    fn live_generation_mut(&mut self) -> &mut Generation {
+        if self.generations.is_empty() {
+            self.generations.push(Generation::default());
+        }
+        let last = self.generations.len() - 1;
+        &mut self.generations[last]
+    }
+
+    /// The generation holding the write visible at `rev`, if the key existed then.
+    fn find_generation(&self, rev: i64) -> Option<&Generation> {
+        let last = self.generations.len().checked_sub(1)?;
+        for (i, g) in self.generations.iter().enumerate().rev() {
+            let (Some(first), Some(end)) = (g.revs.first(), g.revs.last()) else { continue };
+            if i != last && end.main <= rev {
+                // Deleted at or before `rev`, and not yet re-created (or we'd have matched).
+                return None;
+            }
+            if first.main <= rev {
+                return Some(g);
+            }
+        }
+        None
+    }
+
+    /// Reverses the last [`Self::put`].
+    fn undo_put(&mut self, prev_modified: Revision) {
+        let g = self.live_generation_mut();
+        g.revs.pop();
+        g.ver -= 1;
+        if g.revs.is_empty() {
+            *g = Generation::default();
+        }
+        self.modified = prev_modified;
+    }
+
+    /// Reverses the last [`Self::tombstone`].
+    fn undo_tombstone(&mut self, prev_modified: Revision) {
+        self.generations.pop();
+        self.undo_put(prev_modified);
+    }
+}
+
+/// Which keys a request names, from its `key` and `range_end` (etcd's rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRange<'a> {
+    /// Empty `range_end`: just `key`.
+    Single(&'a [u8]),
+    /// `range_end == "\0"`: every key ≥ `key` (with `key == "\0"`: all keys).
+    FromKey(&'a [u8]),
+    /// `[key, range_end)`; empty when `range_end <= key`.
+    Span(&'a [u8], &'a [u8]),
+}
+
+impl<'a> KeyRange<'a> {
+    pub fn new(key: &'a [u8], range_end: &'a [u8]) -> Self {
+        match range_end {
+            [] => Self::Single(key),
+            [0] => Self::FromKey(key),
+            end => Self::Span(key, end),
+        }
+    }
+
+    fn bounds(self) -> Option<(Bound<&'a [u8]>, Bound<&'a [u8]>)> {
+        match self {
+            Self::Single(k) => Some((Bound::Included(k), Bound::Included(k))),
+            Self::FromKey(k) => Some((Bound::Included(k), Bound::Unbounded)),
+            // BTreeMap::range panics on an inverted range; an inverted request names nothing.
+            Self::Span(k, end) if end <= k => None,
+            Self::Span(k, end) => Some((Bound::Included(k), Bound::Excluded(end))),
+        }
+    }
+}
+
+/// One change made to the index, kept until the write transaction carrying it commits so that
+/// a failed request or batch can be taken back out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Undo {
+    pub key: Vec<u8>,
+    pub rev: Revision,
+    pub tombstone: bool,
+    prev_modified: Revision,
+}
+
+/// Every key's [`KeyIndex`], ordered by key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeIndex {
+    keys: BTreeMap<Vec<u8>, KeyIndex>,
+}
+
+impl TreeIndex {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of keys with anything indexed (live or with history not yet compacted).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    pub fn key_index(&self, key: &[u8]) -> Option<&KeyIndex> {
+        self.keys.get(key)
+    }
+
+    pub fn put(&mut self, key: &[u8], rev: Revision) {
+        self.put_logged(key, rev);
+    }
+
+    pub fn tombstone(&mut self, key: &[u8], rev: Revision) -> Result<(), RevisionNotFound> {
+        self.tombstone_logged(key, rev).map(drop)
+    }
+
+    /// Inserts a key index rebuilt from disk (see [`KeyIndex::restore`]).
+    pub fn insert(&mut self, key: Vec<u8>, ki: KeyIndex) {
+        self.keys.insert(key, ki);
+    }
+
+    pub fn get(&self, key: &[u8], at_rev: i64) -> Option<KeyRev> {
+        self.keys.get(key)?.get(at_rev)
+    }
+
+    /// The keys of `range` that exist at `at_rev`, in key order, with the write visible there:
+    /// at most `limit` of them (0: no limit), and how many there are in all.
+    pub fn revisions(
+        &self,
+        range: KeyRange<'_>,
+        at_rev: i64,
+        limit: usize,
+    ) -> (Vec<(&[u8], KeyRev)>, usize) {
+        let mut out = Vec::new();
+        let mut total = 0;
+        self.visit(range, |key, ki| {
+            if let Some(kr) = ki.get(at_rev) {
+                if limit == 0 || out.len() < limit {
+                    out.push((key, kr));
+                }
+                total += 1;
+            }
+        });
+        (out, total)
+    }
+
+    /// Every key of `range` that exists at `at_rev`, with the write visible there.
+    pub fn range(&self, range: KeyRange<'_>, at_rev: i64) -> Vec<(&[u8], KeyRev)> {
+        self.revisions(range, at_rev, 0).0
+    }
+
+    /// How many keys of `range` exist at `at_rev`.
+    pub fn count(&self, range: KeyRange<'_>, at_rev: i64) -> usize {
+        let mut total = 0;
+        self.visit(range, |_, ki| total += usize::from(ki.get(at_rev).is_some()));
+        total
+    }
+
+    /// Compacts every key index at `at_rev`, dropping the ones left empty. Returns the revisions
+    /// at or below `at_rev` that must stay in the backend; every other record at or below it can
+    /// be deleted.
+    pub fn compact(&mut self, at_rev: i64) -> HashSet<Revision> {
+        let mut keep = HashSet::new();
+        self.keys.retain(|_, ki| {
+            ki.compact(at_rev, &mut keep);
+            !ki.is_empty()
+        });
+        keep
+    }
+
+    fn visit<'s>(&'s self, range: KeyRange<'_>, mut f: impl FnMut(&'s [u8], &'s KeyIndex)) {
+        let Some(bounds) = range.bounds() else { return };
+        for (key, ki) in self.keys.range::<[u8], _>(bounds) {
+            f(key, ki);
+        }
+    }
+
+    pub(crate) fn put_logged(&mut self, key: &[u8], rev: Revision) -> Undo {
+        let ki = match self.keys.get_mut(key) {
+            Some(ki) => ki,
+            None => self.keys.entry(key.to_vec()).or_default(),
+        };
+        let prev_modified = ki.modified();
+        ki.put(rev);
+        Undo { key: key.to_vec(), rev, tombstone: false, prev_modified }
+    }
+
+    pub(crate) fn tombstone_logged(
+        &mut self,
+        key: &[u8],
+        rev: Revision,
+    ) -> Result<Undo, RevisionNotFound> {
+        let ki = self.keys.get_mut(key).ok_or(RevisionNotFound)?;
+        let prev_modified = ki.modified();
+        ki.tombstone(rev)?;
+        Ok(Undo { key: key.to_vec(), rev, tombstone: true, prev_modified })
+    }
+
+    /// Takes back one change; changes must be undone newest first.
+    pub(crate) fn undo(&mut self, u: &Undo) {
+        let Some(ki) = self.keys.get_mut(&u.key) else { return };
+        if u.tombstone {
+            ki.undo_tombstone(u.prev_modified);
+        } else {
+            ki.undo_put(u.prev_modified);
+        }
+        if ki.is_empty() {
+            self.keys.remove(&u.key);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "key_index_tests.rs"]
+mod tests;

@@ -1,0 +1,87 @@
+//! # actcd-mvcc — the key index, the revision clock, ranges at a revision, compaction
+//!
+//! The state machine's key space, following etcd 3.5's `server/mvcc` and the KV half of
+//! `server/etcdserver/apply.go`. It owns:
+//!
+//! - the **key index** ([`TreeIndex`]): every key → its [`KeyIndex`], the revisions it was
+//!   written at, grouped into generations. Values are never in memory: a revision is the key of
+//!   a record in the backend's `key` table.
+//! - the **revision clock**: the current revision (1 for an empty store, as in etcd, so the first
+//!   write is revision 2), advanced by one per write request that changes something.
+//! - the **compaction state**: the compacted revision (-1 before any compaction, as in etcd),
+//!   and the `scheduledCompactRev`/`finishedCompactRev` marks that make a crash mid-compaction
+//!   recoverable.
+//! - the **consistent index** and term of the last applied raft entry, written with the data.
+//!
+//! ## Messages taken ([`MvccActor`], on a one-thread `SyncArbiter`)
+//! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
+//!   Put, DeleteRange, Txn and Compaction requests, one result each, in order. Requests that are
+//!   not key-space writes (a Range sent through the log, lease, auth, alarm…) answer
+//!   `ApplyResponse::Empty`; their appliers live elsewhere.
+//! - `Range{request}` → `Result<RangeResponse, EtcdError>`.
+//! - `GetStoreStatus` → `Result<StoreStatus, EtcdError>`.
+//!
+//! It sends none. Top-level response headers carry the cluster and member ids, the term of the
+//! last applied entry and the revision; headers of responses nested in a Txn carry only the
+//! revision (a nested Txn's header is empty), as etcd's gRPC layer fills only the outer one.
+//!
+//! ## Invariants
+//! - **Index and disk agree after every batch.** A batch is one engine write transaction; index
+//!   changes are made as requests execute and logged, and taken back if the transaction fails
+//!   to commit. A refused request is taken back out of both the transaction and the index
+//!   before the next request runs, so it changes nothing.
+//! - **The revision increases by exactly one per write request that changes something**; every
+//!   change in it has that main revision and sub-revisions 0, 1, 2…. A request that changes
+//!   nothing (a delete of nothing, a read-only txn) leaves it and reports the current revision.
+//! - **The consistent index is written in the same transaction as the data it covers**, so a
+//!   crash never leaves applied data without its index, and re-applying entries above it after
+//!   a restart is idempotent.
+//! - **Compaction finishes.** `scheduledCompactRev` is written in the batch that accepts the
+//!   compaction; records are then deleted in bounded transactions, the last of which writes
+//!   `finishedCompactRev`. On open, a scheduled mark above the finished one is completed first.
+//!
+//! ## On disk
+//! `key`: revision (17 bytes; 18 with a trailing `t` for a tombstone, see
+//! [`actcd_types::Revision`]) → encoded `mvccpb.KeyValue`. A tombstone's record holds the key and
+//! the deletion revision as `mod_revision`. `meta`: `consistent_index`, `term`,
+//! `scheduledCompactRev`, `finishedCompactRev`, each an 8-byte big-endian integer.
+//!
+//! ## One key through its life
+//! Key `foo`, on a store at revision 1:
+//!
+//! | request            | revision | generations of `foo`              | get(at) answers                  |
+//! |--------------------|----------|-----------------------------------|----------------------------------|
+//! | put foo=a          | 2        | `{2}` created 2                   | at 2: mod 2, create 2, version 1 |
+//! | put foo=b          | 3        | `{2, 3}`                          | at 3: mod 3, create 2, version 2 |
+//! | delete foo         | 4        | `{2, 3, 4(t)}` `{}`               | at 4: not found                  |
+//! | put foo=c          | 5        | `{2, 3, 4(t)}` `{5}` created 5    | at 5: mod 5, create 5, version 1 |
+//! | compact 3          | —        | `{3, 4(t)}` `{5}`                 | at 3: mod 3, version 2 (kept)    |
+//! | compact 4          | —        | `{5}`                             | at 4: `compacted`… at 5: as before |
+//!
+//! Compacting at 3 keeps revision 3 (the greatest ≤ 3 of the first generation, which a read at 3
+//! still needs) and deletes record 2. Compacting at 4 drops the whole first generation: its
+//! tombstone is ≤ 4, so no read at 4 or later sees any of it, and records 3 and 4(t) go. A key
+//! whose last generation ends at or below the compaction revision leaves the index entirely.
+//!
+//! ## Layout
+//! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `range.rs` reading at a revision
+//! (filters, sort, limit) · `write.rs` Put, DeleteRange, the undo log · `txn.rs` compares,
+//! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
+//! status · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
+//! `EtcdError`.
+
+mod actor;
+mod error;
+mod key_index;
+mod range;
+mod store;
+mod txn;
+mod write;
+
+pub use actor::MvccActor;
+pub use error::Error;
+pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
+pub use store::{
+    DEFAULT_COMPACTION_BATCH_LIMIT, LeaseChecker, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
+    META_SCHEDULED_COMPACT, META_TERM, Store,
+};

@@ -1,0 +1,453 @@
+//! [`Store`]: the key index, the revision clock and the compaction state over a storage engine.
+//! Plain struct, no actix: [`crate::MvccActor`] is thin glue around it.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::{
+    CompactionResponse, DeleteRangeRequest, PutRequest, RangeRequest, RangeResponse,
+    ResponseHeader, TxnRequest,
+};
+use actcd_proto::mvccpb::KeyValue;
+use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
+use actcd_types::storage::{KvEngine, ReadTxn, Table, WriteTxn};
+use actcd_types::{EtcdError, MemberIdentity, Revision};
+use prost::Message;
+
+use crate::error::Error;
+use crate::key_index::{KeyIndex, TreeIndex, Undo};
+use crate::range::View;
+use crate::write::{Writer, rev_header};
+
+/// `meta` key of the raft index of the last applied entry (8-byte big-endian).
+pub const META_CONSISTENT_INDEX: &[u8] = b"consistent_index";
+/// `meta` key of the term of the last applied entry (8-byte big-endian).
+pub const META_TERM: &[u8] = b"term";
+/// `meta` key of the revision of the last compaction accepted (8-byte big-endian).
+pub const META_SCHEDULED_COMPACT: &[u8] = b"scheduledCompactRev";
+/// `meta` key of the revision of the last compaction whose deletions are done.
+pub const META_FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
+
+/// etcd's `--experimental-compaction-batch-limit` default: records examined per deletion txn.
+pub const DEFAULT_COMPACTION_BATCH_LIMIT: usize = 1000;
+
+/// Answers "does this lease exist?" at apply time. Until the lessor plugs in, none does.
+pub type LeaseChecker = Arc<dyn Fn(i64) -> bool + Send + Sync>;
+
+/// etcd's MVCC store (`mvcc.store` plus the KV part of `applierV3backend`).
+pub struct Store {
+    engine: Arc<dyn KvEngine>,
+    index: TreeIndex,
+    /// Revision of the last write txn that changed something; 1 for an empty store, as in etcd.
+    current_rev: i64,
+    /// Main revision of the last compaction; -1 before any, as in etcd.
+    compact_rev: i64,
+    consistent_index: u64,
+    term: u64,
+    identity: MemberIdentity,
+    lease_exists: LeaseChecker,
+    compaction_batch_limit: usize,
+    /// A compaction recorded as scheduled whose deletions failed after its batch committed;
+    /// retried before the next batch.
+    unfinished_compaction: Option<i64>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("current_rev", &self.current_rev)
+            .field("compact_rev", &self.compact_rev)
+            .field("consistent_index", &self.consistent_index)
+            .field("term", &self.term)
+            .field("keys", &self.index.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a batch changes in memory, applied only once its transaction has committed.
+struct Applied {
+    results: Vec<ApplyResult>,
+    current_rev: i64,
+    compact_rev: i64,
+    compactions: Vec<i64>,
+}
+
+impl Store {
+    /// Opens the store over `engine`: rebuilds the index with one scan of the `key` table in
+    /// revision order, reads the meta records, and finishes a compaction that a crash
+    /// interrupted.
+    pub fn open(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, EtcdError> {
+        Self::open_inner(engine, identity).map_err(EtcdError::from)
+    }
+
+    fn open_inner(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, Error> {
+        let (index, last_main, consistent_index, term, finished, scheduled) = {
+            let txn = engine.read()?;
+            let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
+            let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
+            let finished = read_meta(&*txn, META_FINISHED_COMPACT)?.map(|r| r as i64);
+            let scheduled = read_meta(&*txn, META_SCHEDULED_COMPACT)?.map(|r| r as i64);
+            let mut index = TreeIndex::new();
+            let mut last_main = 1;
+            let mut failed = None;
+            txn.scan(Table::Key, &[], None, &mut |k, v| match restore_record(&mut index, k, v) {
+                Ok(main) => {
+                    last_main = main;
+                    true
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            (index, last_main, consistent_index, term, finished, scheduled)
+        };
+
+        let compact_rev = finished.unwrap_or(-1);
+        // The revision never goes back: records up to a compaction may all be gone, and a
+        // crash mid-compaction may have deleted them before `finishedCompactRev` was written.
+        let current_rev = last_main.max(compact_rev).max(scheduled.unwrap_or(-1));
+        let mut store = Self {
+            engine,
+            index,
+            current_rev,
+            compact_rev,
+            consistent_index,
+            term,
+            identity,
+            lease_exists: Arc::new(|_| false),
+            compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
+            unfinished_compaction: None,
+        };
+        if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
+            tracing::info!(revision = rev, "resuming interrupted compaction");
+            store.compact_rev = rev;
+            let keep = store.index.compact(rev);
+            store.delete_compacted(rev, &keep)?;
+        }
+        tracing::info!(
+            current_revision = store.current_rev,
+            compact_revision = store.compact_rev,
+            consistent_index = store.consistent_index,
+            keys = store.index.len(),
+            "mvcc store restored"
+        );
+        Ok(store)
+    }
+
+    /// Plugs in the lessor's "does this lease exist?".
+    pub fn set_lease_checker(&mut self, checker: LeaseChecker) {
+        self.lease_exists = checker;
+    }
+
+    /// Records examined per compaction deletion transaction (tests make it small).
+    pub fn set_compaction_batch_limit(&mut self, limit: usize) {
+        self.compaction_batch_limit = limit.max(1);
+    }
+
+    pub fn consistent_index(&self) -> u64 {
+        self.consistent_index
+    }
+
+    /// Term of the last applied entry.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    pub fn current_revision(&self) -> i64 {
+        self.current_rev
+    }
+
+    /// -1 before the first compaction.
+    pub fn compact_revision(&self) -> i64 {
+        self.compact_rev
+    }
+
+    pub fn index(&self) -> &TreeIndex {
+        &self.index
+    }
+
+    pub fn status(&self) -> Result<StoreStatus, EtcdError> {
+        let (db_size, db_size_in_use) = self.engine.size().map_err(|e| EtcdError::from(Error::from(e)))?;
+        Ok(StoreStatus {
+            revision: self.current_rev,
+            compact_revision: self.compact_rev,
+            consistent_index: self.consistent_index,
+            term: self.term,
+            db_size,
+            db_size_in_use,
+        })
+    }
+
+    /// A read of the last committed state.
+    pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
+        let txn = self.engine.read().map_err(|e| EtcdError::from(Error::from(e)))?;
+        let view = View {
+            index: &self.index,
+            txn: &*txn,
+            rev: self.current_rev,
+            compact_rev: self.compact_rev,
+        };
+        let mut resp = view.range(req)?;
+        stamp(&mut resp.header, self.identity, self.term);
+        Ok(resp)
+    }
+
+    /// Applies `requests` in order in one engine write transaction that also records
+    /// `consistent_index` and `term`. A refused request gets its error and changes nothing; an
+    /// engine failure fails the batch and leaves the store as it was.
+    pub fn apply_batch(
+        &mut self,
+        consistent_index: u64,
+        term: u64,
+        requests: Vec<InternalRaftRequest>,
+    ) -> Result<Vec<ApplyResult>, EtcdError> {
+        self.resume_compaction();
+        let engine = Arc::clone(&self.engine);
+        let mut undo = Vec::new();
+        let outcome = engine.write().map_err(Error::from).and_then(|mut txn| {
+            let applied = self.apply_in(&mut *txn, &mut undo, term, requests)?;
+            txn.put(Table::Meta, META_CONSISTENT_INDEX, &consistent_index.to_be_bytes())?;
+            txn.put(Table::Meta, META_TERM, &term.to_be_bytes())?;
+            txn.commit()?;
+            Ok(applied)
+        });
+        let applied = match outcome {
+            Ok(applied) => applied,
+            Err(e) => {
+                for u in undo.iter().rev() {
+                    self.index.undo(u);
+                }
+                tracing::error!(error = %e, consistent_index, "apply batch failed");
+                return Err(e.into());
+            }
+        };
+
+        self.current_rev = applied.current_rev;
+        self.compact_rev = applied.compact_rev;
+        self.consistent_index = consistent_index;
+        self.term = term;
+        let mut keep = None;
+        for &rev in &applied.compactions {
+            keep = Some((rev, self.index.compact(rev)));
+        }
+        if let Some((rev, keep)) = keep {
+            self.finish_compaction(rev, &keep);
+        }
+        Ok(applied.results)
+    }
+
+    fn apply_in<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        undo: &mut Vec<Undo>,
+        term: u64,
+        requests: Vec<InternalRaftRequest>,
+    ) -> Result<Applied, Error> {
+        let mut current_rev = self.current_rev;
+        let mut compact_rev = self.compact_rev;
+        let mut compactions = Vec::new();
+        let mut results = Vec::with_capacity(requests.len());
+        let identity = self.identity;
+        for req in requests {
+            let (outcome, changed) = match KvRequest::of(req) {
+                KvRequest::Compaction(revision) => {
+                    // etcd's order of checks; `physical` needs no wait: the deletions finish
+                    // before the batch's results are returned (or on restart after a crash).
+                    let outcome = if revision <= compact_rev {
+                        Err(EtcdError::Compacted)
+                    } else if revision > current_rev {
+                        Err(EtcdError::FutureRevision)
+                    } else {
+                        compact_rev = revision;
+                        compactions.push(revision);
+                        txn.put(Table::Meta, META_SCHEDULED_COMPACT, &revision.to_be_bytes())?;
+                        let mut header = rev_header(current_rev);
+                        stamp(&mut header, identity, term);
+                        Ok(ApplyResponse::Compaction(CompactionResponse { header }))
+                    };
+                    (outcome.map_err(Error::from), false)
+                }
+                KvRequest::None => (Ok(ApplyResponse::Empty), false),
+                write => {
+                    let mut w = Writer {
+                        txn: &mut *txn,
+                        index: &mut self.index,
+                        undo: &mut *undo,
+                        begin_rev: current_rev,
+                        compact_rev,
+                        changes: 0,
+                        lease_exists: &*self.lease_exists,
+                    };
+                    let outcome = match write {
+                        KvRequest::Put(p) => w.apply_put(p).map(|mut r| {
+                            stamp(&mut r.header, identity, term);
+                            ApplyResponse::Put(r)
+                        }),
+                        KvRequest::DeleteRange(d) => w.delete_range(d).map(|mut r| {
+                            stamp(&mut r.header, identity, term);
+                            ApplyResponse::DeleteRange(r)
+                        }),
+                        KvRequest::Txn(t) => w.txn(t).map(|mut r| {
+                            stamp(&mut r.header, identity, term);
+                            ApplyResponse::Txn(r)
+                        }),
+                        KvRequest::Compaction(_) | KvRequest::None => Ok(ApplyResponse::Empty),
+                    };
+                    (outcome, w.changes > 0)
+                }
+            };
+            match outcome {
+                Ok(r) => results.push(Ok(r)),
+                Err(Error::Request(e)) => results.push(Err(e)),
+                // The engine failed: the whole batch is abandoned.
+                Err(e) => return Err(e),
+            }
+            if changed {
+                current_rev += 1;
+            }
+        }
+        Ok(Applied { results, current_rev, compact_rev, compactions })
+    }
+
+    fn finish_compaction(&mut self, rev: i64, keep: &HashSet<Revision>) {
+        match self.delete_compacted(rev, keep) {
+            Ok(()) => self.unfinished_compaction = None,
+            Err(e) => {
+                tracing::warn!(revision = rev, error = %e, "compaction deletions failed; will retry");
+                self.unfinished_compaction = Some(rev);
+            }
+        }
+    }
+
+    fn resume_compaction(&mut self) {
+        if let Some(rev) = self.unfinished_compaction {
+            // Compacting the index again at the same revision changes nothing and yields the
+            // same keep set.
+            let keep = self.index.compact(rev);
+            self.finish_compaction(rev, &keep);
+        }
+    }
+
+    /// Deletes every `key` record at or below `rev` that `keep` doesn't name, in transactions
+    /// of at most `compaction_batch_limit` records, then records `finishedCompactRev` in the
+    /// last one. Safe to repeat after a crash: `scheduledCompactRev` says what to redo.
+    fn delete_compacted(&self, rev: i64, keep: &HashSet<Revision>) -> Result<(), Error> {
+        // Every key with main revision ≤ rev sorts below the 8-byte prefix of rev + 1.
+        let end = rev.saturating_add(1).to_be_bytes();
+        let mut from: Vec<u8> = Vec::new();
+        let mut deleted = 0usize;
+        loop {
+            let mut txn = self.engine.write()?;
+            let mut batch = Vec::new();
+            txn.scan(Table::Key, &from, Some(&end), &mut |k, _| {
+                batch.push(k.to_vec());
+                batch.len() < self.compaction_batch_limit
+            })?;
+            for k in &batch {
+                if let Some((r, _)) = Revision::from_bytes(k)
+                    && !keep.contains(&r)
+                {
+                    txn.delete(Table::Key, k)?;
+                    deleted += 1;
+                }
+            }
+            let done = batch.len() < self.compaction_batch_limit;
+            if done {
+                txn.put(Table::Meta, META_FINISHED_COMPACT, &rev.to_be_bytes())?;
+            }
+            txn.commit()?;
+            if done {
+                tracing::info!(revision = rev, deleted, "finished scheduled compaction");
+                return Ok(());
+            }
+            if let Some(mut last) = batch.pop() {
+                // The smallest key after `last`.
+                last.push(0);
+                from = last;
+            }
+        }
+    }
+}
+
+/// The part of an [`InternalRaftRequest`] this store applies, picked with the precedence of
+/// etcd's applier when several fields are set.
+enum KvRequest {
+    Put(PutRequest),
+    DeleteRange(DeleteRangeRequest),
+    Txn(TxnRequest),
+    Compaction(i64),
+    /// Not a key-space write: a Range (reads are served outside the log, so one that went
+    /// through it has no answer here) or a lease, auth or alarm request, which another actor
+    /// applies.
+    None,
+}
+
+impl KvRequest {
+    fn of(req: InternalRaftRequest) -> Self {
+        if req.range.is_some() {
+            Self::None
+        } else if let Some(p) = req.put {
+            Self::Put(p)
+        } else if let Some(d) = req.delete_range {
+            Self::DeleteRange(d)
+        } else if let Some(t) = req.txn {
+            Self::Txn(t)
+        } else if let Some(c) = req.compaction {
+            Self::Compaction(c.revision)
+        } else {
+            Self::None
+        }
+    }
+}
+
+/// Fills in what etcd's gRPC layer adds to a top-level header.
+fn stamp(header: &mut Option<ResponseHeader>, identity: MemberIdentity, term: u64) {
+    let h = header.get_or_insert_with(ResponseHeader::default);
+    h.cluster_id = identity.cluster_id;
+    h.member_id = identity.member_id;
+    h.raft_term = term;
+}
+
+fn read_meta<R: ReadTxn + ?Sized>(txn: &R, key: &[u8]) -> Result<Option<u64>, Error> {
+    txn.get(Table::Meta, key)?
+        .map(|v| {
+            <[u8; 8]>::try_from(v.as_slice()).map(u64::from_be_bytes).map_err(|_| {
+                Error::Corrupt(format!(
+                    "meta {} is {} bytes, want 8",
+                    String::from_utf8_lossy(key),
+                    v.len()
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Adds one `key` table record to the index being rebuilt; returns its main revision.
+fn restore_record(index: &mut TreeIndex, k: &[u8], v: &[u8]) -> Result<i64, Error> {
+    let (rev, tombstone) = Revision::from_bytes(k)
+        .ok_or_else(|| Error::Corrupt(format!("malformed revision key {k:?}")))?;
+    let kv = KeyValue::decode(v).map_err(|e| Error::Corrupt(format!("record {rev:?}: {e}")))?;
+    if tombstone {
+        // A tombstone whose puts were compacted away (crash mid-compaction) names nothing.
+        if index.tombstone(&kv.key, rev).is_err() {
+            tracing::warn!(revision = ?rev, "tombstone of a key not in the index");
+        }
+    } else if index.key_index(&kv.key).is_some() {
+        index.put(&kv.key, rev);
+    } else {
+        // The oldest record left of this key: compaction may have dropped its earlier writes.
+        let ki = KeyIndex::restore(Revision::new(kv.create_revision, 0), rev, kv.version);
+        index.insert(kv.key, ki);
+    }
+    Ok(rev.main)
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,146 @@
+//! One request's writes inside the batch's write transaction: Put and DeleteRange, the undo log
+//! that takes a failed request back out, and the revision rules they share.
+//!
+//! A request that changes anything writes at main revision `begin_rev + 1`, its changes numbered
+//! by `sub` = 0, 1, 2…; reads inside it see its earlier writes (revision `begin_rev + 1` once it
+//! has changed something). Every record goes into the write transaction and every index change
+//! into the undo log at once, so a request that fails half-way is rolled back by replaying the
+//! log backwards: the revision keys it wrote were new, so deleting them restores the table.
+
+use actcd_proto::etcdserverpb::{
+    DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse, ResponseHeader,
+};
+use actcd_proto::mvccpb::KeyValue;
+use actcd_types::storage::{Table, WriteTxn};
+use actcd_types::{EtcdError, Revision};
+use prost::Message;
+
+use crate::error::Error;
+use crate::key_index::{KeyRange, TreeIndex, Undo};
+use crate::range::View;
+
+/// A header carrying only a revision: what etcd puts in responses nested in a Txn, and what
+/// the store stamps with the member's identity for top-level responses.
+pub(crate) fn rev_header(revision: i64) -> Option<ResponseHeader> {
+    Some(ResponseHeader { revision, ..Default::default() })
+}
+
+/// Executes one request's operations against the batch's write transaction and the index.
+pub(crate) struct Writer<'a, W: WriteTxn + ?Sized> {
+    pub txn: &'a mut W,
+    pub index: &'a mut TreeIndex,
+    /// Every index change of the batch so far, oldest first.
+    pub undo: &'a mut Vec<Undo>,
+    /// The store's revision before this request.
+    pub begin_rev: i64,
+    pub compact_rev: i64,
+    /// Records this request has written so far (the next `sub`).
+    pub changes: i64,
+    pub lease_exists: &'a (dyn Fn(i64) -> bool + Send + Sync),
+}
+
+impl<W: WriteTxn + ?Sized> Writer<'_, W> {
+    /// The revision reads see: the request's own once it has written something.
+    pub fn read_rev(&self) -> i64 {
+        self.begin_rev + i64::from(self.changes > 0)
+    }
+
+    pub fn view(&self) -> View<'_, W> {
+        View {
+            index: &*self.index,
+            txn: &*self.txn,
+            rev: self.read_rev(),
+            compact_rev: self.compact_rev,
+        }
+    }
+
+    /// A top-level Put: the lease must exist (checked first, as etcd does), then [`Self::put`].
+    pub fn apply_put(&mut self, req: PutRequest) -> Result<PutResponse, Error> {
+        if req.lease != 0 && !(self.lease_exists)(req.lease) {
+            return Err(EtcdError::LeaseNotFound.into());
+        }
+        self.put(req)
+    }
+
+    /// Writes a new version of the key. `ignore_value`/`ignore_lease` take the current value or
+    /// lease and need the key to exist now.
+    pub fn put(&mut self, req: PutRequest) -> Result<PutResponse, Error> {
+        let ignore = req.ignore_value || req.ignore_lease;
+        let prev = if ignore || req.prev_kv { self.view().get(&req.key)? } else { None };
+        let (value, lease) = match &prev {
+            None if ignore => return Err(EtcdError::KeyNotFound.into()),
+            Some(p) => (
+                if req.ignore_value { p.value.clone() } else { req.value },
+                if req.ignore_lease { p.lease } else { req.lease },
+            ),
+            None => (req.value, req.lease),
+        };
+
+        let rev = Revision::new(self.begin_rev + 1, self.changes);
+        let (create_revision, version) = match self.index.get(&req.key, rev.main) {
+            Some(kr) => (kr.created.main, kr.version + 1),
+            None => (rev.main, 1),
+        };
+        let kv = KeyValue {
+            key: req.key,
+            create_revision,
+            mod_revision: rev.main,
+            version,
+            value,
+            lease,
+        };
+        self.txn.put(Table::Key, &rev.to_bytes(false), &kv.encode_to_vec())?;
+        self.undo.push(self.index.put_logged(&kv.key, rev));
+        self.changes += 1;
+        Ok(PutResponse { header: rev_header(rev.main), prev_kv: prev.filter(|_| req.prev_kv) })
+    }
+
+    /// Deletes every live key in the range at one revision, one tombstone record each.
+    pub fn delete_range(&mut self, req: DeleteRangeRequest) -> Result<DeleteRangeResponse, Error> {
+        let (keys, prev_kvs) = {
+            let view = self.view();
+            let live = self.index.range(KeyRange::new(&req.key, &req.range_end), view.rev);
+            let prev_kvs = if req.prev_kv {
+                live.iter().map(|(_, kr)| view.record(kr.modified)).collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            };
+            let keys: Vec<Vec<u8>> = live.into_iter().map(|(k, _)| k.to_vec()).collect();
+            (keys, prev_kvs)
+        };
+        if keys.is_empty() {
+            return Ok(DeleteRangeResponse {
+                header: rev_header(self.read_rev()),
+                deleted: 0,
+                prev_kvs,
+            });
+        }
+        let main = self.begin_rev + 1;
+        let deleted = keys.len() as i64;
+        for key in keys {
+            let rev = Revision::new(main, self.changes);
+            // The deletion revision rides along so history readers (watch catch-up) can emit
+            // the DELETE event without the index.
+            let tombstone = KeyValue { key, mod_revision: main, ..Default::default() };
+            self.txn.put(Table::Key, &rev.to_bytes(true), &tombstone.encode_to_vec())?;
+            let undo = self
+                .index
+                .tombstone_logged(&tombstone.key, rev)
+                .map_err(|e| Error::Corrupt(format!("{e} for a live key")))?;
+            self.undo.push(undo);
+            self.changes += 1;
+        }
+        Ok(DeleteRangeResponse { header: rev_header(main), deleted, prev_kvs })
+    }
+
+    /// Takes back every change logged after `mark`, in the index and in the write transaction.
+    pub fn rollback_to(&mut self, mark: usize) -> Result<(), Error> {
+        while self.undo.len() > mark {
+            let Some(u) = self.undo.pop() else { break };
+            self.index.undo(&u);
+            self.txn.delete(Table::Key, &u.rev.to_bytes(u.tombstone))?;
+            self.changes -= 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,306 @@
+use std::collections::HashMap;
+
+use actcd_types::EtcdError;
+use actcd_types::msg::{
+    Append, Applied, Apply, PeerMessage, Propose, RaftProgress, RaftStatus, RaftStatusReply,
+    ReadIndex, ReleaseWal, Step, SyncStorage, Tick,
+};
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use crate::node::{RaftNode, ReadyOutput};
+
+/// Where the node's work goes. Handed over by the daemon at start-up.
+#[derive(Clone)]
+pub struct RaftPeers {
+    pub wal: Recipient<Append>,
+    pub release: Recipient<ReleaseWal>,
+    pub applier: Recipient<Apply>,
+    pub progress: Recipient<RaftProgress>,
+    pub sync_storage: Recipient<SyncStorage>,
+    pub outbox: Option<Recipient<PeerMessage>>,
+}
+
+/// The WAL made Ready `number` durable.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct Persisted {
+    number: u64,
+    persisted_messages: Vec<PeerMessage>,
+}
+
+/// Take and handle every pending Ready (sent to self so queued input batches into one Ready).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct ProcessReady;
+
+/// Start one read-index round for every read queued so far.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct FlushReads;
+
+type ReadWaiter = oneshot::Sender<Result<u64, EtcdError>>;
+
+pub struct RaftActor {
+    node: RaftNode,
+    peers: RaftPeers,
+    ready_scheduled: bool,
+    /// Reads waiting for the next round.
+    queued_reads: Vec<ReadWaiter>,
+    /// Rounds in flight, by request context.
+    read_rounds: HashMap<u64, Vec<ReadWaiter>>,
+    next_read_ctx: u64,
+    snapshot_count: u64,
+    catchup_entries: u64,
+    last_snapshot: u64,
+    compacting: bool,
+}
+
+impl RaftActor {
+    pub fn new(node: RaftNode, peers: RaftPeers, snapshot_count: u64, catchup_entries: u64) -> Self {
+        let last_snapshot = node.applied();
+        Self {
+            node,
+            peers,
+            ready_scheduled: false,
+            queued_reads: Vec::new(),
+            read_rounds: HashMap::new(),
+            next_read_ctx: 1,
+            snapshot_count: snapshot_count.max(1),
+            catchup_entries,
+            last_snapshot,
+            compacting: false,
+        }
+    }
+
+    fn schedule_ready(&mut self, ctx: &mut Context<Self>) {
+        if !self.ready_scheduled {
+            self.ready_scheduled = true;
+            ctx.notify(ProcessReady);
+        }
+    }
+
+    fn send_peers(&self, msgs: Vec<PeerMessage>) {
+        if let Some(outbox) = &self.peers.outbox {
+            for m in msgs {
+                // Peer traffic is best effort: raft retries what is lost.
+                let _ = outbox.try_send(m);
+            }
+        }
+    }
+
+    fn handle_ready(&mut self, out: ReadyOutput, ctx: &mut Context<Self>) {
+        if out.leader_changed.is_some() {
+            // Reads of the old term can no longer be confirmed.
+            for (_, waiters) in self.read_rounds.drain() {
+                for w in waiters {
+                    let _ = w.send(Err(EtcdError::LeaderChanged));
+                }
+            }
+        }
+        self.send_peers(out.messages);
+        if !out.committed.is_empty() {
+            self.peers.applier.do_send(Apply { entries: out.committed });
+        }
+        for (rctx, index) in out.reads {
+            let Ok(key) = <[u8; 8]>::try_from(rctx.as_slice()) else { continue };
+            if let Some(waiters) = self.read_rounds.remove(&u64::from_be_bytes(key)) {
+                for w in waiters {
+                    let _ = w.send(Ok(index));
+                }
+            }
+        }
+        let number = out.number;
+        let persisted_messages = out.persisted_messages;
+        let append = Append { hard_state: out.hard_state, entries: out.entries };
+        // Every Ready goes through the WAL, even an empty one: persistence is acknowledged in
+        // Ready order, and an empty append costs no fsync.
+        self.peers
+            .wal
+            .send(append)
+            .into_actor(self)
+            .map(move |res, act, ctx| match res {
+                Ok(Ok(())) => ctx.notify(Persisted { number, persisted_messages }),
+                Ok(Err(e)) => {
+                    // Raft cannot go on without its log: stop instead of acknowledging anything.
+                    tracing::error!(error = %e, "WAL append failed; stopping");
+                    System::current().stop_with_code(1);
+                }
+                Err(_) => act.fail_all(EtcdError::Stopped),
+            })
+            .wait(ctx);
+        self.peers.progress.do_send(RaftProgress {
+            committed: self.node.committed(),
+            applied: self.node.applied(),
+        });
+    }
+
+    fn fail_all(&mut self, e: EtcdError) {
+        for w in self.queued_reads.drain(..) {
+            let _ = w.send(Err(e.clone()));
+        }
+        for (_, ws) in self.read_rounds.drain() {
+            for w in ws {
+                let _ = w.send(Err(e.clone()));
+            }
+        }
+    }
+
+    fn maybe_compact(&mut self, ctx: &mut Context<Self>) {
+        let applied = self.node.applied();
+        if self.compacting || applied < self.last_snapshot + self.snapshot_count {
+            return;
+        }
+        self.compacting = true;
+        let sync = self.peers.sync_storage.send(SyncStorage);
+        async move { sync.await }
+            .into_actor(self)
+            .map(move |res, act, _| {
+                act.compacting = false;
+                if !matches!(res, Ok(Ok(()))) {
+                    tracing::warn!("backend sync before log compaction failed; will retry");
+                    return;
+                }
+                let Some((index, term, conf_state)) = act.node.compact_log(applied, act.catchup_entries)
+                else {
+                    return;
+                };
+                act.last_snapshot = index;
+                act.peers.release.do_send(ReleaseWal { index, term, conf_state });
+                tracing::debug!(index, "raft log compacted");
+            })
+            .spawn(ctx);
+    }
+}
+
+impl Actor for RaftActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Raft's work queues can hold a burst of proposals: don't let the mailbox cap them first.
+        ctx.set_mailbox_capacity(65536);
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<ProcessReady> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, _: ProcessReady, ctx: &mut Context<Self>) {
+        self.ready_scheduled = false;
+        loop {
+            match self.node.ready() {
+                Ok(Some(out)) => self.handle_ready(out, ctx),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::error!(error = %e, "raft ready failed; stopping");
+                    System::current().stop_with_code(1);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Handler<Persisted> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Persisted, ctx: &mut Context<Self>) {
+        self.node.on_persisted(msg.number);
+        self.send_peers(msg.persisted_messages);
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<Tick> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+        self.node.tick();
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<Propose> for RaftActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, msg: Propose, ctx: &mut Context<Self>) -> Self::Result {
+        self.node.propose(msg.data)?;
+        self.schedule_ready(ctx);
+        Ok(())
+    }
+}
+
+impl Handler<ReadIndex> for RaftActor {
+    type Result = ResponseFuture<Result<u64, EtcdError>>;
+
+    fn handle(&mut self, _: ReadIndex, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        if self.queued_reads.is_empty() {
+            ctx.notify(FlushReads);
+        }
+        self.queued_reads.push(tx);
+        Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::Stopped)) })
+    }
+}
+
+impl Handler<FlushReads> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, _: FlushReads, ctx: &mut Context<Self>) {
+        if self.queued_reads.is_empty() {
+            return;
+        }
+        let id = self.next_read_ctx;
+        self.next_read_ctx += 1;
+        match self.node.read_index(id.to_be_bytes().to_vec()) {
+            Ok(()) => {
+                self.read_rounds.insert(id, std::mem::take(&mut self.queued_reads));
+                self.schedule_ready(ctx);
+            }
+            Err(e) => {
+                for w in self.queued_reads.drain(..) {
+                    let _ = w.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl Handler<Step> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Step, ctx: &mut Context<Self>) {
+        self.node.step(&msg.msg);
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<Applied> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Applied, ctx: &mut Context<Self>) {
+        self.node.on_applied(msg.index);
+        self.peers.progress.do_send(RaftProgress {
+            committed: self.node.committed(),
+            applied: self.node.applied(),
+        });
+        self.maybe_compact(ctx);
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<RaftStatus> for RaftActor {
+    type Result = MessageResult<RaftStatus>;
+
+    fn handle(&mut self, _: RaftStatus, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(RaftStatusReply {
+            member_id: self.node.id(),
+            leader: self.node.leader(),
+            term: self.node.term(),
+            commit: self.node.committed(),
+            applied: self.node.applied(),
+            last_index: self.node.last_index(),
+        })
+    }
+}

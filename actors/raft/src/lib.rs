@@ -1,0 +1,47 @@
+//! # actcd-raft — the raft node
+//!
+//! Owns a raft-rs `RawNode` over raft-rs's in-memory log store (`MemStorage`) and everything that
+//! drives it: ticks, proposals, read-index requests and peer messages. It does no I/O itself: log
+//! entries and hard state go to the WAL writer, committed entries to the applier, peer messages to
+//! an outbox. This is raft-rs's own shape — a pure state machine that hands work back in a
+//! `Ready` — kept in [`RaftNode`]; [`RaftActor`] is the glue that turns messages into calls.
+//!
+//! ## Messages
+//! Takes `Tick`, `Propose`, `ReadIndex`, `Step` (peer messages), `Applied` (from the applier),
+//! `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
+//! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` to the applier, `RaftProgress` to
+//! preflight, `SyncStorage` to the MVCC store, and `PeerMessage`s to the outbox.
+//!
+//! ## Handling a Ready (raft-rs's documented order, asynchronous persistence)
+//! 1. send `messages` to peers at once (a leader may send before its own fsync);
+//! 2. apply a snapshot, if any, to the in-memory store;
+//! 3. hand `committed_entries` to the applier (raft-rs only lists entries this node has persisted);
+//! 4. append `entries` to the in-memory store, then 5. send them and the new hard state to the WAL
+//!    as one `Append` (one fsync);
+//! 6. `advance_append_async`; when the WAL answers, `on_persist_ready(number)` and only then send
+//!    the Ready's `persisted_messages` (votes and append responses must not precede the fsync);
+//! 7. the applier reports `Applied{index}` → `advance_apply_to(index)`.
+//!
+//! Readies are taken in a `ProcessReady` message the actor sends itself after any input, so every
+//! proposal waiting in the mailbox lands in the same Ready and shares one fsync. Read-index
+//! requests are batched the same way: all requests queued before a `FlushReads` share one round.
+//!
+//! ## Log compaction
+//! Every `snapshot_count` applied entries the node asks the store to sync (`SyncStorage`), then
+//! compacts the in-memory log keeping the last `catchup_entries`, and tells the WAL to mark a
+//! snapshot at the applied index and release older segments. Memory and disk stay bounded.
+//!
+//! ## Invariants
+//! - Entries reach the applier in log order, each exactly once per process run.
+//! - A Ready's persisted messages are sent only after its WAL append is durable.
+//! - Raft messages come only from authenticated peers; raft-rs's protobuf 2 codec has a recursion
+//!   advisory on hostile input, so peer messages are size-bounded by the transport before decoding.
+//!
+//! ## Layout
+//! `node.rs` the pure `RaftNode` and its tests · `actor.rs` the actor glue.
+
+mod actor;
+mod node;
+
+pub use actor::{RaftActor, RaftPeers};
+pub use node::{NodeConfig, RaftNode, ReadyOutput, Recovered};

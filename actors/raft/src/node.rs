@@ -1,0 +1,354 @@
+use actcd_types::EtcdError;
+use actcd_types::msg::{CommittedEntry, EntryKind, HardState, PeerMessage, WalEntry};
+use protobuf::Message as _;
+use raft::prelude::{ConfState, Entry, EntryType, HardState as RaftHardState, Message, Snapshot};
+use raft::storage::MemStorage;
+use raft::{Config, RawNode, StateRole, Storage as _};
+
+/// Static settings of one member.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub id: u64,
+    /// Every voter of the initial cluster (this member included).
+    pub voters: Vec<u64>,
+    pub election_tick: usize,
+    pub heartbeat_tick: usize,
+    /// Apply entries up to this index are already in the state machine (its consistent index).
+    pub applied: u64,
+}
+
+/// What the WAL held at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// (index, term, encoded ConfState) of the last released-log snapshot mark.
+    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    pub hard_state: HardState,
+    pub entries: Vec<WalEntry>,
+}
+
+/// The work one Ready hands back, in the order it must be done (see the crate doc).
+#[derive(Debug, Default)]
+pub struct ReadyOutput {
+    pub number: u64,
+    pub messages: Vec<PeerMessage>,
+    pub committed: Vec<CommittedEntry>,
+    pub entries: Vec<WalEntry>,
+    pub hard_state: Option<HardState>,
+    pub persisted_messages: Vec<PeerMessage>,
+    /// (request context, read index) pairs answered in this Ready.
+    pub reads: Vec<(Vec<u8>, u64)>,
+    /// The leader this node now follows, when it changed.
+    pub leader_changed: Option<u64>,
+}
+
+pub struct RaftNode {
+    raw: RawNode<MemStorage>,
+    id: u64,
+    leader: u64,
+}
+
+fn to_raft_hs(hs: &HardState) -> RaftHardState {
+    let mut out = RaftHardState::default();
+    out.term = hs.term;
+    out.vote = hs.vote;
+    out.commit = hs.commit;
+    out
+}
+
+fn encode_messages(msgs: Vec<Message>) -> Vec<PeerMessage> {
+    msgs.into_iter()
+        .filter_map(|m| m.write_to_bytes().ok().map(|b| PeerMessage { to: m.to, msg: b }))
+        .collect()
+}
+
+impl RaftNode {
+    /// Builds the node from what the WAL recovered. A fresh single-voter cluster campaigns at
+    /// once, so it leads after its first Ready is persisted.
+    pub fn new(cfg: &NodeConfig, rec: Recovered) -> Result<Self, EtcdError> {
+        let store = MemStorage::new();
+        let mut conf = ConfState::default();
+        conf.voters = cfg.voters.clone();
+        {
+            let mut core = store.wl();
+            match &rec.snapshot {
+                Some((index, term, cs)) => {
+                    let mut snap = Snapshot::default();
+                    let meta = snap.mut_metadata();
+                    meta.index = *index;
+                    meta.term = *term;
+                    let cs = if cs.is_empty() {
+                        conf.clone()
+                    } else {
+                        ConfState::parse_from_bytes(cs).map_err(EtcdError::internal)?
+                    };
+                    meta.set_conf_state(cs);
+                    core.apply_snapshot(snap).map_err(EtcdError::internal)?;
+                }
+                None => core.set_conf_state(conf),
+            }
+            let mut hs = to_raft_hs(&rec.hard_state);
+            let floor = rec.snapshot.as_ref().map_or(0, |s| s.0);
+            hs.commit = hs.commit.max(floor);
+            let mut ents = Vec::with_capacity(rec.entries.len());
+            for e in &rec.entries {
+                ents.push(Entry::parse_from_bytes(&e.data).map_err(EtcdError::internal)?);
+            }
+            core.append(&ents).map_err(EtcdError::internal)?;
+            let last = floor.max(ents.last().map_or(0, |e| e.index));
+            hs.commit = hs.commit.min(last);
+            core.set_hardstate(hs);
+        }
+        let commit = store.rl().hard_state().commit;
+        let floor = rec.snapshot.as_ref().map_or(0, |s| s.0);
+        let config = Config {
+            id: cfg.id,
+            election_tick: cfg.election_tick,
+            heartbeat_tick: cfg.heartbeat_tick,
+            applied: cfg.applied.min(commit).max(floor),
+            max_size_per_msg: 1024 * 1024,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..Default::default()
+        };
+        config.validate().map_err(EtcdError::internal)?;
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let mut raw = RawNode::new(&config, store, &logger).map_err(EtcdError::internal)?;
+        if cfg.voters == [cfg.id] {
+            raw.campaign().map_err(EtcdError::internal)?;
+        }
+        Ok(Self { raw, id: cfg.id, leader: 0 })
+    }
+
+    pub fn tick(&mut self) {
+        self.raw.tick();
+    }
+
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<(), EtcdError> {
+        if self.raw.raft.leader_id == raft::INVALID_ID {
+            return Err(EtcdError::NoLeader);
+        }
+        self.raw.propose(vec![], data).map_err(|e| match e {
+            raft::Error::ProposalDropped => EtcdError::NoLeader,
+            e => EtcdError::internal(e),
+        })
+    }
+
+    pub fn read_index(&mut self, ctx: Vec<u8>) -> Result<(), EtcdError> {
+        if self.raw.raft.leader_id == raft::INVALID_ID {
+            return Err(EtcdError::NoLeader);
+        }
+        self.raw.read_index(ctx);
+        Ok(())
+    }
+
+    /// A peer's message; malformed bytes are dropped (peers are trusted but not infallible).
+    pub fn step(&mut self, bytes: &[u8]) {
+        if let Ok(m) = Message::parse_from_bytes(bytes) {
+            let _ = self.raw.step(m);
+        }
+    }
+
+    pub fn on_persisted(&mut self, number: u64) {
+        self.raw.on_persist_ready(number);
+    }
+
+    pub fn on_applied(&mut self, index: u64) {
+        let applied = self.raw.raft.raft_log.applied;
+        let upper = self.raw.raft.raft_log.committed.min(self.raw.raft.raft_log.persisted);
+        if index > applied && index <= upper {
+            self.raw.advance_apply_to(index);
+        }
+    }
+
+    /// Takes the next Ready, if any, doing the in-memory parts (snapshot, log append) and leaving
+    /// the rest to the caller in `ReadyOutput`.
+    pub fn ready(&mut self) -> Result<Option<ReadyOutput>, EtcdError> {
+        if !self.raw.has_ready() {
+            return Ok(None);
+        }
+        let mut rd = self.raw.ready();
+        let mut out = ReadyOutput { number: rd.number(), ..Default::default() };
+        if let Some(ss) = rd.ss() {
+            if ss.leader_id != self.leader {
+                self.leader = ss.leader_id;
+                out.leader_changed = Some(ss.leader_id);
+            }
+        }
+        out.messages = encode_messages(rd.take_messages());
+        if !rd.snapshot().is_empty() {
+            let snap = rd.snapshot().clone();
+            self.raw.mut_store().wl().apply_snapshot(snap).map_err(EtcdError::internal)?;
+        }
+        out.committed = rd
+            .take_committed_entries()
+            .into_iter()
+            .map(|e| CommittedEntry {
+                index: e.index,
+                term: e.term,
+                kind: match e.get_entry_type() {
+                    EntryType::EntryNormal => EntryKind::Normal,
+                    EntryType::EntryConfChange => EntryKind::ConfChange,
+                    EntryType::EntryConfChangeV2 => EntryKind::ConfChangeV2,
+                },
+                data: e.data.to_vec(),
+            })
+            .collect();
+        out.reads = rd
+            .take_read_states()
+            .into_iter()
+            .map(|r| (r.request_ctx, r.index))
+            .collect();
+        let entries = rd.take_entries();
+        if !entries.is_empty() {
+            self.raw.mut_store().wl().append(&entries).map_err(EtcdError::internal)?;
+            for e in &entries {
+                let data = e.write_to_bytes().map_err(EtcdError::internal)?;
+                out.entries.push(WalEntry { index: e.index, term: e.term, data });
+            }
+        }
+        if let Some(hs) = rd.hs() {
+            self.raw.mut_store().wl().set_hardstate(hs.clone());
+            out.hard_state = Some(HardState { term: hs.term, vote: hs.vote, commit: hs.commit });
+        }
+        out.persisted_messages = encode_messages(rd.take_persisted_messages());
+        self.raw.advance_append_async(rd);
+        Ok(Some(out))
+    }
+
+    /// Drops in-memory entries below `applied - keep`, returning (index, term, conf state) of the
+    /// new snapshot mark at `applied` for the WAL, or `None` if nothing can be compacted.
+    pub fn compact_log(&mut self, applied: u64, keep: u64) -> Option<(u64, u64, Vec<u8>)> {
+        let term = self.raw.raft.raft_log.term(applied).ok()?;
+        let first = self.raw.store().first_index().ok()?;
+        let compact_to = applied.saturating_sub(keep);
+        if compact_to > first {
+            let _ = self.raw.mut_store().wl().compact(compact_to);
+        }
+        let cs = self.raw.raft.prs().conf().to_conf_state().write_to_bytes().ok()?;
+        Some((applied, term, cs))
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    pub fn leader(&self) -> u64 {
+        self.raw.raft.leader_id
+    }
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+    pub fn committed(&self) -> u64 {
+        self.raw.raft.raft_log.committed
+    }
+    pub fn applied(&self) -> u64 {
+        self.raw.raft.raft_log.applied
+    }
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(applied: u64, rec: Recovered) -> RaftNode {
+        let cfg = NodeConfig { id: 1, voters: vec![1], election_tick: 10, heartbeat_tick: 1, applied };
+        RaftNode::new(&cfg, rec).unwrap()
+    }
+
+    /// Runs Readies to quiescence, persisting each at once; returns committed entries.
+    fn drive(n: &mut RaftNode) -> (Vec<CommittedEntry>, Vec<WalEntry>, Vec<(Vec<u8>, u64)>) {
+        let (mut committed, mut written, mut reads) = (vec![], vec![], vec![]);
+        while let Some(out) = n.ready().unwrap() {
+            committed.extend(out.committed);
+            written.extend(out.entries);
+            reads.extend(out.reads);
+            n.on_persisted(out.number);
+            if let Some(last) = committed.last() {
+                n.on_applied(last.index);
+            }
+        }
+        (committed, written, reads)
+    }
+
+    #[test]
+    fn single_member_elects_itself_and_commits_proposals() {
+        let mut n = single(0, Recovered::default());
+        let (committed, _, _) = drive(&mut n);
+        assert!(n.is_leader());
+        assert_eq!(n.term(), 1);
+        // The leader's empty entry of its term.
+        assert_eq!(committed.len(), 1);
+        n.propose(b"a".to_vec()).unwrap();
+        n.propose(b"b".to_vec()).unwrap();
+        let (committed, written, _) = drive(&mut n);
+        let data: Vec<_> = committed.iter().map(|e| e.data.clone()).collect();
+        assert_eq!(data, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(written.len(), 2);
+        assert_eq!(n.committed(), 3);
+    }
+
+    #[test]
+    fn nothing_commits_before_the_wal_says_persisted() {
+        let mut n = single(0, Recovered::default());
+        drive(&mut n);
+        n.propose(b"x".to_vec()).unwrap();
+        let out = n.ready().unwrap().unwrap();
+        assert!(out.committed.is_empty());
+        assert_eq!(out.entries.len(), 1);
+        assert!(n.ready().unwrap().is_none());
+        n.on_persisted(out.number);
+        let out = n.ready().unwrap().unwrap();
+        assert_eq!(out.committed.len(), 1);
+    }
+
+    #[test]
+    fn read_index_answers_with_the_commit_index() {
+        let mut n = single(0, Recovered::default());
+        drive(&mut n);
+        n.propose(b"x".to_vec()).unwrap();
+        drive(&mut n);
+        n.read_index(b"r1".to_vec()).unwrap();
+        let (_, _, reads) = drive(&mut n);
+        assert_eq!(reads, vec![(b"r1".to_vec(), 2)]);
+    }
+
+    #[test]
+    fn restart_replays_entries_above_the_applied_index() {
+        let mut n = single(0, Recovered::default());
+        let (_, mut wal, _) = drive(&mut n);
+        for i in 0..3u8 {
+            n.propose(vec![i]).unwrap();
+        }
+        let (_, w, _) = drive(&mut n);
+        wal.extend(w);
+        let hs = HardState { term: n.term(), vote: 1, commit: n.committed() };
+        // The state machine had applied through index 2 before the "crash".
+        let mut r = single(2, Recovered { snapshot: None, hard_state: hs, entries: wal });
+        let (committed, _, _) = drive(&mut r);
+        let data: Vec<_> = committed.iter().filter(|e| !e.data.is_empty()).map(|e| e.data.clone()).collect();
+        assert_eq!(data, vec![vec![1u8], vec![2u8]]);
+        assert!(r.is_leader());
+        assert_eq!(r.term(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_the_tail_and_marks_the_applied_index() {
+        let mut n = single(0, Recovered::default());
+        drive(&mut n);
+        for i in 0..20u8 {
+            n.propose(vec![i]).unwrap();
+        }
+        drive(&mut n);
+        let (index, term, _) = n.compact_log(21, 5).unwrap();
+        assert_eq!((index, term), (21, 1));
+        n.propose(b"after".to_vec()).unwrap();
+        let (committed, _, _) = drive(&mut n);
+        assert_eq!(committed.last().unwrap().data, b"after".to_vec());
+    }
+}

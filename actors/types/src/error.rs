@@ -1,0 +1,139 @@
+//! Every error a client can see, with etcd 3.5.1's gRPC code and message.
+//!
+//! Clients (etcdctl, clientv3, Kubernetes) match on the message text, so each string here is the
+//! one etcd sends. [`EtcdError::to_status`] is the only place an error becomes a `tonic::Status`;
+//! its table is tested below.
+
+use tonic::{Code, Status};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EtcdError {
+    #[error("etcdserver: key is not provided")]
+    EmptyKey,
+    #[error("etcdserver: key not found")]
+    KeyNotFound,
+    #[error("etcdserver: value is provided")]
+    ValueProvided,
+    #[error("etcdserver: lease is provided")]
+    LeaseProvided,
+    #[error("etcdserver: too many operations in txn request")]
+    TooManyOps,
+    #[error("etcdserver: duplicate key given in txn request")]
+    DuplicateKey,
+    #[error("etcdserver: invalid sort option")]
+    InvalidSortOption,
+    #[error("etcdserver: request is too large")]
+    RequestTooLarge,
+    #[error("etcdserver: too many requests")]
+    TooManyRequests,
+    #[error("etcdserver: mvcc: required revision has been compacted")]
+    Compacted,
+    #[error("etcdserver: mvcc: required revision is a future revision")]
+    FutureRevision,
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
+    #[error("etcdserver: requested lease not found")]
+    LeaseNotFound,
+    #[error("etcdserver: no leader")]
+    NoLeader,
+    #[error("etcdserver: not leader")]
+    NotLeader,
+    #[error("etcdserver: leader changed")]
+    LeaderChanged,
+    #[error("etcdserver: server stopped")]
+    Stopped,
+    #[error("etcdserver: request timed out")]
+    Timeout,
+    #[error("etcdserver: permission denied")]
+    PermissionDenied,
+    #[error("etcdserver: corrupt cluster")]
+    Corrupt,
+    /// A failure inside the server (storage I/O, a closed mailbox) that etcd would also report as
+    /// an unknown error with its own text.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl EtcdError {
+    /// The gRPC code etcd sends with this error.
+    pub fn code(&self) -> Code {
+        use EtcdError::*;
+        match self {
+            EmptyKey | KeyNotFound | ValueProvided | LeaseProvided | TooManyOps | DuplicateKey
+            | InvalidSortOption | RequestTooLarge => Code::InvalidArgument,
+            Compacted | FutureRevision => Code::OutOfRange,
+            NoSpace | TooManyRequests => Code::ResourceExhausted,
+            LeaseNotFound => Code::NotFound,
+            NotLeader => Code::FailedPrecondition,
+            NoLeader | LeaderChanged | Stopped | Timeout => Code::Unavailable,
+            PermissionDenied => Code::PermissionDenied,
+            Corrupt => Code::DataLoss,
+            Internal(_) => Code::Unknown,
+        }
+    }
+
+    pub fn to_status(&self) -> Status {
+        Status::new(self.code(), self.to_string())
+    }
+
+    /// Shorthand for storage and plumbing failures.
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Self::Internal(e.to_string())
+    }
+}
+
+impl From<EtcdError> for Status {
+    fn from(e: EtcdError) -> Self {
+        e.to_status()
+    }
+}
+
+impl From<actix::MailboxError> for EtcdError {
+    /// A closed mailbox means the actor system is shutting down.
+    fn from(_: actix::MailboxError) -> Self {
+        Self::Stopped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_maps_to_etcds_code_and_text() {
+        struct Case {
+            err: EtcdError,
+            want_code: Code,
+            want_msg: &'static str,
+        }
+        use EtcdError::*;
+        let cases = [
+            Case { err: EmptyKey, want_code: Code::InvalidArgument, want_msg: "etcdserver: key is not provided" },
+            Case { err: KeyNotFound, want_code: Code::InvalidArgument, want_msg: "etcdserver: key not found" },
+            Case { err: ValueProvided, want_code: Code::InvalidArgument, want_msg: "etcdserver: value is provided" },
+            Case { err: LeaseProvided, want_code: Code::InvalidArgument, want_msg: "etcdserver: lease is provided" },
+            Case { err: TooManyOps, want_code: Code::InvalidArgument, want_msg: "etcdserver: too many operations in txn request" },
+            Case { err: DuplicateKey, want_code: Code::InvalidArgument, want_msg: "etcdserver: duplicate key given in txn request" },
+            Case { err: InvalidSortOption, want_code: Code::InvalidArgument, want_msg: "etcdserver: invalid sort option" },
+            Case { err: RequestTooLarge, want_code: Code::InvalidArgument, want_msg: "etcdserver: request is too large" },
+            Case { err: TooManyRequests, want_code: Code::ResourceExhausted, want_msg: "etcdserver: too many requests" },
+            Case { err: Compacted, want_code: Code::OutOfRange, want_msg: "etcdserver: mvcc: required revision has been compacted" },
+            Case { err: FutureRevision, want_code: Code::OutOfRange, want_msg: "etcdserver: mvcc: required revision is a future revision" },
+            Case { err: NoSpace, want_code: Code::ResourceExhausted, want_msg: "etcdserver: mvcc: database space exceeded" },
+            Case { err: LeaseNotFound, want_code: Code::NotFound, want_msg: "etcdserver: requested lease not found" },
+            Case { err: NoLeader, want_code: Code::Unavailable, want_msg: "etcdserver: no leader" },
+            Case { err: NotLeader, want_code: Code::FailedPrecondition, want_msg: "etcdserver: not leader" },
+            Case { err: LeaderChanged, want_code: Code::Unavailable, want_msg: "etcdserver: leader changed" },
+            Case { err: Stopped, want_code: Code::Unavailable, want_msg: "etcdserver: server stopped" },
+            Case { err: Timeout, want_code: Code::Unavailable, want_msg: "etcdserver: request timed out" },
+            Case { err: PermissionDenied, want_code: Code::PermissionDenied, want_msg: "etcdserver: permission denied" },
+            Case { err: Corrupt, want_code: Code::DataLoss, want_msg: "etcdserver: corrupt cluster" },
+            Case { err: Internal("disk on fire".into()), want_code: Code::Unknown, want_msg: "disk on fire" },
+        ];
+        for c in cases {
+            let st = c.err.to_status();
+            assert_eq!(st.code(), c.want_code, "{:?}", c.err);
+            assert_eq!(st.message(), c.want_msg);
+        }
+    }
+}

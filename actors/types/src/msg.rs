@@ -1,0 +1,243 @@
+//! Messages that cross crate lines, grouped by the actor that takes them.
+//!
+//! Each is a named struct with its reply type declared by `rtype`. Hot-path senders use
+//! `send().await` so mailbox back-pressure is real; `do_send` is used only for bounded
+//! notifications (progress reports, one per Ready).
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::{
+    CompactionResponse, DeleteRangeResponse, PutResponse, RangeRequest, RangeResponse,
+    TxnResponse,
+};
+use actix::Message;
+use tokio::sync::oneshot;
+
+use crate::EtcdError;
+
+// ---------------------------------------------------------------- raft node
+
+/// Propose an encoded `InternalRaftRequest`. `Ok` means raft accepted it into its log, not that
+/// it committed: the caller waits for the applier to complete the request by id.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct Propose {
+    pub data: Vec<u8>,
+}
+
+/// Ask for a read index: the reply is a commit index confirmed by a quorum after the request
+/// arrived. Reading at any applied index ≥ it is linearizable.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<u64, EtcdError>")]
+pub struct ReadIndex;
+
+/// One logical clock tick (`--heartbeat-interval` of real time, sent by the daemon's ticker).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Tick;
+
+/// A raft message from a peer, encoded with raft-rs's codec.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Step {
+    pub msg: Vec<u8>,
+}
+
+/// A raft message to a peer (the raft node's outbox). Carried as bytes so the transport never
+/// depends on raft-rs.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct PeerMessage {
+    pub to: u64,
+    pub msg: Vec<u8>,
+}
+
+/// The applier has applied every entry up to `index`.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Applied {
+    pub index: u64,
+}
+
+#[derive(Debug, Message)]
+#[rtype(result = "RaftStatusReply")]
+pub struct RaftStatus;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RaftStatusReply {
+    pub member_id: u64,
+    pub leader: u64,
+    pub term: u64,
+    pub commit: u64,
+    pub applied: u64,
+    pub last_index: u64,
+}
+
+// ---------------------------------------------------------------- WAL writer
+
+/// Raft's durable vote and commit state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HardState {
+    pub term: u64,
+    pub vote: u64,
+    pub commit: u64,
+}
+
+/// A raft log entry as the WAL stores it: `data` is the whole raft-rs `Entry`, encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalEntry {
+    pub index: u64,
+    pub term: u64,
+    pub data: Vec<u8>,
+}
+
+/// Append entries and/or a new hard state and fsync once. An entry whose index is at or below an
+/// earlier one overwrites that entry and everything after it (raft log truncation).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct Append {
+    pub hard_state: Option<HardState>,
+    pub entries: Vec<WalEntry>,
+}
+
+/// The state machine has durably covered the log up to `index` (backend synced): record a
+/// snapshot marker and delete segments that hold only entries at or below it.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct ReleaseWal {
+    pub index: u64,
+    pub term: u64,
+    /// raft-rs `ConfState`, encoded, so a restart knows the voters at the snapshot.
+    pub conf_state: Vec<u8>,
+}
+
+// ---------------------------------------------------------------- applier
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Normal,
+    ConfChange,
+    ConfChangeV2,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommittedEntry {
+    pub index: u64,
+    pub term: u64,
+    pub kind: EntryKind,
+    pub data: Vec<u8>,
+}
+
+/// Committed entries, in log order, from one Ready.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Apply {
+    pub entries: Vec<CommittedEntry>,
+}
+
+/// The result of applying one request, sent to whoever waits on its id.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApplyResponse {
+    Put(PutResponse),
+    DeleteRange(DeleteRangeResponse),
+    Txn(TxnResponse),
+    Compaction(CompactionResponse),
+    /// Entries with nothing to answer (empty entries, configuration changes).
+    Empty,
+}
+
+pub type ApplyResult = Result<ApplyResponse, EtcdError>;
+
+/// Wait for the entry carrying request `id` to be applied.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Register {
+    pub id: u64,
+    pub reply: oneshot::Sender<ApplyResult>,
+}
+
+/// Forget a registration whose proposal never made it into the log.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Cancel {
+    pub id: u64,
+}
+
+/// Resolves once the applied index is at least `index` (linearizable reads).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct WaitApplied {
+    pub index: u64,
+}
+
+// ---------------------------------------------------------------- preflight
+
+/// A write from the front: validate, then propose. `request.header.id` is the id the reply will
+/// be completed with.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct Submit {
+    pub request: InternalRaftRequest,
+    pub reply: oneshot::Sender<ApplyResult>,
+}
+
+/// Raft's commit and the applier's progress, reported after each Ready.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct RaftProgress {
+    pub committed: u64,
+    pub applied: u64,
+}
+
+// ---------------------------------------------------------------- MVCC store
+
+/// Apply decoded requests in order, all in one backend transaction that also records
+/// `consistent_index`/`term`. One result per request, in order.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<ApplyResult>, EtcdError>")]
+pub struct ApplyBatch {
+    pub consistent_index: u64,
+    pub term: u64,
+    pub requests: Vec<InternalRaftRequest>,
+}
+
+/// A read of the key space (the caller has done any linearizability wait).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<RangeResponse, EtcdError>")]
+pub struct Range {
+    pub request: RangeRequest,
+}
+
+#[derive(Debug, Message)]
+#[rtype(result = "Result<StoreStatus, EtcdError>")]
+pub struct GetStoreStatus;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStatus {
+    pub revision: i64,
+    pub compact_revision: i64,
+    pub consistent_index: u64,
+    pub term: u64,
+    pub db_size: u64,
+    pub db_size_in_use: u64,
+}
+
+/// Make everything applied so far durable in the backend (before WAL segments are released).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct SyncStorage;
+
+/// etcd's `HashKV`: a CRC32C over the `key` table's records up to `revision` (0 = current),
+/// skipping those compaction will remove, so members can compare their state.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<HashKvResult, EtcdError>")]
+pub struct HashKv {
+    pub revision: i64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HashKvResult {
+    pub hash: u32,
+    pub compact_revision: i64,
+    /// The current revision, for the response header.
+    pub revision: i64,
+}

@@ -1,0 +1,118 @@
+//! # actcd-wal — the write-ahead log
+//!
+//! Raft's source of truth on disk. It owns one directory (the daemon passes `member/wal/`) and
+//! everything in it: the segment files, their framing and CRC chain, when they are fsynced,
+//! cut, repaired and deleted. Nothing else writes there.
+//!
+//! ## Messages
+//! [`WalActor`] runs on a `SyncArbiter` thread (fsync blocks) and takes, from the raft node:
+//! - `Append { hard_state, entries }` → `Result<(), String>`: writes the entries, then the hard
+//!   state if any, and fsyncs once. `Ok` means durable: raft may then report them persisted.
+//!   An empty Append writes nothing and does not fsync.
+//! - `ReleaseWal { index, term, conf_state }` → `Result<(), String>`: the backend is synced up to
+//!   `index`; writes and fsyncs a snapshot mark, then deletes segments no longer needed.
+//!
+//! Errors are [`WalError`]s rendered with `to_string()` (they start with `wal:`); the actor logs
+//! each one. The actor sends nothing.
+//!
+//! ## On-disk format
+//! Files are `{seq:016x}-{index:016x}.wal`: `seq` counts segments from 0 with no gaps; `index`
+//! is the first raft index the segment may hold (last index + 1 when it was cut; a hint, since a
+//! raft overwrite can later put lower indexes in it). A segment is cut when the one being
+//! written has reached 64 MiB ([`DEFAULT_SEGMENT_SIZE`], [`Wal::with_segment_size`] for tests),
+//! at the start of the next write, so a record never straddles two files.
+//!
+//! Each record is framed as
+//! `length: u32 LE | type: u8 | crc: u32 LE | payload[length]`, unpadded. Types:
+//!
+//! | type | name | payload |
+//! |---|---|---|
+//! | 1 | metadata | opaque bytes given at create (member and cluster id) |
+//! | 2 | entry | index u64 LE, term u64 LE, data (the encoded raft entry) |
+//! | 3 | hard state | term, vote, commit: u64 LE each |
+//! | 4 | CRC | u32 LE: the running CRC before this segment |
+//! | 5 | snapshot mark | index u64 LE, term u64 LE, conf_state (encoded raft `ConfState`) |
+//!
+//! Type 0 is never written, so zero-filled bytes never parse as a record.
+//!
+//! `crc` is CRC32C over `type ‖ payload`, seeded with the previous record's `crc`, so each
+//! record vouches for the whole history before it. The chain runs across files: every segment
+//! starts with a CRC record carrying the running CRC where the previous segment ended (0 for
+//! the first ever), followed by the metadata and the hard state current at the cut. A new
+//! segment is written under `….wal.tmp`, fsynced, renamed into place, and the directory
+//! fsynced, so a `.wal` name always has a complete header.
+//!
+//! ## Open: verify and repair
+//! [`Wal::open`] reads segments in seq order and checks: seqs are consecutive; each segment
+//! starts with CRC, metadata, hard state; each CRC record matches where the previous segment
+//! ended (the oldest surviving segment's is taken as the seed); every record's CRC; metadata is
+//! the same in every segment; entries follow raft's rules (no gaps, nothing at or below a
+//! snapshot mark written after it); marks never go backwards.
+//!
+//! A failure in the **last** segment is a torn write (a crash mid-append) when the record runs
+//! past the end of the file, when only zeros follow it, or when it holds a zero-filled sector:
+//! the file is truncated before it (`set_len` + fsync), a warning is logged and the WAL opens.
+//! Those bytes were never acknowledged: appends are sequential and each is fsynced before the
+//! next, so all of them belong to the last, unfinished batch. Anything else, or any failure in
+//! an earlier segment, refuses to open with [`WalError::Corrupt`] naming the file and the byte
+//! offset. A damaged length field in the last segment that points past the end of the file
+//! reads like a torn write; like etcd, we accept that blind spot rather than refuse to restart
+//! after every crash. Leftover `.wal.tmp` files (a crashed cut) are deleted.
+//!
+//! [`WalContents`] is the metadata, the latest snapshot mark, the newest hard state, and the
+//! entries above the mark after replaying overwrites: an entry at or below the last index seen
+//! truncates the log from that index, then is appended.
+//!
+//! ## Invariants
+//! - One fsync (`fdatasync`) per non-empty Append or ReleaseWal; a write that starts a new
+//!   segment also fsyncs the new header and the directory (once per 64 MiB).
+//! - After a failed write or fsync the WAL refuses everything ([`WalError::Failed`]): the page
+//!   cache may have dropped the data, so only a reopen (which verifies) knows what is on disk.
+//! - The writer refuses what the reader would call corruption (gaps, entries at or below the
+//!   mark, marks going backwards), so an upstream bug fails a write, not the next restart. To
+//!   install a snapshot from the leader, release at its index before appending the entries
+//!   after it.
+//! - Release deletes only the oldest segments, and only those whose entries are all ≤ the
+//!   released index; never the segment being written. Since every segment header repeats the
+//!   metadata and the then-current hard state, and the mark is written before any deletion, a
+//!   reopen still returns the newest hard state, the mark and every entry above it.
+//! - The directory is fsynced after every file creation, rename or removal.
+//!
+//! ## Layout
+//! `record.rs` framing and the CRC chain · `segment.rs` file names, listing, directory fsync ·
+//! `replay.rs` the log rules (overwrite, gap, mark), pure · `wal.rs` [`Wal`]: create, open,
+//! append, release, torn-write detection (tests in `wal/tests.rs`) · `actor.rs` [`WalActor`] ·
+//! `error.rs` [`WalError`].
+
+mod actor;
+mod error;
+mod record;
+mod replay;
+mod segment;
+mod wal;
+
+pub use actcd_types::msg::{HardState, WalEntry};
+pub use actor::WalActor;
+pub use error::WalError;
+pub use wal::{DEFAULT_SEGMENT_SIZE, Wal};
+
+/// A snapshot mark: the state machine durably covers the log up to `index`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotMark {
+    pub index: u64,
+    pub term: u64,
+    /// raft-rs `ConfState`, encoded: the voters at `index`.
+    pub conf_state: Vec<u8>,
+}
+
+/// What [`Wal::open`] recovered: everything raft needs to restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalContents {
+    pub metadata: Vec<u8>,
+    /// The latest snapshot mark, if any release happened.
+    pub snapshot: Option<SnapshotMark>,
+    /// The newest hard state written (default if none ever was).
+    pub hard_state: HardState,
+    /// Entries above the snapshot mark, ascending and contiguous, overwrites applied.
+    pub entries: Vec<WalEntry>,
+}

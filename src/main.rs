@@ -1,0 +1,45 @@
+//! # actcd — the daemon
+//!
+//! Parses etcd's flags (`config.rs`), recovers state from disk, starts the actors and wires them
+//! together (`node.rs`), serves the client API, and shuts down in order on SIGINT/SIGTERM.
+//!
+//! ## Threads
+//! - tokio multi-thread runtime: the gRPC front (tonic) and the signal handler;
+//! - one actix System thread: preflight and the applier (cheap, message-bound);
+//! - an actix Arbiter for the raft node, so ticks and Readies never queue behind the applier;
+//! - SyncArbiter threads for the blocking work: the WAL writer (fsync), the MVCC store (LMDB
+//!   write transactions) and the backend (periodic LMDB sync).
+
+mod config;
+mod node;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::config::{Config, Flags};
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    init_logging(&flags.log_level);
+    let config = match Config::try_from(flags) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match node::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}

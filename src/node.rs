@@ -1,0 +1,287 @@
+//! Start-up, wiring and shutdown of one member.
+//!
+//! Recovery order (DESIGN.md, "Recovery"): open the backend → rebuild the key index and read the
+//! consistent index → open the WAL (or create it) → build the raft node from the WAL's snapshot
+//! mark, hard state and entries; raft then re-delivers committed entries above the consistent
+//! index and the applier applies them.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use actcd_applier::{Applier, ApplierActor, ApplierPeers};
+use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, SyncBackend};
+use actcd_front::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
+use actcd_mvcc::{MvccActor, Store};
+use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
+use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
+use actcd_types::msg::Tick;
+use actcd_types::storage::KvEngine;
+use actcd_types::MemberIdentity;
+use actcd_wal::{Wal, WalActor};
+use actix::prelude::*;
+
+use crate::config::Config;
+
+/// The etcd API level actcd implements, as Status reports it.
+pub const API_VERSION: &str = "3.5.13";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open backend in {path}: {reason}")]
+    Backend { path: String, reason: String },
+    #[error("cannot open WAL: {0}")]
+    Wal(String),
+    #[error("cannot start raft node: {0}")]
+    Raft(String),
+    #[error("cannot listen on {url}: {reason}")]
+    Listen { url: String, reason: String },
+    #[error("{0}")]
+    Runtime(String),
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn wal_metadata(cfg: &Config) -> Vec<u8> {
+    let mut m = Vec::with_capacity(16);
+    m.extend_from_slice(&cfg.member_id.to_be_bytes());
+    m.extend_from_slice(&cfg.cluster_id.to_be_bytes());
+    m
+}
+
+/// Runs the member until SIGINT/SIGTERM.
+pub fn run(cfg: Config) -> Result<(), StartError> {
+    let member_dir = cfg.data_dir.join("member");
+    let snap_dir = member_dir.join("snap");
+    let wal_dir = member_dir.join("wal");
+    std::fs::create_dir_all(&member_dir).map_err(|e| StartError::Backend {
+        path: member_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+
+    let engine = LmdbEngine::open(&snap_dir, BackendOptions::default()).map_err(|e| {
+        StartError::Backend { path: snap_dir.display().to_string(), reason: e.to_string() }
+    })?;
+    let engine = Arc::new(engine);
+    let identity = MemberIdentity { cluster_id: cfg.cluster_id, member_id: cfg.member_id };
+    let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity)
+        .map_err(|e| StartError::Backend { path: snap_dir.display().to_string(), reason: e.to_string() })?;
+    let consistent_index = store.consistent_index();
+
+    let (wal, recovered) = if Wal::exists(&wal_dir) {
+        let (wal, c) = Wal::open(&wal_dir).map_err(|e| StartError::Wal(e.to_string()))?;
+        let rec = Recovered {
+            snapshot: c.snapshot.map(|s| (s.index, s.term, s.conf_state)),
+            hard_state: c.hard_state,
+            entries: c.entries,
+        };
+        (wal, rec)
+    } else {
+        let wal = Wal::create(&wal_dir, &wal_metadata(&cfg)).map_err(|e| StartError::Wal(e.to_string()))?;
+        (wal, Recovered::default())
+    };
+    let node_cfg = NodeConfig {
+        id: cfg.member_id,
+        voters: cfg.members.iter().map(|m| m.id).collect(),
+        election_tick: cfg.election_ticks(),
+        heartbeat_tick: 1,
+        applied: consistent_index,
+    };
+    let raft_node = RaftNode::new(&node_cfg, recovered).map_err(|e| StartError::Raft(e.to_string()))?;
+    tracing::info!(
+        member_id = format!("{:x}", cfg.member_id),
+        cluster_id = format!("{:x}", cfg.cluster_id),
+        consistent_index,
+        data_dir = %cfg.data_dir.display(),
+        "starting member"
+    );
+
+    // Actors live on their own System thread; the addresses come back over a channel.
+    let (routes_tx, routes_rx) = mpsc::channel();
+    let actix_cfg = cfg.clone();
+    let actix_engine = engine.clone();
+    let actix_thread = std::thread::Builder::new()
+        .name("actors".into())
+        .spawn(move || {
+            let sys = actix::System::new();
+            sys.block_on(async move {
+                let routes = start_actors(&actix_cfg, actix_engine, store, wal, raft_node, consistent_index);
+                let _ = routes_tx.send((routes, actix::System::current()));
+            });
+            sys.run()
+        })
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    let (routes, system) = routes_rx.recv().map_err(|e| StartError::Runtime(e.to_string()))?;
+
+    let result = serve_clients(&cfg, routes);
+    system.stop();
+    let _ = actix_thread.join();
+    if let Err(e) = engine.force_sync() {
+        tracing::warn!(error = %e, "final backend sync failed");
+    }
+    tracing::info!("stopped");
+    result
+}
+
+fn start_actors(
+    cfg: &Config,
+    engine: Arc<LmdbEngine>,
+    store: Store,
+    wal: Wal,
+    raft_node: RaftNode,
+    consistent_index: u64,
+) -> PipelineRoutes {
+    let wal = WalActor::start(wal);
+    let slot = std::sync::Mutex::new(Some(store));
+    let mvcc = SyncArbiter::start(1, move || {
+        let store = slot.lock().ok().and_then(|mut s| s.take());
+        MvccActor::new(store.expect("the store actor is started once and never restarted"))
+    });
+    let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
+
+    // Raft, the applier and preflight refer to each other: take their addresses first, start
+    // them after. The raft node gets its own thread so ticks and Readies never queue behind
+    // applies.
+    let preflight_ctx: Context<PreflightActor> = Context::new();
+    let preflight = preflight_ctx.address();
+    let applier_ctx: Context<ApplierActor> = Context::new();
+    let applier = applier_ctx.address();
+    let raft_arbiter = Arbiter::new();
+    let raft_peers = RaftPeers {
+        wal: wal.clone().recipient(),
+        release: wal.recipient(),
+        applier: applier.clone().recipient(),
+        progress: preflight.clone().recipient(),
+        sync_storage: mvcc.clone().recipient(),
+        outbox: None,
+    };
+    let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
+    let raft = RaftActor::start_in_arbiter(&raft_arbiter.handle(), move |_| {
+        RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
+    });
+    // The arbiter thread lives as long as the System; dropping the handle doesn't stop it.
+    std::mem::forget(raft_arbiter);
+    applier_ctx.run(ApplierActor::new(
+        Applier::new(consistent_index),
+        ApplierPeers { store: mvcc.clone().recipient(), raft: raft.clone().recipient() },
+    ));
+    let limits = Limits {
+        max_request_bytes: cfg.flags.max_request_bytes,
+        max_txn_ops: cfg.flags.max_txn_ops,
+    };
+    preflight_ctx.run(PreflightActor::new(
+        limits,
+        PreflightPeers {
+            propose: raft.clone().recipient(),
+            register: applier.clone().recipient(),
+            cancel: applier.clone().recipient(),
+        },
+    ));
+
+    // Ticks are messages; this ticker is the only place real time enters raft.
+    let tick = cfg.tick();
+    let ticker = raft.clone();
+    actix::spawn(async move {
+        let mut interval = actix_rt::time::interval(tick);
+        loop {
+            interval.tick().await;
+            if ticker.send(Tick).await.is_err() {
+                break;
+            }
+        }
+    });
+    // The backend commits without fsync; this bounds what a power loss can take from it.
+    actix::spawn(async move {
+        let mut interval = actix_rt::time::interval(Duration::from_millis(100));
+        loop {
+            interval.tick().await;
+            if backend.send(SyncBackend).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    PipelineRoutes {
+        submit: preflight.recipient(),
+        read_index: raft.clone().recipient(),
+        wait_applied: applier.recipient(),
+        range: mvcc.clone().recipient(),
+        store_status: mvcc.clone().recipient(),
+        hash_kv: mvcc.recipient(),
+        raft_status: raft.recipient(),
+    }
+}
+
+/// Serves the client API on the tokio runtime until a signal asks to stop.
+fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("front")
+        .build()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    let front_cfg = FrontConfig {
+        identity: MemberIdentity { cluster_id: cfg.cluster_id, member_id: cfg.member_id },
+        members: cfg
+            .members
+            .iter()
+            .map(|m| MemberInfo {
+                id: m.id,
+                name: m.name.clone(),
+                peer_urls: m.peer_urls.clone(),
+                client_urls: if m.id == cfg.member_id {
+                    cfg.advertise_client_urls.clone()
+                } else {
+                    vec![]
+                },
+            })
+            .collect(),
+        request_timeout: cfg.request_timeout(),
+        version: API_VERSION.to_string(),
+        max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
+    };
+    let pipeline = Pipeline::new(routes, front_cfg, now_ms());
+    rt.block_on(async move {
+        let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+        let mut servers = Vec::new();
+        for url in &cfg.client_urls {
+            let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
+                url: url.clone(),
+                reason: "not an http://host:port URL".into(),
+            })?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError::Listen { url: url.clone(), reason: e.to_string() })?;
+            let mut stop = stop_tx.subscribe();
+            let shutdown = async move {
+                let _ = stop.recv().await;
+            };
+            servers.push(tokio::spawn(actcd_front::serve(listener, pipeline.clone(), shutdown)));
+            tracing::info!(address = %addr, "serving client traffic insecurely");
+        }
+        tracing::info!("ready to serve client requests");
+        wait_for_signal().await;
+        tracing::info!("received signal; shutting down");
+        let _ = stop_tx.send(());
+        for s in servers {
+            // Streams that never end must not hold shutdown hostage.
+            let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+        }
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        // Without signal handlers, run until killed.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,472 @@
+//! Integration tests: real `actcd` processes on 127.0.0.1, driven with the `etcd-client` crate.
+//!
+//! Each test starts its own server on free ports with its own data directory, so tests run in
+//! parallel. Nothing is mocked: every write goes front → preflight → raft → WAL → applier → MVCC →
+//! LMDB.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse,
+};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap()
+}
+
+struct Server {
+    child: Option<Child>,
+    dir: PathBuf,
+    port: u16,
+    extra: Vec<String>,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, extra: &[&str]) -> Self {
+        let mut s = Server {
+            child: None,
+            dir: dir.to_path_buf(),
+            port: free_port(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let peer = free_port();
+        let client_url = format!("http://127.0.0.1:{}", self.port);
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .args(&self.extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start actcd");
+        self.child = Some(child);
+    }
+
+    fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Connects once the server answers a read.
+    async fn client(&self) -> Client {
+        for _ in 0..400 {
+            if let Ok(mut c) = Client::connect([self.endpoint()], None).await {
+                if c.get("health-probe", None).await.is_ok() {
+                    return c;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("actcd on {} never became ready", self.endpoint());
+    }
+
+    fn signal(&mut self, sig: &str) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").args([sig, &c.id().to_string()]).status();
+            let _ = c.wait();
+        }
+    }
+
+    fn kill(&mut self) {
+        self.signal("-KILL");
+    }
+
+    fn stop(&mut self) {
+        self.signal("-TERM");
+    }
+
+    fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn code_and_message(e: etcd_client::Error) -> (tonic::Code, String) {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => (s.code(), s.message().to_string()),
+        other => panic!("not a gRPC status: {other:?}"),
+    }
+}
+
+fn keys(resp: &etcd_client::GetResponse) -> Vec<String> {
+    resp.kvs().iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()).collect()
+}
+
+#[tokio::test]
+async fn put_get_versions_and_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+
+    let r = c.put("foo", "bar", None).await.unwrap();
+    assert_eq!(r.header().unwrap().revision(), 2);
+    let r = c.put("foo", "baz", Some(PutOptions::new().with_prev_key())).await.unwrap();
+    assert_eq!(r.prev_key().unwrap().value(), b"bar");
+    let g = c.get("foo", None).await.unwrap();
+    let kv = &g.kvs()[0];
+    assert_eq!((kv.value(), kv.version(), kv.create_revision(), kv.mod_revision()), (&b"baz"[..], 2, 2, 3));
+    assert_eq!(g.header().unwrap().revision(), 3);
+    let h = g.header().unwrap();
+    assert_ne!(h.cluster_id(), 0);
+    assert_ne!(h.member_id(), 0);
+    assert!(h.raft_term() >= 1);
+
+    // ignore_value keeps the value, ignore_lease the lease.
+    c.put("foo", "", Some(PutOptions::new().with_ignore_value())).await.unwrap();
+    let g = c.get("foo", None).await.unwrap();
+    assert_eq!((g.kvs()[0].value(), g.kvs()[0].version()), (&b"baz"[..], 3));
+    c.put("foo", "qux", Some(PutOptions::new().with_ignore_lease())).await.unwrap();
+
+    // Old revisions stay readable.
+    let g = c.get("foo", Some(GetOptions::new().with_revision(2))).await.unwrap();
+    assert_eq!(g.kvs()[0].value(), b"bar");
+    // Delete and recreate starts a new generation.
+    c.delete("foo", None).await.unwrap();
+    assert!(c.get("foo", None).await.unwrap().kvs().is_empty());
+    let r = c.put("foo", "again", None).await.unwrap();
+    let g = c.get("foo", None).await.unwrap();
+    assert_eq!(g.kvs()[0].version(), 1);
+    assert_eq!(g.kvs()[0].create_revision(), r.header().unwrap().revision());
+}
+
+#[tokio::test]
+async fn range_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    for (k, v) in [("a", "3"), ("b", "1"), ("b1", "2"), ("b2", "0"), ("c", "5")] {
+        c.put(k, v, None).await.unwrap();
+    }
+    c.put("b1", "22", None).await.unwrap(); // b1: version 2, mod rev 7
+
+    struct Case {
+        name: &'static str,
+        key: &'static str,
+        opts: GetOptions,
+        want_keys: Vec<&'static str>,
+        want_count: i64,
+        want_more: bool,
+    }
+    let cases = vec![
+        Case { name: "single", key: "b", opts: GetOptions::new(), want_keys: vec!["b"], want_count: 1, want_more: false },
+        Case { name: "missing", key: "zz", opts: GetOptions::new(), want_keys: vec![], want_count: 0, want_more: false },
+        Case { name: "range", key: "b", opts: GetOptions::new().with_range("c"), want_keys: vec!["b", "b1", "b2"], want_count: 3, want_more: false },
+        Case { name: "prefix", key: "b", opts: GetOptions::new().with_prefix(), want_keys: vec!["b", "b1", "b2"], want_count: 3, want_more: false },
+        Case { name: "from key", key: "b2", opts: GetOptions::new().with_from_key(), want_keys: vec!["b2", "c"], want_count: 2, want_more: false },
+        Case { name: "all keys", key: "", opts: GetOptions::new().with_all_keys(), want_keys: vec!["a", "b", "b1", "b2", "c"], want_count: 5, want_more: false },
+        Case { name: "limit", key: "", opts: GetOptions::new().with_all_keys().with_limit(2), want_keys: vec!["a", "b"], want_count: 5, want_more: true },
+        Case { name: "limit exact", key: "b", opts: GetOptions::new().with_prefix().with_limit(3), want_keys: vec!["b", "b1", "b2"], want_count: 3, want_more: false },
+        Case { name: "sort key desc", key: "b", opts: GetOptions::new().with_prefix().with_sort(SortTarget::Key, SortOrder::Descend), want_keys: vec!["b2", "b1", "b"], want_count: 3, want_more: false },
+        Case { name: "sort value asc", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Value, SortOrder::Ascend), want_keys: vec!["b2", "b", "b1", "a", "c"], want_count: 5, want_more: false },
+        Case { name: "sort version desc then limit", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Version, SortOrder::Descend).with_limit(1), want_keys: vec!["b1"], want_count: 5, want_more: true },
+        Case { name: "sort mod asc", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Mod, SortOrder::Ascend), want_keys: vec!["a", "b", "b2", "c", "b1"], want_count: 5, want_more: false },
+        Case { name: "sort create desc", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Create, SortOrder::Descend), want_keys: vec!["c", "b2", "b1", "b", "a"], want_count: 5, want_more: false },
+        Case { name: "min mod rev", key: "", opts: GetOptions::new().with_all_keys().with_min_mod_revision(6), want_keys: vec!["b1", "c"], want_count: 5, want_more: false },
+        Case { name: "max create rev", key: "", opts: GetOptions::new().with_all_keys().with_max_create_revision(3), want_keys: vec!["a", "b"], want_count: 5, want_more: false },
+        Case { name: "serializable", key: "a", opts: GetOptions::new().with_serializable(), want_keys: vec!["a"], want_count: 1, want_more: false },
+        Case { name: "historical", key: "", opts: GetOptions::new().with_all_keys().with_revision(3), want_keys: vec!["a", "b"], want_count: 2, want_more: false },
+    ];
+    for case in cases {
+        let r = c.get(case.key, Some(case.opts)).await.unwrap();
+        assert_eq!(keys(&r), case.want_keys, "{}", case.name);
+        assert_eq!(r.count(), case.want_count, "{}", case.name);
+        assert_eq!(r.more(), case.want_more, "{}", case.name);
+    }
+
+    let r = c.get("b", Some(GetOptions::new().with_prefix().with_keys_only())).await.unwrap();
+    assert!(r.kvs().iter().all(|kv| kv.value().is_empty()));
+    assert_eq!(r.kvs().len(), 3);
+    let r = c.get("b", Some(GetOptions::new().with_prefix().with_count_only())).await.unwrap();
+    assert!(r.kvs().is_empty());
+    assert_eq!(r.count(), 3);
+}
+
+#[tokio::test]
+async fn delete_range_and_prev_kv() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    for k in ["k1", "k2", "k3", "x"] {
+        c.put(k, format!("v-{k}"), None).await.unwrap();
+    }
+    let d = c.delete("k", Some(DeleteOptions::new().with_prefix().with_prev_key())).await.unwrap();
+    assert_eq!(d.deleted(), 3);
+    let prev: Vec<_> = d.prev_kvs().iter().map(|kv| kv.value().to_vec()).collect();
+    assert_eq!(prev, vec![b"v-k1".to_vec(), b"v-k2".to_vec(), b"v-k3".to_vec()]);
+    // One revision for the whole delete.
+    assert_eq!(d.header().unwrap().revision(), 6);
+    // Deleting nothing does not advance the revision.
+    let d = c.delete("nothing", None).await.unwrap();
+    assert_eq!((d.deleted(), d.header().unwrap().revision()), (0, 6));
+    let r = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    assert_eq!(keys(&r), vec!["x"]);
+}
+
+#[tokio::test]
+async fn txn_compares_branches_and_one_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.put("a", "1", None).await.unwrap(); // rev 2
+    c.put("b", "2", None).await.unwrap(); // rev 3
+
+    struct Case {
+        name: &'static str,
+        cmp: Compare,
+        want_succeeded: bool,
+    }
+    let cases = vec![
+        Case { name: "value equal", cmp: Compare::value("a", CompareOp::Equal, "1"), want_succeeded: true },
+        Case { name: "value greater", cmp: Compare::value("a", CompareOp::Greater, "0"), want_succeeded: true },
+        Case { name: "value less fails", cmp: Compare::value("a", CompareOp::Less, "0"), want_succeeded: false },
+        Case { name: "value not equal", cmp: Compare::value("a", CompareOp::NotEqual, "x"), want_succeeded: true },
+        Case { name: "version", cmp: Compare::version("a", CompareOp::Equal, 1), want_succeeded: true },
+        Case { name: "missing key version 0", cmp: Compare::version("nope", CompareOp::Equal, 0), want_succeeded: true },
+        Case { name: "missing key value fails", cmp: Compare::value("nope", CompareOp::Equal, ""), want_succeeded: false },
+        Case { name: "create", cmp: Compare::create_revision("b", CompareOp::Equal, 3), want_succeeded: true },
+        Case { name: "mod less", cmp: Compare::mod_revision("b", CompareOp::Less, 3), want_succeeded: false },
+        Case { name: "lease", cmp: Compare::lease("a", CompareOp::Equal, 0), want_succeeded: true },
+        Case { name: "range all versions > 0", cmp: Compare::version("a", CompareOp::Greater, 0).with_range("c"), want_succeeded: true },
+        Case { name: "prefix compare", cmp: Compare::value("a", CompareOp::Equal, "1").with_prefix(), want_succeeded: true },
+    ];
+    for case in cases {
+        let t = Txn::new().when(vec![case.cmp]).and_then(vec![TxnOp::get("a", None)]).or_else(vec![TxnOp::get("b", None)]);
+        let r = c.txn(t).await.unwrap();
+        assert_eq!(r.succeeded(), case.want_succeeded, "{}", case.name);
+        // Read-only txns do not advance the revision.
+        assert_eq!(r.header().unwrap().revision(), 3, "{}", case.name);
+    }
+
+    // All writes of a txn share one revision; reads inside see earlier writes; nested txns run.
+    let t = Txn::new()
+        .when(vec![Compare::value("a", CompareOp::Equal, "1")])
+        .and_then(vec![
+            TxnOp::put("a", "10", None),
+            TxnOp::put("c", "30", None),
+            TxnOp::get("c", None),
+            TxnOp::txn(Txn::new().and_then(vec![TxnOp::delete("b", None)])),
+        ]);
+    let r = c.txn(t).await.unwrap();
+    assert!(r.succeeded());
+    assert_eq!(r.header().unwrap().revision(), 4);
+    let ops = r.op_responses();
+    assert_eq!(ops.len(), 4);
+    match &ops[2] {
+        TxnOpResponse::Get(g) => assert_eq!(g.kvs()[0].value(), b"30"),
+        other => panic!("unexpected {other:?}"),
+    }
+    match &ops[3] {
+        TxnOpResponse::Txn(t) => assert!(t.succeeded()),
+        other => panic!("unexpected {other:?}"),
+    }
+    for (k, want_mod) in [("a", 4), ("c", 4)] {
+        assert_eq!(c.get(k, None).await.unwrap().kvs()[0].mod_revision(), want_mod);
+    }
+    assert!(c.get("b", None).await.unwrap().kvs().is_empty());
+}
+
+#[tokio::test]
+async fn errors_match_etcd_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(dir.path(), &["--max-txn-ops", "4"]);
+    let mut c = srv.client().await;
+    c.put("k", "v", None).await.unwrap();
+    use tonic::Code;
+    let big = vec![b'x'; 2 * 1024 * 1024 - 1024];
+    let many: Vec<TxnOp> = (0..5).map(|i| TxnOp::put(format!("m{i}"), "v", None)).collect();
+    struct Case {
+        name: &'static str,
+        result: Result<(), etcd_client::Error>,
+        want: (Code, &'static str),
+    }
+    let cases = vec![
+        Case { name: "empty key put", result: c.put("", "v", None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key is not provided") },
+        Case { name: "empty key get", result: c.get("", None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key is not provided") },
+        Case { name: "empty key delete", result: c.delete("", None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key is not provided") },
+        Case { name: "future revision", result: c.get("k", Some(GetOptions::new().with_revision(99))).await.map(|_| ()), want: (Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision") },
+        Case { name: "lease not found", result: c.put("k", "v2", Some(PutOptions::new().with_lease(12345))).await.map(|_| ()), want: (Code::NotFound, "etcdserver: requested lease not found") },
+        Case { name: "ignore value on missing key", result: c.put("nokey", "", Some(PutOptions::new().with_ignore_value())).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key not found") },
+        Case { name: "value with ignore_value", result: c.put("k", "x", Some(PutOptions::new().with_ignore_value())).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: value is provided") },
+        Case { name: "too large", result: c.put("k", big.clone(), None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: request is too large") },
+        Case { name: "too many ops", result: c.txn(Txn::new().and_then(many)).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: too many operations in txn request") },
+        Case { name: "duplicate key", result: c.txn(Txn::new().and_then(vec![TxnOp::put("d", "1", None), TxnOp::put("d", "2", None)])).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: duplicate key given in txn request") },
+        Case { name: "txn put with missing lease", result: c.txn(Txn::new().and_then(vec![TxnOp::put("t1", "1", None), TxnOp::put("t2", "2", Some(PutOptions::new().with_lease(7)))])).await.map(|_| ()), want: (Code::NotFound, "etcdserver: requested lease not found") },
+    ];
+    for case in cases {
+        let (code, msg) = code_and_message(case.result.expect_err(case.name));
+        assert_eq!((code, msg.as_str()), case.want, "{}", case.name);
+    }
+    // Nothing above changed anything.
+    let r = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    assert_eq!(keys(&r), vec!["k"]);
+    assert_eq!(r.header().unwrap().revision(), 2);
+    assert_eq!(r.kvs()[0].value(), b"v");
+}
+
+#[tokio::test]
+async fn compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    for i in 0..5 {
+        c.put("k", format!("v{i}"), None).await.unwrap(); // revs 2..=6
+    }
+    c.put("gone", "x", None).await.unwrap(); // 7
+    c.delete("gone", None).await.unwrap(); // 8
+    c.compact(4, Some(etcd_client::CompactionOptions::new().with_physical())).await.unwrap();
+    let (code, msg) = code_and_message(c.get("k", Some(GetOptions::new().with_revision(3))).await.unwrap_err());
+    assert_eq!((code, msg.as_str()), (tonic::Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"));
+    // The compacted revision itself and later ones stay readable.
+    assert_eq!(c.get("k", Some(GetOptions::new().with_revision(4))).await.unwrap().kvs()[0].value(), b"v2");
+    assert_eq!(c.get("k", Some(GetOptions::new().with_revision(5))).await.unwrap().kvs()[0].value(), b"v3");
+    let (_, msg) = code_and_message(c.compact(4, None).await.unwrap_err());
+    assert_eq!(msg, "etcdserver: mvcc: required revision has been compacted");
+    let (_, msg) = code_and_message(c.compact(100, None).await.unwrap_err());
+    assert_eq!(msg, "etcdserver: mvcc: required revision is a future revision");
+    c.compact(8, None).await.unwrap();
+    assert_eq!(c.get("k", None).await.unwrap().kvs()[0].value(), b"v4");
+    assert!(c.get("gone", None).await.unwrap().kvs().is_empty());
+}
+
+#[tokio::test]
+async fn restart_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start_with(dir.path(), &["--snapshot-count", "50", "--snapshot-catchup-entries", "10"]);
+    let mut c = srv.client().await;
+    for i in 0..200 {
+        c.put(format!("key{i:03}"), format!("value{i}"), None).await.unwrap();
+    }
+    c.delete("key000", None).await.unwrap();
+    c.compact(100, None).await.unwrap();
+    let before = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    srv.restart();
+    let mut c = srv.client().await;
+    let after = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    assert_eq!(after.kvs(), before.kvs());
+    assert_eq!(after.header().unwrap().revision(), before.header().unwrap().revision());
+    let (_, msg) = code_and_message(c.get("key001", Some(GetOptions::new().with_revision(50))).await.unwrap_err());
+    assert_eq!(msg, "etcdserver: mvcc: required revision has been compacted");
+    // And it keeps taking writes at the next revision.
+    let r = c.put("after", "restart", None).await.unwrap();
+    assert_eq!(r.header().unwrap().revision(), before.header().unwrap().revision() + 1);
+}
+
+/// SIGKILL while many clients write: every acknowledged write must be there after restart.
+#[tokio::test]
+async fn crash_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path());
+    for round in 0..3 {
+        let c = srv.client().await;
+        let acked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut writers = Vec::new();
+        for w in 0..8 {
+            let mut c = c.clone();
+            let acked = acked.clone();
+            let stop = stop.clone();
+            writers.push(tokio::spawn(async move {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("r{round}/w{w}/{i}");
+                    if c.put(key.clone(), key.clone(), None).await.is_ok() {
+                        acked.lock().unwrap().push(key);
+                    } else {
+                        break;
+                    }
+                    i += 1;
+                }
+            }));
+        }
+        // Let writes flow, then kill mid-stream.
+        while acked.lock().unwrap().len() < 200 * (round + 1) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        srv.kill();
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            let _ = w.await;
+        }
+        srv.spawn();
+        let mut c = srv.client().await;
+        let acked = acked.lock().unwrap().clone();
+        assert!(!acked.is_empty());
+        for key in &acked {
+            let r = c.get(key.as_str(), Some(GetOptions::new().with_serializable())).await.unwrap();
+            assert_eq!(r.kvs().len(), 1, "round {round}: acknowledged {key} lost");
+            assert_eq!(r.kvs()[0].value(), key.as_bytes());
+        }
+    }
+}
+
+/// Random and hostile input: the server answers each request and nothing changes that shouldn't.
+#[tokio::test]
+async fn hostile_input_never_breaks_the_server() {
+    use rand::Rng;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.put("stable", "value", None).await.unwrap();
+    let mut rng = rand::rng();
+    for _ in 0..200 {
+        let klen = rng.random_range(0..64);
+        let key: Vec<u8> = (0..klen).map(|_| rng.random()).collect();
+        let end: Vec<u8> = (0..rng.random_range(0..4)).map(|_| rng.random()).collect();
+        let rev: i64 = rng.random_range(-5..20);
+        let limit: i64 = [i64::MIN, -1, 0, 1, i64::MAX][rng.random_range(0..5)];
+        let opts = GetOptions::new().with_range(end.clone()).with_revision(rev).with_limit(limit);
+        let _ = c.get(key.clone(), Some(opts)).await;
+        let _ = c.get(key.clone(), Some(GetOptions::new().with_range(end))).await;
+        let val: Vec<u8> = (0..rng.random_range(0..256)).map(|_| rng.random()).collect();
+        if !key.is_empty() && key != b"stable" {
+            c.put(key.clone(), val, None).await.unwrap();
+            c.delete(key, None).await.unwrap();
+        }
+    }
+    let r = c.get("stable", None).await.unwrap();
+    assert_eq!(r.kvs()[0].value(), b"value");
+    assert_eq!(r.kvs()[0].version(), 1);
+    let (_, msg) = code_and_message(c.compact(i64::MAX, None).await.unwrap_err());
+    assert_eq!(msg, "etcdserver: mvcc: required revision is a future revision");
+}
+
+#[tokio::test]
+async fn status_and_member_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.put("k", "v", None).await.unwrap();
+    let s = c.status().await.unwrap();
+    assert!(s.version().starts_with("3.5."));
+    assert_eq!(s.leader(), s.header().unwrap().member_id());
+    assert!(s.raft_index() >= 2);
+    assert!(s.db_size() > 0);
+    let m = c.member_list().await.unwrap();
+    assert_eq!(m.members().len(), 1);
+    assert_eq!(m.members()[0].client_urls(), [format!("http://{}", srv.endpoint())]);
+}
