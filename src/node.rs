@@ -134,11 +134,7 @@ fn start_actors(
     consistent_index: u64,
 ) -> PipelineRoutes {
     let wal = WalActor::start(wal);
-    let slot = std::sync::Mutex::new(Some(store));
-    let mvcc = SyncArbiter::start(1, move || {
-        let store = slot.lock().ok().and_then(|mut s| s.take());
-        MvccActor::new(store.expect("the store actor is started once and never restarted"))
-    });
+    let mvcc = MvccActor::start_sync(store);
     let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
 
     // Raft, the applier and preflight refer to each other: take their addresses first, start

@@ -35,10 +35,11 @@ pub enum Durability {
     /// [`LmdbEngine::force_sync`] flushes. Survives a process crash; a power loss between syncs
     /// loses the unsynced commits and, on a file system that reorders writes, can leave the
     /// environment inconsistent.
-    #[default]
     NoSync,
     /// LMDB's `MDB_NOMETASYNC`: one `fdatasync` of the data pages per commit, the meta page
     /// flushed by the next commit or sync. A power loss can undo the last commit, never corrupt.
+    /// The default: the WAL replays an undone commit, and nothing can replay a corrupt file.
+    #[default]
     NoMetaSync,
     /// LMDB's default: data and meta page synced on every commit.
     EveryCommit,

@@ -39,22 +39,20 @@
 //!   WAL above it idempotent.
 //!
 //! ## Durability
-//! By default ([`Durability::NoSync`]) the environment is opened with LMDB's `MDB_NOSYNC`: a
-//! commit writes its pages into the OS page cache and returns without `fdatasync`. That is
-//! enough because the raft WAL, fsynced on every append, is the source of truth: on start-up
-//! raft re-applies every committed entry above the consistent index found here. The daemon
-//! sends [`SyncBackend`] every 100 ms and always before WAL segments are released, so the WAL
-//! never drops an entry the synced backend doesn't cover.
-//! - **Process crash** (panic, kill -9, OOM): nothing committed is lost. Committed pages are in
-//!   the page cache, which the kernel writes back whether or not the process lives; the next
-//!   open sees the last commit, and a transaction open at the crash simply never happened.
-//! - **Power loss or kernel crash between syncs**: the commits since the last sync may be lost
-//!   (the WAL replays them). Worse, LMDB only keeps its integrity under `MDB_NOSYNC` if the file
-//!   system writes pages back in the order they were written, which ext4 and XFS don't promise
-//!   for in-place overwrites: a meta page can reach the disk before the pages it points to, and
-//!   the environment can come back inconsistent. The member must then be rebuilt from a peer's
-//!   snapshot. Where that matters, [`Durability::NoMetaSync`] costs one `fdatasync` per commit
-//!   (the applier batches, so one per applied batch) and can only ever lose the last commit.
+//! By default ([`Durability::NoMetaSync`]) the environment is opened with LMDB's
+//! `MDB_NOMETASYNC`: each commit `fdatasync`s its data pages, and the meta page reaches the disk
+//! with the next commit or sync. A power loss can undo the last commit — the raft WAL, fsynced on
+//! every append, replays it, since raft re-applies every committed entry above the consistent
+//! index found here — but can never leave the file inconsistent. The applier batches a whole
+//! Ready into one commit, so this is one extra `fdatasync` per applied batch, off the raft
+//! thread. The daemon also sends [`SyncBackend`] every 100 ms and always before WAL segments are
+//! released, so the WAL never drops an entry the synced backend doesn't cover.
+//!
+//! [`Durability::NoSync`] (`MDB_NOSYNC`) is faster (no fsync at commit) and survives a process
+//! crash (committed pages are in the page cache), but on a power loss LMDB keeps its integrity
+//! only if the file system writes pages back in order, which ext4 and XFS don't promise for
+//! in-place overwrites: a meta page can reach the disk before the pages it points to. Nothing can
+//! replay a corrupt file, so it is not the default.
 //!
 //! ## Sizes
 //! The map size ([`BackendOptions::map_size`], 8 GiB by default) is address space, not memory or

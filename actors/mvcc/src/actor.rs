@@ -7,9 +7,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use actcd_types::EtcdError;
-use actcd_types::msg::{ApplyBatch, ApplyResult, GetStoreStatus, Range, StoreStatus};
 use actcd_proto::etcdserverpb::RangeResponse;
+use actcd_types::EtcdError;
+use actcd_types::msg::{
+    ApplyBatch, ApplyResult, GetStoreStatus, HashKv, HashKvResult, Range, StoreStatus, SyncStorage,
+};
 use actix::{Actor, Addr, Handler, SyncArbiter, SyncContext};
 
 use crate::store::Store;
@@ -51,7 +53,8 @@ impl Handler<ApplyBatch> for MvccActor {
     type Result = Result<Vec<ApplyResult>, EtcdError>;
 
     fn handle(&mut self, msg: ApplyBatch, _: &mut Self::Context) -> Self::Result {
-        self.store.apply_batch(msg.consistent_index, msg.term, msg.requests)
+        self.store
+            .apply_batch(msg.consistent_index, msg.term, msg.requests)
     }
 }
 
@@ -88,22 +91,58 @@ mod tests {
         let store = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
         let addr = MvccActor::start_sync(store);
         let put = InternalRaftRequest {
-            put: Some(PutRequest { key: b"k".to_vec(), value: b"v".to_vec(), ..Default::default() }),
+            put: Some(PutRequest {
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let results = addr
-            .send(ApplyBatch { consistent_index: 5, term: 2, requests: vec![put] })
+            .send(ApplyBatch {
+                consistent_index: 5,
+                term: 2,
+                requests: vec![put],
+            })
             .await
             .unwrap()
             .unwrap();
-        assert!(matches!(&results[0], Ok(ApplyResponse::Put(r)) if r.header.as_ref().unwrap().revision == 2));
+        assert!(
+            matches!(&results[0], Ok(ApplyResponse::Put(r)) if r.header.as_ref().unwrap().revision == 2)
+        );
         let read = addr
-            .send(Range { request: RangeRequest { key: b"k".to_vec(), ..Default::default() } })
+            .send(Range {
+                request: RangeRequest {
+                    key: b"k".to_vec(),
+                    ..Default::default()
+                },
+            })
             .await
             .unwrap()
             .unwrap();
         assert_eq!(read.kvs[0].value, b"v");
         let status = addr.send(GetStoreStatus).await.unwrap().unwrap();
-        assert_eq!((status.revision, status.consistent_index, status.term), (2, 5, 2));
+        assert_eq!(
+            (status.revision, status.consistent_index, status.term),
+            (2, 5, 2)
+        );
+    }
+}
+
+/// etcd's HashKV over the records up to a revision.
+impl Handler<HashKv> for MvccActor {
+    type Result = Result<HashKvResult, EtcdError>;
+
+    fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
+        self.store.hash_kv(msg.revision)
+    }
+}
+
+/// Makes everything applied durable: the raft node sends it before releasing WAL segments.
+impl Handler<SyncStorage> for MvccActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, _: SyncStorage, _: &mut Self::Context) -> Self::Result {
+        self.store.sync()
     }
 }

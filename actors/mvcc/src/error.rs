@@ -39,8 +39,14 @@ mod tests {
             want: EtcdError,
         }
         let cases = [
-            Case { err: EtcdError::Compacted.into(), want: EtcdError::Compacted },
-            Case { err: EtcdError::LeaseNotFound.into(), want: EtcdError::LeaseNotFound },
+            Case {
+                err: EtcdError::Compacted.into(),
+                want: EtcdError::Compacted,
+            },
+            Case {
+                err: EtcdError::LeaseNotFound.into(),
+                want: EtcdError::LeaseNotFound,
+            },
             Case {
                 err: StorageError("disk full".into()).into(),
                 want: EtcdError::Internal("mvcc: backend: disk full".into()),

@@ -74,7 +74,10 @@ impl Default for KeyIndex {
 impl KeyIndex {
     /// A key index with nothing in it: one empty generation.
     pub fn new() -> Self {
-        Self { modified: Revision::default(), generations: vec![Generation::default()] }
+        Self {
+            modified: Revision::default(),
+            generations: vec![Generation::default()],
+        }
     }
 
     /// A key index rebuilt from the oldest record left for a key after compaction: the record at
@@ -83,7 +86,11 @@ impl KeyIndex {
     pub fn restore(created: Revision, modified: Revision, version: i64) -> Self {
         Self {
             modified,
-            generations: vec![Generation { created, ver: version, revs: vec![modified] }],
+            generations: vec![Generation {
+                created,
+                ver: version,
+                revs: vec![modified],
+            }],
         }
     }
 
@@ -104,7 +111,11 @@ impl KeyIndex {
 
     /// Records a put at `rev`, which must be above every revision already here.
     pub fn put(&mut self, rev: Revision) {
-        debug_assert!(rev > self.modified, "put {rev:?} at or below {:?}", self.modified);
+        debug_assert!(
+            rev > self.modified,
+            "put {rev:?} at or below {:?}",
+            self.modified
+        );
         let g = self.live_generation_mut();
         if g.revs.is_empty() {
             g.created = rev;
@@ -130,7 +141,11 @@ impl KeyIndex {
         let g = self.find_generation(at_rev)?;
         let n = g.revs.iter().rposition(|r| r.main <= at_rev)?;
         let newer = (g.revs.len() - 1 - n) as i64;
-        Some(KeyRev { modified: g.revs[n], created: g.created, version: g.ver - newer })
+        Some(KeyRev {
+            modified: g.revs[n],
+            created: g.created,
+            version: g.ver - newer,
+        })
     }
 
     /// Drops every revision that no read at or above `at_rev` can see, adding the revisions
@@ -138,11 +153,16 @@ impl KeyIndex {
     /// is the generation's tombstone); older ones go, and so do whole generations whose
     /// tombstone is ≤ `at_rev`. The key index may end up empty (see [`Self::is_empty`]).
     pub fn compact(&mut self, at_rev: i64, keep: &mut HashSet<Revision>) {
-        let last = self.generations.len() - 1;
+        let Some(last) = self.generations.len().checked_sub(1) else {
+            return;
+        };
         // The first generation that is still alive at `at_rev` (or the live one).
         let mut first = 0;
         while first < last {
-            let ended_before = self.generations[first].revs.last().is_none_or(|t| t.main <= at_rev);
+            let ended_before = self.generations[first]
+                .revs
+                .last()
+                .is_none_or(|t| t.main <= at_rev);
             if !ended_before {
                 break;
             }
@@ -173,7 +193,9 @@ impl KeyIndex {
     fn find_generation(&self, rev: i64) -> Option<&Generation> {
         let last = self.generations.len().checked_sub(1)?;
         for (i, g) in self.generations.iter().enumerate().rev() {
-            let (Some(first), Some(end)) = (g.revs.first(), g.revs.last()) else { continue };
+            let (Some(first), Some(end)) = (g.revs.first(), g.revs.last()) else {
+                continue;
+            };
             if i != last && end.main <= rev {
                 // Deleted at or before `rev`, and not yet re-created (or we'd have matched).
                 return None;
@@ -203,6 +225,9 @@ impl KeyIndex {
     }
 }
 
+/// Start and end of a key range, as `BTreeMap::range` takes them.
+type KeyBounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
 /// Which keys a request names, from its `key` and `range_end` (etcd's rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyRange<'a> {
@@ -223,7 +248,7 @@ impl<'a> KeyRange<'a> {
         }
     }
 
-    fn bounds(self) -> Option<(Bound<&'a [u8]>, Bound<&'a [u8]>)> {
+    fn bounds(self) -> Option<KeyBounds<'a>> {
         match self {
             Self::Single(k) => Some((Bound::Included(k), Bound::Included(k))),
             Self::FromKey(k) => Some((Bound::Included(k), Bound::Unbounded)),
@@ -266,6 +291,11 @@ impl TreeIndex {
 
     pub fn key_index(&self, key: &[u8]) -> Option<&KeyIndex> {
         self.keys.get(key)
+    }
+
+    /// Every key index, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &KeyIndex)> {
+        self.keys.iter().map(|(k, ki)| (k.as_slice(), ki))
     }
 
     pub fn put(&mut self, key: &[u8], rev: Revision) {
@@ -314,7 +344,9 @@ impl TreeIndex {
     /// How many keys of `range` exist at `at_rev`.
     pub fn count(&self, range: KeyRange<'_>, at_rev: i64) -> usize {
         let mut total = 0;
-        self.visit(range, |_, ki| total += usize::from(ki.get(at_rev).is_some()));
+        self.visit(range, |_, ki| {
+            total += usize::from(ki.get(at_rev).is_some())
+        });
         total
     }
 
@@ -344,7 +376,12 @@ impl TreeIndex {
         };
         let prev_modified = ki.modified();
         ki.put(rev);
-        Undo { key: key.to_vec(), rev, tombstone: false, prev_modified }
+        Undo {
+            key: key.to_vec(),
+            rev,
+            tombstone: false,
+            prev_modified,
+        }
     }
 
     pub(crate) fn tombstone_logged(
@@ -355,12 +392,19 @@ impl TreeIndex {
         let ki = self.keys.get_mut(key).ok_or(RevisionNotFound)?;
         let prev_modified = ki.modified();
         ki.tombstone(rev)?;
-        Ok(Undo { key: key.to_vec(), rev, tombstone: true, prev_modified })
+        Ok(Undo {
+            key: key.to_vec(),
+            rev,
+            tombstone: true,
+            prev_modified,
+        })
     }
 
     /// Takes back one change; changes must be undone newest first.
     pub(crate) fn undo(&mut self, u: &Undo) {
-        let Some(ki) = self.keys.get_mut(&u.key) else { return };
+        let Some(ki) = self.keys.get_mut(&u.key) else {
+            return;
+        };
         if u.tombstone {
             ki.undo_tombstone(u.prev_modified);
         } else {

@@ -11,7 +11,9 @@ fn build(ops: &[Op]) -> KeyIndex {
     for op in ops {
         match *op {
             Op::Put(m, s) => ki.put(Revision::new(m, s)),
-            Op::Del(m, s) => ki.tombstone(Revision::new(m, s)).expect("tombstone a live key"),
+            Op::Del(m, s) => ki
+                .tombstone(Revision::new(m, s))
+                .expect("tombstone a live key"),
         }
     }
     ki
@@ -19,7 +21,10 @@ fn build(ops: &[Op]) -> KeyIndex {
 
 /// Main revisions of each generation, oldest generation first.
 fn shape(ki: &KeyIndex) -> Vec<Vec<i64>> {
-    ki.generations().iter().map(|g| g.revisions().iter().map(|r| r.main).collect()).collect()
+    ki.generations()
+        .iter()
+        .map(|g| g.revisions().iter().map(|r| r.main).collect())
+        .collect()
 }
 
 fn r(main: i64) -> Revision {
@@ -27,7 +32,13 @@ fn r(main: i64) -> Revision {
 }
 
 /// etcd's own example: put(1) put(2) tombstone(3) put(4) tombstone(5).
-const ETCD_EXAMPLE: &[Op] = &[Op::Put(1, 0), Op::Put(2, 0), Op::Del(3, 0), Op::Put(4, 0), Op::Del(5, 0)];
+const ETCD_EXAMPLE: &[Op] = &[
+    Op::Put(1, 0),
+    Op::Put(2, 0),
+    Op::Del(3, 0),
+    Op::Put(4, 0),
+    Op::Del(5, 0),
+];
 
 #[test]
 fn get_sees_the_write_visible_at_each_revision() {
@@ -40,19 +51,66 @@ fn get_sees_the_write_visible_at_each_revision() {
     }
     const WALK: &[Op] = &[Op::Put(2, 0), Op::Put(3, 1), Op::Del(4, 0), Op::Put(5, 0)];
     let cases = [
-        Case { name: "before creation", ops: WALK, at: 1, want: None },
-        Case { name: "first put", ops: WALK, at: 2, want: Some((2, 2, 1)) },
-        Case { name: "second put", ops: WALK, at: 3, want: Some((3, 2, 2)) },
-        Case { name: "at tombstone", ops: WALK, at: 4, want: None },
-        Case { name: "new generation", ops: WALK, at: 5, want: Some((5, 5, 1)) },
-        Case { name: "future reads latest", ops: WALK, at: 99, want: Some((5, 5, 1)) },
-        Case { name: "deleted key after tombstone", ops: ETCD_EXAMPLE, at: 7, want: None },
-        Case { name: "between generations", ops: ETCD_EXAMPLE, at: 3, want: None },
-        Case { name: "second generation", ops: ETCD_EXAMPLE, at: 4, want: Some((4, 4, 1)) },
+        Case {
+            name: "before creation",
+            ops: WALK,
+            at: 1,
+            want: None,
+        },
+        Case {
+            name: "first put",
+            ops: WALK,
+            at: 2,
+            want: Some((2, 2, 1)),
+        },
+        Case {
+            name: "second put",
+            ops: WALK,
+            at: 3,
+            want: Some((3, 2, 2)),
+        },
+        Case {
+            name: "at tombstone",
+            ops: WALK,
+            at: 4,
+            want: None,
+        },
+        Case {
+            name: "new generation",
+            ops: WALK,
+            at: 5,
+            want: Some((5, 5, 1)),
+        },
+        Case {
+            name: "future reads latest",
+            ops: WALK,
+            at: 99,
+            want: Some((5, 5, 1)),
+        },
+        Case {
+            name: "deleted key after tombstone",
+            ops: ETCD_EXAMPLE,
+            at: 7,
+            want: None,
+        },
+        Case {
+            name: "between generations",
+            ops: ETCD_EXAMPLE,
+            at: 3,
+            want: None,
+        },
+        Case {
+            name: "second generation",
+            ops: ETCD_EXAMPLE,
+            at: 4,
+            want: Some((4, 4, 1)),
+        },
     ];
     for c in cases {
         let ki = build(c.ops);
-        let got = ki.get(c.at).map(|k| (k.modified.main, k.created.main, k.version));
+        let got = ki
+            .get(c.at)
+            .map(|k| (k.modified.main, k.created.main, k.version));
         assert_eq!(got, c.want, "{}", c.name);
     }
 }
@@ -68,8 +126,15 @@ fn generations_record_puts_and_tombstones() {
 
     let mut deleted = build(&[Op::Put(2, 0), Op::Del(3, 0)]);
     assert_eq!(shape(&deleted), vec![vec![2, 3], vec![]]);
-    assert_eq!(deleted.tombstone(r(4)), Err(RevisionNotFound), "tombstone of a deleted key");
-    assert_eq!(KeyIndex::new().clone().tombstone(r(1)), Err(RevisionNotFound));
+    assert_eq!(
+        deleted.tombstone(r(4)),
+        Err(RevisionNotFound),
+        "tombstone of a deleted key"
+    );
+    assert_eq!(
+        KeyIndex::new().clone().tombstone(r(1)),
+        Err(RevisionNotFound)
+    );
 }
 
 #[test]
@@ -190,8 +255,22 @@ fn compaction_keeps_versions_and_reads_at_or_above_it() {
 fn restore_continues_versions_after_compaction() {
     let mut ki = KeyIndex::restore(r(2), r(5), 4);
     ki.put(r(7));
-    assert_eq!(ki.get(5), Some(KeyRev { modified: r(5), created: r(2), version: 4 }));
-    assert_eq!(ki.get(7), Some(KeyRev { modified: r(7), created: r(2), version: 5 }));
+    assert_eq!(
+        ki.get(5),
+        Some(KeyRev {
+            modified: r(5),
+            created: r(2),
+            version: 4
+        })
+    );
+    assert_eq!(
+        ki.get(7),
+        Some(KeyRev {
+            modified: r(7),
+            created: r(2),
+            version: 5
+        })
+    );
 }
 
 #[test]
@@ -210,17 +289,83 @@ fn tree_ranges_follow_etcds_key_range_rules() {
     t.put(b"c", r(5));
     t.tombstone(b"b", r(6)).unwrap();
     let cases = [
-        Case { name: "single", key: b"a", range_end: b"", at: 6, want: &[b"a"] },
-        Case { name: "single missing", key: b"z", range_end: b"", at: 6, want: &[] },
-        Case { name: "single deleted", key: b"b", range_end: b"", at: 6, want: &[] },
-        Case { name: "single historical", key: b"b", range_end: b"", at: 5, want: &[b"b"] },
-        Case { name: "span", key: b"a", range_end: b"c", at: 5, want: &[b"a", b"b", b"b/1"] },
-        Case { name: "prefix", key: b"b", range_end: b"c", at: 6, want: &[b"b/1"] },
-        Case { name: "from key", key: b"b", range_end: b"\0", at: 5, want: &[b"b", b"b/1", b"c"] },
-        Case { name: "all keys", key: b"\0", range_end: b"\0", at: 6, want: &[b"a", b"b/1", b"c"] },
-        Case { name: "before creation", key: b"\0", range_end: b"\0", at: 3, want: &[b"a", b"b"] },
-        Case { name: "inverted", key: b"c", range_end: b"a", at: 6, want: &[] },
-        Case { name: "empty span", key: b"a", range_end: b"a", at: 6, want: &[] },
+        Case {
+            name: "single",
+            key: b"a",
+            range_end: b"",
+            at: 6,
+            want: &[b"a"],
+        },
+        Case {
+            name: "single missing",
+            key: b"z",
+            range_end: b"",
+            at: 6,
+            want: &[],
+        },
+        Case {
+            name: "single deleted",
+            key: b"b",
+            range_end: b"",
+            at: 6,
+            want: &[],
+        },
+        Case {
+            name: "single historical",
+            key: b"b",
+            range_end: b"",
+            at: 5,
+            want: &[b"b"],
+        },
+        Case {
+            name: "span",
+            key: b"a",
+            range_end: b"c",
+            at: 5,
+            want: &[b"a", b"b", b"b/1"],
+        },
+        Case {
+            name: "prefix",
+            key: b"b",
+            range_end: b"c",
+            at: 6,
+            want: &[b"b/1"],
+        },
+        Case {
+            name: "from key",
+            key: b"b",
+            range_end: b"\0",
+            at: 5,
+            want: &[b"b", b"b/1", b"c"],
+        },
+        Case {
+            name: "all keys",
+            key: b"\0",
+            range_end: b"\0",
+            at: 6,
+            want: &[b"a", b"b/1", b"c"],
+        },
+        Case {
+            name: "before creation",
+            key: b"\0",
+            range_end: b"\0",
+            at: 3,
+            want: &[b"a", b"b"],
+        },
+        Case {
+            name: "inverted",
+            key: b"c",
+            range_end: b"a",
+            at: 6,
+            want: &[],
+        },
+        Case {
+            name: "empty span",
+            key: b"a",
+            range_end: b"a",
+            at: 6,
+            want: &[],
+        },
     ];
     for c in cases {
         let range = KeyRange::new(c.key, c.range_end);
@@ -239,7 +384,17 @@ fn tree_revisions_limit_but_count_all() {
     let all = KeyRange::new(b"\0", b"\0");
     let (kvs, total) = t.revisions(all, 10, 2);
     assert_eq!((kvs.len(), total), (2, 4));
-    assert_eq!(kvs[1], (&b"b"[..], KeyRev { modified: r(3), created: r(3), version: 1 }));
+    assert_eq!(
+        kvs[1],
+        (
+            &b"b"[..],
+            KeyRev {
+                modified: r(3),
+                created: r(3),
+                version: 1
+            }
+        )
+    );
     assert_eq!(t.revisions(all, 10, 0).0.len(), 4);
 }
 

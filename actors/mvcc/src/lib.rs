@@ -56,12 +56,32 @@
 //! | delete foo         | 4        | `{2, 3, 4(t)}` `{}`               | at 4: not found                  |
 //! | put foo=c          | 5        | `{2, 3, 4(t)}` `{5}` created 5    | at 5: mod 5, create 5, version 1 |
 //! | compact 3          | —        | `{3, 4(t)}` `{5}`                 | at 3: mod 3, version 2 (kept)    |
-//! | compact 4          | —        | `{5}`                             | at 4: `compacted`… at 5: as before |
+//! | compact 4          | —        | `{5}`                             | at 3: compacted; at 4: not found |
 //!
 //! Compacting at 3 keeps revision 3 (the greatest ≤ 3 of the first generation, which a read at 3
 //! still needs) and deletes record 2. Compacting at 4 drops the whole first generation: its
 //! tombstone is ≤ 4, so no read at 4 or later sees any of it, and records 3 and 4(t) go. A key
 //! whose last generation ends at or below the compaction revision leaves the index entirely.
+//!
+//! ## Where this differs from etcd, and why
+//! Every client-visible result is etcd 3.5.1's; these are differences inside.
+//! - **Compaction is synchronous.** etcd compacts in a background scheduler; here the
+//!   deletions run right after the batch that accepts the compaction commits, on the apply
+//!   thread, in transactions of [`DEFAULT_COMPACTION_BATCH_LIMIT`] records (LMDB bounds how
+//!   many pages one transaction may dirty). Reads below the compacted revision are refused from
+//!   the moment it is accepted, as in etcd, so nobody can tell.
+//! - **A Txn op that fails after the checks rolls the txn back** with the op's error. etcd
+//!   checks `ignore_value`/`ignore_lease` against the state before the txn and panics if the
+//!   key is gone when the op runs (deleted earlier in the same txn); we keep etcd's check and
+//!   answer `key not found` where etcd would crash.
+//! - **Ranges read fewer records**: filters and every sort but VALUE run on the index, so only
+//!   the records returned are read (etcd reads `limit + 1`, or everything when sorting).
+//! - **Restart never moves the revision back.** etcd takes the current revision from the last
+//!   record; if a crash mid-compaction deleted every record up to the scheduled revision,
+//!   that would be below revisions already served. It is at least the scheduled revision here.
+//! - **On-disk details**: a tombstone record carries its `mod_revision` (etcd stores only the
+//!   key); the compaction marks are 8-byte integers (etcd: 17-byte revisions). An actcd data
+//!   directory is not a bbolt file, so nothing reads either format but this crate.
 //!
 //! ## Layout
 //! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `range.rs` reading at a revision
@@ -72,6 +92,7 @@
 
 mod actor;
 mod error;
+mod hash;
 mod key_index;
 mod range;
 mod store;

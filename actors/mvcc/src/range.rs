@@ -37,12 +37,10 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
 
     /// The key's current record, if it exists at the view's revision.
     pub fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {
-        self.index.get(key, self.rev).map(|kr| self.record(kr.modified)).transpose()
-    }
-
-    /// The current records of every key in the range.
-    pub fn records(&self, range: KeyRange<'_>) -> Result<Vec<KeyValue>, Error> {
-        self.index.range(range, self.rev).into_iter().map(|(_, kr)| self.record(kr.modified)).collect()
+        self.index
+            .get(key, self.rev)
+            .map(|kr| self.record(kr.modified))
+            .transpose()
     }
 
     /// etcd's Range (`applierV3backend.Range` over `rangeKeys`). The header carries only the
@@ -51,15 +49,27 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
         if req.revision > self.rev {
             return Err(EtcdError::FutureRevision.into());
         }
-        let at = if req.revision <= 0 { self.rev } else { req.revision };
+        let at = if req.revision <= 0 {
+            self.rev
+        } else {
+            req.revision
+        };
         if at < self.compact_rev {
             return Err(EtcdError::Compacted.into());
         }
-        let header = Some(ResponseHeader { revision: self.rev, ..Default::default() });
+        let header = Some(ResponseHeader {
+            revision: self.rev,
+            ..Default::default()
+        });
         let range = KeyRange::new(&req.key, &req.range_end);
         if req.count_only {
             let count = self.index.count(range, at) as i64;
-            return Ok(RangeResponse { header, kvs: vec![], more: false, count });
+            return Ok(RangeResponse {
+                header,
+                kvs: vec![],
+                more: false,
+                count,
+            });
         }
 
         let filtered = req.min_mod_revision != 0
@@ -113,11 +123,19 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
                 kv.value.clear();
             }
         }
-        Ok(RangeResponse { header, kvs, more, count: total as i64 })
+        Ok(RangeResponse {
+            header,
+            kvs,
+            more,
+            count: total as i64,
+        })
     }
 
     fn read(&self, entries: &[(&[u8], KeyRev)]) -> Result<Vec<KeyValue>, Error> {
-        entries.iter().map(|(_, kr)| self.record(kr.modified)).collect()
+        entries
+            .iter()
+            .map(|(_, kr)| self.record(kr.modified))
+            .collect()
     }
 }
 
@@ -148,10 +166,14 @@ fn sort_entries(entries: &mut [(&[u8], KeyRev)], target: i32, descend: bool) {
         Ok(SortTarget::Key) => {}
         Ok(SortTarget::Version) => sort_by(entries, descend, |a, b| a.1.version.cmp(&b.1.version)),
         Ok(SortTarget::Create) => {
-            sort_by(entries, descend, |a, b| a.1.created.main.cmp(&b.1.created.main));
+            sort_by(entries, descend, |a, b| {
+                a.1.created.main.cmp(&b.1.created.main)
+            });
         }
         Ok(SortTarget::Mod) => {
-            sort_by(entries, descend, |a, b| a.1.modified.main.cmp(&b.1.modified.main));
+            sort_by(entries, descend, |a, b| {
+                a.1.modified.main.cmp(&b.1.modified.main)
+            });
         }
         // VALUE is sorted on records by the caller; preflight rejects unknown targets.
         Ok(SortTarget::Value) | Err(_) => {}

@@ -92,20 +92,32 @@ impl Store {
             let mut index = TreeIndex::new();
             let mut last_main = 1;
             let mut failed = None;
-            txn.scan(Table::Key, &[], None, &mut |k, v| match restore_record(&mut index, k, v) {
-                Ok(main) => {
-                    last_main = main;
-                    true
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
-            })?;
+            txn.scan(
+                Table::Key,
+                &[],
+                None,
+                &mut |k, v| match restore_record(&mut index, k, v) {
+                    Ok(main) => {
+                        last_main = main;
+                        true
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                },
+            )?;
             if let Some(e) = failed {
                 return Err(e);
             }
-            (index, last_main, consistent_index, term, finished, scheduled)
+            (
+                index,
+                last_main,
+                consistent_index,
+                term,
+                finished,
+                scheduled,
+            )
         };
 
         let compact_rev = finished.unwrap_or(-1);
@@ -172,8 +184,15 @@ impl Store {
         &self.index
     }
 
+    pub(crate) fn engine(&self) -> &Arc<dyn KvEngine> {
+        &self.engine
+    }
+
     pub fn status(&self) -> Result<StoreStatus, EtcdError> {
-        let (db_size, db_size_in_use) = self.engine.size().map_err(|e| EtcdError::from(Error::from(e)))?;
+        let (db_size, db_size_in_use) = self
+            .engine
+            .size()
+            .map_err(|e| EtcdError::from(Error::from(e)))?;
         Ok(StoreStatus {
             revision: self.current_rev,
             compact_revision: self.compact_rev,
@@ -186,7 +205,10 @@ impl Store {
 
     /// A read of the last committed state.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
-        let txn = self.engine.read().map_err(|e| EtcdError::from(Error::from(e)))?;
+        let txn = self
+            .engine
+            .read()
+            .map_err(|e| EtcdError::from(Error::from(e)))?;
         let view = View {
             index: &self.index,
             txn: &*txn,
@@ -212,7 +234,11 @@ impl Store {
         let mut undo = Vec::new();
         let outcome = engine.write().map_err(Error::from).and_then(|mut txn| {
             let applied = self.apply_in(&mut *txn, &mut undo, term, requests)?;
-            txn.put(Table::Meta, META_CONSISTENT_INDEX, &consistent_index.to_be_bytes())?;
+            txn.put(
+                Table::Meta,
+                META_CONSISTENT_INDEX,
+                &consistent_index.to_be_bytes(),
+            )?;
             txn.put(Table::Meta, META_TERM, &term.to_be_bytes())?;
             txn.commit()?;
             Ok(applied)
@@ -274,7 +300,7 @@ impl Store {
                     (outcome.map_err(Error::from), false)
                 }
                 KvRequest::None => (Ok(ApplyResponse::Empty), false),
-                write => {
+                KvRequest::Write(write) => {
                     let mut w = Writer {
                         txn: &mut *txn,
                         index: &mut self.index,
@@ -285,19 +311,18 @@ impl Store {
                         lease_exists: &*self.lease_exists,
                     };
                     let outcome = match write {
-                        KvRequest::Put(p) => w.apply_put(p).map(|mut r| {
+                        KvWrite::Put(p) => w.apply_put(p).map(|mut r| {
                             stamp(&mut r.header, identity, term);
                             ApplyResponse::Put(r)
                         }),
-                        KvRequest::DeleteRange(d) => w.delete_range(d).map(|mut r| {
+                        KvWrite::DeleteRange(d) => w.delete_range(d).map(|mut r| {
                             stamp(&mut r.header, identity, term);
                             ApplyResponse::DeleteRange(r)
                         }),
-                        KvRequest::Txn(t) => w.txn(t).map(|mut r| {
+                        KvWrite::Txn(t) => w.txn(t).map(|mut r| {
                             stamp(&mut r.header, identity, term);
                             ApplyResponse::Txn(r)
                         }),
-                        KvRequest::Compaction(_) | KvRequest::None => Ok(ApplyResponse::Empty),
                     };
                     (outcome, w.changes > 0)
                 }
@@ -312,7 +337,12 @@ impl Store {
                 current_rev += 1;
             }
         }
-        Ok(Applied { results, current_rev, compact_rev, compactions })
+        Ok(Applied {
+            results,
+            current_rev,
+            compact_rev,
+            compactions,
+        })
     }
 
     fn finish_compaction(&mut self, rev: i64, keep: &HashSet<Revision>) {
@@ -378,9 +408,7 @@ impl Store {
 /// The part of an [`InternalRaftRequest`] this store applies, picked with the precedence of
 /// etcd's applier when several fields are set.
 enum KvRequest {
-    Put(PutRequest),
-    DeleteRange(DeleteRangeRequest),
-    Txn(TxnRequest),
+    Write(KvWrite),
     Compaction(i64),
     /// Not a key-space write: a Range (reads are served outside the log, so one that went
     /// through it has no answer here) or a lease, auth or alarm request, which another actor
@@ -393,17 +421,24 @@ impl KvRequest {
         if req.range.is_some() {
             Self::None
         } else if let Some(p) = req.put {
-            Self::Put(p)
+            Self::Write(KvWrite::Put(p))
         } else if let Some(d) = req.delete_range {
-            Self::DeleteRange(d)
+            Self::Write(KvWrite::DeleteRange(d))
         } else if let Some(t) = req.txn {
-            Self::Txn(t)
+            Self::Write(KvWrite::Txn(t))
         } else if let Some(c) = req.compaction {
             Self::Compaction(c.revision)
         } else {
             Self::None
         }
     }
+}
+
+/// A request that may write keys, so takes a revision if it changes something.
+enum KvWrite {
+    Put(PutRequest),
+    DeleteRange(DeleteRangeRequest),
+    Txn(TxnRequest),
 }
 
 /// Fills in what etcd's gRPC layer adds to a top-level header.
@@ -417,13 +452,15 @@ fn stamp(header: &mut Option<ResponseHeader>, identity: MemberIdentity, term: u6
 fn read_meta<R: ReadTxn + ?Sized>(txn: &R, key: &[u8]) -> Result<Option<u64>, Error> {
     txn.get(Table::Meta, key)?
         .map(|v| {
-            <[u8; 8]>::try_from(v.as_slice()).map(u64::from_be_bytes).map_err(|_| {
-                Error::Corrupt(format!(
-                    "meta {} is {} bytes, want 8",
-                    String::from_utf8_lossy(key),
-                    v.len()
-                ))
-            })
+            <[u8; 8]>::try_from(v.as_slice())
+                .map(u64::from_be_bytes)
+                .map_err(|_| {
+                    Error::Corrupt(format!(
+                        "meta {} is {} bytes, want 8",
+                        String::from_utf8_lossy(key),
+                        v.len()
+                    ))
+                })
         })
         .transpose()
 }
@@ -441,8 +478,14 @@ fn restore_record(index: &mut TreeIndex, k: &[u8], v: &[u8]) -> Result<i64, Erro
     } else if index.key_index(&kv.key).is_some() {
         index.put(&kv.key, rev);
     } else {
-        // The oldest record left of this key: compaction may have dropped its earlier writes.
-        let ki = KeyIndex::restore(Revision::new(kv.create_revision, 0), rev, kv.version);
+        // The oldest record left of this key: compaction may have dropped its earlier writes,
+        // and with them the creating revision's sub (only its main is ever reported).
+        let created = if kv.version == 1 {
+            rev
+        } else {
+            Revision::new(kv.create_revision, 0)
+        };
+        let ki = KeyIndex::restore(created, rev, kv.version);
         index.insert(kv.key, ki);
     }
     Ok(rev.main)

@@ -36,7 +36,11 @@ pub(crate) struct TxnPath {
 }
 
 fn branch(req: &TxnRequest, succeeded: bool) -> &[RequestOp] {
-    if succeeded { &req.success } else { &req.failure }
+    if succeeded {
+        &req.success
+    } else {
+        &req.failure
+    }
 }
 
 /// Evaluates the compares of `req` and, recursively, of the nested txns it will run.
@@ -66,7 +70,9 @@ pub(crate) fn txn_path<R: ReadTxn + ?Sized>(
 pub(crate) fn compare<R: ReadTxn + ?Sized>(view: &View<'_, R>, c: &Compare) -> Result<bool, Error> {
     let target = CompareTarget::try_from(c.target);
     let needs_record = matches!(target, Ok(CompareTarget::Value | CompareTarget::Lease));
-    let live = view.index.range(KeyRange::new(&c.key, &c.range_end), view.rev);
+    let live = view
+        .index
+        .range(KeyRange::new(&c.key, &c.range_end), view.rev);
     if live.is_empty() {
         // No way to tell a missing value from an empty one, so comparing one always fails.
         return Ok(target != Ok(CompareTarget::Value) && compare_kv(c, &KeyValue::default()));
@@ -154,7 +160,8 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
             let lease_exists = self.lease_exists;
             check_ops(&req, &path, &mut |op| match &op.request {
                 Some(Request::RequestPut(p)) => {
-                    if (p.ignore_value || p.ignore_lease) && view.index.get(&p.key, view.rev).is_none()
+                    if (p.ignore_value || p.ignore_lease)
+                        && view.index.get(&p.key, view.rev).is_none()
                     {
                         return Err(EtcdError::KeyNotFound.into());
                     }
@@ -197,13 +204,19 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
     /// Runs the chosen branch. Responses of nested ops carry a header with only the revision;
     /// a nested txn's header is empty (etcd fills only the top-level header).
     fn exec_txn(&mut self, req: TxnRequest, path: &TxnPath) -> Result<TxnResponse, Error> {
-        let ops = if path.succeeded { req.success } else { req.failure };
+        let ops = if path.succeeded {
+            req.success
+        } else {
+            req.failure
+        };
         let mut nested = path.nested.iter();
         let mut responses = Vec::with_capacity(ops.len());
         for op in ops {
             let response = match op.request {
                 None => None,
-                Some(Request::RequestRange(r)) => Some(Response::ResponseRange(self.view().range(&r)?)),
+                Some(Request::RequestRange(r)) => {
+                    Some(Response::ResponseRange(self.view().range(&r)?))
+                }
                 Some(Request::RequestPut(p)) => Some(Response::ResponsePut(self.put(p)?)),
                 Some(Request::RequestDeleteRange(d)) => {
                     Some(Response::ResponseDeleteRange(self.delete_range(d)?))
@@ -229,7 +242,13 @@ mod tests {
     use actcd_proto::etcdserverpb::PutRequest;
 
     fn cmp(target: CompareTarget, result: CompareResult, union: Option<TargetUnion>) -> Compare {
-        Compare { result: result as i32, target: target as i32, key: b"k".to_vec(), target_union: union, range_end: vec![] }
+        Compare {
+            result: result as i32,
+            target: target as i32,
+            key: b"k".to_vec(),
+            target_union: union,
+            range_end: vec![],
+        }
     }
 
     #[test]
@@ -250,18 +269,57 @@ mod tests {
             lease: 7,
         };
         let cases = [
-            Case { name: "value equal", c: cmp(Value, Equal, Some(TargetUnion::Value(b"m".to_vec()))), want: true },
-            Case { name: "value greater", c: cmp(Value, Greater, Some(TargetUnion::Value(b"a".to_vec()))), want: true },
-            Case { name: "value less", c: cmp(Value, Less, Some(TargetUnion::Value(b"a".to_vec()))), want: false },
-            Case { name: "value vs missing union is empty", c: cmp(Value, Greater, None), want: true },
-            Case { name: "version not equal", c: cmp(Version, NotEqual, Some(TargetUnion::Version(3))), want: false },
-            Case { name: "create less", c: cmp(Create, Less, Some(TargetUnion::CreateRevision(3))), want: true },
-            Case { name: "mod greater", c: cmp(Mod, Greater, Some(TargetUnion::ModRevision(4))), want: true },
-            Case { name: "lease equal", c: cmp(Lease, Equal, Some(TargetUnion::Lease(7))), want: true },
-            Case { name: "mismatched union compares to zero", c: cmp(Mod, Greater, Some(TargetUnion::Version(100))), want: true },
+            Case {
+                name: "value equal",
+                c: cmp(Value, Equal, Some(TargetUnion::Value(b"m".to_vec()))),
+                want: true,
+            },
+            Case {
+                name: "value greater",
+                c: cmp(Value, Greater, Some(TargetUnion::Value(b"a".to_vec()))),
+                want: true,
+            },
+            Case {
+                name: "value less",
+                c: cmp(Value, Less, Some(TargetUnion::Value(b"a".to_vec()))),
+                want: false,
+            },
+            Case {
+                name: "value vs missing union is empty",
+                c: cmp(Value, Greater, None),
+                want: true,
+            },
+            Case {
+                name: "version not equal",
+                c: cmp(Version, NotEqual, Some(TargetUnion::Version(3))),
+                want: false,
+            },
+            Case {
+                name: "create less",
+                c: cmp(Create, Less, Some(TargetUnion::CreateRevision(3))),
+                want: true,
+            },
+            Case {
+                name: "mod greater",
+                c: cmp(Mod, Greater, Some(TargetUnion::ModRevision(4))),
+                want: true,
+            },
+            Case {
+                name: "lease equal",
+                c: cmp(Lease, Equal, Some(TargetUnion::Lease(7))),
+                want: true,
+            },
+            Case {
+                name: "mismatched union compares to zero",
+                c: cmp(Mod, Greater, Some(TargetUnion::Version(100))),
+                want: true,
+            },
             Case {
                 name: "unknown result passes",
-                c: Compare { result: 42, ..cmp(Mod, Equal, Some(TargetUnion::ModRevision(1))) },
+                c: Compare {
+                    result: 42,
+                    ..cmp(Mod, Equal, Some(TargetUnion::ModRevision(1)))
+                },
                 want: true,
             },
         ];
@@ -274,11 +332,17 @@ mod tests {
     fn path_covers_nested_txns_on_the_chosen_branch() {
         let nested = |ok: bool| RequestOp {
             request: Some(Request::RequestTxn(TxnRequest {
-                compare: if ok { vec![] } else { vec![cmp(CompareTarget::Version, CompareResult::Greater, None)] },
+                compare: if ok {
+                    vec![]
+                } else {
+                    vec![cmp(CompareTarget::Version, CompareResult::Greater, None)]
+                },
                 ..Default::default()
             })),
         };
-        let put = RequestOp { request: Some(Request::RequestPut(PutRequest::default())) };
+        let put = RequestOp {
+            request: Some(Request::RequestPut(PutRequest::default())),
+        };
         let req = TxnRequest {
             compare: vec![],
             success: vec![nested(true), put, nested(false)],
@@ -287,10 +351,24 @@ mod tests {
         let index = crate::key_index::TreeIndex::new();
         let engine = actcd_types::storage::MemEngine::new();
         let txn = actcd_types::storage::KvEngine::read(&engine).unwrap();
-        let view = View { index: &index, txn: &*txn, rev: 1, compact_rev: -1 };
+        let view = View {
+            index: &index,
+            txn: &*txn,
+            rev: 1,
+            compact_rev: -1,
+        };
         let path = txn_path(&view, &req).unwrap();
-        let leaf = |succeeded| TxnPath { succeeded, nested: vec![] };
-        assert_eq!(path, TxnPath { succeeded: true, nested: vec![leaf(true), leaf(false)] });
+        let leaf = |succeeded| TxnPath {
+            succeeded,
+            nested: vec![],
+        };
+        assert_eq!(
+            path,
+            TxnPath {
+                succeeded: true,
+                nested: vec![leaf(true), leaf(false)]
+            }
+        );
         let mut seen = 0;
         check_ops(&req, &path, &mut |_| {
             seen += 1;

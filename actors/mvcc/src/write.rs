@@ -22,7 +22,10 @@ use crate::range::View;
 /// A header carrying only a revision: what etcd puts in responses nested in a Txn, and what
 /// the store stamps with the member's identity for top-level responses.
 pub(crate) fn rev_header(revision: i64) -> Option<ResponseHeader> {
-    Some(ResponseHeader { revision, ..Default::default() })
+    Some(ResponseHeader {
+        revision,
+        ..Default::default()
+    })
 }
 
 /// Executes one request's operations against the batch's write transaction and the index.
@@ -66,11 +69,19 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
     /// lease and need the key to exist now.
     pub fn put(&mut self, req: PutRequest) -> Result<PutResponse, Error> {
         let ignore = req.ignore_value || req.ignore_lease;
-        let prev = if ignore || req.prev_kv { self.view().get(&req.key)? } else { None };
+        let prev = if ignore || req.prev_kv {
+            self.view().get(&req.key)?
+        } else {
+            None
+        };
         let (value, lease) = match &prev {
             None if ignore => return Err(EtcdError::KeyNotFound.into()),
             Some(p) => (
-                if req.ignore_value { p.value.clone() } else { req.value },
+                if req.ignore_value {
+                    p.value.clone()
+                } else {
+                    req.value
+                },
                 if req.ignore_lease { p.lease } else { req.lease },
             ),
             None => (req.value, req.lease),
@@ -89,19 +100,27 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
             value,
             lease,
         };
-        self.txn.put(Table::Key, &rev.to_bytes(false), &kv.encode_to_vec())?;
+        self.txn
+            .put(Table::Key, &rev.to_bytes(false), &kv.encode_to_vec())?;
         self.undo.push(self.index.put_logged(&kv.key, rev));
         self.changes += 1;
-        Ok(PutResponse { header: rev_header(rev.main), prev_kv: prev.filter(|_| req.prev_kv) })
+        Ok(PutResponse {
+            header: rev_header(rev.main),
+            prev_kv: prev.filter(|_| req.prev_kv),
+        })
     }
 
     /// Deletes every live key in the range at one revision, one tombstone record each.
     pub fn delete_range(&mut self, req: DeleteRangeRequest) -> Result<DeleteRangeResponse, Error> {
         let (keys, prev_kvs) = {
             let view = self.view();
-            let live = self.index.range(KeyRange::new(&req.key, &req.range_end), view.rev);
+            let live = self
+                .index
+                .range(KeyRange::new(&req.key, &req.range_end), view.rev);
             let prev_kvs = if req.prev_kv {
-                live.iter().map(|(_, kr)| view.record(kr.modified)).collect::<Result<_, _>>()?
+                live.iter()
+                    .map(|(_, kr)| view.record(kr.modified))
+                    .collect::<Result<_, _>>()?
             } else {
                 Vec::new()
             };
@@ -119,10 +138,11 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
         let deleted = keys.len() as i64;
         for key in keys {
             let rev = Revision::new(main, self.changes);
-            // The deletion revision rides along so history readers (watch catch-up) can emit
-            // the DELETE event without the index.
-            let tombstone = KeyValue { key, mod_revision: main, ..Default::default() };
-            self.txn.put(Table::Key, &rev.to_bytes(true), &tombstone.encode_to_vec())?;
+            // etcd's tombstone record holds only the key (the revision is the record's own key);
+            // keeping the same bytes keeps HashKV comparable with etcd's.
+            let tombstone = KeyValue { key, ..Default::default() };
+            self.txn
+                .put(Table::Key, &rev.to_bytes(true), &tombstone.encode_to_vec())?;
             let undo = self
                 .index
                 .tombstone_logged(&tombstone.key, rev)
@@ -130,7 +150,11 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
             self.undo.push(undo);
             self.changes += 1;
         }
-        Ok(DeleteRangeResponse { header: rev_header(main), deleted, prev_kvs })
+        Ok(DeleteRangeResponse {
+            header: rev_header(main),
+            deleted,
+            prev_kvs,
+        })
     }
 
     /// Takes back every change logged after `mark`, in the index and in the write transaction.

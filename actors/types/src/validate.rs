@@ -109,10 +109,8 @@ fn write_set(ops: &[RequestOp]) -> Result<(BTreeSet<Vec<u8>>, Vec<Interval>), Et
             Some(request_op::Request::RequestDeleteRange(d)) => {
                 dels.push(Interval::of(&d.key, &d.range_end));
             }
-            Some(request_op::Request::RequestPut(p)) => {
-                if !puts.insert(p.key.clone()) {
-                    return Err(EtcdError::DuplicateKey);
-                }
+            Some(request_op::Request::RequestPut(p)) if !puts.insert(p.key.clone()) => {
+                return Err(EtcdError::DuplicateKey);
             }
             _ => {}
         }
