@@ -9,7 +9,11 @@ use std::time::Duration;
 use clap::Parser;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "actcd", version, about = "An etcd v3-compatible key-value store built from actors")]
+#[command(
+    name = "actcd",
+    version,
+    about = "An etcd v3-compatible key-value store built from actors"
+)]
 pub struct Flags {
     /// Human-readable name for this member.
     #[arg(long, env = "ETCD_NAME", default_value = "default")]
@@ -18,16 +22,32 @@ pub struct Flags {
     #[arg(long, env = "ETCD_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// URLs to listen on for client traffic.
-    #[arg(long, env = "ETCD_LISTEN_CLIENT_URLS", default_value = "http://localhost:2379")]
+    #[arg(
+        long,
+        env = "ETCD_LISTEN_CLIENT_URLS",
+        default_value = "http://localhost:2379"
+    )]
     pub listen_client_urls: String,
     /// Client URLs advertised to the rest of the cluster.
-    #[arg(long, env = "ETCD_ADVERTISE_CLIENT_URLS", default_value = "http://localhost:2379")]
+    #[arg(
+        long,
+        env = "ETCD_ADVERTISE_CLIENT_URLS",
+        default_value = "http://localhost:2379"
+    )]
     pub advertise_client_urls: String,
     /// URLs to listen on for peer traffic.
-    #[arg(long, env = "ETCD_LISTEN_PEER_URLS", default_value = "http://localhost:2380")]
+    #[arg(
+        long,
+        env = "ETCD_LISTEN_PEER_URLS",
+        default_value = "http://localhost:2380"
+    )]
     pub listen_peer_urls: String,
     /// Peer URLs advertised to the rest of the cluster.
-    #[arg(long, env = "ETCD_INITIAL_ADVERTISE_PEER_URLS", default_value = "http://localhost:2380")]
+    #[arg(
+        long,
+        env = "ETCD_INITIAL_ADVERTISE_PEER_URLS",
+        default_value = "http://localhost:2380"
+    )]
     pub initial_advertise_peer_urls: String,
     /// Initial cluster configuration for bootstrapping: name=peer-url,...
     #[arg(long, env = "ETCD_INITIAL_CLUSTER")]
@@ -36,7 +56,11 @@ pub struct Flags {
     #[arg(long, env = "ETCD_INITIAL_CLUSTER_STATE", default_value = "new")]
     pub initial_cluster_state: String,
     /// Initial cluster token, mixed into the member ids.
-    #[arg(long, env = "ETCD_INITIAL_CLUSTER_TOKEN", default_value = "etcd-cluster")]
+    #[arg(
+        long,
+        env = "ETCD_INITIAL_CLUSTER_TOKEN",
+        default_value = "etcd-cluster"
+    )]
     pub initial_cluster_token: String,
     /// Applied entries between raft log compactions.
     #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 100_000)]
@@ -72,7 +96,11 @@ pub enum ConfigError {
     #[error("couldn't find local name {0:?} in the initial cluster configuration")]
     LocalNameMissing(String),
     #[error("invalid value {value:?} for {flag}: {reason}")]
-    Invalid { flag: &'static str, value: String, reason: String },
+    Invalid {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 /// One member of the initial cluster.
@@ -110,7 +138,11 @@ impl Config {
 }
 
 fn split_urls(s: &str) -> Vec<String> {
-    s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_string).collect()
+    s.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// etcd's member id: SHA-1 over the sorted peer URLs joined, then the cluster token; the first
@@ -141,9 +173,10 @@ impl TryFrom<Flags> for Config {
     type Error = ConfigError;
 
     fn try_from(flags: Flags) -> Result<Self, ConfigError> {
-        let initial = flags.initial_cluster.clone().unwrap_or_else(|| {
-            format!("{}={}", flags.name, flags.initial_advertise_peer_urls)
-        });
+        let initial = flags
+            .initial_cluster
+            .clone()
+            .unwrap_or_else(|| format!("{}={}", flags.name, flags.initial_advertise_peer_urls));
         let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for part in initial.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((name, url)) = part.split_once('=') else {
@@ -153,7 +186,10 @@ impl TryFrom<Flags> for Config {
                     reason: "expected name=url pairs".into(),
                 });
             };
-            by_name.entry(name.to_string()).or_default().push(url.to_string());
+            by_name
+                .entry(name.to_string())
+                .or_default()
+                .push(url.to_string());
         }
         let members: Vec<InitialMember> = by_name
             .into_iter()
@@ -183,8 +219,10 @@ impl TryFrom<Flags> for Config {
                 reason: "must be \"new\" or \"existing\"".into(),
             });
         }
-        let data_dir =
-            flags.data_dir.clone().unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
+        let data_dir = flags
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
         Ok(Config {
             client_urls: split_urls(&flags.listen_client_urls),
             advertise_client_urls: split_urls(&flags.advertise_client_urls),
@@ -216,6 +254,9 @@ mod tests {
         assert_eq!(cfg.client_urls, vec!["http://localhost:2379".to_string()]);
         assert_eq!(cfg.election_ticks(), 10);
         let bad = Flags::parse_from(["actcd", "--name", "x", "--initial-cluster", "y=http://a:1"]);
-        assert!(matches!(Config::try_from(bad), Err(ConfigError::LocalNameMissing(_))));
+        assert!(matches!(
+            Config::try_from(bad),
+            Err(ConfigError::LocalNameMissing(_))
+        ));
     }
 }

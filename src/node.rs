@@ -15,9 +15,9 @@ use actcd_front::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
 use actcd_mvcc::{MvccActor, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
+use actcd_types::MemberIdentity;
 use actcd_types::msg::Tick;
 use actcd_types::storage::KvEngine;
-use actcd_types::MemberIdentity;
 use actcd_wal::{Wal, WalActor};
 use actix::prelude::*;
 
@@ -41,7 +41,10 @@ pub enum StartError {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn wal_metadata(cfg: &Config) -> Vec<u8> {
@@ -51,8 +54,14 @@ fn wal_metadata(cfg: &Config) -> Vec<u8> {
     m
 }
 
+fn parse_wal_metadata(m: &[u8]) -> Option<(u64, u64)> {
+    let member = u64::from_be_bytes(m.get(0..8)?.try_into().ok()?);
+    let cluster = u64::from_be_bytes(m.get(8..16)?.try_into().ok()?);
+    Some((member, cluster))
+}
+
 /// Runs the member until SIGINT/SIGTERM.
-pub fn run(cfg: Config) -> Result<(), StartError> {
+pub fn run(mut cfg: Config) -> Result<(), StartError> {
     let member_dir = cfg.data_dir.join("member");
     let snap_dir = member_dir.join("snap");
     let wal_dir = member_dir.join("wal");
@@ -62,16 +71,29 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
     })?;
 
     let engine = LmdbEngine::open(&snap_dir, BackendOptions::default()).map_err(|e| {
-        StartError::Backend { path: snap_dir.display().to_string(), reason: e.to_string() }
+        StartError::Backend {
+            path: snap_dir.display().to_string(),
+            reason: e.to_string(),
+        }
     })?;
     let engine = Arc::new(engine);
-    let identity = MemberIdentity { cluster_id: cfg.cluster_id, member_id: cfg.member_id };
-    let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity)
-        .map_err(|e| StartError::Backend { path: snap_dir.display().to_string(), reason: e.to_string() })?;
-    let consistent_index = store.consistent_index();
-
+    // A member that has a WAL keeps the identity it was created with, whatever the
+    // --initial-cluster flags say now (etcd ignores them on restart too).
     let (wal, recovered) = if Wal::exists(&wal_dir) {
         let (wal, c) = Wal::open(&wal_dir).map_err(|e| StartError::Wal(e.to_string()))?;
+        let (member_id, cluster_id) = parse_wal_metadata(&c.metadata)
+            .ok_or_else(|| StartError::Wal("metadata is not an actcd member identity".into()))?;
+        if member_id != cfg.member_id {
+            tracing::info!(
+                member_id = format!("{member_id:x}"),
+                "restarting with the member id recorded in the WAL"
+            );
+            if let Some(me) = cfg.members.iter_mut().find(|m| m.id == cfg.member_id) {
+                me.id = member_id;
+            }
+            cfg.member_id = member_id;
+        }
+        cfg.cluster_id = cluster_id;
         let rec = Recovered {
             snapshot: c.snapshot.map(|s| (s.index, s.term, s.conf_state)),
             hard_state: c.hard_state,
@@ -79,9 +101,22 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
         };
         (wal, rec)
     } else {
-        let wal = Wal::create(&wal_dir, &wal_metadata(&cfg)).map_err(|e| StartError::Wal(e.to_string()))?;
+        let wal = Wal::create(&wal_dir, &wal_metadata(&cfg))
+            .map_err(|e| StartError::Wal(e.to_string()))?;
         (wal, Recovered::default())
     };
+    let identity = MemberIdentity {
+        cluster_id: cfg.cluster_id,
+        member_id: cfg.member_id,
+    };
+    let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
+        StartError::Backend {
+            path: snap_dir.display().to_string(),
+            reason: e.to_string(),
+        }
+    })?;
+    let consistent_index = store.consistent_index();
+
     let node_cfg = NodeConfig {
         id: cfg.member_id,
         voters: cfg.members.iter().map(|m| m.id).collect(),
@@ -89,7 +124,8 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
         heartbeat_tick: 1,
         applied: consistent_index,
     };
-    let raft_node = RaftNode::new(&node_cfg, recovered).map_err(|e| StartError::Raft(e.to_string()))?;
+    let raft_node =
+        RaftNode::new(&node_cfg, recovered).map_err(|e| StartError::Raft(e.to_string()))?;
     tracing::info!(
         member_id = format!("{:x}", cfg.member_id),
         cluster_id = format!("{:x}", cfg.cluster_id),
@@ -107,13 +143,22 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
         .spawn(move || {
             let sys = actix::System::new();
             sys.block_on(async move {
-                let routes = start_actors(&actix_cfg, actix_engine, store, wal, raft_node, consistent_index);
+                let routes = start_actors(
+                    &actix_cfg,
+                    actix_engine,
+                    store,
+                    wal,
+                    raft_node,
+                    consistent_index,
+                );
                 let _ = routes_tx.send((routes, actix::System::current()));
             });
             sys.run()
         })
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let (routes, system) = routes_rx.recv().map_err(|e| StartError::Runtime(e.to_string()))?;
+    let (routes, system) = routes_rx
+        .recv()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
 
     let result = serve_clients(&cfg, routes);
     system.stop();
@@ -161,7 +206,10 @@ fn start_actors(
     std::mem::forget(raft_arbiter);
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
-        ApplierPeers { store: mvcc.clone().recipient(), raft: raft.clone().recipient() },
+        ApplierPeers {
+            store: mvcc.clone().recipient(),
+            raft: raft.clone().recipient(),
+        },
     ));
     let limits = Limits {
         max_request_bytes: cfg.flags.max_request_bytes,
@@ -218,7 +266,10 @@ fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError>
         .build()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     let front_cfg = FrontConfig {
-        identity: MemberIdentity { cluster_id: cfg.cluster_id, member_id: cfg.member_id },
+        identity: MemberIdentity {
+            cluster_id: cfg.cluster_id,
+            member_id: cfg.member_id,
+        },
         members: cfg
             .members
             .iter()
@@ -246,14 +297,22 @@ fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError>
                 url: url.clone(),
                 reason: "not an http://host:port URL".into(),
             })?;
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| StartError::Listen { url: url.clone(), reason: e.to_string() })?;
+            let listener =
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| StartError::Listen {
+                        url: url.clone(),
+                        reason: e.to_string(),
+                    })?;
             let mut stop = stop_tx.subscribe();
             let shutdown = async move {
                 let _ = stop.recv().await;
             };
-            servers.push(tokio::spawn(actcd_front::serve(listener, pipeline.clone(), shutdown)));
+            servers.push(tokio::spawn(actcd_front::serve(
+                listener,
+                pipeline.clone(),
+                shutdown,
+            )));
             tracing::info!(address = %addr, "serving client traffic insecurely");
         }
         tracing::info!("ready to serve client requests");
@@ -270,8 +329,10 @@ fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError>
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers, run until killed.
         std::future::pending::<()>().await;
         return;

@@ -17,13 +17,17 @@ use etcd_client::{
 };
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap()
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
 }
 
 struct Server {
     child: Option<Child>,
     dir: PathBuf,
     port: u16,
+    peer_port: u16,
     extra: Vec<String>,
 }
 
@@ -37,6 +41,7 @@ impl Server {
             child: None,
             dir: dir.to_path_buf(),
             port: free_port(),
+            peer_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         s.spawn();
@@ -44,14 +49,24 @@ impl Server {
     }
 
     fn spawn(&mut self) {
-        let peer = free_port();
+        let peer = self.peer_port;
         let client_url = format!("http://127.0.0.1:{}", self.port);
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
             .arg("--data-dir")
             .arg(&self.dir)
-            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args([
+                "--listen-client-urls",
+                &client_url,
+                "--advertise-client-urls",
+                &client_url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
             .args(["--initial-cluster", &format!("default={peer_url}")])
             .args(&self.extra)
             .env("RUST_LOG", "warn")
@@ -81,7 +96,9 @@ impl Server {
 
     fn signal(&mut self, sig: &str) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").args([sig, &c.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
             let _ = c.wait();
         }
     }
@@ -114,7 +131,10 @@ fn code_and_message(e: etcd_client::Error) -> (tonic::Code, String) {
 }
 
 fn keys(resp: &etcd_client::GetResponse) -> Vec<String> {
-    resp.kvs().iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()).collect()
+    resp.kvs()
+        .iter()
+        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -125,11 +145,22 @@ async fn put_get_versions_and_revisions() {
 
     let r = c.put("foo", "bar", None).await.unwrap();
     assert_eq!(r.header().unwrap().revision(), 2);
-    let r = c.put("foo", "baz", Some(PutOptions::new().with_prev_key())).await.unwrap();
+    let r = c
+        .put("foo", "baz", Some(PutOptions::new().with_prev_key()))
+        .await
+        .unwrap();
     assert_eq!(r.prev_key().unwrap().value(), b"bar");
     let g = c.get("foo", None).await.unwrap();
     let kv = &g.kvs()[0];
-    assert_eq!((kv.value(), kv.version(), kv.create_revision(), kv.mod_revision()), (&b"baz"[..], 2, 2, 3));
+    assert_eq!(
+        (
+            kv.value(),
+            kv.version(),
+            kv.create_revision(),
+            kv.mod_revision()
+        ),
+        (&b"baz"[..], 2, 2, 3)
+    );
     assert_eq!(g.header().unwrap().revision(), 3);
     let h = g.header().unwrap();
     assert_ne!(h.cluster_id(), 0);
@@ -137,13 +168,20 @@ async fn put_get_versions_and_revisions() {
     assert!(h.raft_term() >= 1);
 
     // ignore_value keeps the value, ignore_lease the lease.
-    c.put("foo", "", Some(PutOptions::new().with_ignore_value())).await.unwrap();
+    c.put("foo", "", Some(PutOptions::new().with_ignore_value()))
+        .await
+        .unwrap();
     let g = c.get("foo", None).await.unwrap();
     assert_eq!((g.kvs()[0].value(), g.kvs()[0].version()), (&b"baz"[..], 3));
-    c.put("foo", "qux", Some(PutOptions::new().with_ignore_lease())).await.unwrap();
+    c.put("foo", "qux", Some(PutOptions::new().with_ignore_lease()))
+        .await
+        .unwrap();
 
     // Old revisions stay readable.
-    let g = c.get("foo", Some(GetOptions::new().with_revision(2))).await.unwrap();
+    let g = c
+        .get("foo", Some(GetOptions::new().with_revision(2)))
+        .await
+        .unwrap();
     assert_eq!(g.kvs()[0].value(), b"bar");
     // Delete and recreate starts a new generation.
     c.delete("foo", None).await.unwrap();
@@ -173,23 +211,155 @@ async fn range_options() {
         want_more: bool,
     }
     let cases = vec![
-        Case { name: "single", key: "b", opts: GetOptions::new(), want_keys: vec!["b"], want_count: 1, want_more: false },
-        Case { name: "missing", key: "zz", opts: GetOptions::new(), want_keys: vec![], want_count: 0, want_more: false },
-        Case { name: "range", key: "b", opts: GetOptions::new().with_range("c"), want_keys: vec!["b", "b1", "b2"], want_count: 3, want_more: false },
-        Case { name: "prefix", key: "b", opts: GetOptions::new().with_prefix(), want_keys: vec!["b", "b1", "b2"], want_count: 3, want_more: false },
-        Case { name: "from key", key: "b2", opts: GetOptions::new().with_from_key(), want_keys: vec!["b2", "c"], want_count: 2, want_more: false },
-        Case { name: "all keys", key: "", opts: GetOptions::new().with_all_keys(), want_keys: vec!["a", "b", "b1", "b2", "c"], want_count: 5, want_more: false },
-        Case { name: "limit", key: "", opts: GetOptions::new().with_all_keys().with_limit(2), want_keys: vec!["a", "b"], want_count: 5, want_more: true },
-        Case { name: "limit exact", key: "b", opts: GetOptions::new().with_prefix().with_limit(3), want_keys: vec!["b", "b1", "b2"], want_count: 3, want_more: false },
-        Case { name: "sort key desc", key: "b", opts: GetOptions::new().with_prefix().with_sort(SortTarget::Key, SortOrder::Descend), want_keys: vec!["b2", "b1", "b"], want_count: 3, want_more: false },
-        Case { name: "sort value asc", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Value, SortOrder::Ascend), want_keys: vec!["b2", "b", "b1", "a", "c"], want_count: 5, want_more: false },
-        Case { name: "sort version desc then limit", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Version, SortOrder::Descend).with_limit(1), want_keys: vec!["b1"], want_count: 5, want_more: true },
-        Case { name: "sort mod asc", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Mod, SortOrder::Ascend), want_keys: vec!["a", "b", "b2", "c", "b1"], want_count: 5, want_more: false },
-        Case { name: "sort create desc", key: "", opts: GetOptions::new().with_all_keys().with_sort(SortTarget::Create, SortOrder::Descend), want_keys: vec!["c", "b2", "b1", "b", "a"], want_count: 5, want_more: false },
-        Case { name: "min mod rev", key: "", opts: GetOptions::new().with_all_keys().with_min_mod_revision(6), want_keys: vec!["b1", "c"], want_count: 5, want_more: false },
-        Case { name: "max create rev", key: "", opts: GetOptions::new().with_all_keys().with_max_create_revision(3), want_keys: vec!["a", "b"], want_count: 5, want_more: false },
-        Case { name: "serializable", key: "a", opts: GetOptions::new().with_serializable(), want_keys: vec!["a"], want_count: 1, want_more: false },
-        Case { name: "historical", key: "", opts: GetOptions::new().with_all_keys().with_revision(3), want_keys: vec!["a", "b"], want_count: 2, want_more: false },
+        Case {
+            name: "single",
+            key: "b",
+            opts: GetOptions::new(),
+            want_keys: vec!["b"],
+            want_count: 1,
+            want_more: false,
+        },
+        Case {
+            name: "missing",
+            key: "zz",
+            opts: GetOptions::new(),
+            want_keys: vec![],
+            want_count: 0,
+            want_more: false,
+        },
+        Case {
+            name: "range",
+            key: "b",
+            opts: GetOptions::new().with_range("c"),
+            want_keys: vec!["b", "b1", "b2"],
+            want_count: 3,
+            want_more: false,
+        },
+        Case {
+            name: "prefix",
+            key: "b",
+            opts: GetOptions::new().with_prefix(),
+            want_keys: vec!["b", "b1", "b2"],
+            want_count: 3,
+            want_more: false,
+        },
+        Case {
+            name: "from key",
+            key: "b2",
+            opts: GetOptions::new().with_from_key(),
+            want_keys: vec!["b2", "c"],
+            want_count: 2,
+            want_more: false,
+        },
+        Case {
+            name: "all keys",
+            key: "",
+            opts: GetOptions::new().with_all_keys(),
+            want_keys: vec!["a", "b", "b1", "b2", "c"],
+            want_count: 5,
+            want_more: false,
+        },
+        Case {
+            name: "limit",
+            key: "",
+            opts: GetOptions::new().with_all_keys().with_limit(2),
+            want_keys: vec!["a", "b"],
+            want_count: 5,
+            want_more: true,
+        },
+        Case {
+            name: "limit exact",
+            key: "b",
+            opts: GetOptions::new().with_prefix().with_limit(3),
+            want_keys: vec!["b", "b1", "b2"],
+            want_count: 3,
+            want_more: false,
+        },
+        Case {
+            name: "sort key desc",
+            key: "b",
+            opts: GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Key, SortOrder::Descend),
+            want_keys: vec!["b2", "b1", "b"],
+            want_count: 3,
+            want_more: false,
+        },
+        Case {
+            name: "sort value asc",
+            key: "",
+            opts: GetOptions::new()
+                .with_all_keys()
+                .with_sort(SortTarget::Value, SortOrder::Ascend),
+            want_keys: vec!["b2", "b", "b1", "a", "c"],
+            want_count: 5,
+            want_more: false,
+        },
+        Case {
+            name: "sort version desc then limit",
+            key: "",
+            opts: GetOptions::new()
+                .with_all_keys()
+                .with_sort(SortTarget::Version, SortOrder::Descend)
+                .with_limit(1),
+            want_keys: vec!["b1"],
+            want_count: 5,
+            want_more: true,
+        },
+        Case {
+            name: "sort mod asc",
+            key: "",
+            opts: GetOptions::new()
+                .with_all_keys()
+                .with_sort(SortTarget::Mod, SortOrder::Ascend),
+            want_keys: vec!["a", "b", "b2", "c", "b1"],
+            want_count: 5,
+            want_more: false,
+        },
+        Case {
+            name: "sort create desc",
+            key: "",
+            opts: GetOptions::new()
+                .with_all_keys()
+                .with_sort(SortTarget::Create, SortOrder::Descend),
+            want_keys: vec!["c", "b2", "b1", "b", "a"],
+            want_count: 5,
+            want_more: false,
+        },
+        Case {
+            name: "min mod rev",
+            key: "",
+            opts: GetOptions::new().with_all_keys().with_min_mod_revision(6),
+            want_keys: vec!["b1", "c"],
+            want_count: 5,
+            want_more: false,
+        },
+        Case {
+            name: "max create rev",
+            key: "",
+            opts: GetOptions::new()
+                .with_all_keys()
+                .with_max_create_revision(3),
+            want_keys: vec!["a", "b"],
+            want_count: 5,
+            want_more: false,
+        },
+        Case {
+            name: "serializable",
+            key: "a",
+            opts: GetOptions::new().with_serializable(),
+            want_keys: vec!["a"],
+            want_count: 1,
+            want_more: false,
+        },
+        Case {
+            name: "historical",
+            key: "",
+            opts: GetOptions::new().with_all_keys().with_revision(3),
+            want_keys: vec!["a", "b"],
+            want_count: 2,
+            want_more: false,
+        },
     ];
     for case in cases {
         let r = c.get(case.key, Some(case.opts)).await.unwrap();
@@ -198,10 +368,16 @@ async fn range_options() {
         assert_eq!(r.more(), case.want_more, "{}", case.name);
     }
 
-    let r = c.get("b", Some(GetOptions::new().with_prefix().with_keys_only())).await.unwrap();
+    let r = c
+        .get("b", Some(GetOptions::new().with_prefix().with_keys_only()))
+        .await
+        .unwrap();
     assert!(r.kvs().iter().all(|kv| kv.value().is_empty()));
     assert_eq!(r.kvs().len(), 3);
-    let r = c.get("b", Some(GetOptions::new().with_prefix().with_count_only())).await.unwrap();
+    let r = c
+        .get("b", Some(GetOptions::new().with_prefix().with_count_only()))
+        .await
+        .unwrap();
     assert!(r.kvs().is_empty());
     assert_eq!(r.count(), 3);
 }
@@ -214,16 +390,28 @@ async fn delete_range_and_prev_kv() {
     for k in ["k1", "k2", "k3", "x"] {
         c.put(k, format!("v-{k}"), None).await.unwrap();
     }
-    let d = c.delete("k", Some(DeleteOptions::new().with_prefix().with_prev_key())).await.unwrap();
+    let d = c
+        .delete(
+            "k",
+            Some(DeleteOptions::new().with_prefix().with_prev_key()),
+        )
+        .await
+        .unwrap();
     assert_eq!(d.deleted(), 3);
     let prev: Vec<_> = d.prev_kvs().iter().map(|kv| kv.value().to_vec()).collect();
-    assert_eq!(prev, vec![b"v-k1".to_vec(), b"v-k2".to_vec(), b"v-k3".to_vec()]);
+    assert_eq!(
+        prev,
+        vec![b"v-k1".to_vec(), b"v-k2".to_vec(), b"v-k3".to_vec()]
+    );
     // One revision for the whole delete.
     assert_eq!(d.header().unwrap().revision(), 6);
     // Deleting nothing does not advance the revision.
     let d = c.delete("nothing", None).await.unwrap();
     assert_eq!((d.deleted(), d.header().unwrap().revision()), (0, 6));
-    let r = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    let r = c
+        .get("", Some(GetOptions::new().with_all_keys()))
+        .await
+        .unwrap();
     assert_eq!(keys(&r), vec!["x"]);
 }
 
@@ -241,21 +429,72 @@ async fn txn_compares_branches_and_one_revision() {
         want_succeeded: bool,
     }
     let cases = vec![
-        Case { name: "value equal", cmp: Compare::value("a", CompareOp::Equal, "1"), want_succeeded: true },
-        Case { name: "value greater", cmp: Compare::value("a", CompareOp::Greater, "0"), want_succeeded: true },
-        Case { name: "value less fails", cmp: Compare::value("a", CompareOp::Less, "0"), want_succeeded: false },
-        Case { name: "value not equal", cmp: Compare::value("a", CompareOp::NotEqual, "x"), want_succeeded: true },
-        Case { name: "version", cmp: Compare::version("a", CompareOp::Equal, 1), want_succeeded: true },
-        Case { name: "missing key version 0", cmp: Compare::version("nope", CompareOp::Equal, 0), want_succeeded: true },
-        Case { name: "missing key value fails", cmp: Compare::value("nope", CompareOp::Equal, ""), want_succeeded: false },
-        Case { name: "create", cmp: Compare::create_revision("b", CompareOp::Equal, 3), want_succeeded: true },
-        Case { name: "mod less", cmp: Compare::mod_revision("b", CompareOp::Less, 3), want_succeeded: false },
-        Case { name: "lease", cmp: Compare::lease("a", CompareOp::Equal, 0), want_succeeded: true },
-        Case { name: "range all versions > 0", cmp: Compare::version("a", CompareOp::Greater, 0).with_range("c"), want_succeeded: true },
-        Case { name: "prefix compare", cmp: Compare::value("a", CompareOp::Equal, "1").with_prefix(), want_succeeded: true },
+        Case {
+            name: "value equal",
+            cmp: Compare::value("a", CompareOp::Equal, "1"),
+            want_succeeded: true,
+        },
+        Case {
+            name: "value greater",
+            cmp: Compare::value("a", CompareOp::Greater, "0"),
+            want_succeeded: true,
+        },
+        Case {
+            name: "value less fails",
+            cmp: Compare::value("a", CompareOp::Less, "0"),
+            want_succeeded: false,
+        },
+        Case {
+            name: "value not equal",
+            cmp: Compare::value("a", CompareOp::NotEqual, "x"),
+            want_succeeded: true,
+        },
+        Case {
+            name: "version",
+            cmp: Compare::version("a", CompareOp::Equal, 1),
+            want_succeeded: true,
+        },
+        Case {
+            name: "missing key version 0",
+            cmp: Compare::version("nope", CompareOp::Equal, 0),
+            want_succeeded: true,
+        },
+        Case {
+            name: "missing key value fails",
+            cmp: Compare::value("nope", CompareOp::Equal, ""),
+            want_succeeded: false,
+        },
+        Case {
+            name: "create",
+            cmp: Compare::create_revision("b", CompareOp::Equal, 3),
+            want_succeeded: true,
+        },
+        Case {
+            name: "mod less",
+            cmp: Compare::mod_revision("b", CompareOp::Less, 3),
+            want_succeeded: false,
+        },
+        Case {
+            name: "lease",
+            cmp: Compare::lease("a", CompareOp::Equal, 0),
+            want_succeeded: true,
+        },
+        Case {
+            name: "range all versions > 0",
+            cmp: Compare::version("a", CompareOp::Greater, 0).with_range("c"),
+            want_succeeded: true,
+        },
+        Case {
+            name: "prefix compare",
+            cmp: Compare::value("a", CompareOp::Equal, "1").with_prefix(),
+            want_succeeded: true,
+        },
     ];
     for case in cases {
-        let t = Txn::new().when(vec![case.cmp]).and_then(vec![TxnOp::get("a", None)]).or_else(vec![TxnOp::get("b", None)]);
+        let t = Txn::new()
+            .when(vec![case.cmp])
+            .and_then(vec![TxnOp::get("a", None)])
+            .or_else(vec![TxnOp::get("b", None)]);
         let r = c.txn(t).await.unwrap();
         assert_eq!(r.succeeded(), case.want_succeeded, "{}", case.name);
         // Read-only txns do not advance the revision.
@@ -285,7 +524,10 @@ async fn txn_compares_branches_and_one_revision() {
         other => panic!("unexpected {other:?}"),
     }
     for (k, want_mod) in [("a", 4), ("c", 4)] {
-        assert_eq!(c.get(k, None).await.unwrap().kvs()[0].mod_revision(), want_mod);
+        assert_eq!(
+            c.get(k, None).await.unwrap().kvs()[0].mod_revision(),
+            want_mod
+        );
     }
     assert!(c.get("b", None).await.unwrap().kvs().is_empty());
 }
@@ -298,31 +540,113 @@ async fn errors_match_etcd_and_change_nothing() {
     c.put("k", "v", None).await.unwrap();
     use tonic::Code;
     let big = vec![b'x'; 2 * 1024 * 1024 - 1024];
-    let many: Vec<TxnOp> = (0..5).map(|i| TxnOp::put(format!("m{i}"), "v", None)).collect();
+    let many: Vec<TxnOp> = (0..5)
+        .map(|i| TxnOp::put(format!("m{i}"), "v", None))
+        .collect();
     struct Case {
         name: &'static str,
         result: Result<(), etcd_client::Error>,
         want: (Code, &'static str),
     }
     let cases = vec![
-        Case { name: "empty key put", result: c.put("", "v", None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key is not provided") },
-        Case { name: "empty key get", result: c.get("", None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key is not provided") },
-        Case { name: "empty key delete", result: c.delete("", None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key is not provided") },
-        Case { name: "future revision", result: c.get("k", Some(GetOptions::new().with_revision(99))).await.map(|_| ()), want: (Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision") },
-        Case { name: "lease not found", result: c.put("k", "v2", Some(PutOptions::new().with_lease(12345))).await.map(|_| ()), want: (Code::NotFound, "etcdserver: requested lease not found") },
-        Case { name: "ignore value on missing key", result: c.put("nokey", "", Some(PutOptions::new().with_ignore_value())).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: key not found") },
-        Case { name: "value with ignore_value", result: c.put("k", "x", Some(PutOptions::new().with_ignore_value())).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: value is provided") },
-        Case { name: "too large", result: c.put("k", big.clone(), None).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: request is too large") },
-        Case { name: "too many ops", result: c.txn(Txn::new().and_then(many)).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: too many operations in txn request") },
-        Case { name: "duplicate key", result: c.txn(Txn::new().and_then(vec![TxnOp::put("d", "1", None), TxnOp::put("d", "2", None)])).await.map(|_| ()), want: (Code::InvalidArgument, "etcdserver: duplicate key given in txn request") },
-        Case { name: "txn put with missing lease", result: c.txn(Txn::new().and_then(vec![TxnOp::put("t1", "1", None), TxnOp::put("t2", "2", Some(PutOptions::new().with_lease(7)))])).await.map(|_| ()), want: (Code::NotFound, "etcdserver: requested lease not found") },
+        Case {
+            name: "empty key put",
+            result: c.put("", "v", None).await.map(|_| ()),
+            want: (Code::InvalidArgument, "etcdserver: key is not provided"),
+        },
+        Case {
+            name: "empty key get",
+            result: c.get("", None).await.map(|_| ()),
+            want: (Code::InvalidArgument, "etcdserver: key is not provided"),
+        },
+        Case {
+            name: "empty key delete",
+            result: c.delete("", None).await.map(|_| ()),
+            want: (Code::InvalidArgument, "etcdserver: key is not provided"),
+        },
+        Case {
+            name: "future revision",
+            result: c
+                .get("k", Some(GetOptions::new().with_revision(99)))
+                .await
+                .map(|_| ()),
+            want: (
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision is a future revision",
+            ),
+        },
+        Case {
+            name: "lease not found",
+            result: c
+                .put("k", "v2", Some(PutOptions::new().with_lease(12345)))
+                .await
+                .map(|_| ()),
+            want: (Code::NotFound, "etcdserver: requested lease not found"),
+        },
+        Case {
+            name: "ignore value on missing key",
+            result: c
+                .put("nokey", "", Some(PutOptions::new().with_ignore_value()))
+                .await
+                .map(|_| ()),
+            want: (Code::InvalidArgument, "etcdserver: key not found"),
+        },
+        Case {
+            name: "value with ignore_value",
+            result: c
+                .put("k", "x", Some(PutOptions::new().with_ignore_value()))
+                .await
+                .map(|_| ()),
+            want: (Code::InvalidArgument, "etcdserver: value is provided"),
+        },
+        Case {
+            name: "too large",
+            result: c.put("k", big.clone(), None).await.map(|_| ()),
+            want: (Code::InvalidArgument, "etcdserver: request is too large"),
+        },
+        Case {
+            name: "too many ops",
+            result: c.txn(Txn::new().and_then(many)).await.map(|_| ()),
+            want: (
+                Code::InvalidArgument,
+                "etcdserver: too many operations in txn request",
+            ),
+        },
+        Case {
+            name: "duplicate key",
+            result: c
+                .txn(
+                    Txn::new()
+                        .and_then(vec![TxnOp::put("d", "1", None), TxnOp::put("d", "2", None)]),
+                )
+                .await
+                .map(|_| ()),
+            want: (
+                Code::InvalidArgument,
+                "etcdserver: duplicate key given in txn request",
+            ),
+        },
+        Case {
+            name: "txn put with missing lease",
+            result: c
+                .txn(Txn::new().and_then(vec![
+                    TxnOp::put("t1", "1", None),
+                    TxnOp::put("t2", "2", Some(PutOptions::new().with_lease(7))),
+                ]))
+                .await
+                .map(|_| ()),
+            want: (Code::NotFound, "etcdserver: requested lease not found"),
+        },
     ];
     for case in cases {
         let (code, msg) = code_and_message(case.result.expect_err(case.name));
         assert_eq!((code, msg.as_str()), case.want, "{}", case.name);
     }
     // Nothing above changed anything.
-    let r = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    let r = c
+        .get("", Some(GetOptions::new().with_all_keys()))
+        .await
+        .unwrap();
     assert_eq!(keys(&r), vec!["k"]);
     assert_eq!(r.header().unwrap().revision(), 2);
     assert_eq!(r.kvs()[0].value(), b"v");
@@ -338,16 +662,51 @@ async fn compaction() {
     }
     c.put("gone", "x", None).await.unwrap(); // 7
     c.delete("gone", None).await.unwrap(); // 8
-    c.compact(4, Some(etcd_client::CompactionOptions::new().with_physical())).await.unwrap();
-    let (code, msg) = code_and_message(c.get("k", Some(GetOptions::new().with_revision(3))).await.unwrap_err());
-    assert_eq!((code, msg.as_str()), (tonic::Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"));
+    c.compact(
+        4,
+        Some(etcd_client::CompactionOptions::new().with_physical()),
+    )
+    .await
+    .unwrap();
+    let (code, msg) = code_and_message(
+        c.get("k", Some(GetOptions::new().with_revision(3)))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, msg.as_str()),
+        (
+            tonic::Code::OutOfRange,
+            "etcdserver: mvcc: required revision has been compacted"
+        )
+    );
     // The compacted revision itself and later ones stay readable.
-    assert_eq!(c.get("k", Some(GetOptions::new().with_revision(4))).await.unwrap().kvs()[0].value(), b"v2");
-    assert_eq!(c.get("k", Some(GetOptions::new().with_revision(5))).await.unwrap().kvs()[0].value(), b"v3");
+    assert_eq!(
+        c.get("k", Some(GetOptions::new().with_revision(4)))
+            .await
+            .unwrap()
+            .kvs()[0]
+            .value(),
+        b"v2"
+    );
+    assert_eq!(
+        c.get("k", Some(GetOptions::new().with_revision(5)))
+            .await
+            .unwrap()
+            .kvs()[0]
+            .value(),
+        b"v3"
+    );
     let (_, msg) = code_and_message(c.compact(4, None).await.unwrap_err());
-    assert_eq!(msg, "etcdserver: mvcc: required revision has been compacted");
+    assert_eq!(
+        msg,
+        "etcdserver: mvcc: required revision has been compacted"
+    );
     let (_, msg) = code_and_message(c.compact(100, None).await.unwrap_err());
-    assert_eq!(msg, "etcdserver: mvcc: required revision is a future revision");
+    assert_eq!(
+        msg,
+        "etcdserver: mvcc: required revision is a future revision"
+    );
     c.compact(8, None).await.unwrap();
     assert_eq!(c.get("k", None).await.unwrap().kvs()[0].value(), b"v4");
     assert!(c.get("gone", None).await.unwrap().kvs().is_empty());
@@ -356,24 +715,72 @@ async fn compaction() {
 #[tokio::test]
 async fn restart_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let mut srv = Server::start_with(dir.path(), &["--snapshot-count", "50", "--snapshot-catchup-entries", "10"]);
+    let mut srv = Server::start_with(
+        dir.path(),
+        &["--snapshot-count", "50", "--snapshot-catchup-entries", "10"],
+    );
     let mut c = srv.client().await;
     for i in 0..200 {
-        c.put(format!("key{i:03}"), format!("value{i}"), None).await.unwrap();
+        c.put(format!("key{i:03}"), format!("value{i}"), None)
+            .await
+            .unwrap();
     }
     c.delete("key000", None).await.unwrap();
     c.compact(100, None).await.unwrap();
-    let before = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
+    let before = c
+        .get("", Some(GetOptions::new().with_all_keys()))
+        .await
+        .unwrap();
     srv.restart();
     let mut c = srv.client().await;
-    let after = c.get("", Some(GetOptions::new().with_all_keys())).await.unwrap();
-    assert_eq!(after.kvs(), before.kvs());
-    assert_eq!(after.header().unwrap().revision(), before.header().unwrap().revision());
-    let (_, msg) = code_and_message(c.get("key001", Some(GetOptions::new().with_revision(50))).await.unwrap_err());
-    assert_eq!(msg, "etcdserver: mvcc: required revision has been compacted");
+    let after = c
+        .get("", Some(GetOptions::new().with_all_keys()))
+        .await
+        .unwrap();
+    let flat = |r: &etcd_client::GetResponse| -> Vec<(Vec<u8>, Vec<u8>, i64, i64, i64)> {
+        r.kvs()
+            .iter()
+            .map(|kv| {
+                (
+                    kv.key().to_vec(),
+                    kv.value().to_vec(),
+                    kv.create_revision(),
+                    kv.mod_revision(),
+                    kv.version(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(flat(&after), flat(&before));
+    assert_eq!(after.kvs().len(), 199);
+    assert_eq!(
+        after.header().unwrap().revision(),
+        before.header().unwrap().revision()
+    );
+    let (_, msg) = code_and_message(
+        c.get("key001", Some(GetOptions::new().with_revision(50)))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        msg,
+        "etcdserver: mvcc: required revision has been compacted"
+    );
     // And it keeps taking writes at the next revision.
     let r = c.put("after", "restart", None).await.unwrap();
-    assert_eq!(r.header().unwrap().revision(), before.header().unwrap().revision() + 1);
+    assert_eq!(
+        r.header().unwrap().revision(),
+        before.header().unwrap().revision() + 1
+    );
+    let member = r.header().unwrap().member_id();
+
+    // Restarted with other --initial-cluster flags, a member keeps the identity in its WAL.
+    srv.peer_port = free_port();
+    srv.restart();
+    let mut c = srv.client().await;
+    let r = c.get("after", None).await.unwrap();
+    assert_eq!(r.header().unwrap().member_id(), member);
+    assert_eq!(r.kvs()[0].value(), b"restart");
 }
 
 /// SIGKILL while many clients write: every acknowledged write must be there after restart.
@@ -417,7 +824,10 @@ async fn crash_loses_no_acknowledged_write() {
         let acked = acked.lock().unwrap().clone();
         assert!(!acked.is_empty());
         for key in &acked {
-            let r = c.get(key.as_str(), Some(GetOptions::new().with_serializable())).await.unwrap();
+            let r = c
+                .get(key.as_str(), Some(GetOptions::new().with_serializable()))
+                .await
+                .unwrap();
             assert_eq!(r.kvs().len(), 1, "round {round}: acknowledged {key} lost");
             assert_eq!(r.kvs()[0].value(), key.as_bytes());
         }
@@ -439,10 +849,17 @@ async fn hostile_input_never_breaks_the_server() {
         let end: Vec<u8> = (0..rng.random_range(0..4)).map(|_| rng.random()).collect();
         let rev: i64 = rng.random_range(-5..20);
         let limit: i64 = [i64::MIN, -1, 0, 1, i64::MAX][rng.random_range(0..5)];
-        let opts = GetOptions::new().with_range(end.clone()).with_revision(rev).with_limit(limit);
+        let opts = GetOptions::new()
+            .with_range(end.clone())
+            .with_revision(rev)
+            .with_limit(limit);
         let _ = c.get(key.clone(), Some(opts)).await;
-        let _ = c.get(key.clone(), Some(GetOptions::new().with_range(end))).await;
-        let val: Vec<u8> = (0..rng.random_range(0..256)).map(|_| rng.random()).collect();
+        let _ = c
+            .get(key.clone(), Some(GetOptions::new().with_range(end)))
+            .await;
+        let val: Vec<u8> = (0..rng.random_range(0..256))
+            .map(|_| rng.random())
+            .collect();
         if !key.is_empty() && key != b"stable" {
             c.put(key.clone(), val, None).await.unwrap();
             c.delete(key, None).await.unwrap();
@@ -452,7 +869,10 @@ async fn hostile_input_never_breaks_the_server() {
     assert_eq!(r.kvs()[0].value(), b"value");
     assert_eq!(r.kvs()[0].version(), 1);
     let (_, msg) = code_and_message(c.compact(i64::MAX, None).await.unwrap_err());
-    assert_eq!(msg, "etcdserver: mvcc: required revision is a future revision");
+    assert_eq!(
+        msg,
+        "etcdserver: mvcc: required revision is a future revision"
+    );
 }
 
 #[tokio::test]
@@ -468,5 +888,8 @@ async fn status_and_member_list() {
     assert!(s.db_size() > 0);
     let m = c.member_list().await.unwrap();
     assert_eq!(m.members().len(), 1);
-    assert_eq!(m.members()[0].client_urls(), [format!("http://{}", srv.endpoint())]);
+    assert_eq!(
+        m.members()[0].client_urls(),
+        [format!("http://{}", srv.endpoint())]
+    );
 }

@@ -36,7 +36,9 @@ impl Handler<Apply> for ApplierActor {
     /// Writes one Ready's committed entries through the store; the next Apply waits for it.
     fn handle(&mut self, msg: Apply, _: &mut Context<Self>) -> Self::Result {
         let Some(prepared) = self.applier.prepare(msg.entries) else {
-            self.peers.raft.do_send(Applied { index: self.applier.applied() });
+            self.peers.raft.do_send(Applied {
+                index: self.applier.applied(),
+            });
             return AtomicResponse::new(Box::pin(fut::ready(())));
         };
         let send = self.peers.store.send(prepared.batch);

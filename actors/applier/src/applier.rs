@@ -27,7 +27,11 @@ pub struct Applier {
 impl Applier {
     /// `consistent_index`: the last index the backend holds, read at start-up.
     pub fn new(consistent_index: u64) -> Self {
-        Self { consistent_index, applied: consistent_index, ..Default::default() }
+        Self {
+            consistent_index,
+            applied: consistent_index,
+            ..Default::default()
+        }
     }
 
     pub fn applied(&self) -> u64 {
@@ -78,7 +82,11 @@ impl Applier {
             }
         }
         Some(Prepared {
-            batch: ApplyBatch { consistent_index: last_index, term: last_term, requests },
+            batch: ApplyBatch {
+                consistent_index: last_index,
+                term: last_term,
+                requests,
+            },
             ids,
             last_index,
         })
@@ -101,7 +109,10 @@ impl Applier {
         }
         self.applied = index;
         let rest = self.applied_waiters.split_off(&(index + 1));
-        for w in std::mem::replace(&mut self.applied_waiters, rest).into_values().flatten() {
+        for w in std::mem::replace(&mut self.applied_waiters, rest)
+            .into_values()
+            .flatten()
+        {
             let _ = w.send(Ok(()));
         }
     }
@@ -116,11 +127,22 @@ mod tests {
 
     fn entry(index: u64, id: u64) -> CommittedEntry {
         let req = InternalRaftRequest {
-            header: Some(RequestHeader { id, ..Default::default() }),
-            put: Some(PutRequest { key: b"k".to_vec(), ..Default::default() }),
+            header: Some(RequestHeader {
+                id,
+                ..Default::default()
+            }),
+            put: Some(PutRequest {
+                key: b"k".to_vec(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        CommittedEntry { index, term: 1, kind: EntryKind::Normal, data: req.encode_to_vec() }
+        CommittedEntry {
+            index,
+            term: 1,
+            kind: EntryKind::Normal,
+            data: req.encode_to_vec(),
+        }
     }
 
     #[test]
@@ -132,12 +154,41 @@ mod tests {
             want_ids: Option<Vec<u64>>,
             want_applied: u64,
         }
-        let empty = |i| CommittedEntry { index: i, term: 1, kind: EntryKind::Normal, data: vec![] };
+        let empty = |i| CommittedEntry {
+            index: i,
+            term: 1,
+            kind: EntryKind::Normal,
+            data: vec![],
+        };
         let cases = vec![
-            Case { name: "all new", consistent: 0, entries: vec![entry(1, 10), entry(2, 11)], want_ids: Some(vec![10, 11]), want_applied: 0 },
-            Case { name: "some old", consistent: 1, entries: vec![entry(1, 10), entry(2, 11)], want_ids: Some(vec![11]), want_applied: 1 },
-            Case { name: "all old", consistent: 5, entries: vec![entry(4, 10), entry(5, 11)], want_ids: None, want_applied: 5 },
-            Case { name: "empty entries carry no request", consistent: 0, entries: vec![empty(1), entry(2, 7)], want_ids: Some(vec![7]), want_applied: 0 },
+            Case {
+                name: "all new",
+                consistent: 0,
+                entries: vec![entry(1, 10), entry(2, 11)],
+                want_ids: Some(vec![10, 11]),
+                want_applied: 0,
+            },
+            Case {
+                name: "some old",
+                consistent: 1,
+                entries: vec![entry(1, 10), entry(2, 11)],
+                want_ids: Some(vec![11]),
+                want_applied: 1,
+            },
+            Case {
+                name: "all old",
+                consistent: 5,
+                entries: vec![entry(4, 10), entry(5, 11)],
+                want_ids: None,
+                want_applied: 5,
+            },
+            Case {
+                name: "empty entries carry no request",
+                consistent: 0,
+                entries: vec![empty(1), entry(2, 7)],
+                want_ids: Some(vec![7]),
+                want_applied: 0,
+            },
         ];
         for c in cases {
             let mut a = Applier::new(c.consistent);

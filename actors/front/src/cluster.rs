@@ -64,7 +64,10 @@ impl Cluster for ClusterService {
             })
             .collect();
         let header = self.pipeline.header(false).await?;
-        Ok(Response::new(MemberListResponse { header: Some(header), members }))
+        Ok(Response::new(MemberListResponse {
+            header: Some(header),
+            members,
+        }))
     }
 
     async fn member_promote(

@@ -28,7 +28,10 @@ impl Kv for KvService {
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        let r = InternalRaftRequest { put: Some(req.into_inner()), ..Default::default() };
+        let r = InternalRaftRequest {
+            put: Some(req.into_inner()),
+            ..Default::default()
+        };
         match self.pipeline.write(r, AuthInfo::default()).await? {
             ApplyResponse::Put(p) => Ok(Response::new(p)),
             _ => Err(mismatch("put")),
@@ -39,7 +42,10 @@ impl Kv for KvService {
         &self,
         req: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
-        let r = InternalRaftRequest { delete_range: Some(req.into_inner()), ..Default::default() };
+        let r = InternalRaftRequest {
+            delete_range: Some(req.into_inner()),
+            ..Default::default()
+        };
         match self.pipeline.write(r, AuthInfo::default()).await? {
             ApplyResponse::DeleteRange(d) => Ok(Response::new(d)),
             _ => Err(mismatch("delete")),
@@ -49,7 +55,10 @@ impl Kv for KvService {
     /// Every txn goes through the log, read-only ones included: correct and linearizable, at the
     /// cost of a log entry for a read-only txn (etcd serves those with a ReadIndex instead).
     async fn txn(&self, req: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
-        let r = InternalRaftRequest { txn: Some(req.into_inner()), ..Default::default() };
+        let r = InternalRaftRequest {
+            txn: Some(req.into_inner()),
+            ..Default::default()
+        };
         match self.pipeline.write(r, AuthInfo::default()).await? {
             ApplyResponse::Txn(t) => Ok(Response::new(t)),
             _ => Err(mismatch("txn")),
@@ -60,7 +69,10 @@ impl Kv for KvService {
         &self,
         req: Request<CompactionRequest>,
     ) -> Result<Response<CompactionResponse>, Status> {
-        let r = InternalRaftRequest { compaction: Some(req.into_inner()), ..Default::default() };
+        let r = InternalRaftRequest {
+            compaction: Some(req.into_inner()),
+            ..Default::default()
+        };
         match self.pipeline.write(r, AuthInfo::default()).await? {
             ApplyResponse::Compaction(c) => Ok(Response::new(c)),
             _ => Err(mismatch("compact")),

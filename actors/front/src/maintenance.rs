@@ -5,9 +5,9 @@ use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
     AlarmRequest, AlarmResponse, DefragmentRequest, DefragmentResponse, DowngradeRequest,
-    DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
-    MoveLeaderRequest, MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse,
-    StatusRequest, StatusResponse,
+    DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse, MoveLeaderRequest,
+    MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse, StatusRequest,
+    StatusResponse,
 };
 use futures::Stream;
 use tonic::{Request, Response, Status};
@@ -32,7 +32,10 @@ impl Maintenance for MaintenanceService {
         match req.get_ref().action() {
             AlarmAction::Get => {
                 let header = self.pipeline.header(true).await?;
-                Ok(Response::new(AlarmResponse { header: Some(header), alarms: vec![] }))
+                Ok(Response::new(AlarmResponse {
+                    header: Some(header),
+                    alarms: vec![],
+                }))
             }
             AlarmAction::Activate | AlarmAction::Deactivate => Err(not_yet("changing alarms")),
         }

@@ -55,7 +55,11 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(routes: PipelineRoutes, config: FrontConfig, now_ms: u64) -> Arc<Self> {
         let ids = IdGenerator::new(config.identity.member_id, now_ms);
-        Arc::new(Self { routes, config, ids })
+        Arc::new(Self {
+            routes,
+            config,
+            ids,
+        })
     }
 
     /// Proposes a write and waits for its entry to be applied.
@@ -65,10 +69,19 @@ impl Pipeline {
         auth: AuthInfo,
     ) -> Result<ApplyResponse, EtcdError> {
         let id = self.ids.next();
-        req.header =
-            Some(RequestHeader { id, username: auth.username, auth_revision: auth.revision });
+        req.header = Some(RequestHeader {
+            id,
+            username: auth.username,
+            auth_revision: auth.revision,
+        });
         let (tx, rx) = oneshot::channel();
-        self.routes.submit.send(Submit { request: req, reply: tx }).await??;
+        self.routes
+            .submit
+            .send(Submit {
+                request: req,
+                reply: tx,
+            })
+            .await??;
         match tokio::time::timeout(self.config.request_timeout, rx).await {
             Ok(Ok(res)) => res,
             Ok(Err(_)) => Err(EtcdError::Stopped),
@@ -111,7 +124,11 @@ impl Pipeline {
     /// A header for services whose answer doesn't come from the store.
     pub async fn header(&self, with_revision: bool) -> Result<ResponseHeader, EtcdError> {
         let raft = self.raft_status().await?;
-        let revision = if with_revision { self.store_status().await?.revision } else { 0 };
+        let revision = if with_revision {
+            self.store_status().await?.revision
+        } else {
+            0
+        };
         Ok(ResponseHeader {
             cluster_id: self.config.identity.cluster_id,
             member_id: self.config.identity.member_id,

@@ -19,13 +19,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let limit = pipeline.config.max_recv_bytes;
-    let kv = KvServer::new(KvService { pipeline: pipeline.clone() })
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(usize::MAX);
-    let maintenance = MaintenanceServer::new(MaintenanceService { pipeline: pipeline.clone() })
-        .max_decoding_message_size(limit);
-    let cluster = ClusterServer::new(ClusterService { pipeline })
-        .max_decoding_message_size(limit);
+    let kv = KvServer::new(KvService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit)
+    .max_encoding_message_size(usize::MAX);
+    let maintenance = MaintenanceServer::new(MaintenanceService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit);
+    let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(kv)
@@ -37,11 +40,18 @@ pub async fn serve(
 
 /// Parses `http://host:port` (etcd's URL flags) into a socket address.
 pub fn parse_url(url: &str) -> Option<SocketAddr> {
-    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")).unwrap_or(url);
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
     let host_port = rest.trim_end_matches('/');
     host_port.parse().ok().or_else(|| {
         let (host, port) = host_port.rsplit_once(':')?;
-        let host = if host == "localhost" { "127.0.0.1" } else { host };
+        let host = if host == "localhost" {
+            "127.0.0.1"
+        } else {
+            host
+        };
         format!("{host}:{port}").parse().ok()
     })
 }

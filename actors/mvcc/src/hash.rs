@@ -31,7 +31,11 @@ impl Store {
             true
         })
         .map_err(EtcdError::internal)?;
-        Ok(HashKvResult { hash: crc, compact_revision: compacted, revision: current })
+        Ok(HashKvResult {
+            hash: crc,
+            compact_revision: compacted,
+            revision: current,
+        })
     }
 
     /// Flushes everything applied so far to stable storage.
@@ -53,7 +57,11 @@ mod tests {
 
     fn put(k: &str, v: &str) -> InternalRaftRequest {
         InternalRaftRequest {
-            put: Some(PutRequest { key: k.into(), value: v.into(), ..Default::default() }),
+            put: Some(PutRequest {
+                key: k.into(),
+                value: v.into(),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }

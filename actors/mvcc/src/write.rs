@@ -140,7 +140,10 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
             let rev = Revision::new(main, self.changes);
             // etcd's tombstone record holds only the key (the revision is the record's own key);
             // keeping the same bytes keeps HashKV comparable with etcd's.
-            let tombstone = KeyValue { key, ..Default::default() };
+            let tombstone = KeyValue {
+                key,
+                ..Default::default()
+            };
             self.txn
                 .put(Table::Key, &rev.to_bytes(true), &tombstone.encode_to_vec())?;
             let undo = self

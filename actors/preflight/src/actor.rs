@@ -21,7 +21,12 @@ pub struct PreflightActor {
 
 impl PreflightActor {
     pub fn new(limits: Limits, peers: PreflightPeers) -> Self {
-        Self { limits, peers, committed: 0, applied: 0 }
+        Self {
+            limits,
+            peers,
+            committed: 0,
+            applied: 0,
+        }
     }
 }
 
@@ -46,7 +51,10 @@ impl Handler<Submit> for PreflightActor {
         };
         let id = msg.request.header.as_ref().map_or(0, |h| h.id);
         // do_send is bounded here by the number of requests in flight, one entry each.
-        self.peers.register.do_send(Register { id, reply: msg.reply });
+        self.peers.register.do_send(Register {
+            id,
+            reply: msg.reply,
+        });
         let peers = self.peers.clone();
         Box::pin(async move {
             let res = match peers.propose.send(Propose { data }).await {

@@ -14,7 +14,10 @@ pub struct Limits {
 impl Default for Limits {
     /// etcd's defaults: 1.5 MiB and 128 ops.
     fn default() -> Self {
-        Self { max_request_bytes: 3 * 1024 * 1024 / 2, max_txn_ops: 128 }
+        Self {
+            max_request_bytes: 3 * 1024 * 1024 / 2,
+            max_txn_ops: 128,
+        }
     }
 }
 
@@ -59,7 +62,10 @@ mod tests {
             req: InternalRaftRequest,
             want: Result<(), EtcdError>,
         }
-        let limits = Limits { max_request_bytes: 1024, max_txn_ops: 2 };
+        let limits = Limits {
+            max_request_bytes: 1024,
+            max_txn_ops: 2,
+        };
         let op = |k: &str| RequestOp {
             request: Some(request_op::Request::RequestPut(PutRequest {
                 key: k.into(),
@@ -67,14 +73,34 @@ mod tests {
             })),
         };
         let txn = |ops: Vec<RequestOp>| InternalRaftRequest {
-            txn: Some(TxnRequest { compare: vec![], success: ops, failure: vec![] }),
+            txn: Some(TxnRequest {
+                compare: vec![],
+                success: ops,
+                failure: vec![],
+            }),
             ..Default::default()
         };
         let cases = vec![
-            Case { name: "small put", req: put_req(b"k", 10), want: Ok(()) },
-            Case { name: "empty key", req: put_req(b"", 10), want: Err(EtcdError::EmptyKey) },
-            Case { name: "too large", req: put_req(b"k", 2000), want: Err(EtcdError::RequestTooLarge) },
-            Case { name: "txn ok", req: txn(vec![op("a"), op("b")]), want: Ok(()) },
+            Case {
+                name: "small put",
+                req: put_req(b"k", 10),
+                want: Ok(()),
+            },
+            Case {
+                name: "empty key",
+                req: put_req(b"", 10),
+                want: Err(EtcdError::EmptyKey),
+            },
+            Case {
+                name: "too large",
+                req: put_req(b"k", 2000),
+                want: Err(EtcdError::RequestTooLarge),
+            },
+            Case {
+                name: "txn ok",
+                req: txn(vec![op("a"), op("b")]),
+                want: Ok(()),
+            },
             Case {
                 name: "txn too many ops",
                 req: txn(vec![op("a"), op("b"), op("c")]),
@@ -87,7 +113,12 @@ mod tests {
             },
         ];
         for c in cases {
-            assert_eq!(check_request(&c.req, &limits).map(|_| ()), c.want, "{}", c.name);
+            assert_eq!(
+                check_request(&c.req, &limits).map(|_| ()),
+                c.want,
+                "{}",
+                c.name
+            );
         }
     }
 }

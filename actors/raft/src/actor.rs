@@ -57,7 +57,12 @@ pub struct RaftActor {
 }
 
 impl RaftActor {
-    pub fn new(node: RaftNode, peers: RaftPeers, snapshot_count: u64, catchup_entries: u64) -> Self {
+    pub fn new(
+        node: RaftNode,
+        peers: RaftPeers,
+        snapshot_count: u64,
+        catchup_entries: u64,
+    ) -> Self {
         let last_snapshot = node.applied();
         Self {
             node,
@@ -100,10 +105,14 @@ impl RaftActor {
         }
         self.send_peers(out.messages);
         if !out.committed.is_empty() {
-            self.peers.applier.do_send(Apply { entries: out.committed });
+            self.peers.applier.do_send(Apply {
+                entries: out.committed,
+            });
         }
         for (rctx, index) in out.reads {
-            let Ok(key) = <[u8; 8]>::try_from(rctx.as_slice()) else { continue };
+            let Ok(key) = <[u8; 8]>::try_from(rctx.as_slice()) else {
+                continue;
+            };
             if let Some(waiters) = self.read_rounds.remove(&u64::from_be_bytes(key)) {
                 for w in waiters {
                     let _ = w.send(Ok(index));
@@ -112,7 +121,10 @@ impl RaftActor {
         }
         let number = out.number;
         let persisted_messages = out.persisted_messages;
-        let append = Append { hard_state: out.hard_state, entries: out.entries };
+        let append = Append {
+            hard_state: out.hard_state,
+            entries: out.entries,
+        };
         // Every Ready goes through the WAL, even an empty one: persistence is acknowledged in
         // Ready order, and an empty append costs no fsync.
         self.peers
@@ -120,7 +132,10 @@ impl RaftActor {
             .send(append)
             .into_actor(self)
             .map(move |res, act, ctx| match res {
-                Ok(Ok(())) => ctx.notify(Persisted { number, persisted_messages }),
+                Ok(Ok(())) => ctx.notify(Persisted {
+                    number,
+                    persisted_messages,
+                }),
                 Ok(Err(e)) => {
                     // Raft cannot go on without its log: stop instead of acknowledging anything.
                     tracing::error!(error = %e, "WAL append failed; stopping");
@@ -161,12 +176,17 @@ impl RaftActor {
                     tracing::warn!("backend sync before log compaction failed; will retry");
                     return;
                 }
-                let Some((index, term, conf_state)) = act.node.compact_log(applied, act.catchup_entries)
+                let Some((index, term, conf_state)) =
+                    act.node.compact_log(applied, act.catchup_entries)
                 else {
                     return;
                 };
                 act.last_snapshot = index;
-                act.peers.release.do_send(ReleaseWal { index, term, conf_state });
+                act.peers.release.do_send(ReleaseWal {
+                    index,
+                    term,
+                    conf_state,
+                });
                 tracing::debug!(index, "raft log compacted");
             })
             .spawn(ctx);
@@ -255,7 +275,8 @@ impl Handler<FlushReads> for RaftActor {
         self.next_read_ctx += 1;
         match self.node.read_index(id.to_be_bytes().to_vec()) {
             Ok(()) => {
-                self.read_rounds.insert(id, std::mem::take(&mut self.queued_reads));
+                self.read_rounds
+                    .insert(id, std::mem::take(&mut self.queued_reads));
                 self.schedule_ready(ctx);
             }
             Err(e) => {

@@ -57,7 +57,11 @@ fn to_raft_hs(hs: &HardState) -> RaftHardState {
 
 fn encode_messages(msgs: Vec<Message>) -> Vec<PeerMessage> {
     msgs.into_iter()
-        .filter_map(|m| m.write_to_bytes().ok().map(|b| PeerMessage { to: m.to, msg: b }))
+        .filter_map(|m| {
+            m.write_to_bytes()
+                .ok()
+                .map(|b| PeerMessage { to: m.to, msg: b })
+        })
         .collect()
 }
 
@@ -117,7 +121,11 @@ impl RaftNode {
         if cfg.voters == [cfg.id] {
             raw.campaign().map_err(EtcdError::internal)?;
         }
-        Ok(Self { raw, id: cfg.id, leader: 0 })
+        Ok(Self {
+            raw,
+            id: cfg.id,
+            leader: 0,
+        })
     }
 
     pub fn tick(&mut self) {
@@ -155,7 +163,12 @@ impl RaftNode {
 
     pub fn on_applied(&mut self, index: u64) {
         let applied = self.raw.raft.raft_log.applied;
-        let upper = self.raw.raft.raft_log.committed.min(self.raw.raft.raft_log.persisted);
+        let upper = self
+            .raw
+            .raft
+            .raft_log
+            .committed
+            .min(self.raw.raft.raft_log.persisted);
         if index > applied && index <= upper {
             self.raw.advance_apply_to(index);
         }
@@ -168,7 +181,10 @@ impl RaftNode {
             return Ok(None);
         }
         let mut rd = self.raw.ready();
-        let mut out = ReadyOutput { number: rd.number(), ..Default::default() };
+        let mut out = ReadyOutput {
+            number: rd.number(),
+            ..Default::default()
+        };
         if let Some(ss) = rd.ss() {
             if ss.leader_id != self.leader {
                 self.leader = ss.leader_id;
@@ -178,7 +194,11 @@ impl RaftNode {
         out.messages = encode_messages(rd.take_messages());
         if !rd.snapshot().is_empty() {
             let snap = rd.snapshot().clone();
-            self.raw.mut_store().wl().apply_snapshot(snap).map_err(EtcdError::internal)?;
+            self.raw
+                .mut_store()
+                .wl()
+                .apply_snapshot(snap)
+                .map_err(EtcdError::internal)?;
         }
         out.committed = rd
             .take_committed_entries()
@@ -201,15 +221,27 @@ impl RaftNode {
             .collect();
         let entries = rd.take_entries();
         if !entries.is_empty() {
-            self.raw.mut_store().wl().append(&entries).map_err(EtcdError::internal)?;
+            self.raw
+                .mut_store()
+                .wl()
+                .append(&entries)
+                .map_err(EtcdError::internal)?;
             for e in &entries {
                 let data = e.write_to_bytes().map_err(EtcdError::internal)?;
-                out.entries.push(WalEntry { index: e.index, term: e.term, data });
+                out.entries.push(WalEntry {
+                    index: e.index,
+                    term: e.term,
+                    data,
+                });
             }
         }
         if let Some(hs) = rd.hs() {
             self.raw.mut_store().wl().set_hardstate(hs.clone());
-            out.hard_state = Some(HardState { term: hs.term, vote: hs.vote, commit: hs.commit });
+            out.hard_state = Some(HardState {
+                term: hs.term,
+                vote: hs.vote,
+                commit: hs.commit,
+            });
         }
         out.persisted_messages = encode_messages(rd.take_persisted_messages());
         self.raw.advance_append_async(rd);
@@ -225,7 +257,14 @@ impl RaftNode {
         if compact_to > first {
             let _ = self.raw.mut_store().wl().compact(compact_to);
         }
-        let cs = self.raw.raft.prs().conf().to_conf_state().write_to_bytes().ok()?;
+        let cs = self
+            .raw
+            .raft
+            .prs()
+            .conf()
+            .to_conf_state()
+            .write_to_bytes()
+            .ok()?;
         Some((applied, term, cs))
     }
 
@@ -257,7 +296,13 @@ mod tests {
     use super::*;
 
     fn single(applied: u64, rec: Recovered) -> RaftNode {
-        let cfg = NodeConfig { id: 1, voters: vec![1], election_tick: 10, heartbeat_tick: 1, applied };
+        let cfg = NodeConfig {
+            id: 1,
+            voters: vec![1],
+            election_tick: 10,
+            heartbeat_tick: 1,
+            applied,
+        };
         RaftNode::new(&cfg, rec).unwrap()
     }
 
@@ -327,11 +372,26 @@ mod tests {
         }
         let (_, w, _) = drive(&mut n);
         wal.extend(w);
-        let hs = HardState { term: n.term(), vote: 1, commit: n.committed() };
+        let hs = HardState {
+            term: n.term(),
+            vote: 1,
+            commit: n.committed(),
+        };
         // The state machine had applied through index 2 before the "crash".
-        let mut r = single(2, Recovered { snapshot: None, hard_state: hs, entries: wal });
+        let mut r = single(
+            2,
+            Recovered {
+                snapshot: None,
+                hard_state: hs,
+                entries: wal,
+            },
+        );
         let (committed, _, _) = drive(&mut r);
-        let data: Vec<_> = committed.iter().filter(|e| !e.data.is_empty()).map(|e| e.data.clone()).collect();
+        let data: Vec<_> = committed
+            .iter()
+            .filter(|e| !e.data.is_empty())
+            .map(|e| e.data.clone())
+            .collect();
         assert_eq!(data, vec![vec![1u8], vec![2u8]]);
         assert!(r.is_leader());
         assert_eq!(r.term(), 2);

@@ -108,27 +108,111 @@ mod tests {
         }
         use EtcdError::*;
         let cases = [
-            Case { err: EmptyKey, want_code: Code::InvalidArgument, want_msg: "etcdserver: key is not provided" },
-            Case { err: KeyNotFound, want_code: Code::InvalidArgument, want_msg: "etcdserver: key not found" },
-            Case { err: ValueProvided, want_code: Code::InvalidArgument, want_msg: "etcdserver: value is provided" },
-            Case { err: LeaseProvided, want_code: Code::InvalidArgument, want_msg: "etcdserver: lease is provided" },
-            Case { err: TooManyOps, want_code: Code::InvalidArgument, want_msg: "etcdserver: too many operations in txn request" },
-            Case { err: DuplicateKey, want_code: Code::InvalidArgument, want_msg: "etcdserver: duplicate key given in txn request" },
-            Case { err: InvalidSortOption, want_code: Code::InvalidArgument, want_msg: "etcdserver: invalid sort option" },
-            Case { err: RequestTooLarge, want_code: Code::InvalidArgument, want_msg: "etcdserver: request is too large" },
-            Case { err: TooManyRequests, want_code: Code::ResourceExhausted, want_msg: "etcdserver: too many requests" },
-            Case { err: Compacted, want_code: Code::OutOfRange, want_msg: "etcdserver: mvcc: required revision has been compacted" },
-            Case { err: FutureRevision, want_code: Code::OutOfRange, want_msg: "etcdserver: mvcc: required revision is a future revision" },
-            Case { err: NoSpace, want_code: Code::ResourceExhausted, want_msg: "etcdserver: mvcc: database space exceeded" },
-            Case { err: LeaseNotFound, want_code: Code::NotFound, want_msg: "etcdserver: requested lease not found" },
-            Case { err: NoLeader, want_code: Code::Unavailable, want_msg: "etcdserver: no leader" },
-            Case { err: NotLeader, want_code: Code::FailedPrecondition, want_msg: "etcdserver: not leader" },
-            Case { err: LeaderChanged, want_code: Code::Unavailable, want_msg: "etcdserver: leader changed" },
-            Case { err: Stopped, want_code: Code::Unavailable, want_msg: "etcdserver: server stopped" },
-            Case { err: Timeout, want_code: Code::Unavailable, want_msg: "etcdserver: request timed out" },
-            Case { err: PermissionDenied, want_code: Code::PermissionDenied, want_msg: "etcdserver: permission denied" },
-            Case { err: Corrupt, want_code: Code::DataLoss, want_msg: "etcdserver: corrupt cluster" },
-            Case { err: Internal("disk on fire".into()), want_code: Code::Unknown, want_msg: "disk on fire" },
+            Case {
+                err: EmptyKey,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: key is not provided",
+            },
+            Case {
+                err: KeyNotFound,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: key not found",
+            },
+            Case {
+                err: ValueProvided,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: value is provided",
+            },
+            Case {
+                err: LeaseProvided,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: lease is provided",
+            },
+            Case {
+                err: TooManyOps,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: too many operations in txn request",
+            },
+            Case {
+                err: DuplicateKey,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: duplicate key given in txn request",
+            },
+            Case {
+                err: InvalidSortOption,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: invalid sort option",
+            },
+            Case {
+                err: RequestTooLarge,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: request is too large",
+            },
+            Case {
+                err: TooManyRequests,
+                want_code: Code::ResourceExhausted,
+                want_msg: "etcdserver: too many requests",
+            },
+            Case {
+                err: Compacted,
+                want_code: Code::OutOfRange,
+                want_msg: "etcdserver: mvcc: required revision has been compacted",
+            },
+            Case {
+                err: FutureRevision,
+                want_code: Code::OutOfRange,
+                want_msg: "etcdserver: mvcc: required revision is a future revision",
+            },
+            Case {
+                err: NoSpace,
+                want_code: Code::ResourceExhausted,
+                want_msg: "etcdserver: mvcc: database space exceeded",
+            },
+            Case {
+                err: LeaseNotFound,
+                want_code: Code::NotFound,
+                want_msg: "etcdserver: requested lease not found",
+            },
+            Case {
+                err: NoLeader,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: no leader",
+            },
+            Case {
+                err: NotLeader,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: not leader",
+            },
+            Case {
+                err: LeaderChanged,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: leader changed",
+            },
+            Case {
+                err: Stopped,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: server stopped",
+            },
+            Case {
+                err: Timeout,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: request timed out",
+            },
+            Case {
+                err: PermissionDenied,
+                want_code: Code::PermissionDenied,
+                want_msg: "etcdserver: permission denied",
+            },
+            Case {
+                err: Corrupt,
+                want_code: Code::DataLoss,
+                want_msg: "etcdserver: corrupt cluster",
+            },
+            Case {
+                err: Internal("disk on fire".into()),
+                want_code: Code::Unknown,
+                want_msg: "disk on fire",
+            },
         ];
         for c in cases {
             let st = c.err.to_status();

@@ -22,7 +22,10 @@ impl IdGenerator {
     pub fn new(member_id: u64, now_ms: u64) -> Self {
         let prefix = member_id << SUFFIX_LEN;
         let suffix = (now_ms & ((1 << TS_LEN) - 1)) << CNT_LEN;
-        Self { prefix, suffix: AtomicU64::new(suffix) }
+        Self {
+            prefix,
+            suffix: AtomicU64::new(suffix),
+        }
     }
 
     pub fn next(&self) -> u64 {

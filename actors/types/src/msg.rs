@@ -6,8 +6,7 @@
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    CompactionResponse, DeleteRangeResponse, PutResponse, RangeRequest, RangeResponse,
-    TxnResponse,
+    CompactionResponse, DeleteRangeResponse, PutResponse, RangeRequest, RangeResponse, TxnResponse,
 };
 use actix::Message;
 use tokio::sync::oneshot;

@@ -63,10 +63,26 @@ mod tests {
             want_len: usize,
         }
         let cases = [
-            Case { rev: Revision::new(0, 0), tombstone: false, want_len: 17 },
-            Case { rev: Revision::new(1, 0), tombstone: true, want_len: 18 },
-            Case { rev: Revision::new(0x0102_0304_0506_0708, 9), tombstone: false, want_len: 17 },
-            Case { rev: Revision::new(i64::MAX, i64::MAX), tombstone: true, want_len: 18 },
+            Case {
+                rev: Revision::new(0, 0),
+                tombstone: false,
+                want_len: 17,
+            },
+            Case {
+                rev: Revision::new(1, 0),
+                tombstone: true,
+                want_len: 18,
+            },
+            Case {
+                rev: Revision::new(0x0102_0304_0506_0708, 9),
+                tombstone: false,
+                want_len: 17,
+            },
+            Case {
+                rev: Revision::new(i64::MAX, i64::MAX),
+                tombstone: true,
+                want_len: 18,
+            },
         ];
         for c in cases {
             let b = c.rev.to_bytes(c.tombstone);
@@ -91,7 +107,13 @@ mod tests {
         bad_sep[8] = b'-';
         let mut bad_mark = Revision::new(3, 4).to_bytes(true);
         bad_mark[17] = b'x';
-        for bytes in [&b""[..], &good[..16], &bad_sep[..], &bad_mark[..], &[0u8; 19][..]] {
+        for bytes in [
+            &b""[..],
+            &good[..16],
+            &bad_sep[..],
+            &bad_mark[..],
+            &[0u8; 19][..],
+        ] {
             assert_eq!(Revision::from_bytes(bytes), None, "{bytes:?}");
         }
     }

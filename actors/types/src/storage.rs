@@ -64,8 +64,13 @@ pub type ScanFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 pub trait ReadTxn {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>>;
     /// Visits `[from, to)` in key order (`to = None`: to the end).
-    fn scan(&self, table: Table, from: &[u8], to: Option<&[u8]>, f: &mut ScanFn<'_>)
-    -> StorageResult<()>;
+    fn scan(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()>;
 }
 
 pub trait WriteTxn: ReadTxn {
@@ -169,7 +174,10 @@ impl ReadTxn for MemWrite<'_> {
 
 impl WriteTxn for MemWrite<'_> {
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()> {
-        self.working.entry(table).or_default().insert(key.to_vec(), value.to_vec());
+        self.working
+            .entry(table)
+            .or_default()
+            .insert(key.to_vec(), value.to_vec());
         Ok(())
     }
     fn delete(&mut self, table: Table, key: &[u8]) -> StorageResult<()> {
@@ -186,10 +194,15 @@ impl WriteTxn for MemWrite<'_> {
 
 impl KvEngine for MemEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
-        Ok(Box::new(MemRead { snapshot: self.lock().clone() }))
+        Ok(Box::new(MemRead {
+            snapshot: self.lock().clone(),
+        }))
     }
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>> {
-        Ok(Box::new(MemWrite { engine: self, working: self.lock().clone() }))
+        Ok(Box::new(MemWrite {
+            engine: self,
+            working: self.lock().clone(),
+        }))
     }
     fn sync(&self) -> StorageResult<()> {
         Ok(())

@@ -87,10 +87,19 @@ impl Interval {
             [] => {
                 let mut end = key.to_vec();
                 end.push(0);
-                Self { start: key.to_vec(), end: Some(end) }
+                Self {
+                    start: key.to_vec(),
+                    end: Some(end),
+                }
             }
-            [0] => Self { start: key.to_vec(), end: None },
-            e => Self { start: key.to_vec(), end: Some(e.to_vec()) },
+            [0] => Self {
+                start: key.to_vec(),
+                end: None,
+            },
+            e => Self {
+                start: key.to_vec(),
+                end: Some(e.to_vec()),
+            },
         }
     }
 
@@ -116,7 +125,9 @@ fn write_set(ops: &[RequestOp]) -> Result<(BTreeSet<Vec<u8>>, Vec<Interval>), Et
         }
     }
     for op in ops {
-        let Some(request_op::Request::RequestTxn(t)) = &op.request else { continue };
+        let Some(request_op::Request::RequestTxn(t)) = &op.request else {
+            continue;
+        };
         let (puts_then, dels_then) = write_set(&t.success)?;
         let (puts_else, dels_else) = write_set(&t.failure)?;
         for k in puts_then.iter().chain(&puts_else) {
@@ -150,11 +161,13 @@ mod tests {
     }
     fn del(k: &str, end: &[u8]) -> RequestOp {
         RequestOp {
-            request: Some(request_op::Request::RequestDeleteRange(DeleteRangeRequest {
-                key: k.into(),
-                range_end: end.to_vec(),
-                ..Default::default()
-            })),
+            request: Some(request_op::Request::RequestDeleteRange(
+                DeleteRangeRequest {
+                    key: k.into(),
+                    range_end: end.to_vec(),
+                    ..Default::default()
+                },
+            )),
         }
     }
     fn get(k: &str) -> RequestOp {
@@ -166,10 +179,16 @@ mod tests {
         }
     }
     fn txn(success: Vec<RequestOp>, failure: Vec<RequestOp>) -> TxnRequest {
-        TxnRequest { compare: vec![], success, failure }
+        TxnRequest {
+            compare: vec![],
+            success,
+            failure,
+        }
     }
     fn nested(t: TxnRequest) -> RequestOp {
-        RequestOp { request: Some(request_op::Request::RequestTxn(t)) }
+        RequestOp {
+            request: Some(request_op::Request::RequestTxn(t)),
+        }
     }
 
     #[test]
@@ -181,8 +200,16 @@ mod tests {
         }
         let many: Vec<RequestOp> = (0..129).map(|i| put(&format!("k{i}"))).collect();
         let cases = vec![
-            Case { name: "empty", txn: txn(vec![], vec![]), want: Ok(()) },
-            Case { name: "distinct puts", txn: txn(vec![put("a"), put("b")], vec![]), want: Ok(()) },
+            Case {
+                name: "empty",
+                txn: txn(vec![], vec![]),
+                want: Ok(()),
+            },
+            Case {
+                name: "distinct puts",
+                txn: txn(vec![put("a"), put("b")], vec![]),
+                want: Ok(()),
+            },
             Case {
                 name: "same key in both branches",
                 txn: txn(vec![put("a")], vec![put("a")]),
@@ -225,7 +252,10 @@ mod tests {
             },
             Case {
                 name: "nested put inside outer delete",
-                txn: txn(vec![del("a", b"z"), nested(txn(vec![], vec![put("m")]))], vec![]),
+                txn: txn(
+                    vec![del("a", b"z"), nested(txn(vec![], vec![put("m")]))],
+                    vec![],
+                ),
                 want: Err(EtcdError::DuplicateKey),
             },
             Case {
@@ -233,7 +263,11 @@ mod tests {
                 txn: txn(vec![nested(txn(vec![put("a")], vec![put("a")]))], vec![]),
                 want: Ok(()),
             },
-            Case { name: "too many ops", txn: txn(many, vec![]), want: Err(EtcdError::TooManyOps) },
+            Case {
+                name: "too many ops",
+                txn: txn(many, vec![]),
+                want: Err(EtcdError::TooManyOps),
+            },
             Case {
                 name: "empty key in op",
                 txn: txn(vec![put("")], vec![]),
@@ -246,7 +280,11 @@ mod tests {
             },
             Case {
                 name: "empty compare key",
-                txn: TxnRequest { compare: vec![Compare::default()], success: vec![], failure: vec![] },
+                txn: TxnRequest {
+                    compare: vec![Compare::default()],
+                    success: vec![],
+                    failure: vec![],
+                },
                 want: Err(EtcdError::EmptyKey),
             },
         ];
@@ -257,7 +295,10 @@ mod tests {
 
     #[test]
     fn put_and_range_checks() {
-        let mut p = PutRequest { key: b"k".to_vec(), ..Default::default() };
+        let mut p = PutRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        };
         assert_eq!(check_put(&p), Ok(()));
         p.ignore_value = true;
         p.value = b"v".to_vec();
@@ -268,13 +309,19 @@ mod tests {
         assert_eq!(check_put(&p), Err(EtcdError::LeaseProvided));
         p.key.clear();
         assert_eq!(check_put(&p), Err(EtcdError::EmptyKey));
-        let mut r = RangeRequest { key: b"k".to_vec(), ..Default::default() };
+        let mut r = RangeRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        };
         assert_eq!(check_range(&r), Ok(()));
         r.sort_order = 7;
         assert_eq!(check_range(&r), Err(EtcdError::InvalidSortOption));
         r.sort_order = 0;
         r.key.clear();
         assert_eq!(check_range(&r), Err(EtcdError::EmptyKey));
-        assert_eq!(check_delete(&DeleteRangeRequest::default()), Err(EtcdError::EmptyKey));
+        assert_eq!(
+            check_delete(&DeleteRangeRequest::default()),
+            Err(EtcdError::EmptyKey)
+        );
     }
 }
