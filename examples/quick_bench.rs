@@ -11,7 +11,10 @@ use etcd_client::{Client, GetOptions};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let endpoint = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:2379".into());
+    let endpoint = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:2379".into());
     let op = args.get(2).cloned().unwrap_or_else(|| "put".into());
     let clients: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
     let conns: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(10);
@@ -38,8 +41,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 let t = Instant::now();
                 let res = match op.as_str() {
-                    "put" => client.put(format!("k{:08}", i % 100_000), vec![b'v'; 256], None).await.map(|_| ()),
-                    "range-s" => client.get("bench-key", Some(GetOptions::new().with_serializable())).await.map(|_| ()),
+                    "put" => client
+                        .put(format!("k{:08}", i % 100_000), vec![b'v'; 256], None)
+                        .await
+                        .map(|_| ()),
+                    "range-s" => client
+                        .get("bench-key", Some(GetOptions::new().with_serializable()))
+                        .await
+                        .map(|_| ()),
                     _ => client.get("bench-key", None).await.map(|_| ()),
                 };
                 res.expect("request failed");

@@ -84,10 +84,10 @@ impl Server {
     /// Connects once the server answers a read.
     async fn client(&self) -> Client {
         for _ in 0..400 {
-            if let Ok(mut c) = Client::connect([self.endpoint()], None).await {
-                if c.get("health-probe", None).await.is_ok() {
-                    return c;
-                }
+            if let Ok(mut c) = Client::connect([self.endpoint()], None).await
+                && c.get("health-probe", None).await.is_ok()
+            {
+                return c;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -737,7 +737,8 @@ async fn restart_keeps_everything() {
         .get("", Some(GetOptions::new().with_all_keys()))
         .await
         .unwrap();
-    let flat = |r: &etcd_client::GetResponse| -> Vec<(Vec<u8>, Vec<u8>, i64, i64, i64)> {
+    type Flat = (Vec<u8>, Vec<u8>, i64, i64, i64);
+    let flat = |r: &etcd_client::GetResponse| -> Vec<Flat> {
         r.kvs()
             .iter()
             .map(|kv| {

@@ -43,7 +43,7 @@ impl Handler<Apply> for ApplierActor {
         };
         let send = self.peers.store.send(prepared.batch);
         let (ids, last_index) = (prepared.ids, prepared.last_index);
-        AtomicResponse::new(Box::pin(async move { send.await }.into_actor(self).map(
+        AtomicResponse::new(Box::pin(send.into_actor(self).map(
             move |res, act, _| match res {
                 Ok(Ok(results)) => {
                     act.applier.complete(ids, results, last_index);

@@ -77,6 +77,24 @@ impl Handler<GetStoreStatus> for MvccActor {
     }
 }
 
+/// etcd's HashKV over the records up to a revision.
+impl Handler<HashKv> for MvccActor {
+    type Result = Result<HashKvResult, EtcdError>;
+
+    fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
+        self.store.hash_kv(msg.revision)
+    }
+}
+
+/// Makes everything applied durable: the raft node sends it before releasing WAL segments.
+impl Handler<SyncStorage> for MvccActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, _: SyncStorage, _: &mut Self::Context) -> Self::Result {
+        self.store.sync()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,23 +144,5 @@ mod tests {
             (status.revision, status.consistent_index, status.term),
             (2, 5, 2)
         );
-    }
-}
-
-/// etcd's HashKV over the records up to a revision.
-impl Handler<HashKv> for MvccActor {
-    type Result = Result<HashKvResult, EtcdError>;
-
-    fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
-        self.store.hash_kv(msg.revision)
-    }
-}
-
-/// Makes everything applied durable: the raft node sends it before releasing WAL segments.
-impl Handler<SyncStorage> for MvccActor {
-    type Result = Result<(), EtcdError>;
-
-    fn handle(&mut self, _: SyncStorage, _: &mut Self::Context) -> Self::Result {
-        self.store.sync()
     }
 }

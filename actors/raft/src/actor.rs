@@ -168,8 +168,7 @@ impl RaftActor {
         }
         self.compacting = true;
         let sync = self.peers.sync_storage.send(SyncStorage);
-        async move { sync.await }
-            .into_actor(self)
+        sync.into_actor(self)
             .map(move |res, act, _| {
                 act.compacting = false;
                 if !matches!(res, Ok(Ok(()))) {

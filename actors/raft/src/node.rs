@@ -48,11 +48,12 @@ pub struct RaftNode {
 }
 
 fn to_raft_hs(hs: &HardState) -> RaftHardState {
-    let mut out = RaftHardState::default();
-    out.term = hs.term;
-    out.vote = hs.vote;
-    out.commit = hs.commit;
-    out
+    RaftHardState {
+        term: hs.term,
+        vote: hs.vote,
+        commit: hs.commit,
+        ..Default::default()
+    }
 }
 
 fn encode_messages(msgs: Vec<Message>) -> Vec<PeerMessage> {
@@ -70,8 +71,10 @@ impl RaftNode {
     /// once, so it leads after its first Ready is persisted.
     pub fn new(cfg: &NodeConfig, rec: Recovered) -> Result<Self, EtcdError> {
         let store = MemStorage::new();
-        let mut conf = ConfState::default();
-        conf.voters = cfg.voters.clone();
+        let conf = ConfState {
+            voters: cfg.voters.clone(),
+            ..Default::default()
+        };
         {
             let mut core = store.wl();
             match &rec.snapshot {
@@ -185,11 +188,11 @@ impl RaftNode {
             number: rd.number(),
             ..Default::default()
         };
-        if let Some(ss) = rd.ss() {
-            if ss.leader_id != self.leader {
-                self.leader = ss.leader_id;
-                out.leader_changed = Some(ss.leader_id);
-            }
+        if let Some(ss) = rd.ss()
+            && ss.leader_id != self.leader
+        {
+            self.leader = ss.leader_id;
+            out.leader_changed = Some(ss.leader_id);
         }
         out.messages = encode_messages(rd.take_messages());
         if !rd.snapshot().is_empty() {
@@ -307,7 +310,10 @@ mod tests {
     }
 
     /// Runs Readies to quiescence, persisting each at once; returns committed entries.
-    fn drive(n: &mut RaftNode) -> (Vec<CommittedEntry>, Vec<WalEntry>, Vec<(Vec<u8>, u64)>) {
+    /// What a run of Readies produced: committed entries, WAL writes, answered reads.
+    type Drained = (Vec<CommittedEntry>, Vec<WalEntry>, Vec<(Vec<u8>, u64)>);
+
+    fn drive(n: &mut RaftNode) -> Drained {
         let (mut committed, mut written, mut reads) = (vec![], vec![], vec![]);
         while let Some(out) = n.ready().unwrap() {
             committed.extend(out.committed);
