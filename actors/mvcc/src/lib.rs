@@ -79,9 +79,10 @@
 //! - **Restart never moves the revision back.** etcd takes the current revision from the last
 //!   record; if a crash mid-compaction deleted every record up to the scheduled revision,
 //!   that would be below revisions already served. It is at least the scheduled revision here.
-//! - **On-disk details**: a tombstone record carries its `mod_revision` (etcd stores only the
-//!   key); the compaction marks are 8-byte integers (etcd: 17-byte revisions). An actcd data
-//!   directory is not a bbolt file, so nothing reads either format but this crate.
+//! - **On-disk details**: `key` records are byte-for-byte etcd's (revision keys, protobuf
+//!   `KeyValue` values, key-only tombstones), so `HashKV` (`hash.rs`) equals etcd's for the same
+//!   history; the compaction marks are 8-byte integers (etcd: 17-byte revisions). An actcd data
+//!   directory is not a bbolt file, so nothing reads the marks but this crate.
 //!
 //! ## Layout
 //! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `range.rs` reading at a revision
