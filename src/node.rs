@@ -253,7 +253,8 @@ fn start_actors(
         wait_applied: applier.recipient(),
         range: mvcc.clone().recipient(),
         store_status: mvcc.clone().recipient(),
-        hash_kv: mvcc.recipient(),
+        hash_kv: mvcc.clone().recipient(),
+        read_txn: mvcc.recipient(),
         raft_status: raft.recipient(),
     }
 }
@@ -286,6 +287,7 @@ fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError>
             .collect(),
         request_timeout: cfg.request_timeout(),
         version: API_VERSION.to_string(),
+        max_txn_ops: cfg.flags.max_txn_ops,
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
     };
     let pipeline = Pipeline::new(routes, front_cfg, now_ms());

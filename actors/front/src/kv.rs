@@ -10,7 +10,7 @@ use actcd_types::msg::ApplyResponse;
 use actcd_types::{AuthInfo, EtcdError};
 use tonic::{Request, Response, Status};
 
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, is_txn_read_only};
 
 pub struct KvService {
     pub pipeline: Arc<Pipeline>,
@@ -52,11 +52,14 @@ impl Kv for KvService {
         }
     }
 
-    /// Every txn goes through the log, read-only ones included: correct and linearizable, at the
-    /// cost of a log entry for a read-only txn (etcd serves those with a ReadIndex instead).
+    /// A txn that writes nothing is served like a read; any other goes through the log.
     async fn txn(&self, req: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        let txn = req.into_inner();
+        if is_txn_read_only(&txn) {
+            return Ok(Response::new(self.pipeline.read_only_txn(txn).await?));
+        }
         let r = InternalRaftRequest {
-            txn: Some(req.into_inner()),
+            txn: Some(txn),
             ..Default::default()
         };
         match self.pipeline.write(r, AuthInfo::default()).await? {

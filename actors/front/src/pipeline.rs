@@ -2,11 +2,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
-use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, ResponseHeader};
+use actcd_proto::etcdserverpb::{
+    RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, TxnResponse, request_op,
+};
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
     ApplyResponse, GetStoreStatus, HashKv, HashKvResult, RaftStatus, RaftStatusReply, Range,
-    ReadIndex, StoreStatus, Submit, WaitApplied,
+    ReadIndex, ReadTxn, StoreStatus, Submit, WaitApplied,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -29,6 +31,8 @@ pub struct FrontConfig {
     pub request_timeout: Duration,
     /// The etcd API version reported by Status.
     pub version: String,
+    /// `--max-txn-ops`, for txns the front serves without proposing.
+    pub max_txn_ops: usize,
     /// gRPC receive limit: `--max-request-bytes` plus etcd's 512 KiB of framing slack.
     pub max_recv_bytes: usize,
 }
@@ -42,6 +46,7 @@ pub struct PipelineRoutes {
     pub range: Recipient<Range>,
     pub store_status: Recipient<GetStoreStatus>,
     pub hash_kv: Recipient<HashKv>,
+    pub read_txn: Recipient<ReadTxn>,
     pub raft_status: Recipient<RaftStatus>,
 }
 
@@ -109,6 +114,16 @@ impl Pipeline {
         self.routes.range.send(Range { request }).await?
     }
 
+    /// A txn without writes is served like a read: linearizable through ReadIndex unless every
+    /// op is a serializable range (etcd's rule), and it never enters the log.
+    pub async fn read_only_txn(&self, request: TxnRequest) -> Result<TxnResponse, EtcdError> {
+        actcd_types::validate::check_txn(&request, self.config.max_txn_ops)?;
+        if !is_txn_serializable(&request) {
+            self.linearizable_barrier().await?;
+        }
+        self.routes.read_txn.send(ReadTxn { request }).await?
+    }
+
     pub async fn store_status(&self) -> Result<StoreStatus, EtcdError> {
         self.routes.store_status.send(GetStoreStatus).await?
     }
@@ -135,5 +150,126 @@ impl Pipeline {
             revision,
             raft_term: raft.term,
         })
+    }
+}
+
+/// No put and no delete anywhere in the txn, nested txns included.
+pub fn is_txn_read_only(t: &TxnRequest) -> bool {
+    t.success
+        .iter()
+        .chain(&t.failure)
+        .all(|op| match &op.request {
+            Some(request_op::Request::RequestRange(_)) | None => true,
+            Some(request_op::Request::RequestTxn(n)) => is_txn_read_only(n),
+            Some(
+                request_op::Request::RequestPut(_) | request_op::Request::RequestDeleteRange(_),
+            ) => false,
+        })
+}
+
+/// Every op of both branches is a serializable range (an empty txn counts).
+fn is_txn_serializable(t: &TxnRequest) -> bool {
+    let serializable = |op: &RequestOp| matches!(&op.request, Some(request_op::Request::RequestRange(r)) if r.serializable);
+    t.success.iter().chain(&t.failure).all(serializable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
+
+    fn range(serializable: bool) -> RequestOp {
+        RequestOp {
+            request: Some(request_op::Request::RequestRange(RangeRequest {
+                key: b"k".to_vec(),
+                serializable,
+                ..Default::default()
+            })),
+        }
+    }
+
+    #[test]
+    fn classifies_txns_like_etcd() {
+        struct Case {
+            name: &'static str,
+            txn: TxnRequest,
+            want_read_only: bool,
+            want_serializable: bool,
+        }
+        let put = RequestOp {
+            request: Some(request_op::Request::RequestPut(PutRequest {
+                key: b"k".to_vec(),
+                ..Default::default()
+            })),
+        };
+        let nested = |ops: Vec<RequestOp>| RequestOp {
+            request: Some(request_op::Request::RequestTxn(TxnRequest {
+                success: ops,
+                ..Default::default()
+            })),
+        };
+        let cases = vec![
+            Case {
+                name: "empty",
+                txn: TxnRequest::default(),
+                want_read_only: true,
+                want_serializable: true,
+            },
+            Case {
+                name: "linearizable range",
+                txn: TxnRequest {
+                    success: vec![range(false)],
+                    ..Default::default()
+                },
+                want_read_only: true,
+                want_serializable: false,
+            },
+            Case {
+                name: "serializable ranges",
+                txn: TxnRequest {
+                    success: vec![range(true)],
+                    failure: vec![range(true)],
+                    ..Default::default()
+                },
+                want_read_only: true,
+                want_serializable: true,
+            },
+            Case {
+                name: "put",
+                txn: TxnRequest {
+                    failure: vec![put.clone()],
+                    ..Default::default()
+                },
+                want_read_only: false,
+                want_serializable: false,
+            },
+            Case {
+                name: "nested put",
+                txn: TxnRequest {
+                    success: vec![nested(vec![put])],
+                    ..Default::default()
+                },
+                want_read_only: false,
+                want_serializable: false,
+            },
+            Case {
+                name: "nested read",
+                txn: TxnRequest {
+                    success: vec![nested(vec![range(true)])],
+                    ..Default::default()
+                },
+                want_read_only: true,
+                want_serializable: false,
+            },
+        ];
+        for c in cases {
+            assert_eq!(is_txn_read_only(&c.txn), c.want_read_only, "{}", c.name);
+            assert_eq!(
+                is_txn_serializable(&c.txn),
+                c.want_serializable,
+                "{}",
+                c.name
+            );
+        }
     }
 }

@@ -30,12 +30,24 @@ pub async fn serve(
     .max_decoding_message_size(limit);
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(kv)
         .add_service(maintenance)
         .add_service(cluster)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
+}
+
+/// Accepted connections with Nagle's algorithm off: `Server::tcp_nodelay` only applies to
+/// listeners tonic binds itself, and a small response held back for a delayed ACK costs 40 ms.
+fn incoming(
+    listener: TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    TcpListenerStream::new(listener).map(|conn| {
+        conn.inspect(|s| {
+            let _ = s.set_nodelay(true);
+        })
+    })
 }
 
 /// Parses `http://host:port` (etcd's URL flags) into a socket address.

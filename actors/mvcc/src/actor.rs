@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, GetStoreStatus, HashKv, HashKvResult, Range, StoreStatus, SyncStorage,
+    ApplyBatch, ApplyResult, GetStoreStatus, HashKv, HashKvResult, Range, ReadTxn, StoreStatus,
+    SyncStorage,
 };
 use actix::{Actor, Addr, Handler, SyncArbiter, SyncContext};
 
@@ -74,6 +75,15 @@ impl Handler<GetStoreStatus> for MvccActor {
 
     fn handle(&mut self, _: GetStoreStatus, _: &mut Self::Context) -> Self::Result {
         self.store.status()
+    }
+}
+
+/// A txn without writes, read at the current revision.
+impl Handler<ReadTxn> for MvccActor {
+    type Result = Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
+
+    fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
+        self.store.read_only_txn(msg.request)
     }
 }
 

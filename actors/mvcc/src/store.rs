@@ -8,7 +8,7 @@ use std::sync::Arc;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
     CompactionResponse, DeleteRangeRequest, PutRequest, RangeRequest, RangeResponse,
-    ResponseHeader, TxnRequest,
+    ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::KeyValue;
 use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
@@ -266,6 +266,38 @@ impl Store {
             self.finish_compaction(rev, &keep);
         }
         Ok(applied.results)
+    }
+
+    /// Evaluates a txn that writes nothing against the current state. It runs in an engine write
+    /// transaction only for the `Writer`'s shape; that transaction is dropped, never committed.
+    pub fn read_only_txn(&mut self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
+        let engine = Arc::clone(&self.engine);
+        let mut txn = engine.write().map_err(Error::from)?;
+        let mut undo = Vec::new();
+        let mut w = Writer {
+            txn: &mut *txn,
+            index: &mut self.index,
+            undo: &mut undo,
+            begin_rev: self.current_rev,
+            compact_rev: self.compact_rev,
+            changes: 0,
+            lease_exists: &*self.lease_exists,
+        };
+        let result = w.txn(req);
+        let changed = w.changes > 0;
+        // A caller that sent writes here broke the contract: take every index change back.
+        for u in undo.iter().rev() {
+            self.index.undo(u);
+        }
+        drop(txn);
+        if changed {
+            return Err(EtcdError::internal(
+                "actcd: read-only txn attempted a write",
+            ));
+        }
+        let mut resp = result.map_err(EtcdError::from)?;
+        stamp(&mut resp.header, self.identity, self.term);
+        Ok(resp)
     }
 
     fn apply_in<W: WriteTxn + ?Sized>(

@@ -240,3 +240,11 @@ pub struct HashKvResult {
     /// The current revision, for the response header.
     pub revision: i64,
 }
+
+/// A txn with no writes, anywhere in it: evaluated against the store's current state without
+/// entering the log (the caller has done any linearizability wait).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>")]
+pub struct ReadTxn {
+    pub request: actcd_proto::etcdserverpb::TxnRequest,
+}
