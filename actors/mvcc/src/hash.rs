@@ -1,9 +1,9 @@
-//! etcd's `HashKV`: a CRC32C (Castagnoli) seeded with the bucket name `key`, then every record
-//! key and value of the `key` table up to the revision, in revision order. Records at or below
-//! the compacted revision that compaction would drop are skipped; compaction here deletes them
-//! before it returns, so every remaining record counts. The record bytes are etcd's (revision
-//! keys, protobuf `KeyValue` values, key-only tombstones), so the hash equals etcd's for the same
-//! history.
+//! etcd's `HashKV`: a CRC32C (Castagnoli) over the bucket name `key`, then every record key and
+//! value of the `key` table up to the revision, in revision order. A record at or below the
+//! compacted revision counts only if a compaction at the hashed revision would keep it (etcd's
+//! rule, so members that compacted at different moments agree). The record bytes are etcd's
+//! (revision keys, protobuf `KeyValue` values, key-only tombstones), so the hash equals etcd's
+//! for the same history.
 
 use actcd_types::msg::HashKvResult;
 use actcd_types::storage::Table;
@@ -15,19 +15,26 @@ impl Store {
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
         let current = self.current_revision();
         let compacted = self.compact_revision();
-        let rev = if revision <= 0 { current } else { revision };
-        if rev > current {
-            return Err(EtcdError::FutureRevision);
-        }
-        if rev < compacted {
+        if revision > 0 && revision <= compacted {
             return Err(EtcdError::Compacted);
         }
+        if revision > current {
+            return Err(EtcdError::FutureRevision);
+        }
+        let rev = if revision <= 0 { current } else { revision };
+        let keep = self.index().keep(rev);
         let upper = Revision::new(rev.saturating_add(1), 0).to_bytes(false);
         let txn = self.engine().read().map_err(EtcdError::internal)?;
         let mut crc = crc32c::crc32c(b"key");
         txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
-            crc = crc32c::crc32c_append(crc, k);
-            crc = crc32c::crc32c_append(crc, v);
+            let counts = match Revision::from_bytes(k) {
+                Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
+                None => true,
+            };
+            if counts {
+                crc = crc32c::crc32c_append(crc, k);
+                crc = crc32c::crc32c_append(crc, v);
+            }
             true
         })
         .map_err(EtcdError::internal)?;
@@ -78,5 +85,34 @@ mod tests {
         assert_eq!(s.hash_kv(2).unwrap().hash, at2.hash);
         assert_ne!(s.hash_kv(3).unwrap().hash, at2.hash);
         assert_eq!(s.hash_kv(9).unwrap_err(), EtcdError::FutureRevision);
+    }
+
+    #[test]
+    fn compacted_records_count_only_if_kept_at_the_hashed_revision() {
+        let mut s = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
+        let reqs = (1..=3).map(|i| put("k", &i.to_string())).collect();
+        s.apply_batch(1, 1, reqs).unwrap(); // k@2, k@3, k@4
+        let compact = InternalRaftRequest {
+            compaction: Some(actcd_proto::etcdserverpb::CompactionRequest {
+                revision: 3,
+                physical: true,
+            }),
+            ..Default::default()
+        };
+        s.apply_batch(2, 1, vec![compact]).unwrap();
+        // k@3 stays on disk, but a compaction at 4 would drop it, so only k@4 counts.
+        let scan = s.engine().read().unwrap();
+        let mut records = vec![];
+        scan.scan(Table::Key, &[], None, &mut |k, v| {
+            records.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+        assert_eq!(records.len(), 2);
+        let mut want = crc32c::crc32c(b"key");
+        want = crc32c::crc32c_append(want, &records[1].0);
+        want = crc32c::crc32c_append(want, &records[1].1);
+        assert_eq!(s.hash_kv(0).unwrap().hash, want);
+        assert_eq!(s.hash_kv(3).unwrap_err(), EtcdError::Compacted);
     }
 }

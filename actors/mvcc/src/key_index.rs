@@ -181,6 +181,30 @@ impl KeyIndex {
         self.generations.drain(..first);
     }
 
+    /// The revisions a compaction at `at_rev` would keep, without compacting (etcd's `keep`):
+    /// the greatest revision ≤ `at_rev` of the first generation alive at `at_rev`, unless it is
+    /// that generation's tombstone.
+    pub fn keep(&self, at_rev: i64, keep: &mut HashSet<Revision>) {
+        let Some(last) = self.generations.len().checked_sub(1) else {
+            return;
+        };
+        let first = (0..last)
+            .find(|&i| {
+                self.generations[i]
+                    .revs
+                    .last()
+                    .is_some_and(|t| t.main > at_rev)
+            })
+            .unwrap_or(last);
+        let g = &self.generations[first];
+        if let Some(n) = g.revs.iter().rposition(|r| r.main <= at_rev) {
+            let is_tombstone = n == g.revs.len() - 1 && first != last;
+            if !is_tombstone {
+                keep.insert(g.revs[n]);
+            }
+        }
+    }
+
     fn live_generation_mut(&mut self) -> &mut Generation {
         if self.generations.is_empty() {
             self.generations.push(Generation::default());
@@ -353,6 +377,15 @@ impl TreeIndex {
     /// Compacts every key index at `at_rev`, dropping the ones left empty. Returns the revisions
     /// at or below `at_rev` that must stay in the backend; every other record at or below it can
     /// be deleted.
+    /// What [`Self::compact`] at `at_rev` would keep, leaving the index as it is.
+    pub fn keep(&self, at_rev: i64) -> HashSet<Revision> {
+        let mut keep = HashSet::new();
+        for ki in self.keys.values() {
+            ki.keep(at_rev, &mut keep);
+        }
+        keep
+    }
+
     pub fn compact(&mut self, at_rev: i64) -> HashSet<Revision> {
         let mut keep = HashSet::new();
         self.keys.retain(|_, ki| {
