@@ -19,6 +19,11 @@ use clap::Parser;
 
 use crate::config::{Config, Flags};
 
+/// gRPC and prost allocate and free many small buffers per request; with glibc's allocator that
+/// showed as ~7% of server CPU under a range load (perf), mimalloc's thread-local caches cut it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn init_logging(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
