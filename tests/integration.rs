@@ -29,6 +29,7 @@ struct Server {
     port: u16,
     peer_port: u16,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -43,6 +44,7 @@ impl Server {
             port: free_port(),
             peer_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
         };
         s.spawn();
         s
@@ -70,6 +72,7 @@ impl Server {
             .args(["--initial-cluster", &format!("default={peer_url}")])
             .args(&self.extra)
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -892,5 +895,73 @@ async fn status_and_member_list() {
     assert_eq!(
         m.members()[0].client_urls(),
         [format!("http://{}", srv.endpoint())]
+    );
+}
+
+/// Flags can come from etcd's environment variables.
+#[tokio::test]
+async fn etcd_environment_variables_set_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path());
+    srv.kill();
+    srv.env.push(("ETCD_MAX_TXN_OPS".into(), "2".into()));
+    srv.spawn();
+    let mut c = srv.client().await;
+    let ops: Vec<TxnOp> = (0..3)
+        .map(|i| TxnOp::put(format!("e{i}"), "v", None))
+        .collect();
+    let (_, msg) = code_and_message(c.txn(Txn::new().and_then(ops)).await.unwrap_err());
+    assert_eq!(msg, "etcdserver: too many operations in txn request");
+}
+
+/// A WAL damaged anywhere but its tail stops the server at start-up, naming file and offset;
+/// a torn tail (a crash mid-write) is cut off and the server starts.
+#[tokio::test]
+async fn wal_corruption_refuses_start_and_torn_tail_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    for i in 0..50 {
+        c.put(format!("w{i}"), "x".repeat(100), None).await.unwrap();
+    }
+    srv.stop();
+    let wal_dir = dir.path().join("member/wal");
+    let mut segments: Vec<_> = std::fs::read_dir(&wal_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    segments.sort();
+    let seg = segments.last().unwrap().clone();
+    let pristine = std::fs::read(&seg).unwrap();
+
+    // A torn tail: the last record lost its final bytes.
+    std::fs::write(&seg, &pristine[..pristine.len() - 3]).unwrap();
+    srv.spawn();
+    let mut c = srv.client().await;
+    assert_eq!(c.get("w0", None).await.unwrap().kvs().len(), 1);
+    srv.stop();
+
+    // One flipped byte in the middle of the log.
+    let mut damaged = std::fs::read(&seg).unwrap();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0xff;
+    std::fs::write(&seg, &damaged).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args([
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{}", free_port()),
+        ])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let file = seg.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        err.contains(&file) && err.contains("offset"),
+        "unexpected error: {err}"
     );
 }
