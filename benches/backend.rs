@@ -1,0 +1,143 @@
+//! The LMDB backend alone, through the `KvEngine` traits the MVCC store uses, and its
+//! [`BackendActor`]:
+//! - `backend/commit`: one write transaction putting N records (N = 1, 100, 1000) into the `key`
+//!   table under fresh revision keys with 256 B values, then `commit` (one `fdatasync` with the
+//!   daemon's default durability);
+//! - `backend/scan`: a read transaction opened and N consecutive records (N = 1, 100, 1000) read
+//!   with a bounded `scan`, from a table of 100k records;
+//! - `backend/sync`: `SyncBackend` sent to the actor on its `SyncArbiter` thread, idle and right
+//!   after a one-record commit (only the send is timed).
+//!
+//! Throughput is in records. Run: `cargo bench --bench backend` (`-- --test` runs each once).
+
+mod common;
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actcd_backend::{BackendActor, LmdbEngine, SyncBackend};
+use actcd_types::Revision;
+use actcd_types::storage::{KvEngine, Table};
+use actix::{Addr, SyncArbiter, System, SystemRunner};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+
+/// Records in the table the scans read.
+const SCAN_TABLE_RECORDS: i64 = 100_000;
+
+/// Puts revisions `first..first + n` (sub 0) in one write transaction and commits it.
+fn commit_puts(engine: &LmdbEngine, first: i64, n: i64, value: &[u8]) {
+    let mut txn = engine.write().expect("write txn");
+    for main in first..first + n {
+        txn.put(Table::Key, &Revision::new(main, 0).to_bytes(false), value)
+            .expect("put");
+    }
+    txn.commit().expect("commit");
+}
+
+fn bench_commit(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = common::lmdb(dir.path());
+    let value = vec![b'v'; common::VALUE_LEN];
+    let mut next_rev = 2;
+
+    let mut group = c.benchmark_group("backend/commit");
+    for n in [1i64, 100, 1000] {
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("puts", n), |b| {
+            b.iter(|| {
+                commit_puts(&engine, next_rev, n, &value);
+                next_rev += n;
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_scan(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = common::lmdb(dir.path());
+    let value = vec![b'v'; common::VALUE_LEN];
+    for first in (1..=SCAN_TABLE_RECORDS).step_by(10_000) {
+        commit_puts(&engine, first, 10_000, &value);
+    }
+
+    let mut group = c.benchmark_group("backend/scan");
+    for n in [1i64, 100, 1000] {
+        // From the middle of the table, so the cursor descends a full-depth B-tree.
+        let from = Revision::new(SCAN_TABLE_RECORDS / 2, 0).to_bytes(false);
+        let to = Revision::new(SCAN_TABLE_RECORDS / 2 + n, 0).to_bytes(false);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("records", n), |b| {
+            b.iter(|| {
+                let txn = engine.read().expect("read txn");
+                let (mut records, mut bytes) = (0, 0);
+                txn.scan(Table::Key, &from, Some(&to), &mut |k, v| {
+                    records += 1;
+                    bytes += k.len() + black_box(v).len();
+                    true
+                })
+                .expect("scan");
+                assert_eq!(records, n);
+                bytes
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Times `iters` round trips of `SyncBackend`, running `between` (untimed) before each.
+fn time_syncs(
+    sys: &SystemRunner,
+    actor: &Addr<BackendActor>,
+    iters: u64,
+    mut between: impl FnMut(),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        between();
+        total += sys.block_on(async {
+            let start = Instant::now();
+            actor
+                .send(SyncBackend)
+                .await
+                .expect("backend mailbox")
+                .expect("sync");
+            start.elapsed()
+        });
+    }
+    total
+}
+
+fn bench_sync(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = common::lmdb(dir.path());
+    let value = vec![b'v'; common::VALUE_LEN];
+    let mut next_rev = 2;
+    let sys = System::new();
+    let actor = sys.block_on({
+        let engine = Arc::clone(&engine);
+        async move { SyncArbiter::start(1, move || BackendActor::new(Arc::clone(&engine))) }
+    });
+
+    let mut group = c.benchmark_group("backend/sync");
+    group.bench_function("idle", |b| {
+        b.iter_custom(|iters| time_syncs(&sys, &actor, iters, || {}))
+    });
+    group.bench_function("after_commit", |b| {
+        b.iter_custom(|iters| {
+            time_syncs(&sys, &actor, iters, || {
+                commit_puts(&engine, next_rev, 1, &value);
+                next_rev += 1;
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = common::criterion();
+    targets = bench_commit, bench_scan, bench_sync
+}
+criterion_main!(benches);
