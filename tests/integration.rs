@@ -965,3 +965,85 @@ async fn wal_corruption_refuses_start_and_torn_tail_is_repaired() {
         "unexpected error: {err}"
     );
 }
+
+/// Requests no typed client would build (unknown enum numbers, empty ops, deep nesting), sent
+/// with the raw protocol: each gets an answer or etcd's error, and nothing changes.
+#[tokio::test]
+async fn raw_protocol_oddities_are_answered() {
+    use actcd_proto::etcdserverpb::kv_client::KvClient;
+    use actcd_proto::etcdserverpb::{
+        Compare as PbCompare, PutRequest, RangeRequest, RequestOp, TxnRequest, compare, request_op,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.put("k", "v", None).await.unwrap();
+    let mut kv = KvClient::connect(format!("http://{}", srv.endpoint()))
+        .await
+        .unwrap();
+
+    let odd_sort = RangeRequest {
+        key: b"k".to_vec(),
+        sort_order: 7,
+        sort_target: 99,
+        ..Default::default()
+    };
+    let st = kv.range(odd_sort).await.unwrap_err();
+    assert_eq!(
+        (st.code(), st.message()),
+        (
+            tonic::Code::InvalidArgument,
+            "etcdserver: invalid sort option"
+        )
+    );
+
+    let empty_op = TxnRequest {
+        success: vec![RequestOp { request: None }],
+        ..Default::default()
+    };
+    let st = kv.txn(empty_op).await.unwrap_err();
+    assert_eq!(st.message(), "etcdserver: key not found");
+
+    // Unknown compare target and result: etcd lets such a compare pass.
+    let odd_cmp = PbCompare {
+        key: b"k".to_vec(),
+        target: 42,
+        result: 42,
+        target_union: Some(compare::TargetUnion::Version(1)),
+        ..Default::default()
+    };
+    let put = |k: &str| RequestOp {
+        request: Some(request_op::Request::RequestPut(PutRequest {
+            key: k.as_bytes().to_vec(),
+            value: b"x".to_vec(),
+            ..Default::default()
+        })),
+    };
+    let t = TxnRequest {
+        compare: vec![odd_cmp],
+        success: vec![put("odd")],
+        failure: vec![],
+    };
+    assert!(kv.txn(t).await.unwrap().into_inner().succeeded);
+
+    // A txn nested 40 deep (prost decodes at most 100 nested messages), each level reading: served, no stack trouble.
+    let mut t = TxnRequest {
+        success: vec![],
+        ..Default::default()
+    };
+    for _ in 0..40 {
+        t = TxnRequest {
+            success: vec![RequestOp {
+                request: Some(request_op::Request::RequestTxn(t)),
+            }],
+            ..Default::default()
+        };
+    }
+    assert!(kv.txn(t).await.unwrap().into_inner().succeeded);
+
+    let r = c
+        .get("", Some(GetOptions::new().with_all_keys()))
+        .await
+        .unwrap();
+    assert_eq!(keys(&r), vec!["k", "odd"]);
+}

@@ -14,7 +14,8 @@ pub fn check_range(r: &RangeRequest) -> Result<(), EtcdError> {
     if r.key.is_empty() {
         return Err(EtcdError::EmptyKey);
     }
-    // Unknown enum numbers survive decoding as raw i32s.
+    // Unknown enum numbers survive decoding as raw i32s. etcd 3.5.1 doesn't check them (an
+    // unknown sort target crashes its apply path); later etcd refuses them with this error.
     if !(0..=2).contains(&r.sort_order) || !(0..=4).contains(&r.sort_target) {
         return Err(EtcdError::InvalidSortOption);
     }
