@@ -324,3 +324,146 @@ impl Handler<RaftStatus> for RaftActor {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::node::{NodeConfig, Recovered};
+
+    /// Answers every message it takes and records what it saw.
+    #[derive(Default)]
+    struct Recorder {
+        appends: Arc<Mutex<Vec<usize>>>,
+        applied: Arc<Mutex<Vec<Vec<u8>>>>,
+        releases: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Actor for Recorder {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Append> for Recorder {
+        type Result = Result<(), String>;
+        fn handle(&mut self, m: Append, _: &mut Context<Self>) -> Self::Result {
+            self.appends.lock().unwrap().push(m.entries.len());
+            Ok(())
+        }
+    }
+
+    impl Handler<ReleaseWal> for Recorder {
+        type Result = Result<(), String>;
+        fn handle(&mut self, m: ReleaseWal, _: &mut Context<Self>) -> Self::Result {
+            self.releases.lock().unwrap().push(m.index);
+            Ok(())
+        }
+    }
+
+    impl Handler<Apply> for Recorder {
+        type Result = ();
+        fn handle(&mut self, m: Apply, _: &mut Context<Self>) {
+            self.applied
+                .lock()
+                .unwrap()
+                .extend(m.entries.into_iter().map(|e| e.data));
+        }
+    }
+
+    impl Handler<RaftProgress> for Recorder {
+        type Result = ();
+        fn handle(&mut self, _: RaftProgress, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<SyncStorage> for Recorder {
+        type Result = Result<(), EtcdError>;
+        fn handle(&mut self, _: SyncStorage, _: &mut Context<Self>) -> Self::Result {
+            Ok(())
+        }
+    }
+
+    fn start(snapshot_count: u64) -> (Addr<RaftActor>, Recorder) {
+        let rec = Recorder::default();
+        let seen = Recorder {
+            appends: rec.appends.clone(),
+            applied: rec.applied.clone(),
+            releases: rec.releases.clone(),
+        };
+        let fake = rec.start();
+        let cfg = NodeConfig {
+            id: 1,
+            voters: vec![1],
+            election_tick: 10,
+            heartbeat_tick: 1,
+            applied: 0,
+        };
+        let node = RaftNode::new(&cfg, Recovered::default()).unwrap();
+        let peers = RaftPeers {
+            wal: fake.clone().recipient(),
+            release: fake.clone().recipient(),
+            applier: fake.clone().recipient(),
+            progress: fake.clone().recipient(),
+            sync_storage: fake.recipient(),
+            outbox: None,
+        };
+        (RaftActor::new(node, peers, snapshot_count, 2).start(), seen)
+    }
+
+    /// Lets every queued message (and the ones they queue) run.
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[actix_rt::test]
+    async fn proposals_are_persisted_then_applied_in_order() {
+        let (raft, seen) = start(1000);
+        settle().await;
+        for i in 0..3u8 {
+            raft.send(Propose { data: vec![i] }).await.unwrap().unwrap();
+        }
+        settle().await;
+        let applied: Vec<_> = seen
+            .applied
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|d| !d.is_empty())
+            .cloned()
+            .collect();
+        assert_eq!(applied, vec![vec![0u8], vec![1], vec![2]]);
+        // Every entry reaches the WAL exactly once.
+        let appends = seen.appends.lock().unwrap().clone();
+        assert_eq!(
+            appends.iter().sum::<usize>(),
+            4,
+            "leader's empty entry and three proposals"
+        );
+        let status = raft.send(RaftStatus).await.unwrap();
+        assert_eq!((status.leader, status.commit), (1, 4));
+    }
+
+    #[actix_rt::test]
+    async fn read_index_waits_for_the_round_and_answers_the_commit_index() {
+        let (raft, _) = start(1000);
+        settle().await;
+        raft.send(Propose { data: vec![7] }).await.unwrap().unwrap();
+        settle().await;
+        let (a, b) = tokio::join!(raft.send(ReadIndex), raft.send(ReadIndex));
+        assert_eq!((a.unwrap(), b.unwrap()), (Ok(2), Ok(2)));
+    }
+
+    #[actix_rt::test]
+    async fn applied_entries_past_snapshot_count_release_the_wal() {
+        let (raft, seen) = start(3);
+        settle().await;
+        for i in 0..5u8 {
+            raft.send(Propose { data: vec![i] }).await.unwrap().unwrap();
+        }
+        settle().await;
+        raft.send(Applied { index: 6 }).await.unwrap();
+        settle().await;
+        assert_eq!(seen.releases.lock().unwrap().clone(), vec![6]);
+    }
+}
