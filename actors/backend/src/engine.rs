@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use actcd_types::storage::{KvEngine, ReadTxn, StorageResult, Table, WriteTxn};
 use heed::types::Bytes;
@@ -12,7 +13,7 @@ use heed::{
 };
 
 use crate::error::BackendError;
-use crate::txn::{LmdbRead, LmdbWrite};
+use crate::txn::{LmdbRead, LmdbWrite, OwnedWrite};
 
 /// One of the environment's named databases, keys and values as raw bytes.
 pub(crate) type Db = Database<'static, Bytes, Bytes>;
@@ -244,6 +245,10 @@ impl LmdbEngine {
         self.tables[table_index(table)]
     }
 
+    pub(crate) fn env(&self) -> &Env<WithoutTls> {
+        &self.env
+    }
+
     pub(crate) fn lmdb(&self, e: heed::Error) -> BackendError {
         BackendError::lmdb(e, self.map_size)
     }
@@ -290,6 +295,10 @@ impl KvEngine for LmdbEngine {
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>> {
         let txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
         Ok(Box::new(LmdbWrite::new(self, txn)))
+    }
+
+    fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
+        Ok(Box::new(OwnedWrite::begin(self)?))
     }
 
     fn sync(&self) -> StorageResult<()> {

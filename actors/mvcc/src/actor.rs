@@ -1,34 +1,59 @@
 //! [`MvccActor`]: the [`Store`] behind a mailbox.
 //!
-//! It runs on a `SyncArbiter` with exactly one thread: applying a batch commits an engine write
+//! It runs on a `SyncArbiter` with exactly one thread: applying a batch writes an engine write
 //! transaction, which blocks (LMDB's commit writes pages, and a write transaction must begin and
 //! end on one thread), and one thread keeps applies and reads in mailbox order, so a Range sent
 //! after an ApplyBatch sees its writes.
+//!
+//! Commits can be batched ([`MvccActor::batched`]): the actor keeps the write transaction of
+//! applied batches open ([`Pending`]) and commits it on `FlushStore` (every 100 ms from the
+//! daemon), on `SyncStorage`, or once it holds `max_pending_ops` requests — etcd's backend
+//! batching, with the same reason: one commit (and its `fdatasync`) for many applies. Reads go
+//! through the open transaction, so they see every applied write.
 
 use std::sync::{Arc, Mutex};
 
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, GetStoreStatus, HashKv, HashKvResult, Range, ReadTxn, StoreStatus,
-    SyncStorage,
+    ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, Range, ReadTxn,
+    StoreStatus, SyncStorage,
 };
 use actix::{Actor, Addr, Handler, SyncArbiter, SyncContext};
 
-use crate::store::Store;
+use crate::store::{Pending, Store};
 
 pub struct MvccActor {
     store: Store,
+    pending: Pending,
+    /// Commit once this many requests are pending; 1 commits every batch.
+    max_pending_ops: usize,
 }
 
 impl MvccActor {
+    /// Commits every batch before answering it.
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self::batched(store, 1)
+    }
+
+    /// Keeps applied batches in one open transaction until `FlushStore`, `SyncStorage`, or
+    /// `max_pending_ops` pending requests.
+    pub fn batched(store: Store, max_pending_ops: usize) -> Self {
+        Self {
+            store,
+            pending: Pending::default(),
+            max_pending_ops: max_pending_ops.max(1),
+        }
     }
 
     /// Starts the actor on its own `SyncArbiter` thread. Must be called inside a running actix
     /// System.
     pub fn start_sync(store: Store) -> Addr<Self> {
+        Self::start_batched(store, 1)
+    }
+
+    /// [`Self::start_sync`] with batched commits (see [`Self::batched`]).
+    pub fn start_batched(store: Store, max_pending_ops: usize) -> Addr<Self> {
         // The factory runs once on the arbiter's thread; the actor never stops itself, so
         // actix never asks for a second one.
         let slot = Arc::new(Mutex::new(Some(store)));
@@ -38,13 +63,21 @@ impl MvccActor {
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
                 .expect("the mvcc actor is created once");
-            MvccActor::new(store)
+            MvccActor::batched(store, max_pending_ops)
         })
     }
 }
 
 impl Actor for MvccActor {
     type Context = SyncContext<Self>;
+
+    /// Nothing applied is lost by stopping uncommitted (the WAL replays it), but committing
+    /// makes the next start quicker.
+    fn stopped(&mut self, _: &mut Self::Context) {
+        if let Err(e) = self.store.commit(&mut self.pending) {
+            tracing::warn!(error = %e, "final commit failed; the WAL will replay it");
+        }
+    }
 }
 
 /// Applies committed requests in one backend transaction together with the consistent index;
@@ -54,8 +87,16 @@ impl Handler<ApplyBatch> for MvccActor {
     type Result = Result<Vec<ApplyResult>, EtcdError>;
 
     fn handle(&mut self, msg: ApplyBatch, _: &mut Self::Context) -> Self::Result {
-        self.store
-            .apply_batch(msg.consistent_index, msg.term, msg.requests)
+        let results = self.store.apply_deferred(
+            &mut self.pending,
+            msg.consistent_index,
+            msg.term,
+            msg.requests,
+        )?;
+        if self.pending.ops() >= self.max_pending_ops {
+            self.store.commit(&mut self.pending)?;
+        }
+        Ok(results)
     }
 }
 
@@ -65,7 +106,7 @@ impl Handler<Range> for MvccActor {
     type Result = Result<RangeResponse, EtcdError>;
 
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
-        self.store.range(&msg.request)
+        self.store.range_with(&self.pending, &msg.request)
     }
 }
 
@@ -83,7 +124,8 @@ impl Handler<ReadTxn> for MvccActor {
     type Result = Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
 
     fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
-        self.store.read_only_txn(msg.request)
+        self.store
+            .read_only_txn_with(&mut self.pending, msg.request)
     }
 }
 
@@ -92,7 +134,7 @@ impl Handler<HashKv> for MvccActor {
     type Result = Result<HashKvResult, EtcdError>;
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
-        self.store.hash_kv(msg.revision)
+        self.store.hash_kv_with(&self.pending, msg.revision)
     }
 }
 
@@ -101,7 +143,16 @@ impl Handler<SyncStorage> for MvccActor {
     type Result = Result<(), EtcdError>;
 
     fn handle(&mut self, _: SyncStorage, _: &mut Self::Context) -> Self::Result {
-        self.store.sync()
+        self.store.sync(&mut self.pending)
+    }
+}
+
+/// Commits the applied batches still pending.
+impl Handler<FlushStore> for MvccActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
+        self.store.commit(&mut self.pending)
     }
 }
 
@@ -154,5 +205,48 @@ mod tests {
             (status.revision, status.consistent_index, status.term),
             (2, 5, 2)
         );
+    }
+
+    #[actix::test]
+    async fn batched_commits_wait_for_a_flush_and_reads_see_them_before() {
+        let engine = Arc::new(MemEngine::new());
+        let store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
+        let addr = MvccActor::start_batched(store, 1000);
+        let put = InternalRaftRequest {
+            put: Some(PutRequest {
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let batch = ApplyBatch {
+            consistent_index: 5,
+            term: 1,
+            requests: vec![put],
+        };
+        addr.send(batch).await.unwrap().unwrap();
+        let committed = || {
+            use actcd_types::storage::{KvEngine, Table};
+            engine
+                .read()
+                .unwrap()
+                .get(Table::Meta, crate::META_CONSISTENT_INDEX)
+                .unwrap()
+        };
+        assert_eq!(committed(), None, "nothing committed before a flush");
+        let range = Range {
+            request: RangeRequest {
+                key: b"k".to_vec(),
+                ..Default::default()
+            },
+        };
+        let r = addr.send(range).await.unwrap().unwrap();
+        assert_eq!(
+            r.kvs[0].value, b"v",
+            "reads see applied, uncommitted writes"
+        );
+        addr.send(FlushStore).await.unwrap().unwrap();
+        assert_eq!(committed(), Some(5u64.to_be_bytes().to_vec()));
     }
 }

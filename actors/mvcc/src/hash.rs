@@ -9,10 +9,19 @@ use actcd_types::msg::HashKvResult;
 use actcd_types::storage::Table;
 use actcd_types::{EtcdError, Revision};
 
-use crate::store::Store;
+use crate::store::{Pending, Store};
 
 impl Store {
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
+        self.hash_kv_with(&Pending::default(), revision)
+    }
+
+    /// [`Self::hash_kv`] over everything applied, committed or pending.
+    pub fn hash_kv_with(
+        &self,
+        pending: &Pending,
+        revision: i64,
+    ) -> Result<HashKvResult, EtcdError> {
         let current = self.current_revision();
         let compacted = self.compact_revision();
         if revision > 0 && revision <= compacted {
@@ -24,19 +33,20 @@ impl Store {
         let rev = if revision <= 0 { current } else { revision };
         let keep = self.index().keep(rev);
         let upper = Revision::new(rev.saturating_add(1), 0).to_bytes(false);
-        let txn = self.engine().read().map_err(EtcdError::internal)?;
         let mut crc = crc32c::crc32c(b"key");
-        txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
-            let counts = match Revision::from_bytes(k) {
-                Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
-                None => true,
-            };
-            if counts {
-                crc = crc32c::crc32c_append(crc, k);
-                crc = crc32c::crc32c_append(crc, v);
-            }
-            true
-        })
+        self.read_with(pending, |txn| {
+            txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
+                let counts = match Revision::from_bytes(k) {
+                    Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
+                    None => true,
+                };
+                if counts {
+                    crc = crc32c::crc32c_append(crc, k);
+                    crc = crc32c::crc32c_append(crc, v);
+                }
+                true
+            })
+        })?
         .map_err(EtcdError::internal)?;
         Ok(HashKvResult {
             hash: crc,
@@ -45,8 +55,9 @@ impl Store {
         })
     }
 
-    /// Flushes everything applied so far to stable storage.
-    pub fn sync(&self) -> Result<(), EtcdError> {
+    /// Commits what is pending and flushes everything to stable storage.
+    pub fn sync(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
+        self.commit(pending)?;
         self.engine().sync().map_err(EtcdError::internal)
     }
 }

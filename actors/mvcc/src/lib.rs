@@ -105,5 +105,5 @@ pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, LeaseChecker, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
-    META_SCHEDULED_COMPACT, META_TERM, Store,
+    META_SCHEDULED_COMPACT, META_TERM, Pending, Store,
 };

@@ -36,6 +36,39 @@ pub const DEFAULT_COMPACTION_BATCH_LIMIT: usize = 1000;
 /// Answers "does this lease exist?" at apply time. Until the lessor plugs in, none does.
 pub type LeaseChecker = Arc<dyn Fn(i64) -> bool + Send + Sync>;
 
+/// Applied batches not yet committed to the engine: one write transaction kept open across
+/// batches, as etcd's backend batches its commits (every 100 ms or 10,000 operations). Reads on
+/// the store's thread go through it, so they see every applied write; a crash loses only what
+/// the raft WAL replays (the consistent index is written in the same transaction as the data).
+///
+/// It lives with whoever owns the store's thread (the actor), not in [`Store`]: an LMDB write
+/// transaction must begin and end on one thread, and a `Store` is built on another one.
+#[derive(Default)]
+pub struct Pending {
+    txn: Option<Box<dyn WriteTxn>>,
+    ops: usize,
+}
+
+impl Pending {
+    /// Requests applied since the last commit.
+    pub fn ops(&self) -> usize {
+        self.ops
+    }
+
+    fn reader(&self) -> Option<&dyn ReadTxn> {
+        self.txn.as_deref().map(|t| t as &dyn ReadTxn)
+    }
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("open", &self.txn.is_some())
+            .field("ops", &self.ops)
+            .finish()
+    }
+}
+
 /// etcd's MVCC store (`mvcc.store` plus the KV part of `applierV3backend`).
 pub struct Store {
     engine: Arc<dyn KvEngine>,
@@ -52,6 +85,9 @@ pub struct Store {
     /// A compaction recorded as scheduled whose deletions failed after its batch committed;
     /// retried before the next batch.
     unfinished_compaction: Option<i64>,
+    /// Set when a pending transaction had to be abandoned: memory is ahead of disk, and only a
+    /// restart (replaying the WAL) brings them together again.
+    poisoned: bool,
 }
 
 impl fmt::Debug for Store {
@@ -64,6 +100,15 @@ impl fmt::Debug for Store {
             .field("keys", &self.index.len())
             .finish_non_exhaustive()
     }
+}
+
+/// A batch written into the pending transaction and memory, not yet committed.
+struct Uncommitted {
+    results: Vec<ApplyResult>,
+    /// The index changes made, to take back if the commit fails.
+    undo: Vec<Undo>,
+    /// A compaction revision to carry out once committed.
+    compaction: Option<i64>,
 }
 
 /// What a batch changes in memory, applied only once its transaction has committed.
@@ -135,6 +180,7 @@ impl Store {
             lease_exists: Arc::new(|_| false),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
             unfinished_compaction: None,
+            poisoned: false,
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
@@ -203,76 +249,233 @@ impl Store {
         })
     }
 
-    /// A read of the last committed state.
+    /// A read, for callers that commit every batch ([`Self::apply_batch`]); with batches pending
+    /// use [`Self::range_with`], which reads through their transaction.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
-        let txn = self
-            .engine
-            .read()
-            .map_err(|e| EtcdError::from(Error::from(e)))?;
-        let view = View {
-            index: &self.index,
-            txn: &*txn,
-            rev: self.current_rev,
-            compact_rev: self.compact_rev,
-        };
-        let mut resp = view.range(req)?;
+        self.range_with(&Pending::default(), req)
+    }
+
+    /// A read of everything applied, committed or still pending.
+    pub fn range_with(
+        &self,
+        pending: &Pending,
+        req: &RangeRequest,
+    ) -> Result<RangeResponse, EtcdError> {
+        self.check_poisoned()?;
+        let mut resp = self.read_with(pending, |txn| {
+            View {
+                index: &self.index,
+                txn,
+                rev: self.current_rev,
+                compact_rev: self.compact_rev,
+            }
+            .range(req)
+        })??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
 
+    /// Runs `f` on the pending transaction if one is open, else on a fresh read transaction.
+    pub(crate) fn read_with<T>(
+        &self,
+        pending: &Pending,
+        f: impl FnOnce(&dyn ReadTxn) -> T,
+    ) -> Result<T, EtcdError> {
+        match pending.reader() {
+            Some(txn) => Ok(f(txn)),
+            None => {
+                let txn = self
+                    .engine
+                    .read()
+                    .map_err(|e| EtcdError::from(Error::from(e)))?;
+                Ok(f(&*txn))
+            }
+        }
+    }
+
+    fn check_poisoned(&self) -> Result<(), EtcdError> {
+        if self.poisoned {
+            return Err(EtcdError::internal(
+                "mvcc: an uncommitted batch was lost; restart to recover from the WAL",
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies `requests` in order in one engine write transaction that also records
-    /// `consistent_index` and `term`. A refused request gets its error and changes nothing; an
-    /// engine failure fails the batch and leaves the store as it was.
+    /// `consistent_index` and `term`, and commits it. A refused request gets its error and
+    /// changes nothing; an engine failure fails the batch and leaves the store as it was.
     pub fn apply_batch(
         &mut self,
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Vec<ApplyResult>, EtcdError> {
-        self.resume_compaction();
-        let engine = Arc::clone(&self.engine);
+        self.check_poisoned()?;
+        let before = (
+            self.current_rev,
+            self.compact_rev,
+            self.consistent_index,
+            self.term,
+        );
+        let mut pending = Pending::default();
+        let Uncommitted {
+            results,
+            undo,
+            compaction,
+        } = self.apply_uncommitted(&mut pending, consistent_index, term, requests)?;
+        if let Err(e) = self.commit(&mut pending) {
+            // Nothing else was pending: put memory back as it was and carry on.
+            for u in undo.iter().rev() {
+                self.index.undo(u);
+            }
+            (
+                self.current_rev,
+                self.compact_rev,
+                self.consistent_index,
+                self.term,
+            ) = before;
+            self.poisoned = false;
+            return Err(e);
+        }
+        self.finish_batch_compaction(&mut pending, compaction)?;
+        Ok(results)
+    }
+
+    /// Like [`Self::apply_batch`], but into `pending`'s transaction, which stays open: the
+    /// caller commits it with [`Self::commit`] (on a timer, or when [`Pending::ops`] grows).
+    /// Memory reflects the batch at once; reads through [`Self::range_with`] see it.
+    pub fn apply_deferred(
+        &mut self,
+        pending: &mut Pending,
+        consistent_index: u64,
+        term: u64,
+        requests: Vec<InternalRaftRequest>,
+    ) -> Result<Vec<ApplyResult>, EtcdError> {
+        self.check_poisoned()?;
+        let Uncommitted {
+            results,
+            compaction,
+            ..
+        } = self.apply_uncommitted(pending, consistent_index, term, requests)?;
+        self.finish_batch_compaction(pending, compaction)?;
+        Ok(results)
+    }
+
+    /// Writes a batch into `pending`'s transaction and updates memory; returns the results, the
+    /// index changes made (to take back if the commit fails), and a compaction to carry out.
+    fn apply_uncommitted(
+        &mut self,
+        pending: &mut Pending,
+        consistent_index: u64,
+        term: u64,
+        requests: Vec<InternalRaftRequest>,
+    ) -> Result<Uncommitted, EtcdError> {
+        if self.unfinished_compaction.is_some() {
+            // Compaction deletions run in transactions of their own.
+            self.commit(pending)?;
+            self.resume_compaction();
+        }
+        let n = requests.len();
+        let mut txn = match pending.txn.take() {
+            Some(t) => t,
+            None => Arc::clone(&self.engine)
+                .write_owned()
+                .map_err(Error::from)?,
+        };
         let mut undo = Vec::new();
-        let outcome = engine.write().map_err(Error::from).and_then(|mut txn| {
-            let applied = self.apply_in(&mut *txn, &mut undo, term, requests)?;
-            txn.put(
-                Table::Meta,
-                META_CONSISTENT_INDEX,
-                &consistent_index.to_be_bytes(),
-            )?;
-            txn.put(Table::Meta, META_TERM, &term.to_be_bytes())?;
-            txn.commit()?;
-            Ok(applied)
-        });
+        let outcome = self
+            .apply_in(&mut *txn, &mut undo, term, requests)
+            .and_then(|applied| {
+                txn.put(
+                    Table::Meta,
+                    META_CONSISTENT_INDEX,
+                    &consistent_index.to_be_bytes(),
+                )?;
+                txn.put(Table::Meta, META_TERM, &term.to_be_bytes())?;
+                Ok(applied)
+            });
         let applied = match outcome {
             Ok(applied) => applied,
             Err(e) => {
+                // The transaction may hold part of this batch: abandon it whole.
+                drop(txn);
                 for u in undo.iter().rev() {
                     self.index.undo(u);
                 }
+                if pending.ops > 0 {
+                    self.poisoned = true;
+                }
+                pending.ops = 0;
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
             }
         };
+        pending.txn = Some(txn);
+        pending.ops += n.max(1);
 
         self.current_rev = applied.current_rev;
         self.compact_rev = applied.compact_rev;
         self.consistent_index = consistent_index;
         self.term = term;
-        let mut keep = None;
-        for &rev in &applied.compactions {
-            keep = Some((rev, self.index.compact(rev)));
-        }
-        if let Some((rev, keep)) = keep {
-            self.finish_compaction(rev, &keep);
-        }
-        Ok(applied.results)
+        // Compacting at the last revision covers any earlier one in the same batch.
+        let compaction = applied.compactions.last().copied();
+        Ok(Uncommitted {
+            results: applied.results,
+            undo,
+            compaction,
+        })
+    }
+
+    /// Compacts the index and deletes what it no longer needs, after committing what is
+    /// pending (the deletions run in transactions of their own).
+    fn finish_batch_compaction(
+        &mut self,
+        pending: &mut Pending,
+        compaction: Option<i64>,
+    ) -> Result<(), EtcdError> {
+        let Some(rev) = compaction else {
+            return Ok(());
+        };
+        self.commit(pending)?;
+        let keep = self.index.compact(rev);
+        self.finish_compaction(rev, &keep);
+        Ok(())
+    }
+
+    /// Commits `pending`'s transaction, if one is open. A failed commit loses batches whose
+    /// results were already given: the store refuses further work until a restart replays them.
+    pub fn commit(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
+        pending.ops = 0;
+        let Some(txn) = pending.txn.take() else {
+            return Ok(());
+        };
+        txn.commit().map_err(|e| {
+            self.poisoned = true;
+            tracing::error!(error = %e, "backend commit failed");
+            EtcdError::from(Error::from(e))
+        })
     }
 
     /// Evaluates a txn that writes nothing against the current state. It runs in an engine write
     /// transaction only for the `Writer`'s shape; that transaction is dropped, never committed.
     pub fn read_only_txn(&mut self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
-        let engine = Arc::clone(&self.engine);
-        let mut txn = engine.write().map_err(Error::from)?;
+        self.read_only_txn_with(&mut Pending::default(), req)
+    }
+
+    /// [`Self::read_only_txn`] over the pending transaction, if one is open.
+    pub fn read_only_txn_with(
+        &mut self,
+        pending: &mut Pending,
+        req: TxnRequest,
+    ) -> Result<TxnResponse, EtcdError> {
+        self.check_poisoned()?;
+        let mut txn = match pending.txn.take() {
+            Some(t) => t,
+            None => Arc::clone(&self.engine)
+                .write_owned()
+                .map_err(Error::from)?,
+        };
         let mut undo = Vec::new();
         let mut w = Writer {
             txn: &mut *txn,
@@ -289,11 +492,17 @@ impl Store {
         for u in undo.iter().rev() {
             self.index.undo(u);
         }
-        drop(txn);
         if changed {
+            // Writes can't be taken out of the transaction: abandon it.
+            drop(txn);
+            self.poisoned |= pending.ops > 0;
+            pending.ops = 0;
             return Err(EtcdError::internal(
                 "actcd: read-only txn attempted a write",
             ));
+        }
+        if pending.ops > 0 {
+            pending.txn = Some(txn);
         }
         let mut resp = result.map_err(EtcdError::from)?;
         stamp(&mut resp.header, self.identity, self.term);

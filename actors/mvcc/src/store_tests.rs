@@ -95,6 +95,13 @@ impl KvEngine for TestEngine {
             fail,
         }))
     }
+    fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
+        let fail = self.fail_commit.load(Ordering::Relaxed);
+        Ok(Box::new(FlakyWrite {
+            inner: Arc::new(self.mem.clone()).write_owned()?,
+            fail,
+        }))
+    }
     fn sync(&self) -> StorageResult<()> {
         self.mem.sync()
     }
@@ -1962,4 +1969,50 @@ fn revision_never_goes_back_when_compaction_deleted_every_record() {
     let s = h.reopen();
     assert_eq!((s.current_revision(), s.compact_revision()), (3, 3));
     assert!(s.index().is_empty());
+}
+
+#[test]
+fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind() {
+    let engine = Arc::new(MemEngine::new());
+    let mut s = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
+    let put = |k: &str| InternalRaftRequest {
+        put: Some(PutRequest {
+            key: k.into(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut pending = Pending::default();
+    s.apply_deferred(&mut pending, 1, 1, vec![put("a")])
+        .unwrap();
+    s.commit(&mut pending).unwrap();
+    s.apply_deferred(&mut pending, 2, 1, vec![put("b")])
+        .unwrap();
+    s.apply_deferred(&mut pending, 3, 1, vec![put("c")])
+        .unwrap();
+    assert_eq!(pending.ops(), 2);
+    let all = RangeRequest {
+        key: vec![0],
+        range_end: vec![0],
+        ..Default::default()
+    };
+    assert_eq!(s.range_with(&pending, &all).unwrap().count, 3);
+    let committed_index = engine
+        .read()
+        .unwrap()
+        .get(Table::Meta, META_CONSISTENT_INDEX)
+        .unwrap();
+    assert_eq!(
+        committed_index,
+        Some(1u64.to_be_bytes().to_vec()),
+        "entries 2, 3 uncommitted"
+    );
+    // A crash: the open transaction is never committed.
+    drop(pending);
+    drop(s);
+    let s = Store::open(engine, MemberIdentity::default()).unwrap();
+    assert_eq!(s.consistent_index(), 1, "the WAL replays entries 2 and 3");
+    assert_eq!(s.current_revision(), 2);
+    assert_eq!(s.range(&all).unwrap().count, 1);
 }

@@ -248,3 +248,9 @@ pub struct HashKvResult {
 pub struct ReadTxn {
     pub request: actcd_proto::etcdserverpb::TxnRequest,
 }
+
+/// Commit what the store has applied but not yet committed (the daemon sends it every 100 ms,
+/// etcd's backend batch interval).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct FlushStore;

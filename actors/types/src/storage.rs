@@ -85,6 +85,10 @@ pub trait WriteTxn: ReadTxn {
 pub trait KvEngine: Send + Sync + 'static {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>>;
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>>;
+    /// A write transaction that keeps the engine alive itself, so it can stay open across
+    /// messages (the MVCC store batches several applies into one commit). Same rules as
+    /// [`Self::write`]: one at a time, begun and ended on one thread.
+    fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>>;
     /// Flushes committed transactions to stable storage.
     fn sync(&self) -> StorageResult<()>;
     /// Bytes the engine occupies on disk and bytes in use by live pages.
@@ -151,12 +155,12 @@ impl ReadTxn for MemRead {
     }
 }
 
-struct MemWrite<'a> {
-    engine: &'a MemEngine,
+struct MemWrite {
+    engine: MemEngine,
     working: Tables,
 }
 
-impl ReadTxn for MemWrite<'_> {
+impl ReadTxn for MemWrite {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
         Ok(self.working.get(&table).and_then(|m| m.get(key)).cloned())
     }
@@ -172,7 +176,7 @@ impl ReadTxn for MemWrite<'_> {
     }
 }
 
-impl WriteTxn for MemWrite<'_> {
+impl WriteTxn for MemWrite {
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()> {
         self.working
             .entry(table)
@@ -200,8 +204,15 @@ impl KvEngine for MemEngine {
     }
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>> {
         Ok(Box::new(MemWrite {
-            engine: self,
+            engine: self.clone(),
             working: self.lock().clone(),
+        }))
+    }
+    fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
+        let working = self.lock().clone();
+        Ok(Box::new(MemWrite {
+            engine: (*self).clone(),
+            working,
         }))
     }
     fn sync(&self) -> StorageResult<()> {
