@@ -8,7 +8,8 @@
 //! [`WalActor`] runs on a `SyncArbiter` thread (fsync blocks) and takes, from the raft node:
 //! - `Append { hard_state, entries }` → `Result<(), String>`: writes the entries, then the hard
 //!   state if any, and fsyncs once. `Ok` means durable: raft may then report them persisted.
-//!   An empty Append writes nothing and does not fsync.
+//!   An empty Append writes nothing and does not fsync; one that only moves the hard state's
+//!   commit index is written without an fsync (raft's `MustSync` rule, as in etcd).
 //! - `ReleaseWal { index, term, conf_state }` → `Result<(), String>`: the backend is synced up to
 //!   `index`; writes and fsyncs a snapshot mark, then deletes segments no longer needed.
 //!
@@ -64,7 +65,8 @@
 //! truncates the log from that index, then is appended.
 //!
 //! ## Invariants
-//! - One fsync (`fdatasync`) per non-empty Append or ReleaseWal; a write that starts a new
+//! - One fsync (`fdatasync`) per Append that carries entries or a new term or vote, and per
+//!   ReleaseWal; a write that starts a new
 //!   segment also fsyncs the new header and the directory (once per 64 MiB).
 //! - After a failed write or fsync the WAL refuses everything ([`WalError::Failed`]): the page
 //!   cache may have dropped the data, so only a reopen (which verifies) knows what is on disk.

@@ -232,6 +232,11 @@ impl Wal {
     /// index overwrites from there (raft truncation). Nothing to write means no write and no
     /// fsync. The first write into a newly cut segment also fsyncs the segment header and the
     /// directory.
+    ///
+    /// A hard state that only moves the commit index is written without an fsync (raft's
+    /// `MustSync` rule, as etcd's WAL does): a lost commit index is learned again from the
+    /// leader or recomputed, while entries, terms and votes must never be forgotten. The next
+    /// synced write makes it durable too.
     pub fn append(
         &mut self,
         hard_state: Option<HardState>,
@@ -242,9 +247,13 @@ impl Wal {
             return Ok(());
         }
         self.check_entries(entries)?;
+        let must_sync = !entries.is_empty()
+            || hard_state.is_some_and(|hs| {
+                hs.term != self.hard_state.term || hs.vote != self.hard_state.vote
+            });
         let mut records: Vec<Record<'_>> = entries.iter().map(Record::entry).collect();
         records.extend(hard_state.map(Record::HardState));
-        self.write(&records)?;
+        self.write(&records, must_sync)?;
 
         if let Some(hs) = hard_state {
             self.hard_state = hs;
@@ -277,7 +286,7 @@ impl Wal {
             term,
             conf_state: conf_state.to_vec(),
         };
-        self.write(&[Record::snapshot(&mark)])?;
+        self.write(&[Record::snapshot(&mark)], true)?;
         self.last_index = Some(self.last_index.map_or(index, |l| l.max(index)));
         self.snapshot = Some(mark);
         self.remove_released(index)
@@ -337,7 +346,7 @@ impl Wal {
 
     /// Frames `records` into one buffer, writes it to the current segment (cutting a new one
     /// first if the current is full) and fsyncs once.
-    fn write(&mut self, records: &[Record<'_>]) -> Result<(), WalError> {
+    fn write(&mut self, records: &[Record<'_>], sync: bool) -> Result<(), WalError> {
         if self.size >= self.segment_size {
             self.cut()?;
         }
@@ -357,11 +366,8 @@ impl Wal {
             .map(|s| s.path.as_path())
             .unwrap_or(&self.dir);
         // After a failed write or fsync the file's contents are unknown: stop until reopened.
-        if let Err(e) = self
-            .file
-            .write_all(&buf)
-            .and_then(|()| self.file.sync_data())
-        {
+        let written = self.file.write_all(&buf);
+        if let Err(e) = written.and_then(|()| if sync { self.file.sync_data() } else { Ok(()) }) {
             self.failed = true;
             return Err(WalError::io("append to", path)(e));
         }
