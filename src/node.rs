@@ -253,7 +253,6 @@ fn start_actors(
     PipelineRoutes {
         submit: preflight.recipient(),
         read_index: raft.clone().recipient(),
-        wait_applied: applier.recipient(),
         range: mvcc.clone().recipient(),
         store_status: mvcc.clone().recipient(),
         hash_kv: mvcc.clone().recipient(),

@@ -1,7 +1,5 @@
-use actcd_types::EtcdError;
-use actcd_types::msg::{Applied, Apply, ApplyBatch, Cancel, Register, WaitApplied};
+use actcd_types::msg::{Applied, Apply, ApplyBatch, Cancel, Register};
 use actix::prelude::*;
-use tokio::sync::oneshot;
 
 use crate::applier::Applier;
 
@@ -72,15 +70,5 @@ impl Handler<Cancel> for ApplierActor {
 
     fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) {
         self.applier.cancel(msg.id);
-    }
-}
-
-impl Handler<WaitApplied> for ApplierActor {
-    type Result = ResponseFuture<Result<(), EtcdError>>;
-
-    fn handle(&mut self, msg: WaitApplied, _: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.applier.wait_applied(msg.index, tx);
-        Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::Stopped)) })
     }
 }

@@ -1,12 +1,9 @@
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_types::EtcdError;
 use actcd_types::msg::{ApplyBatch, ApplyResult, CommittedEntry, EntryKind};
 use prost::Message;
 use tokio::sync::oneshot;
-
-type AppliedWaiter = oneshot::Sender<Result<(), EtcdError>>;
 
 /// One Apply's worth of work for the store, with the ids to answer in the same order.
 #[derive(Debug)]
@@ -21,7 +18,6 @@ pub struct Applier {
     consistent_index: u64,
     applied: u64,
     waiters: HashMap<u64, oneshot::Sender<ApplyResult>>,
-    applied_waiters: BTreeMap<u64, Vec<AppliedWaiter>>,
 }
 
 impl Applier {
@@ -44,15 +40,6 @@ impl Applier {
 
     pub fn cancel(&mut self, id: u64) {
         self.waiters.remove(&id);
-    }
-
-    /// Resolves at once if `index` is applied, else when it is.
-    pub fn wait_applied(&mut self, index: u64, reply: AppliedWaiter) {
-        if index <= self.applied {
-            let _ = reply.send(Ok(()));
-        } else {
-            self.applied_waiters.entry(index).or_default().push(reply);
-        }
     }
 
     /// Turns committed entries into a store batch, skipping what the backend already holds.
@@ -104,17 +91,7 @@ impl Applier {
     }
 
     fn mark_applied(&mut self, index: u64) {
-        if index <= self.applied {
-            return;
-        }
-        self.applied = index;
-        let rest = self.applied_waiters.split_off(&(index + 1));
-        for w in std::mem::replace(&mut self.applied_waiters, rest)
-            .into_values()
-            .flatten()
-        {
-            let _ = w.send(Ok(()));
-        }
+        self.applied = self.applied.max(index);
     }
 }
 
@@ -202,25 +179,19 @@ mod tests {
     }
 
     #[test]
-    fn replies_by_id_and_wakes_reads() {
+    fn replies_by_id() {
         let mut a = Applier::new(0);
         let (tx1, mut rx1) = oneshot::channel();
         let (tx2, mut rx2) = oneshot::channel();
         a.register(10, tx1);
         a.register(11, tx2);
         a.cancel(11);
-        let (rtx, mut rrx) = oneshot::channel();
-        a.wait_applied(2, rtx);
         let p = a.prepare(vec![entry(1, 10)]).unwrap();
         a.complete(p.ids, vec![Ok(ApplyResponse::Empty)], p.last_index);
         assert_eq!(rx1.try_recv().unwrap(), Ok(ApplyResponse::Empty));
         assert!(rx2.try_recv().is_err());
-        assert!(rrx.try_recv().is_err(), "read index 2 not yet applied");
         let p = a.prepare(vec![entry(2, 12)]).unwrap();
         a.complete(p.ids, vec![Ok(ApplyResponse::Empty)], p.last_index);
-        assert_eq!(rrx.try_recv().unwrap(), Ok(()));
-        let (rtx, mut rrx) = oneshot::channel();
-        a.wait_applied(1, rtx);
-        assert_eq!(rrx.try_recv().unwrap(), Ok(()));
+        assert_eq!(a.applied(), 2);
     }
 }

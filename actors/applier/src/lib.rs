@@ -1,8 +1,7 @@
 //! # actcd-applier — committed entries into the state machine
 //!
 //! Owns the applied index, the consistent index it started from, and the reply registry: the
-//! requests waiting, by id, for their entry to be applied, and the reads waiting for the applied
-//! index to reach their read index.
+//! requests waiting, by id, for their entry to be applied.
 //!
 //! ## Messages
 //! - takes `Apply{entries}` from the raft node, in log order. Entries at or below the consistent
@@ -10,8 +9,8 @@
 //!   rest are decoded and sent to the MVCC store as one `ApplyBatch`, which writes them and the new
 //!   consistent index in one backend transaction. Each result completes the waiter registered
 //!   under the request's id; then `Applied{index}` goes back to the raft node.
-//! - takes `Register{id, reply}` / `Cancel{id}` from preflight and `WaitApplied{index}` from the
-//!   front (linearizable reads).
+//! - takes `Register{id, reply}` / `Cancel{id}` from preflight. (Linearizable reads wait in the
+//!   raft node, which hears `Applied` too.)
 //!
 //! ## Invariants
 //! - Batches are applied one at a time in the order they arrive (`AtomicResponse`): a later batch

@@ -6,8 +6,9 @@
 //! - writes (Put, DeleteRange, Txn, Compact) → `Submit` to preflight with a fresh request id and a
 //!   reply channel; the applier answers on that channel once the entry is applied, or the request
 //!   times out with `etcdserver: request timed out`.
-//! - linearizable reads → `ReadIndex` to the raft node, `WaitApplied` to the applier, then `Range`
-//!   to the MVCC store; serializable reads go straight to the store. Reads never enter the log.
+//! - linearizable reads → `ReadIndex` to the raft node (answered once this member has applied
+//!   the confirmed index), then `Range` to the MVCC store; serializable reads go straight to the
+//!   store. Reads never enter the log.
 //! - Maintenance `Status`/`HashKV`/`Alarm` and Cluster `MemberList` read the raft node, the
 //!   store and the static membership.
 //!

@@ -8,7 +8,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
     ApplyResponse, GetStoreStatus, HashKv, HashKvResult, RaftStatus, RaftStatusReply, Range,
-    ReadIndex, ReadTxn, StoreStatus, Submit, WaitApplied,
+    ReadIndex, ReadTxn, StoreStatus, Submit,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -42,7 +42,6 @@ pub struct FrontConfig {
 pub struct PipelineRoutes {
     pub submit: Recipient<Submit>,
     pub read_index: Recipient<ReadIndex>,
-    pub wait_applied: Recipient<WaitApplied>,
     pub range: Recipient<Range>,
     pub store_status: Recipient<GetStoreStatus>,
     pub hash_kv: Recipient<HashKv>,
@@ -96,10 +95,7 @@ impl Pipeline {
 
     /// Waits until this member has applied everything committed before the call (ReadIndex).
     pub async fn linearizable_barrier(&self) -> Result<(), EtcdError> {
-        let fut = async {
-            let index = self.routes.read_index.send(ReadIndex).await??;
-            self.routes.wait_applied.send(WaitApplied { index }).await?
-        };
+        let fut = async { self.routes.read_index.send(ReadIndex).await?.map(|_| ()) };
         match tokio::time::timeout(self.config.request_timeout, fut).await {
             Ok(r) => r,
             Err(_) => Err(EtcdError::Timeout),

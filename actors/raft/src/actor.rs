@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
@@ -49,6 +49,8 @@ pub struct RaftActor {
     queued_reads: Vec<ReadWaiter>,
     /// Rounds in flight, by request context.
     read_rounds: HashMap<u64, Vec<ReadWaiter>>,
+    /// Confirmed reads waiting for the applier to reach their read index.
+    reads_awaiting_apply: BTreeMap<u64, Vec<ReadWaiter>>,
     next_read_ctx: u64,
     snapshot_count: u64,
     catchup_entries: u64,
@@ -70,6 +72,7 @@ impl RaftActor {
             ready_scheduled: false,
             queued_reads: Vec::new(),
             read_rounds: HashMap::new(),
+            reads_awaiting_apply: BTreeMap::new(),
             next_read_ctx: 1,
             snapshot_count: snapshot_count.max(1),
             catchup_entries,
@@ -114,8 +117,15 @@ impl RaftActor {
                 continue;
             };
             if let Some(waiters) = self.read_rounds.remove(&u64::from_be_bytes(key)) {
-                for w in waiters {
-                    let _ = w.send(Ok(index));
+                if index <= self.node.applied() {
+                    for w in waiters {
+                        let _ = w.send(Ok(index));
+                    }
+                } else {
+                    self.reads_awaiting_apply
+                        .entry(index)
+                        .or_default()
+                        .extend(waiters);
                 }
             }
         }
@@ -150,14 +160,25 @@ impl RaftActor {
         });
     }
 
+    /// Answers the confirmed reads whose index is now applied.
+    fn release_applied_reads(&mut self) {
+        let applied = self.node.applied();
+        let later = self.reads_awaiting_apply.split_off(&(applied + 1));
+        for (index, waiters) in std::mem::replace(&mut self.reads_awaiting_apply, later) {
+            for w in waiters {
+                let _ = w.send(Ok(index));
+            }
+        }
+    }
+
     fn fail_all(&mut self, e: EtcdError) {
         for w in self.queued_reads.drain(..) {
             let _ = w.send(Err(e.clone()));
         }
-        for (_, ws) in self.read_rounds.drain() {
-            for w in ws {
-                let _ = w.send(Err(e.clone()));
-            }
+        let rounds = self.read_rounds.drain().map(|(_, ws)| ws);
+        let waiting = std::mem::take(&mut self.reads_awaiting_apply).into_values();
+        for w in rounds.chain(waiting).flatten() {
+            let _ = w.send(Err(e.clone()));
         }
     }
 
@@ -301,6 +322,7 @@ impl Handler<Applied> for RaftActor {
 
     fn handle(&mut self, msg: Applied, ctx: &mut Context<Self>) {
         self.node.on_applied(msg.index);
+        self.release_applied_reads();
         self.peers.progress.do_send(RaftProgress {
             committed: self.node.committed(),
             applied: self.node.applied(),
@@ -445,13 +467,24 @@ mod tests {
     }
 
     #[actix_rt::test]
-    async fn read_index_waits_for_the_round_and_answers_the_commit_index() {
+    async fn read_index_answers_the_commit_index_once_applied() {
         let (raft, _) = start(1000);
         settle().await;
         raft.send(Propose { data: vec![7] }).await.unwrap().unwrap();
         settle().await;
-        let (a, b) = tokio::join!(raft.send(ReadIndex), raft.send(ReadIndex));
+        let a = raft.send(ReadIndex);
+        let b = raft.send(ReadIndex);
+        let reads = tokio::spawn(async move { tokio::join!(a, b) });
+        settle().await;
+        assert!(
+            !reads.is_finished(),
+            "index 2 is committed but not applied yet"
+        );
+        raft.send(Applied { index: 2 }).await.unwrap();
+        let (a, b) = reads.await.unwrap();
         assert_eq!((a.unwrap(), b.unwrap()), (Ok(2), Ok(2)));
+        // Once applied, a new read is answered straight after its round.
+        assert_eq!(raft.send(ReadIndex).await.unwrap(), Ok(2));
     }
 
     #[actix_rt::test]

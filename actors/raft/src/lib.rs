@@ -25,6 +25,8 @@
 //! Readies are taken in a `ProcessReady` message the actor sends itself after any input, so every
 //! proposal waiting in the mailbox lands in the same Ready and shares one fsync. Read-index
 //! requests are batched the same way: all requests queued before a `FlushReads` share one round.
+//! A confirmed read is answered once the applier reports `Applied` at or past its index, so the
+//! front can read the store right away.
 //!
 //! ## Log compaction
 //! Every `snapshot_count` applied entries the node asks the store to sync (`SyncStorage`), then

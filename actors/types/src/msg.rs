@@ -24,7 +24,8 @@ pub struct Propose {
 }
 
 /// Ask for a read index: the reply is a commit index confirmed by a quorum after the request
-/// arrived. Reading at any applied index ≥ it is linearizable.
+/// arrived, sent once this member has applied at least that far, so a read of the store made
+/// after the reply is linearizable.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct ReadIndex;
@@ -159,13 +160,6 @@ pub struct Register {
 #[rtype(result = "()")]
 pub struct Cancel {
     pub id: u64,
-}
-
-/// Resolves once the applied index is at least `index` (linearizable reads).
-#[derive(Debug, Message)]
-#[rtype(result = "Result<(), EtcdError>")]
-pub struct WaitApplied {
-    pub index: u64,
 }
 
 // ---------------------------------------------------------------- preflight
