@@ -131,6 +131,14 @@ impl Config {
         Duration::from_millis(self.flags.heartbeat_interval.max(1))
     }
 
+    /// `--quota-backend-bytes`, 0 meaning etcd's default of 2 GiB.
+    pub fn quota_bytes(&self) -> u64 {
+        match self.flags.quota_backend_bytes {
+            0 => actcd_preflight::DEFAULT_QUOTA_BYTES,
+            q => q,
+        }
+    }
+
     /// etcd's request timeout: 5 s plus two election timeouts.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(5000 + 2 * self.flags.election_timeout)

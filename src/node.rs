@@ -16,7 +16,7 @@ use actcd_mvcc::{MvccActor, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
 use actcd_types::MemberIdentity;
-use actcd_types::msg::{FlushStore, Tick};
+use actcd_types::msg::{FlushStore, GetStoreStatus, QuotaUsage, Tick};
 use actcd_types::storage::KvEngine;
 use actcd_wal::{Wal, WalActor};
 use actix::prelude::*;
@@ -70,11 +70,16 @@ pub fn run(mut cfg: Config) -> Result<(), StartError> {
         reason: e.to_string(),
     })?;
 
-    let engine = LmdbEngine::open(&snap_dir, BackendOptions::default()).map_err(|e| {
-        StartError::Backend {
-            path: snap_dir.display().to_string(),
-            reason: e.to_string(),
-        }
+    // The map is address space only; keep it well above the quota.
+    let map_size =
+        BackendOptions::DEFAULT_MAP_SIZE.max((cfg.quota_bytes() as usize).saturating_mul(2));
+    let options = BackendOptions {
+        map_size,
+        ..BackendOptions::default()
+    };
+    let engine = LmdbEngine::open(&snap_dir, options).map_err(|e| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
     })?;
     let engine = Arc::new(engine);
     // A member that has a WAL keeps the identity it was created with, whatever the
@@ -215,15 +220,20 @@ fn start_actors(
     let limits = Limits {
         max_request_bytes: cfg.flags.max_request_bytes,
         max_txn_ops: cfg.flags.max_txn_ops,
+        quota_bytes: cfg.quota_bytes(),
     };
-    preflight_ctx.run(PreflightActor::new(
-        limits,
-        PreflightPeers {
-            propose: raft.clone().recipient(),
-            register: applier.clone().recipient(),
-            cancel: applier.clone().recipient(),
-        },
-    ));
+    preflight_ctx.run(
+        PreflightActor::new(
+            limits,
+            PreflightPeers {
+                propose: raft.clone().recipient(),
+                register: applier.clone().recipient(),
+                cancel: applier.clone().recipient(),
+            },
+        )
+        .with_member(cfg.member_id)
+        .with_store_status(mvcc.clone().recipient()),
+    );
 
     // Ticks are messages; this ticker is the only place real time enters raft.
     let tick = cfg.tick();
@@ -239,13 +249,20 @@ fn start_actors(
     });
     // etcd's backend batch interval: applied batches are committed at least every 100 ms, and
     // the meta page synced after, so the WAL replays at most that much after a crash.
+    // The same tick reports the backend's live bytes to preflight for the quota check.
     let flusher = mvcc.clone();
+    let quota = preflight.clone();
     actix::spawn(async move {
         let mut interval = actix_rt::time::interval(Duration::from_millis(100));
         loop {
             interval.tick().await;
             if flusher.send(FlushStore).await.is_err() || backend.send(SyncBackend).await.is_err() {
                 break;
+            }
+            if let Ok(Ok(status)) = flusher.send(GetStoreStatus).await {
+                quota.do_send(QuotaUsage {
+                    bytes: status.db_size_in_use,
+                });
             }
         }
     });

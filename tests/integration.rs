@@ -1047,3 +1047,102 @@ async fn raw_protocol_oddities_are_answered() {
         .unwrap();
     assert_eq!(keys(&r), vec!["k", "odd"]);
 }
+
+/// `--quota-backend-bytes`: writes past the quota are refused with etcd's error and raise the
+/// NOSPACE alarm, which caps puts until disarmed; deletes still run; after making room and
+/// disarming, writes go through again. The alarm survives a restart.
+#[tokio::test]
+async fn quota_raises_nospace_until_disarmed() {
+    use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start_with(dir.path(), &["--quota-backend-bytes", "1048576"]);
+    let mut c = srv.client().await;
+    let value = vec![b'x'; 64 * 1024];
+    let mut refused = None;
+    // Usage reaches preflight every 100 ms, so some puts overshoot the quota before the first
+    // refusal; 400 of them (25 MiB) is far more than a report's worth.
+    for i in 0..400 {
+        match c.put(format!("big{i}"), value.clone(), None).await {
+            Ok(_) => {}
+            Err(e) => {
+                refused = Some(code_and_message(e));
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        refused,
+        Some((
+            tonic::Code::ResourceExhausted,
+            "etcdserver: mvcc: database space exceeded".into()
+        ))
+    );
+    // The alarm is raised through the log; poll until it is applied.
+    let mut member = 0;
+    for _ in 0..100 {
+        let r = c
+            .alarm(AlarmAction::Get, AlarmType::None, None)
+            .await
+            .unwrap();
+        if let Some(a) = r.alarms().first() {
+            assert_eq!(a.alarm(), AlarmType::Nospace);
+            member = a.member_id();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_ne!(member, 0, "NOSPACE alarm never raised");
+    let status = c.status().await.unwrap();
+    assert_eq!(
+        status.errors(),
+        [format!("memberID:{member} alarm:NOSPACE")]
+    );
+    // Capped: even a small put is refused at apply time; deletes run.
+    let (_, msg) = code_and_message(c.put("small", "v", None).await.unwrap_err());
+    assert_eq!(msg, "etcdserver: mvcc: database space exceeded");
+    srv.restart();
+    let mut c = srv.client().await;
+    let r = c
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert_eq!(r.alarms().len(), 1, "the alarm survives a restart");
+    let d = c
+        .delete("big", Some(DeleteOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert!(d.deleted() > 0);
+    let rev = d.header().unwrap().revision();
+    c.compact(
+        rev,
+        Some(etcd_client::CompactionOptions::new().with_physical()),
+    )
+    .await
+    .unwrap();
+    let st = c.status().await.unwrap();
+    eprintln!(
+        "after compaction: size {} in use {}",
+        st.db_size(),
+        st.raft_used_db_size()
+    );
+    let mut opts = AlarmOptions::new();
+    opts.with_member(member);
+    let r = c
+        .alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(opts))
+        .await
+        .unwrap();
+    assert_eq!(r.alarms().len(), 1);
+    // Once the freed space is reported, writes fit again.
+    let mut last = None;
+    for _ in 0..100 {
+        match c.put("small", "v", None).await {
+            Ok(_) => {
+                last = None;
+                break;
+            }
+            Err(e) => last = Some(code_and_message(e)),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(last, None, "puts still refused after compaction and disarm");
+}

@@ -82,6 +82,7 @@ pub fn check_all(results: Vec<ApplyResult>) -> i64 {
             ApplyResponse::DeleteRange(r) => r.header,
             ApplyResponse::Txn(r) => r.header,
             ApplyResponse::Compaction(r) => r.header,
+            ApplyResponse::Alarm(r) => r.header,
             ApplyResponse::Empty => None,
         };
         revision = header.map_or(revision, |h| h.revision);

@@ -1,14 +1,16 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
-    AlarmRequest, AlarmResponse, DefragmentRequest, DefragmentResponse, DowngradeRequest,
-    DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse, MoveLeaderRequest,
-    MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse, StatusRequest,
-    StatusResponse,
+    AlarmRequest, AlarmResponse, AlarmType, DefragmentRequest, DefragmentResponse,
+    DowngradeRequest, DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
+    MoveLeaderRequest, MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse,
+    StatusRequest, StatusResponse,
 };
+use actcd_types::msg::ApplyResponse;
+use actcd_types::{AuthInfo, EtcdError};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -22,22 +24,23 @@ fn not_yet(what: &str) -> Status {
     Status::unimplemented(format!("actcd: {what} is not supported by this version"))
 }
 
+fn alarm_name(alarm: i32) -> &'static str {
+    AlarmType::try_from(alarm).map_or("UNKNOWN", |a| a.as_str_name())
+}
+
 type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
-    /// No alarm can be raised yet (quota and corruption checks come with their issues), so the
-    /// list is always empty; raising or clearing one by hand is refused.
+    /// Every alarm action goes through the log, as in etcd, so all members agree on them.
     async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
-        match req.get_ref().action() {
-            AlarmAction::Get => {
-                let header = self.pipeline.header(true).await?;
-                Ok(Response::new(AlarmResponse {
-                    header: Some(header),
-                    alarms: vec![],
-                }))
-            }
-            AlarmAction::Activate | AlarmAction::Deactivate => Err(not_yet("changing alarms")),
+        let r = InternalRaftRequest {
+            alarm: Some(req.into_inner()),
+            ..Default::default()
+        };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::Alarm(a) => Ok(Response::new(a)),
+            _ => Err(EtcdError::Internal("actcd: unexpected apply result for alarm".into()).into()),
         }
     }
 
@@ -58,7 +61,11 @@ impl Maintenance for MaintenanceService {
             raft_index: raft.commit,
             raft_term: raft.term,
             raft_applied_index: raft.applied,
-            errors: vec![],
+            errors: store
+                .alarms
+                .iter()
+                .map(|a| format!("memberID:{} alarm:{}", a.member_id, alarm_name(a.alarm)))
+                .collect(),
             db_size_in_use: store.db_size_in_use as i64,
             is_learner: false,
         }))

@@ -92,6 +92,7 @@
 //! `EtcdError`.
 
 mod actor;
+mod alarm;
 mod error;
 mod hash;
 mod key_index;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    CompactionResponse, DeleteRangeRequest, PutRequest, RangeRequest, RangeResponse,
-    ResponseHeader, TxnRequest, TxnResponse,
+    AlarmRequest, AlarmType, CompactionResponse, DeleteRangeRequest, PutRequest, RangeRequest,
+    RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::KeyValue;
 use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
@@ -16,6 +16,7 @@ use actcd_types::storage::{KvEngine, ReadTxn, Table, WriteTxn};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
 use prost::Message;
 
+use crate::alarm::{Alarms, txn_puts};
 use crate::error::Error;
 use crate::key_index::{KeyIndex, TreeIndex, Undo};
 use crate::range::View;
@@ -85,6 +86,8 @@ pub struct Store {
     /// A compaction recorded as scheduled whose deletions failed after its batch committed;
     /// retried before the next batch.
     unfinished_compaction: Option<i64>,
+    /// Raised alarms; NOSPACE caps writes.
+    alarms: Alarms,
     /// Set when a pending transaction had to be abandoned: memory is ahead of disk, and only a
     /// restart (replaying the WAL) brings them together again.
     poisoned: bool,
@@ -114,6 +117,7 @@ struct Uncommitted {
 /// What a batch changes in memory, applied only once its transaction has committed.
 struct Applied {
     results: Vec<ApplyResult>,
+    alarms: Alarms,
     current_rev: i64,
     compact_rev: i64,
     compactions: Vec<i64>,
@@ -128,7 +132,7 @@ impl Store {
     }
 
     fn open_inner(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, alarms) = {
             let txn = engine.read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -155,6 +159,7 @@ impl Store {
             if let Some(e) = failed {
                 return Err(e);
             }
+            let alarms = Alarms::load(&*txn)?;
             (
                 index,
                 last_main,
@@ -162,6 +167,7 @@ impl Store {
                 term,
                 finished,
                 scheduled,
+                alarms,
             )
         };
 
@@ -181,6 +187,7 @@ impl Store {
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
             unfinished_compaction: None,
             poisoned: false,
+            alarms,
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
@@ -246,6 +253,7 @@ impl Store {
             term: self.term,
             db_size,
             db_size_in_use,
+            alarms: self.alarms.list(AlarmType::None as i32),
         })
     }
 
@@ -418,6 +426,7 @@ impl Store {
         self.compact_rev = applied.compact_rev;
         self.consistent_index = consistent_index;
         self.term = term;
+        self.alarms = applied.alarms;
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
@@ -519,6 +528,7 @@ impl Store {
         let mut current_rev = self.current_rev;
         let mut compact_rev = self.compact_rev;
         let mut compactions = Vec::new();
+        let mut alarms = self.alarms.clone();
         let mut results = Vec::with_capacity(requests.len());
         let identity = self.identity;
         for req in requests {
@@ -541,6 +551,21 @@ impl Store {
                     (outcome.map_err(Error::from), false)
                 }
                 KvRequest::None => (Ok(ApplyResponse::Empty), false),
+                KvRequest::Alarm(a) => {
+                    let outcome = alarms.apply(txn, &a).map(|mut resp| {
+                        resp.header = rev_header(current_rev);
+                        stamp(&mut resp.header, identity, term);
+                        ApplyResponse::Alarm(resp)
+                    });
+                    (outcome, false)
+                }
+                // etcd's capped applier: with NOSPACE raised, nothing may grow the store.
+                KvRequest::Write(KvWrite::Put(_)) if alarms.nospace() => {
+                    (Err(Error::Request(EtcdError::NoSpace)), false)
+                }
+                KvRequest::Write(KvWrite::Txn(t)) if alarms.nospace() && txn_puts(&t) => {
+                    (Err(Error::Request(EtcdError::NoSpace)), false)
+                }
                 KvRequest::Write(write) => {
                     let mut w = Writer {
                         txn: &mut *txn,
@@ -580,6 +605,7 @@ impl Store {
         }
         Ok(Applied {
             results,
+            alarms,
             current_rev,
             compact_rev,
             compactions,
@@ -651,6 +677,7 @@ impl Store {
 enum KvRequest {
     Write(KvWrite),
     Compaction(i64),
+    Alarm(AlarmRequest),
     /// Not a key-space write: a Range (reads are served outside the log, so one that went
     /// through it has no answer here) or a lease, auth or alarm request, which another actor
     /// applies.
@@ -669,6 +696,8 @@ impl KvRequest {
             Self::Write(KvWrite::Txn(t))
         } else if let Some(c) = req.compaction {
             Self::Compaction(c.revision)
+        } else if let Some(a) = req.alarm {
+            Self::Alarm(a)
         } else {
             Self::None
         }

@@ -2016,3 +2016,41 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
     assert_eq!(s.current_revision(), 2);
     assert_eq!(s.range(&all).unwrap().count, 1);
 }
+
+#[test]
+fn nospace_alarm_caps_growing_writes_at_apply() {
+    use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+    use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
+    let mut h = Harness::new();
+    h.one(put("k", "v")).unwrap();
+    let alarm = |action: AlarmAction| InternalRaftRequest {
+        alarm: Some(AlarmRequest {
+            action: action as i32,
+            member_id: 9,
+            alarm: AlarmType::Nospace as i32,
+        }),
+        ..Default::default()
+    };
+    let raised = h.one(alarm(AlarmAction::Activate)).unwrap();
+    assert!(matches!(raised, ApplyResponse::Alarm(ref a) if a.alarms.len() == 1));
+    assert_eq!(h.one(put("k2", "v")), Err(EtcdError::NoSpace));
+    let txn = InternalRaftRequest {
+        txn: Some(TxnRequest {
+            compare: vec![],
+            success: vec![RequestOp {
+                request: Some(Request::RequestPut(PutRequest {
+                    key: b"t".to_vec(),
+                    ..Default::default()
+                })),
+            }],
+            failure: vec![],
+        }),
+        ..Default::default()
+    };
+    assert_eq!(h.one(txn.clone()), Err(EtcdError::NoSpace));
+    assert!(h.one(del("k", "")).is_ok(), "deletes make room");
+    assert_eq!(h.store.status().unwrap().alarms.len(), 1);
+    h.one(alarm(AlarmAction::Deactivate)).unwrap();
+    assert!(h.one(txn).is_ok());
+    assert!(h.store.status().unwrap().alarms.is_empty());
+}

@@ -1,8 +1,14 @@
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
 use actcd_types::EtcdError;
-use actcd_types::msg::{Cancel, Propose, RaftProgress, Register, Submit};
+use actcd_types::msg::{
+    Cancel, GetStoreStatus, Propose, QuotaUsage, RaftProgress, Register, Submit,
+};
 use actix::{Actor, Context, Handler, Recipient, ResponseFuture};
+use prost::Message as _;
 
-use crate::check::{Limits, MAX_APPLY_GAP, check_request};
+use crate::check::{Limits, MAX_APPLY_GAP, check_request, fits_quota, quota_cost};
 
 /// Where admitted writes go.
 #[derive(Clone)]
@@ -17,6 +23,14 @@ pub struct PreflightActor {
     peers: PreflightPeers,
     committed: u64,
     applied: u64,
+    /// Raises the NOSPACE alarm as this member.
+    member_id: u64,
+    /// Live bytes in the backend, as last reported (every 100 ms).
+    used_bytes: u64,
+    /// Asked for fresh usage when the last report says a write doesn't fit.
+    store_status: Option<Recipient<GetStoreStatus>>,
+    /// A NOSPACE alarm was proposed since the last usage report: don't flood the log.
+    alarm_proposed: bool,
 }
 
 impl PreflightActor {
@@ -26,6 +40,38 @@ impl PreflightActor {
             peers,
             committed: 0,
             applied: 0,
+            member_id: 0,
+            used_bytes: 0,
+            store_status: None,
+            alarm_proposed: false,
+        }
+    }
+
+    /// The member id NOSPACE alarms are raised under.
+    pub fn with_member(mut self, member_id: u64) -> Self {
+        self.member_id = member_id;
+        self
+    }
+
+    /// Where to ask for fresh backend usage before refusing a write over quota: reports are up
+    /// to 100 ms old, and one taken before a compaction must not keep refusing (and re-raising
+    /// the alarm) after an operator made room.
+    pub fn with_store_status(mut self, status: Recipient<GetStoreStatus>) -> Self {
+        self.store_status = Some(status);
+        self
+    }
+
+    fn nospace_alarm(&self) -> Propose {
+        let alarm = InternalRaftRequest {
+            alarm: Some(AlarmRequest {
+                action: AlarmAction::Activate as i32,
+                member_id: self.member_id,
+                alarm: AlarmType::Nospace as i32,
+            }),
+            ..Default::default()
+        };
+        Propose {
+            data: alarm.encode_to_vec(),
         }
     }
 }
@@ -37,8 +83,12 @@ impl Actor for PreflightActor {
 impl Handler<Submit> for PreflightActor {
     type Result = ResponseFuture<Result<(), EtcdError>>;
 
-    /// Validate, register the waiter, then propose. The proposal itself is awaited outside the
-    /// actor so one slow proposal never holds up the checks of the next.
+    /// Validate, check the quota, register the waiter, then propose. The proposal itself is
+    /// awaited outside the actor so one slow proposal never holds up the checks of the next.
+    ///
+    /// The quota (etcd's): a write whose cost would take the backend past it raises the NOSPACE
+    /// alarm (through the log, so every member caps writes) and is refused. Over the last
+    /// report, fresh usage is asked for first.
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
         let checked = if self.committed.saturating_sub(self.applied) > MAX_APPLY_GAP {
             Err(EtcdError::TooManyRequests)
@@ -49,14 +99,36 @@ impl Handler<Submit> for PreflightActor {
             Ok(d) => d,
             Err(e) => return Box::pin(async move { Err(e) }),
         };
+        let cost = quota_cost(&msg.request);
+        let quota = self.limits.quota_bytes;
+        let fits = move |used: u64| fits_quota(cost, used, quota);
+        let over = !fits(self.used_bytes);
+        let alarm = (over && !self.alarm_proposed).then(|| self.nospace_alarm());
+        self.alarm_proposed |= over;
+        let status = self.store_status.clone().filter(|_| over);
         let id = msg.request.header.as_ref().map_or(0, |h| h.id);
-        // do_send is bounded here by the number of requests in flight, one entry each.
-        self.peers.register.do_send(Register {
-            id,
-            reply: msg.reply,
-        });
         let peers = self.peers.clone();
+        let used = self.used_bytes;
         Box::pin(async move {
+            if over {
+                let fresh = match status {
+                    Some(s) => s.send(GetStoreStatus).await.ok().and_then(Result::ok),
+                    None => None,
+                };
+                if !fresh.is_some_and(|st| fits(st.db_size_in_use)) {
+                    if let Some(alarm) = alarm {
+                        tracing::warn!(used, quota, "backend quota exceeded; raising NOSPACE");
+                        peers.propose.do_send(alarm);
+                    }
+                    return Err(EtcdError::NoSpace);
+                }
+            }
+            // Register is queued at the applier before the proposal exists, so the applier
+            // always knows the waiter first. do_send is bounded by the requests in flight.
+            peers.register.do_send(Register {
+                id,
+                reply: msg.reply,
+            });
             let res = match peers.propose.send(Propose { data }).await {
                 Ok(r) => r,
                 Err(e) => Err(EtcdError::from(e)),
@@ -66,6 +138,15 @@ impl Handler<Submit> for PreflightActor {
             }
             res
         })
+    }
+}
+
+impl Handler<QuotaUsage> for PreflightActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: QuotaUsage, _: &mut Context<Self>) {
+        self.used_bytes = msg.bytes;
+        self.alarm_proposed = false;
     }
 }
 

@@ -1,4 +1,5 @@
 use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::{PutRequest, RequestOp, request_op};
 use actcd_types::{EtcdError, validate};
 use prost::Message;
 
@@ -9,16 +10,50 @@ pub const MAX_APPLY_GAP: u64 = 5000;
 pub struct Limits {
     pub max_request_bytes: usize,
     pub max_txn_ops: usize,
+    /// `--quota-backend-bytes`: writes that would take the backend past it are refused.
+    pub quota_bytes: u64,
 }
 
+/// etcd's default backend quota: 2 GiB.
+pub const DEFAULT_QUOTA_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
 impl Default for Limits {
-    /// etcd's defaults: 1.5 MiB and 128 ops.
+    /// etcd's defaults: 1.5 MiB, 128 ops, 2 GiB.
     fn default() -> Self {
         Self {
             max_request_bytes: 3 * 1024 * 1024 / 2,
             max_txn_ops: 128,
+            quota_bytes: DEFAULT_QUOTA_BYTES,
         }
     }
+}
+
+/// etcd's estimate of what a write adds to the backend: 256 bytes of overhead per put plus its
+/// key and value; for a txn, the larger branch (top-level puts only, as etcd counts). Requests
+/// that add nothing (deletes, compactions, reads) cost 0 and always pass the quota.
+pub fn quota_cost(req: &InternalRaftRequest) -> u64 {
+    const KV_OVERHEAD: usize = 256;
+    let put = |p: &PutRequest| KV_OVERHEAD + p.key.len() + p.value.len();
+    let branch = |ops: &[RequestOp]| -> usize {
+        ops.iter()
+            .map(|op| match &op.request {
+                Some(request_op::Request::RequestPut(p)) => put(p),
+                _ => 0,
+            })
+            .sum()
+    };
+    let cost = match (&req.put, &req.txn) {
+        (Some(p), _) => put(p),
+        (None, Some(t)) => branch(&t.success).max(branch(&t.failure)),
+        _ => 0,
+    };
+    cost as u64
+}
+
+/// Whether a write of `cost` ([`quota_cost`]) fits given the backend's current size (etcd: size
+/// plus cost must stay below the quota; free writes always fit).
+pub fn fits_quota(cost: u64, used_bytes: u64, quota_bytes: u64) -> bool {
+    cost == 0 || used_bytes.saturating_add(cost) < quota_bytes
 }
 
 /// Validates a write and returns its encoded form, ready to propose.
@@ -42,7 +77,7 @@ pub fn check_request(req: &InternalRaftRequest, limits: &Limits) -> Result<Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use actcd_proto::etcdserverpb::{PutRequest, RequestOp, TxnRequest, request_op};
+    use actcd_proto::etcdserverpb::{DeleteRangeRequest, TxnRequest};
 
     fn put_req(key: &[u8], value_len: usize) -> InternalRaftRequest {
         InternalRaftRequest {
@@ -65,6 +100,7 @@ mod tests {
         let limits = Limits {
             max_request_bytes: 1024,
             max_txn_ops: 2,
+            quota_bytes: 1 << 20,
         };
         let op = |k: &str| RequestOp {
             request: Some(request_op::Request::RequestPut(PutRequest {
@@ -116,6 +152,85 @@ mod tests {
             assert_eq!(
                 check_request(&c.req, &limits).map(|_| ()),
                 c.want,
+                "{}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn quota_counts_puts_like_etcd() {
+        struct Case {
+            name: &'static str,
+            req: InternalRaftRequest,
+            used: u64,
+            want_cost: u64,
+            want_fits: bool,
+        }
+        let put = |k: &str, v: usize| RequestOp {
+            request: Some(request_op::Request::RequestPut(PutRequest {
+                key: k.into(),
+                value: vec![b'v'; v],
+                ..Default::default()
+            })),
+        };
+        let del = InternalRaftRequest {
+            delete_range: Some(DeleteRangeRequest {
+                key: b"k".to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let txn = |s: Vec<RequestOp>, f: Vec<RequestOp>| InternalRaftRequest {
+            txn: Some(TxnRequest {
+                compare: vec![],
+                success: s,
+                failure: f,
+            }),
+            ..Default::default()
+        };
+        let cases = vec![
+            Case {
+                name: "put",
+                req: put_req(b"k", 10),
+                used: 0,
+                want_cost: 256 + 1 + 10,
+                want_fits: true,
+            },
+            Case {
+                name: "put over quota",
+                req: put_req(b"k", 10),
+                used: 1000 - 267,
+                want_cost: 267,
+                want_fits: false,
+            },
+            Case {
+                name: "delete is free",
+                req: del,
+                used: 5000,
+                want_cost: 0,
+                want_fits: true,
+            },
+            Case {
+                name: "txn takes the larger branch",
+                req: txn(vec![put("a", 1)], vec![put("b", 10), put("c", 10)]),
+                used: 0,
+                want_cost: 2 * 267,
+                want_fits: true,
+            },
+            Case {
+                name: "read-only txn is free",
+                req: txn(vec![], vec![]),
+                used: 5000,
+                want_cost: 0,
+                want_fits: true,
+            },
+        ];
+        for c in cases {
+            assert_eq!(quota_cost(&c.req), c.want_cost, "{}", c.name);
+            assert_eq!(
+                fits_quota(quota_cost(&c.req), c.used, 1000),
+                c.want_fits,
                 "{}",
                 c.name
             );

@@ -11,7 +11,15 @@
 //!   (`etcdserver: request is too large`), then sends `Register{id, reply}` to the applier and
 //!   `Propose` to the raft node. If raft refuses the proposal it sends `Cancel{id}` so the applier
 //!   forgets the waiter.
-//! - takes [`RaftProgress`](actcd_types::msg::RaftProgress) from the raft node.
+//! - takes [`RaftProgress`](actcd_types::msg::RaftProgress) from the raft node and
+//!   [`QuotaUsage`](actcd_types::msg::QuotaUsage) (live backend bytes) from the daemon's
+//!   100 ms ticker.
+//! - `--quota-backend-bytes`: a write whose cost (etcd's estimate: 256 bytes plus key and value
+//!   per put) would take the backend past the quota is refused with
+//!   `etcdserver: mvcc: database space exceeded`, and the NOSPACE alarm is proposed (at most
+//!   once per usage report). The MVCC store then refuses growing writes at apply time until
+//!   the alarm is disarmed. Usage is the backend's live pages, not its file size: LMDB reuses
+//!   freed pages, so compacting is enough to make room (etcd also needs a defrag).
 //!
 //! ## Invariants
 //! - Nothing that fails a check is proposed, so bad input never changes data.
@@ -25,4 +33,6 @@ mod actor;
 mod check;
 
 pub use actor::{PreflightActor, PreflightPeers};
-pub use check::{Limits, MAX_APPLY_GAP, check_request};
+pub use check::{
+    DEFAULT_QUOTA_BYTES, Limits, MAX_APPLY_GAP, check_request, fits_quota, quota_cost,
+};

@@ -6,7 +6,8 @@
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    CompactionResponse, DeleteRangeResponse, PutResponse, RangeRequest, RangeResponse, TxnResponse,
+    AlarmMember, AlarmResponse, CompactionResponse, DeleteRangeResponse, PutResponse, RangeRequest,
+    RangeResponse, TxnResponse,
 };
 use actix::Message;
 use tokio::sync::oneshot;
@@ -141,6 +142,7 @@ pub enum ApplyResponse {
     DeleteRange(DeleteRangeResponse),
     Txn(TxnResponse),
     Compaction(CompactionResponse),
+    Alarm(AlarmResponse),
     /// Entries with nothing to answer (empty entries, configuration changes).
     Empty,
 }
@@ -171,6 +173,13 @@ pub struct Cancel {
 pub struct Submit {
     pub request: InternalRaftRequest,
     pub reply: oneshot::Sender<ApplyResult>,
+}
+
+/// Bytes the backend holds in live pages, reported periodically for the quota check.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct QuotaUsage {
+    pub bytes: u64,
 }
 
 /// Raft's commit and the applier's progress, reported after each Ready.
@@ -204,7 +213,7 @@ pub struct Range {
 #[rtype(result = "Result<StoreStatus, EtcdError>")]
 pub struct GetStoreStatus;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreStatus {
     pub revision: i64,
     pub compact_revision: i64,
@@ -212,6 +221,8 @@ pub struct StoreStatus {
     pub term: u64,
     pub db_size: u64,
     pub db_size_in_use: u64,
+    /// Raised alarms, as Status reports them.
+    pub alarms: Vec<AlarmMember>,
 }
 
 /// Make everything applied so far durable in the backend (before WAL segments are released).
