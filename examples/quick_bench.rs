@@ -1,5 +1,5 @@
 //! A quick load client for comparing actcd with etcd on one machine until `actcd-bench` exists:
-//! `cargo run --release --example quick_bench -- <endpoint> <put|range|range-s> <clients> <conns> <total>`.
+//! `cargo run --release --example quick_bench -- <endpoint> <put|range|range-s|range1000> <clients> <conns> <total>`.
 //! Prints requests/second and latency percentiles. Works unchanged against etcd.
 
 use std::sync::Arc;
@@ -25,6 +25,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pool.push(Client::connect([endpoint.clone()], None).await?);
     }
     pool[0].put("bench-key", vec![b'v'; 256], None).await?;
+    if op == "range1000" {
+        for i in 0..1000 {
+            pool[0]
+                .put(format!("p/{i:04}"), vec![b'v'; 256], None)
+                .await?;
+        }
+    }
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -47,6 +54,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .map(|_| ()),
                     "range-s" => client
                         .get("bench-key", Some(GetOptions::new().with_serializable()))
+                        .await
+                        .map(|_| ()),
+                    "range1000" => client
+                        .get("p/", Some(GetOptions::new().with_prefix()))
                         .await
                         .map(|_| ()),
                     _ => client.get("bench-key", None).await.map(|_| ()),
