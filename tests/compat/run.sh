@@ -2,6 +2,8 @@
 # Runs this repo's etcdctl scenarios (tests/compat/*.sh) together with the shared differential
 # harness's own, against etcd 3.5.1 and a release build of actcd, and diffs the normalized output.
 #   tests/compat/run.sh HARNESS_DIR [--only REGEX]
+# The server binary is $ACTCD_BIN if set (CI points it at the debug build it already has), else
+# target/release/actcd, built if missing.
 # HARNESS_DIR is the shared compat harness (compare.sh, lib/, scenarios/). It is copied to a
 # temporary directory so our scenarios sit beside its own without touching it.
 set -euo pipefail
@@ -14,7 +16,7 @@ cp -r "$harness"/. "$work"/
 cp "$repo"/tests/compat/*.sh "$work"/scenarios/
 rm -f "$work"/scenarios/run.sh
 "$work"/install-ref.sh >/dev/null
-bin="$repo/target/release/actcd"
+bin="${ACTCD_BIN:-$repo/target/release/actcd}"
 [ -x "$bin" ] || (cd "$repo" && cargo build --release)
 "$work"/compare.sh --no-http "$@" --candidate-cmd "$bin --name default --data-dir {datadir} \
 --listen-client-urls http://127.0.0.1:{port} --advertise-client-urls http://127.0.0.1:{port} \
