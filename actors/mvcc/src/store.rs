@@ -301,6 +301,16 @@ impl Store {
         }
     }
 
+    /// The pending transaction, or a new one if none is open.
+    fn take_or_begin(&self, pending: &mut Pending) -> Result<Box<dyn WriteTxn>, EtcdError> {
+        match pending.txn.take() {
+            Some(t) => Ok(t),
+            None => Ok(Arc::clone(&self.engine)
+                .write_owned()
+                .map_err(Error::from)?),
+        }
+    }
+
     fn check_poisoned(&self) -> Result<(), EtcdError> {
         if self.poisoned {
             return Err(EtcdError::internal(
@@ -385,12 +395,7 @@ impl Store {
             self.resume_compaction();
         }
         let n = requests.len();
-        let mut txn = match pending.txn.take() {
-            Some(t) => t,
-            None => Arc::clone(&self.engine)
-                .write_owned()
-                .map_err(Error::from)?,
-        };
+        let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
         let outcome = self
             .apply_in(&mut *txn, &mut undo, term, requests)
@@ -479,12 +484,7 @@ impl Store {
         req: TxnRequest,
     ) -> Result<TxnResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut txn = match pending.txn.take() {
-            Some(t) => t,
-            None => Arc::clone(&self.engine)
-                .write_owned()
-                .map_err(Error::from)?,
-        };
+        let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
         let mut w = Writer {
             txn: &mut *txn,
