@@ -37,7 +37,7 @@
 //!   crash never leaves applied data without its index, and re-applying entries above it after
 //!   a restart is idempotent.
 //! - **Compaction finishes.** `scheduledCompactRev` is written in the batch that accepts the
-//!   compaction; records are then deleted in bounded transactions, the last of which writes
+//!   compaction; records are then deleted in bounded slices, the last of which writes
 //!   `finishedCompactRev`. On open, a scheduled mark above the finished one is completed first.
 //!
 //! ## On disk
@@ -65,11 +65,12 @@
 //!
 //! ## Where this differs from etcd, and why
 //! Every client-visible result is etcd 3.5.1's; these are differences inside.
-//! - **Compaction is synchronous.** etcd compacts in a background scheduler; here the
-//!   deletions run right after the batch that accepts the compaction commits, on the apply
-//!   thread, in transactions of [`DEFAULT_COMPACTION_BATCH_LIMIT`] records (LMDB bounds how
-//!   many pages one transaction may dirty). Reads below the compacted revision are refused from
-//!   the moment it is accepted, as in etcd, so nobody can tell.
+//! - **Compaction runs in slices on the store's thread.** etcd compacts in a background
+//!   scheduler; here the index is compacted when the batch accepting the compaction applies,
+//!   and the record deletions then run a slice at a time after each batch and on each flush
+//!   (batched mode), or to the end at once ([`Store::apply_batch`], and any `physical`
+//!   compaction, which etcd answers only when done). Reads below the compacted revision are
+//!   refused from the moment it is accepted, as in etcd, so nobody can tell.
 //! - **A Txn op that fails after the checks rolls the txn back** with the op's error. etcd
 //!   checks `ignore_value`/`ignore_lease` against the state before the txn and panics if the
 //!   key is gone when the op runs (deleted earlier in the same txn); we keep etcd's check and

@@ -83,9 +83,8 @@ pub struct Store {
     identity: MemberIdentity,
     lease_exists: LeaseChecker,
     compaction_batch_limit: usize,
-    /// A compaction recorded as scheduled whose deletions failed after its batch committed;
-    /// retried before the next batch.
-    unfinished_compaction: Option<i64>,
+    /// A compaction whose deletions are still under way (see [`Self::step_compaction`]).
+    compaction: Option<CompactionJob>,
     /// Raised alarms; NOSPACE caps writes.
     alarms: Alarms,
     /// Set when a pending transaction had to be abandoned: memory is ahead of disk, and only a
@@ -112,11 +111,14 @@ struct Uncommitted {
     undo: Vec<Undo>,
     /// A compaction revision to carry out once committed.
     compaction: Option<i64>,
+    /// Whether that compaction asked to be answered only once physically done.
+    physical: bool,
 }
 
 /// What a batch changes in memory, applied only once its transaction has committed.
 struct Applied {
     results: Vec<ApplyResult>,
+    physical: bool,
     alarms: Alarms,
     current_rev: i64,
     compact_rev: i64,
@@ -185,15 +187,15 @@ impl Store {
             identity,
             lease_exists: Arc::new(|_| false),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
-            unfinished_compaction: None,
+            compaction: None,
             poisoned: false,
             alarms,
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
             store.compact_rev = rev;
-            let keep = store.index.compact(rev);
-            store.delete_compacted(rev, &keep)?;
+            store.start_compaction(rev);
+            store.finish_compaction_now(&mut Pending::default())?;
         }
         tracing::info!(
             current_revision = store.current_rev,
@@ -341,6 +343,7 @@ impl Store {
             results,
             undo,
             compaction,
+            ..
         } = self.apply_uncommitted(&mut pending, consistent_index, term, requests)?;
         if let Err(e) = self.commit(&mut pending) {
             // Nothing else was pending: put memory back as it was and carry on.
@@ -356,7 +359,10 @@ impl Store {
             self.poisoned = false;
             return Err(e);
         }
-        self.finish_batch_compaction(&mut pending, compaction)?;
+        if let Some(rev) = compaction {
+            self.start_compaction(rev);
+            self.finish_compaction_now(&mut pending)?;
+        }
         Ok(results)
     }
 
@@ -374,9 +380,16 @@ impl Store {
         let Uncommitted {
             results,
             compaction,
+            physical,
             ..
         } = self.apply_uncommitted(pending, consistent_index, term, requests)?;
-        self.finish_batch_compaction(pending, compaction)?;
+        if let Some(rev) = compaction {
+            self.start_compaction(rev);
+            if physical {
+                // etcd answers a physical compaction only once its deletions are done.
+                self.finish_compaction_now(pending)?;
+            }
+        }
         Ok(results)
     }
 
@@ -389,11 +402,6 @@ impl Store {
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Uncommitted, EtcdError> {
-        if self.unfinished_compaction.is_some() {
-            // Compaction deletions run in transactions of their own.
-            self.commit(pending)?;
-            self.resume_compaction();
-        }
         let n = requests.len();
         let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
@@ -438,23 +446,8 @@ impl Store {
             results: applied.results,
             undo,
             compaction,
+            physical: applied.physical,
         })
-    }
-
-    /// Compacts the index and deletes what it no longer needs, after committing what is
-    /// pending (the deletions run in transactions of their own).
-    fn finish_batch_compaction(
-        &mut self,
-        pending: &mut Pending,
-        compaction: Option<i64>,
-    ) -> Result<(), EtcdError> {
-        let Some(rev) = compaction else {
-            return Ok(());
-        };
-        self.commit(pending)?;
-        let keep = self.index.compact(rev);
-        self.finish_compaction(rev, &keep);
-        Ok(())
     }
 
     /// Commits `pending`'s transaction, if one is open. A failed commit loses batches whose
@@ -528,14 +521,15 @@ impl Store {
         let mut current_rev = self.current_rev;
         let mut compact_rev = self.compact_rev;
         let mut compactions = Vec::new();
+        let mut physical = false;
         let mut alarms = self.alarms.clone();
         let mut results = Vec::with_capacity(requests.len());
         let identity = self.identity;
         for req in requests {
             let (outcome, changed) = match KvRequest::of(req) {
-                KvRequest::Compaction(revision) => {
-                    // etcd's order of checks; `physical` needs no wait: the deletions finish
-                    // before the batch's results are returned (or on restart after a crash).
+                KvRequest::Compaction(revision, wants_physical) => {
+                    // etcd's order of checks. The deletions run after the batch, beside later
+                    // applies; `physical` ones finish before the batch's results are returned.
                     let outcome = if revision <= compact_rev {
                         Err(EtcdError::Compacted)
                     } else if revision > current_rev {
@@ -543,6 +537,7 @@ impl Store {
                     } else {
                         compact_rev = revision;
                         compactions.push(revision);
+                        physical |= wants_physical;
                         txn.put(Table::Meta, META_SCHEDULED_COMPACT, &revision.to_be_bytes())?;
                         let mut header = rev_header(current_rev);
                         stamp(&mut header, identity, term);
@@ -605,6 +600,7 @@ impl Store {
         }
         Ok(Applied {
             results,
+            physical,
             alarms,
             current_rev,
             compact_rev,
@@ -612,71 +608,125 @@ impl Store {
         })
     }
 
-    fn finish_compaction(&mut self, rev: i64, keep: &HashSet<Revision>) {
-        match self.delete_compacted(rev, keep) {
-            Ok(()) => self.unfinished_compaction = None,
+    /// Compacts the index at `rev` and queues the deletion of every record it no longer needs.
+    /// A newer compaction replaces an unfinished one: records an older one would drop are
+    /// superseded at the newer revision too, and its scan starts from the beginning again.
+    fn start_compaction(&mut self, rev: i64) {
+        let keep = self.index.compact(rev);
+        self.compaction = Some(CompactionJob {
+            rev,
+            keep,
+            from: Vec::new(),
+            deleted: 0,
+        });
+    }
+
+    /// Whether compaction deletions are still pending.
+    pub fn compacting(&self) -> bool {
+        self.compaction.is_some()
+    }
+
+    /// Deletes up to `budget` compacted records in `pending`'s transaction (which the caller
+    /// commits as usual); the last step records `finishedCompactRev`. Returns whether work
+    /// remains. Compaction so runs beside applies, a slice at a time, instead of stalling them;
+    /// a crash in between is finished at the next start (`scheduledCompactRev` says what).
+    /// Reads are unaffected: revisions at or below the compacted one are refused anyway, and
+    /// HashKV skips records a compaction would drop.
+    pub fn step_compaction(
+        &mut self,
+        pending: &mut Pending,
+        budget: usize,
+    ) -> Result<bool, EtcdError> {
+        let Some(mut job) = self.compaction.take() else {
+            return Ok(false);
+        };
+        self.check_poisoned()?;
+        let mut txn = self.take_or_begin(pending)?;
+        let step = delete_compacted_slice(&mut *txn, &mut job, budget.max(1));
+        pending.txn = Some(txn);
+        match step {
+            Ok(true) => {
+                pending.ops += 1;
+                tracing::info!(
+                    revision = job.rev,
+                    deleted = job.deleted,
+                    "finished scheduled compaction"
+                );
+                Ok(false)
+            }
+            Ok(false) => {
+                pending.ops += 1;
+                self.compaction = Some(job);
+                Ok(true)
+            }
             Err(e) => {
-                tracing::warn!(revision = rev, error = %e, "compaction deletions failed; will retry");
-                self.unfinished_compaction = Some(rev);
+                // The transaction may hold half a slice beside applied batches: abandon it.
+                pending.txn = None;
+                self.poisoned |= pending.ops > 0;
+                pending.ops = 0;
+                self.compaction = Some(job);
+                Err(e.into())
             }
         }
     }
 
-    fn resume_compaction(&mut self) {
-        if let Some(rev) = self.unfinished_compaction {
-            // Compacting the index again at the same revision changes nothing and yields the
-            // same keep set.
-            let keep = self.index.compact(rev);
-            self.finish_compaction(rev, &keep);
+    /// Runs the queued compaction to the end, committing `pending` and then each slice of
+    /// `compaction_batch_limit` records.
+    pub fn finish_compaction_now(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
+        while self.step_compaction(pending, self.compaction_batch_limit)? {
+            self.commit(pending)?;
         }
+        self.commit(pending)
     }
+}
 
-    /// Deletes every `key` record at or below `rev` that `keep` doesn't name, in transactions
-    /// of at most `compaction_batch_limit` records, then records `finishedCompactRev` in the
-    /// last one. Safe to repeat after a crash: `scheduledCompactRev` says what to redo.
-    fn delete_compacted(&self, rev: i64, keep: &HashSet<Revision>) -> Result<(), Error> {
-        // Every key with main revision ≤ rev sorts below the 8-byte prefix of rev + 1.
-        let end = rev.saturating_add(1).to_be_bytes();
-        let mut from: Vec<u8> = Vec::new();
-        let mut deleted = 0usize;
-        loop {
-            let mut txn = self.engine.write()?;
-            let mut batch = Vec::new();
-            txn.scan(Table::Key, &from, Some(&end), &mut |k, _| {
-                batch.push(k.to_vec());
-                batch.len() < self.compaction_batch_limit
-            })?;
-            for k in &batch {
-                if let Some((r, _)) = Revision::from_bytes(k)
-                    && !keep.contains(&r)
-                {
-                    txn.delete(Table::Key, k)?;
-                    deleted += 1;
-                }
-            }
-            let done = batch.len() < self.compaction_batch_limit;
-            if done {
-                txn.put(Table::Meta, META_FINISHED_COMPACT, &rev.to_be_bytes())?;
-            }
-            txn.commit()?;
-            if done {
-                tracing::info!(revision = rev, deleted, "finished scheduled compaction");
-                return Ok(());
-            }
-            if let Some(mut last) = batch.pop() {
-                // The smallest key after `last`.
-                last.push(0);
-                from = last;
-            }
+/// A compaction's deletions under way: what to keep, and where the scan resumes.
+struct CompactionJob {
+    rev: i64,
+    keep: HashSet<Revision>,
+    from: Vec<u8>,
+    deleted: usize,
+}
+
+/// Deletes the records at or below `job.rev` that `job.keep` doesn't name, scanning at most
+/// `budget` records from `job.from`; returns whether the scan reached the end (and then records
+/// `finishedCompactRev`).
+fn delete_compacted_slice<W: WriteTxn + ?Sized>(
+    txn: &mut W,
+    job: &mut CompactionJob,
+    budget: usize,
+) -> Result<bool, Error> {
+    // Every key with main revision ≤ rev sorts below the 8-byte prefix of rev + 1.
+    let end = job.rev.saturating_add(1).to_be_bytes();
+    let mut batch = Vec::new();
+    txn.scan(Table::Key, &job.from, Some(&end), &mut |k, _| {
+        batch.push(k.to_vec());
+        batch.len() < budget
+    })?;
+    for k in &batch {
+        if let Some((r, _)) = Revision::from_bytes(k)
+            && !job.keep.contains(&r)
+        {
+            txn.delete(Table::Key, k)?;
+            job.deleted += 1;
         }
     }
+    let done = batch.len() < budget;
+    if done {
+        txn.put(Table::Meta, META_FINISHED_COMPACT, &job.rev.to_be_bytes())?;
+    } else if let Some(mut last) = batch.pop() {
+        // The smallest key after `last`.
+        last.push(0);
+        job.from = last;
+    }
+    Ok(done)
 }
 
 /// The part of an [`InternalRaftRequest`] this store applies, picked with the precedence of
 /// etcd's applier when several fields are set.
 enum KvRequest {
     Write(KvWrite),
-    Compaction(i64),
+    Compaction(i64, bool),
     Alarm(AlarmRequest),
     /// Not a key-space write: a Range (reads are served outside the log, so one that went
     /// through it has no answer here) or a lease, auth or alarm request, which another actor
@@ -695,7 +745,7 @@ impl KvRequest {
         } else if let Some(t) = req.txn {
             Self::Write(KvWrite::Txn(t))
         } else if let Some(c) = req.compaction {
-            Self::Compaction(c.revision)
+            Self::Compaction(c.revision, c.physical)
         } else if let Some(a) = req.alarm {
             Self::Alarm(a)
         } else {
