@@ -942,12 +942,12 @@ async fn wal_corruption_refuses_start_and_torn_tail_is_repaired() {
     assert_eq!(c.get("w0", None).await.unwrap().kvs().len(), 1);
     srv.stop();
 
-    // One flipped byte in the middle of the log.
+    // One flipped byte in the middle of the records (the segment ends in preallocated zeros).
     let mut damaged = std::fs::read(&seg).unwrap();
-    let mid = damaged.len() / 2;
-    damaged[mid] ^= 0xff;
+    let used = damaged.iter().rposition(|&b| b != 0).unwrap() + 1;
+    damaged[used / 2] ^= 0xff;
     std::fs::write(&seg, &damaged).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
         .arg("--data-dir")
         .arg(dir.path())
         .args([
@@ -955,9 +955,26 @@ async fn wal_corruption_refuses_start_and_torn_tail_is_repaired() {
             &format!("http://127.0.0.1:{}", free_port()),
         ])
         .env("RUST_LOG", "error")
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(!out.status.success());
+    // It must refuse at once; a server that starts anyway is killed so the test fails, not hangs.
+    let mut status = None;
+    for _ in 0..200 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        matches!(status, Some(s) if !s.success()),
+        "actcd started on a corrupt WAL"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     let file = seg.file_name().unwrap().to_string_lossy().into_owned();
     assert!(

@@ -37,12 +37,18 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The length of a segment without its zero-filled preallocated tail (no record ends in a run
+/// of zeros reaching the end of the file: each starts with a non-zero length and type).
+fn used_len(data: &[u8]) -> usize {
+    data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
 /// Decoded records of a segment file with their start offsets.
 fn records(path: &Path) -> Vec<(usize, String)> {
     let data = fs::read(path).unwrap();
     let mut out = Vec::new();
     let (mut off, mut crc) = (0, None);
-    while off < data.len() {
+    while off < used_len(&data) {
         let d = record::decode(&data, off, crc).unwrap();
         out.push((off, format!("{:?}", d.record)));
         crc = Some(d.crc);
@@ -63,7 +69,7 @@ fn entry_records(path: &Path) -> Vec<usize> {
 fn max_entry(path: &Path) -> Option<u64> {
     let data = fs::read(path).unwrap();
     let (mut off, mut crc, mut max) = (0, None, None);
-    while off < data.len() {
+    while off < used_len(&data) {
         let d = record::decode(&data, off, crc).unwrap();
         if let Record::Entry { index, .. } = d.record {
             max = max.max(Some(index));
@@ -87,6 +93,12 @@ fn wal_with(dir: &Path, n: u64, segment_size: u64) -> Wal {
 
 fn file_len(p: &Path) -> u64 {
     fs::metadata(p).unwrap().len()
+}
+
+/// Bytes of a segment up to its last non-zero byte: where its records end, in tests whose last
+/// record doesn't end in zeros.
+fn used(p: &Path) -> u64 {
+    used_len(&fs::read(p).unwrap()) as u64
 }
 
 #[test]
@@ -501,9 +513,11 @@ fn torn_tail_is_truncated() {
             .set_len(len as u64)
             .unwrap();
     }
+    /// Cuts the preallocated tail off and appends `n` zeros instead.
     fn append_zeros(path: &Path, n: usize) -> usize {
         let mut data = fs::read(path).unwrap();
-        let end = data.len();
+        let end = used_len(&data);
+        data.truncate(end);
         data.resize(end + n, 0);
         fs::write(path, data).unwrap();
         end
@@ -512,7 +526,7 @@ fn torn_tail_is_truncated() {
         Case {
             name: "payload cut short",
             damage: |p, last| {
-                set_len(p, file_len(p) as usize - 3);
+                set_len(p, used(p) as usize - 3);
                 last
             },
             want_last: 19,
@@ -572,7 +586,13 @@ fn torn_tail_is_truncated() {
         let (mut wal, got) =
             Wal::open(dir.path()).unwrap_or_else(|err| panic!("{}: {err}", c.name));
         assert_eq!(ids(&got.entries), seq(1, c.want_last, 1), "{}", c.name);
-        assert_eq!(file_len(&path), want_len as u64, "{}", c.name);
+        assert_eq!(used(&path), want_len as u64, "{}", c.name);
+        assert_eq!(
+            file_len(&path),
+            PREALLOCATE,
+            "{}: preallocated again",
+            c.name
+        );
 
         wal.append(Some(hs(2, 3)), &[e(c.want_last + 1, 2)])
             .unwrap();
@@ -610,7 +630,10 @@ fn zero_sector_inside_the_last_batch_is_torn() {
     let (_, got) = Wal::open(dir.path()).unwrap();
     assert_eq!(ids(&got.entries), seq(1, 3, 1));
     assert_eq!(got.hard_state, hs(1, 3));
-    assert_eq!(file_len(&path), at as u64);
+    // Cut back to `at` (the preallocated zeros follow): the torn batch is gone.
+    let data = fs::read(&path).unwrap();
+    assert!(data[at..].iter().all(|&b| b == 0));
+    assert!(records(&path).last().unwrap().0 < at);
 }
 
 #[test]
