@@ -5,8 +5,11 @@
 //!
 //! ## Threads
 //! - tokio multi-thread runtime: the gRPC front (tonic) and the signal handler;
-//! - one actix System thread: preflight and the applier (cheap, message-bound);
-//! - an actix Arbiter for the raft node, so ticks and Readies never queue behind the applier;
+//! - one actix System thread for preflight, the raft node and the applier. Each handler is
+//!   short (the applier awaits the store without blocking), and sharing a thread turns two
+//!   cross-thread hops per write into mailbox pushes: measured on 2 cores against a separate
+//!   raft arbiter, a third fewer context switches per single-client put, p50 0.38 → 0.34 ms,
+//!   and +10% put / +5% linearizable-range throughput at 100 clients;
 //! - SyncArbiter threads for the blocking work: the WAL writer (fsync), the MVCC store (LMDB
 //!   write transactions) and the backend (periodic LMDB sync).
 

@@ -189,13 +189,11 @@ fn start_actors(
     let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
 
     // Raft, the applier and preflight refer to each other: take their addresses first, start
-    // them after. The raft node gets its own thread so ticks and Readies never queue behind
-    // applies.
+    // them after. All three share the System thread (see the crate doc, "Threads").
     let preflight_ctx: Context<PreflightActor> = Context::new();
     let preflight = preflight_ctx.address();
     let applier_ctx: Context<ApplierActor> = Context::new();
     let applier = applier_ctx.address();
-    let raft_arbiter = Arbiter::new();
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
@@ -205,11 +203,7 @@ fn start_actors(
         outbox: None,
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
-    let raft = RaftActor::start_in_arbiter(&raft_arbiter.handle(), move |_| {
-        RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
-    });
-    // The arbiter thread lives as long as the System; dropping the handle doesn't stop it.
-    std::mem::forget(raft_arbiter);
+    let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup).start();
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
