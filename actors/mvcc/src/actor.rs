@@ -31,6 +31,10 @@ use crate::store::{Pending, Store};
 /// clear a million superseded revisions in seconds without stalling any one apply.
 const COMPACTION_SLICE: usize = 1000;
 
+/// Commit once this much request data is pending, whatever the count: LMDB keeps a transaction's
+/// dirty pages in memory and refuses one that dirties too many.
+const MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
+
 pub struct MvccActor {
     store: Store,
     pending: Pending,
@@ -107,7 +111,7 @@ impl Handler<ApplyBatch> for MvccActor {
             self.store
                 .step_compaction(&mut self.pending, COMPACTION_SLICE)?;
         }
-        if self.pending.ops() >= self.max_pending_ops {
+        if self.pending.ops() >= self.max_pending_ops || self.pending.bytes() >= MAX_PENDING_BYTES {
             self.store.commit(&mut self.pending)?;
         }
         Ok(results)

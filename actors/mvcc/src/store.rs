@@ -48,12 +48,28 @@ pub type LeaseChecker = Arc<dyn Fn(i64) -> bool + Send + Sync>;
 pub struct Pending {
     txn: Option<Box<dyn WriteTxn>>,
     ops: usize,
+    bytes: usize,
 }
 
 impl Pending {
     /// Requests applied since the last commit.
     pub fn ops(&self) -> usize {
         self.ops
+    }
+
+    /// Encoded bytes of the requests applied since the last commit: LMDB holds a transaction's
+    /// dirty pages in memory (and refuses past about half a million of them), so a few large
+    /// values must trigger a commit as surely as many small ones.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Drops the open transaction uncommitted; returns whether it held applied batches (then
+    /// memory is ahead of disk until a restart replays the WAL).
+    fn abandon(&mut self) -> bool {
+        let lost = self.ops > 0;
+        *self = Self::default();
+        lost
     }
 
     fn reader(&self) -> Option<&dyn ReadTxn> {
@@ -403,6 +419,7 @@ impl Store {
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Uncommitted, EtcdError> {
         let n = requests.len();
+        let bytes: usize = requests.iter().map(prost::Message::encoded_len).sum();
         let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
         let outcome = self
@@ -424,16 +441,14 @@ impl Store {
                 for u in undo.iter().rev() {
                     self.index.undo(u);
                 }
-                if pending.ops > 0 {
-                    self.poisoned = true;
-                }
-                pending.ops = 0;
+                self.poisoned |= pending.abandon();
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
             }
         };
         pending.txn = Some(txn);
         pending.ops += n.max(1);
+        pending.bytes += bytes;
 
         self.current_rev = applied.current_rev;
         self.compact_rev = applied.compact_rev;
@@ -454,6 +469,7 @@ impl Store {
     /// results were already given: the store refuses further work until a restart replays them.
     pub fn commit(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
         pending.ops = 0;
+        pending.bytes = 0;
         let Some(txn) = pending.txn.take() else {
             return Ok(());
         };
@@ -497,8 +513,7 @@ impl Store {
         if changed {
             // Writes can't be taken out of the transaction: abandon it.
             drop(txn);
-            self.poisoned |= pending.ops > 0;
-            pending.ops = 0;
+            self.poisoned |= pending.abandon();
             return Err(EtcdError::internal(
                 "actcd: read-only txn attempted a write",
             ));
@@ -661,9 +676,7 @@ impl Store {
             }
             Err(e) => {
                 // The transaction may hold half a slice beside applied batches: abandon it.
-                pending.txn = None;
-                self.poisoned |= pending.ops > 0;
-                pending.ops = 0;
+                self.poisoned |= pending.abandon();
                 self.compaction = Some(job);
                 Err(e.into())
             }

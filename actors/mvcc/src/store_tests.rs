@@ -1992,6 +1992,7 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
     s.apply_deferred(&mut pending, 3, 1, vec![put("c")])
         .unwrap();
     assert_eq!(pending.ops(), 2);
+    assert!(pending.bytes() > 2, "request bytes are counted too");
     let all = RangeRequest {
         key: vec![0],
         range_end: vec![0],
