@@ -12,23 +12,29 @@
 //!   and the `scheduledCompactRev`/`finishedCompactRev` marks that make a crash mid-compaction
 //!   recoverable.
 //! - the **consistent index** and term of the last applied raft entry, written with the data.
+//! - the **alarms** (`alarm.rs`): raised NOSPACE/CORRUPT alarms, applied from the log and kept
+//!   in the `alarm` table; NOSPACE caps growing writes.
 //!
 //! ## Messages taken ([`MvccActor`], on a one-thread `SyncArbiter`)
 //! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
-//!   Put, DeleteRange, Txn and Compaction requests, one result each, in order. Requests that are
-//!   not key-space writes (a Range sent through the log, lease, auth, alarm…) answer
+//!   Put, DeleteRange, Txn, Compaction and Alarm requests, one result each, in order. Requests
+//!   that are not key-space writes (a Range sent through the log, lease, auth…) answer
 //!   `ApplyResponse::Empty`; their appliers live elsewhere.
-//! - `Range{request}` → `Result<RangeResponse, EtcdError>`.
-//! - `GetStoreStatus` → `Result<StoreStatus, EtcdError>`.
+//! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
+//!   writes) → `Result<TxnResponse, EtcdError>`; `HashKv{revision}`; `GetStoreStatus`.
+//! - `FlushStore` (every 100 ms) and `SyncStorage` (before WAL release): commit the batched
+//!   applies, and for `SyncStorage` also sync the backend.
 //!
 //! It sends none. Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the
 //! revision (a nested Txn's header is empty), as etcd's gRPC layer fills only the outer one.
 //!
 //! ## Invariants
-//! - **Index and disk agree after every batch.** A batch is one engine write transaction; index
-//!   changes are made as requests execute and logged, and taken back if the transaction fails
-//!   to commit. A refused request is taken back out of both the transaction and the index
+//! - **Index and disk agree.** Batches are written into one engine write transaction (one per
+//!   batch with [`Store::apply_batch`], several until the next commit in the actor's batched
+//!   mode, read through by every read); index changes are made as requests execute and logged,
+//!   and taken back if a batch fails. If a commit holding earlier batches fails, the store
+//!   refuses all work until a restart replays them from the WAL. A refused request is taken back out of both the transaction and the index
 //!   before the next request runs, so it changes nothing.
 //! - **The revision increases by exactly one per write request that changes something**; every
 //!   change in it has that main revision and sub-revisions 0, 1, 2…. A request that changes
