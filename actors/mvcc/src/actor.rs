@@ -185,27 +185,39 @@ mod tests {
     use actcd_types::msg::ApplyResponse;
     use actcd_types::storage::MemEngine;
 
+    /// A Put of `k` = `v`.
+    fn put(v: &str) -> InternalRaftRequest {
+        InternalRaftRequest {
+            put: Some(PutRequest {
+                key: b"k".to_vec(),
+                value: v.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Sends one ApplyBatch and unwraps the mailbox and the engine.
+    async fn apply(
+        addr: &Addr<MvccActor>,
+        consistent_index: u64,
+        requests: Vec<InternalRaftRequest>,
+    ) -> Vec<ApplyResult> {
+        addr.send(ApplyBatch {
+            consistent_index,
+            term: 2,
+            requests,
+        })
+        .await
+        .unwrap()
+        .unwrap()
+    }
+
     #[actix::test]
     async fn messages_reach_the_store_in_order() {
         let store = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
         let addr = MvccActor::start_sync(store);
-        let put = InternalRaftRequest {
-            put: Some(PutRequest {
-                key: b"k".to_vec(),
-                value: b"v".to_vec(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let results = addr
-            .send(ApplyBatch {
-                consistent_index: 5,
-                term: 2,
-                requests: vec![put],
-            })
-            .await
-            .unwrap()
-            .unwrap();
+        let results = apply(&addr, 5, vec![put("v")]).await;
         assert!(
             matches!(&results[0], Ok(ApplyResponse::Put(r)) if r.header.as_ref().unwrap().revision == 2)
         );
@@ -232,20 +244,7 @@ mod tests {
         let engine = Arc::new(MemEngine::new());
         let store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
         let addr = MvccActor::start_batched(store, 1000);
-        let put = InternalRaftRequest {
-            put: Some(PutRequest {
-                key: b"k".to_vec(),
-                value: b"v".to_vec(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let batch = ApplyBatch {
-            consistent_index: 5,
-            term: 1,
-            requests: vec![put],
-        };
-        addr.send(batch).await.unwrap().unwrap();
+        apply(&addr, 5, vec![put("v")]).await;
         let committed = || {
             use actcd_types::storage::{KvEngine, Table};
             engine
@@ -277,25 +276,10 @@ mod tests {
         let engine = Arc::new(MemEngine::new());
         let store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
         let addr = MvccActor::start_batched(store, 1_000_000);
-        let put = |v: &str| InternalRaftRequest {
-            put: Some(PutRequest {
-                key: b"k".to_vec(),
-                value: v.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
         // Revisions 2..=13001; compacting at 12500 leaves 12498 records to delete: more than one
         // slice after the batch (1000) and one flush (10,000).
         let reqs = (0..13000).map(|i| put(&i.to_string())).collect();
-        addr.send(ApplyBatch {
-            consistent_index: 1,
-            term: 1,
-            requests: reqs,
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        apply(&addr, 1, reqs).await;
         let compact = |revision, physical| InternalRaftRequest {
             compaction: Some(CompactionRequest { revision, physical }),
             ..Default::default()
@@ -307,26 +291,12 @@ mod tests {
                 .get(Table::Meta, crate::META_FINISHED_COMPACT)
                 .unwrap()
         };
-        addr.send(ApplyBatch {
-            consistent_index: 2,
-            term: 1,
-            requests: vec![compact(12500, false)],
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        apply(&addr, 2, vec![compact(12500, false)]).await;
         addr.send(FlushStore).await.unwrap().unwrap();
         assert_eq!(finished(), None, "more than one slice and one flush");
         addr.send(FlushStore).await.unwrap().unwrap();
         assert_eq!(finished(), Some(12500i64.to_be_bytes().to_vec()));
-        addr.send(ApplyBatch {
-            consistent_index: 3,
-            term: 1,
-            requests: vec![compact(13000, true)],
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        apply(&addr, 3, vec![compact(13000, true)]).await;
         addr.send(FlushStore).await.unwrap().unwrap();
         assert_eq!(
             finished(),
