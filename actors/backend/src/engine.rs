@@ -13,7 +13,7 @@ use heed::{
 };
 
 use crate::error::BackendError;
-use crate::txn::{LmdbRead, LmdbWrite, OwnedWrite};
+use crate::txn::{LmdbRead, LmdbWrite};
 
 /// One of the environment's named databases, keys and values as raw bytes.
 pub(crate) type Db = Database<'static, Bytes, Bytes>;
@@ -298,7 +298,7 @@ impl KvEngine for LmdbEngine {
     }
 
     fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
-        Ok(Box::new(OwnedWrite::begin(self)?))
+        Ok(Box::new(LmdbWrite::owned(self)?))
     }
 
     fn sync(&self) -> StorageResult<()> {

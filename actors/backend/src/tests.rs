@@ -583,3 +583,25 @@ fn keys_lmdb_cannot_store_are_absent_and_refused() {
         vec![longest]
     );
 }
+
+#[test]
+fn an_owned_write_txn_outlives_the_callers_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = std::sync::Arc::new(LmdbEngine::open(dir.path(), small()).unwrap());
+    // Dropped uncommitted: nothing lands.
+    let mut w = std::sync::Arc::clone(&engine).write_owned().unwrap();
+    w.put(Table::Key, b"gone", b"x").unwrap();
+    drop(w);
+    // The transaction keeps the engine alive even when it is the last handle.
+    let mut w = std::sync::Arc::clone(&engine).write_owned().unwrap();
+    let reader = std::sync::Arc::downgrade(&engine);
+    drop(engine);
+    w.put(Table::Key, b"kept", b"v").unwrap();
+    assert_eq!(w.get(Table::Key, b"kept").unwrap(), Some(b"v".to_vec()));
+    w.commit().unwrap();
+    assert!(reader.upgrade().is_none(), "commit released the engine");
+    let engine = LmdbEngine::open(dir.path(), small()).unwrap();
+    let r = engine.read().unwrap();
+    assert_eq!(r.get(Table::Key, b"kept").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(r.get(Table::Key, b"gone").unwrap(), None);
+}

@@ -43,12 +43,39 @@ impl ReadTxn for LmdbRead<'_> {
 /// (the boxed trait object is not `Send`, which keeps it there).
 pub(crate) struct LmdbWrite<'e> {
     engine: &'e LmdbEngine,
+    // Declared before `_owner`: fields drop in order, so the transaction ends first.
     txn: RwTxn<'e>,
+    /// For a transaction that outlives its caller's borrow ([`LmdbWrite::owned`]): the handle
+    /// that keeps the engine `engine` points into alive.
+    _owner: Option<Arc<LmdbEngine>>,
 }
 
 impl<'e> LmdbWrite<'e> {
     pub(crate) fn new(engine: &'e LmdbEngine, txn: RwTxn<'e>) -> Self {
-        Self { engine, txn }
+        Self {
+            engine,
+            txn,
+            _owner: None,
+        }
+    }
+}
+
+impl LmdbWrite<'static> {
+    /// A write transaction that holds its own handle on the engine, so the MVCC store can keep
+    /// it open across applies and commit several batches at once.
+    #[allow(unsafe_code)]
+    pub(crate) fn owned(engine: Arc<LmdbEngine>) -> Result<Self, BackendError> {
+        // SAFETY: `shared` points into the `Arc`'s heap allocation, which never moves. The
+        // transaction holds that `Arc` (`_owner`) for as long as it borrows from it: the
+        // transaction field drops first (field order), and `commit` consumes it before the
+        // handle goes. So the `'static` borrow never dangles.
+        let shared: &'static LmdbEngine = unsafe { &*Arc::as_ptr(&engine) };
+        let txn = shared.env().write_txn().map_err(|e| shared.lmdb(e))?;
+        Ok(Self {
+            engine: shared,
+            txn,
+            _owner: Some(engine),
+        })
     }
 }
 
@@ -96,65 +123,14 @@ impl WriteTxn for LmdbWrite<'_> {
     }
 
     fn commit(self: Box<Self>) -> StorageResult<()> {
-        let Self { engine, txn } = *self;
-        Ok(txn.commit().map_err(|e| engine.lmdb(e))?)
-    }
-}
-
-/// A write transaction that owns a handle on its engine, so the MVCC store can keep it open
-/// across applies and commit several batches at once.
-pub(crate) struct OwnedWrite {
-    // Declared first: fields drop in order, so the transaction ends before the engine handle.
-    txn: LmdbWrite<'static>,
-    _engine: Arc<LmdbEngine>,
-}
-
-impl OwnedWrite {
-    #[allow(unsafe_code)]
-    pub(crate) fn begin(engine: Arc<LmdbEngine>) -> Result<Self, BackendError> {
-        // SAFETY: `shared` points into the `Arc`'s heap allocation, which never moves. The
-        // `OwnedWrite` holds that `Arc` for as long as the transaction borrowing it exists (the
-        // transaction is dropped or committed first: field order above, and `commit` consumes
-        // the transaction before the handle goes), so the `'static` borrow never dangles.
-        let shared: &'static LmdbEngine = unsafe { &*Arc::as_ptr(&engine) };
-        let txn = shared.env().write_txn().map_err(|e| shared.lmdb(e))?;
-        Ok(Self {
-            txn: LmdbWrite::new(shared, txn),
-            _engine: engine,
-        })
-    }
-}
-
-impl ReadTxn for OwnedWrite {
-    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
-        self.txn.get(table, key)
-    }
-
-    fn scan(
-        &self,
-        table: Table,
-        from: &[u8],
-        to: Option<&[u8]>,
-        f: &mut ScanFn<'_>,
-    ) -> StorageResult<()> {
-        self.txn.scan(table, from, to, f)
-    }
-}
-
-impl WriteTxn for OwnedWrite {
-    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()> {
-        self.txn.put(table, key, value)
-    }
-
-    fn delete(&mut self, table: Table, key: &[u8]) -> StorageResult<()> {
-        self.txn.delete(table, key)
-    }
-
-    fn commit(self: Box<Self>) -> StorageResult<()> {
-        let Self { txn, _engine } = *self;
-        let done = Box::new(txn).commit();
-        drop(_engine);
-        done
+        let Self {
+            engine,
+            txn,
+            _owner,
+        } = *self;
+        let done = txn.commit().map_err(|e| engine.lmdb(e));
+        drop(_owner);
+        Ok(done?)
     }
 }
 
