@@ -34,6 +34,10 @@ pub enum EtcdError {
     NoSpace,
     #[error("etcdserver: requested lease not found")]
     LeaseNotFound,
+    #[error("etcdserver: lease already exists")]
+    LeaseExists,
+    #[error("etcdserver: too large lease TTL")]
+    LeaseTtlTooLarge,
     #[error("etcdserver: no leader")]
     NoLeader,
     #[error("etcdserver: not leader")]
@@ -61,10 +65,10 @@ impl EtcdError {
         match self {
             EmptyKey | KeyNotFound | ValueProvided | LeaseProvided | TooManyOps | DuplicateKey
             | InvalidSortOption | RequestTooLarge => Code::InvalidArgument,
-            Compacted | FutureRevision => Code::OutOfRange,
+            Compacted | FutureRevision | LeaseTtlTooLarge => Code::OutOfRange,
             NoSpace | TooManyRequests => Code::ResourceExhausted,
             LeaseNotFound => Code::NotFound,
-            NotLeader => Code::FailedPrecondition,
+            NotLeader | LeaseExists => Code::FailedPrecondition,
             NoLeader | LeaderChanged | Stopped | Timeout => Code::Unavailable,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
@@ -167,6 +171,16 @@ mod tests {
                 err: NoSpace,
                 want_code: Code::ResourceExhausted,
                 want_msg: "etcdserver: mvcc: database space exceeded",
+            },
+            Case {
+                err: LeaseExists,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: lease already exists",
+            },
+            Case {
+                err: LeaseTtlTooLarge,
+                want_code: Code::OutOfRange,
+                want_msg: "etcdserver: too large lease TTL",
             },
             Case {
                 err: LeaseNotFound,

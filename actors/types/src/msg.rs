@@ -259,3 +259,118 @@ pub struct ReadTxn {
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), EtcdError>")]
 pub struct FlushStore;
+
+// ---------------------------------------------------------------- lessor
+
+/// A lease now exists in the applied state (a LeaseGrant entry applied, or found at recovery):
+/// the lessor starts timing it. `ttl` is the granted TTL after the minimum was applied;
+/// `remaining_ttl` is the last checkpointed remaining TTL in seconds (0 = none: a full `ttl`).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct LeaseGranted {
+    pub id: i64,
+    pub ttl: i64,
+    pub remaining_ttl: i64,
+}
+
+/// A LeaseRevoke entry was applied: the lease and its keys are gone.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct LeaseRevoked {
+    pub id: i64,
+}
+
+/// A LeaseCheckpoint entry was applied: remember the lease's remaining TTL (seconds).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct LeaseCheckpointed {
+    pub id: i64,
+    pub remaining_ttl: i64,
+}
+
+/// A keepalive: restart the lease's TTL. Replies with the TTL granted, or `LeaseNotFound`.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<i64, EtcdError>")]
+pub struct RenewLease {
+    pub id: i64,
+}
+
+/// The lease's TTLs as LeaseTimeToLive reports them (the keys come from the store).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<LeaseTtl, EtcdError>")]
+pub struct LeaseTimeToLive {
+    pub id: i64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseTtl {
+    /// The TTL the lease was granted with, seconds.
+    pub granted_ttl: i64,
+    /// Seconds left before it expires (rounded as etcd does).
+    pub remaining_ttl: i64,
+}
+
+/// Every live lease id, as LeaseLeases lists them.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Vec<i64>")]
+pub struct ListLeases;
+
+/// This member became raft leader (`true`) or stopped being it. Only the leader expires leases,
+/// and a new leader restarts every lease's clock.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Leadership {
+    pub leader: bool,
+}
+
+/// Time to look for expired leases and due checkpoints (the daemon sends it every 500 ms; the
+/// lessor reads "now" from its clock, never in its core).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct LessorTick;
+
+/// What the lessor wants proposed through raft: revokes of expired leases and remaining-TTL
+/// checkpoints. Whoever takes it proposes them as LeaseRevoke / LeaseCheckpoint entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct ProposeLeaseOps {
+    pub revokes: Vec<i64>,
+    /// `(lease id, remaining TTL in seconds)`.
+    pub checkpoints: Vec<(i64, i64)>,
+}
+
+// ---------------------------------------------------------------- watch hub
+
+/// What one applied batch changed, sent by the MVCC store to the watch hub after applying it:
+/// `events` in revision order (every event of a revision adjacent), `revision` the store's
+/// current revision afterwards (it can be above the last event's: compactions and lease
+/// checkpoints don't change keys).
+#[derive(Debug, Clone, Default, Message)]
+#[rtype(result = "()")]
+pub struct Notify {
+    pub revision: i64,
+    pub events: Vec<actcd_proto::mvccpb::Event>,
+}
+
+/// Read key history from the store for watchers catching up: every event with a mod revision in
+/// `[from, to]`, stopping after the revision at which `max_events` is reached (never splitting a
+/// revision). A watcher whose start revision is below `compact_revision` cannot catch up: the hub
+/// cancels it with `compact_revision` set (etcd allows a start exactly at the compact revision).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<HistoryChunk, EtcdError>")]
+pub struct History {
+    pub from: i64,
+    pub to: i64,
+    pub max_events: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HistoryChunk {
+    pub events: Vec<actcd_proto::mvccpb::Event>,
+    /// The last revision this chunk covers completely (`to` when everything fit).
+    pub through: i64,
+    /// The store's compact revision.
+    pub compact_revision: i64,
+    /// The store's current revision.
+    pub current_revision: i64,
+}
