@@ -20,11 +20,13 @@ use std::sync::{Arc, Mutex};
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, Range, ReadTxn,
-    StoreStatus, SyncStorage,
+    ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, History,
+    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range,
+    ReadTxn, StoreStatus, SyncStorage,
 };
-use actix::{Actor, Addr, Handler, SyncArbiter, SyncContext};
+use actix::{Actor, Addr, Handler, Recipient, SyncArbiter, SyncContext};
 
+use crate::lease::LeaseNote;
 use crate::store::{Pending, Store};
 
 /// Compacted records examined after each batch (ten times as many per `FlushStore`): enough to
@@ -40,6 +42,19 @@ pub struct MvccActor {
     pending: Pending,
     /// Commit once this many requests are pending; 1 commits every batch.
     max_pending_ops: usize,
+    peers: MvccPeers,
+}
+
+/// Who hears what applied batches changed. The store sends before it answers the batch, so a
+/// client that saw a write acknowledged and then opens a watch finds the hub already past it.
+#[derive(Default)]
+pub struct MvccPeers {
+    /// The watch hub: one `Notify` per batch that changed keys.
+    pub watch: Option<Recipient<Notify>>,
+    /// The lessor: grants, revokes and checkpoints once applied.
+    pub granted: Option<Recipient<LeaseGranted>>,
+    pub revoked: Option<Recipient<LeaseRevoked>>,
+    pub checkpointed: Option<Recipient<LeaseCheckpointed>>,
 }
 
 impl MvccActor {
@@ -55,6 +70,55 @@ impl MvccActor {
             store,
             pending: Pending::default(),
             max_pending_ops: max_pending_ops.max(1),
+            peers: MvccPeers::default(),
+        }
+    }
+
+    /// Sends what each batch changes to `peers` (the store collects it only from now on).
+    pub fn with_peers(mut self, peers: MvccPeers) -> Self {
+        self.store.set_notify(true);
+        self.peers = peers;
+        self
+    }
+
+    /// Hands the events and lease notes of the batches just applied to the hub and the lessor.
+    /// `do_send`: one message per batch, bounded by the apply rate.
+    fn announce(&mut self) {
+        let out = self.store.take_outbox();
+        if !out.events.is_empty()
+            && let Some(w) = &self.peers.watch
+        {
+            w.do_send(Notify {
+                revision: self.store.current_revision(),
+                events: out.events,
+            });
+        }
+        for note in out.leases {
+            match note {
+                LeaseNote::Granted {
+                    id,
+                    ttl,
+                    remaining_ttl,
+                } => {
+                    if let Some(r) = &self.peers.granted {
+                        r.do_send(LeaseGranted {
+                            id,
+                            ttl,
+                            remaining_ttl,
+                        });
+                    }
+                }
+                LeaseNote::Revoked { id } => {
+                    if let Some(r) = &self.peers.revoked {
+                        r.do_send(LeaseRevoked { id });
+                    }
+                }
+                LeaseNote::Checkpointed { id, remaining_ttl } => {
+                    if let Some(r) = &self.peers.checkpointed {
+                        r.do_send(LeaseCheckpointed { id, remaining_ttl });
+                    }
+                }
+            }
         }
     }
 
@@ -66,16 +130,30 @@ impl MvccActor {
 
     /// [`Self::start_sync`] with batched commits (see [`Self::batched`]).
     pub fn start_batched(store: Store, max_pending_ops: usize) -> Addr<Self> {
-        // The factory runs once on the arbiter's thread; the actor never stops itself, so
-        // actix never asks for a second one.
-        let slot = Arc::new(Mutex::new(Some(store)));
+        Self::start_with(store, max_pending_ops, None)
+    }
+
+    /// [`Self::start_batched`], telling `peers` what each batch changes (see
+    /// [`Self::with_peers`]).
+    pub fn start_with(
+        store: Store,
+        max_pending_ops: usize,
+        peers: Option<MvccPeers>,
+    ) -> Addr<Self> {
+        // The factory runs once on the arbiter's thread (the pending transaction must be made
+        // there); the actor never stops itself, so actix never asks for a second one.
+        let slot = Arc::new(Mutex::new(Some((store, peers))));
         SyncArbiter::start(1, move || {
-            let store = slot
+            let (store, peers) = slot
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
                 .expect("the mvcc actor is created once");
-            MvccActor::batched(store, max_pending_ops)
+            let actor = MvccActor::batched(store, max_pending_ops);
+            match peers {
+                Some(p) => actor.with_peers(p),
+                None => actor,
+            }
         })
     }
 }
@@ -105,6 +183,7 @@ impl Handler<ApplyBatch> for MvccActor {
             msg.term,
             msg.requests,
         )?;
+        self.announce();
         if self.max_pending_ops == 1 {
             self.store.finish_compaction_now(&mut self.pending)?;
         } else {
@@ -153,6 +232,25 @@ impl Handler<HashKv> for MvccActor {
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         self.store.hash_kv_with(&self.pending, msg.revision)
+    }
+}
+
+/// Key history for watchers catching up.
+impl Handler<History> for MvccActor {
+    type Result = Result<HistoryChunk, EtcdError>;
+
+    fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
+        self.store
+            .history_with(&self.pending, msg.from, msg.to, msg.max_events)
+    }
+}
+
+/// The keys attached to a lease, sorted.
+impl Handler<LeaseKeys> for MvccActor {
+    type Result = Result<Vec<Vec<u8>>, EtcdError>;
+
+    fn handle(&mut self, msg: LeaseKeys, _: &mut Self::Context) -> Self::Result {
+        self.store.leases().keys_of(msg.id)
     }
 }
 

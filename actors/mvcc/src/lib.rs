@@ -102,16 +102,19 @@ mod actor;
 mod alarm;
 mod error;
 mod hash;
+mod history;
 mod key_index;
+mod lease;
 mod range;
 mod store;
 mod txn;
 mod write;
 
-pub use actor::MvccActor;
+pub use actor::{MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use store::{
-    DEFAULT_COMPACTION_BATCH_LIMIT, LeaseChecker, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
-    META_SCHEDULED_COMPACT, META_TERM, Pending, Store,
+    DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
+    META_SCHEDULED_COMPACT, META_TERM, Outbox, Pending, Store,
 };
+pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};

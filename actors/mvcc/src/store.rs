@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    AlarmRequest, AlarmType, CompactionResponse, DeleteRangeRequest, PutRequest, RangeRequest,
-    RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
+    AlarmRequest, AlarmType, CompactionResponse, DeleteRangeRequest, LeaseGrantResponse,
+    LeaseRevokeResponse, PutRequest, RangeRequest, RangeResponse, ResponseHeader, TxnRequest,
+    TxnResponse,
 };
-use actcd_proto::mvccpb::KeyValue;
+use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
 use actcd_types::storage::{KvEngine, ReadTxn, Table, WriteTxn};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
@@ -19,6 +20,7 @@ use prost::Message;
 use crate::alarm::{Alarms, txn_puts};
 use crate::error::Error;
 use crate::key_index::{KeyIndex, TreeIndex, Undo};
+use crate::lease::{LeaseNote, LeaseUndo, Leases};
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -34,8 +36,20 @@ pub const META_FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
 /// etcd's `--experimental-compaction-batch-limit` default: records examined per deletion txn.
 pub const DEFAULT_COMPACTION_BATCH_LIMIT: usize = 1000;
 
-/// Answers "does this lease exist?" at apply time. Until the lessor plugs in, none does.
-pub type LeaseChecker = Arc<dyn Fn(i64) -> bool + Send + Sync>;
+/// What applied batches changed, for the watch hub and the lessor (collected only when
+/// [`Store::set_notify`] asked for it).
+#[derive(Debug, Default)]
+pub struct Outbox {
+    /// Watch events, in revision order.
+    pub events: Vec<Event>,
+    pub leases: Vec<LeaseNote>,
+}
+
+impl Outbox {
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.leases.is_empty()
+    }
+}
 
 /// Applied batches not yet committed to the engine: one write transaction kept open across
 /// batches, as etcd's backend batches its commits (every 100 ms or 10,000 operations). Reads on
@@ -97,7 +111,11 @@ pub struct Store {
     consistent_index: u64,
     term: u64,
     identity: MemberIdentity,
-    lease_exists: LeaseChecker,
+    /// Leases in the applied state and the keys attached to them.
+    leases: Leases,
+    /// Whether applies collect events and lease notes into `outbox`.
+    notify: bool,
+    outbox: Outbox,
     compaction_batch_limit: usize,
     /// A compaction whose deletions are still under way (see [`Self::step_compaction`]).
     compaction: Option<CompactionJob>,
@@ -125,6 +143,7 @@ struct Uncommitted {
     results: Vec<ApplyResult>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
+    lease_undo: Vec<LeaseUndo>,
     /// A compaction revision to carry out once committed.
     compaction: Option<i64>,
     /// Whether that compaction asked to be answered only once physically done.
@@ -134,6 +153,8 @@ struct Uncommitted {
 /// What a batch changes in memory, applied only once its transaction has committed.
 struct Applied {
     results: Vec<ApplyResult>,
+    events: Vec<Event>,
+    lease_notes: Vec<LeaseNote>,
     physical: bool,
     alarms: Alarms,
     current_rev: i64,
@@ -150,7 +171,7 @@ impl Store {
     }
 
     fn open_inner(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, alarms) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, alarms, leases) = {
             let txn = engine.read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -159,11 +180,12 @@ impl Store {
             let mut index = TreeIndex::new();
             let mut last_main = 1;
             let mut failed = None;
+            let mut key_leases = std::collections::HashMap::new();
             txn.scan(
                 Table::Key,
                 &[],
                 None,
-                &mut |k, v| match restore_record(&mut index, k, v) {
+                &mut |k, v| match restore_record(&mut index, &mut key_leases, k, v) {
                     Ok(main) => {
                         last_main = main;
                         true
@@ -178,6 +200,10 @@ impl Store {
                 return Err(e);
             }
             let alarms = Alarms::load(&*txn)?;
+            let mut leases = Leases::load(&*txn)?;
+            for (key, id) in key_leases {
+                leases.restore_attachment(key, id);
+            }
             (
                 index,
                 last_main,
@@ -186,6 +212,7 @@ impl Store {
                 finished,
                 scheduled,
                 alarms,
+                leases,
             )
         };
 
@@ -201,7 +228,9 @@ impl Store {
             consistent_index,
             term,
             identity,
-            lease_exists: Arc::new(|_| false),
+            leases,
+            notify: false,
+            outbox: Outbox::default(),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
             compaction: None,
             poisoned: false,
@@ -223,9 +252,27 @@ impl Store {
         Ok(store)
     }
 
-    /// Plugs in the lessor's "does this lease exist?".
-    pub fn set_lease_checker(&mut self, checker: LeaseChecker) {
-        self.lease_exists = checker;
+    /// Whether applies collect watch events and lease notes for [`Self::take_outbox`]. Off by
+    /// default, so stores nobody drains don't grow.
+    pub fn set_notify(&mut self, on: bool) {
+        self.notify = on;
+        if !on {
+            self.outbox = Outbox::default();
+        }
+    }
+
+    /// What batches applied since the last call changed.
+    pub fn take_outbox(&mut self) -> Outbox {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// etcd's minimum lease TTL (seconds): grants below it are raised to it.
+    pub fn set_min_lease_ttl(&mut self, secs: i64) {
+        self.leases.set_min_ttl(secs);
+    }
+
+    pub fn leases(&self) -> &Leases {
+        &self.leases
     }
 
     /// Records examined per compaction deletion transaction (tests make it small).
@@ -355,9 +402,11 @@ impl Store {
             self.term,
         );
         let mut pending = Pending::default();
+        let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
         let Uncommitted {
             results,
             undo,
+            lease_undo,
             compaction,
             ..
         } = self.apply_uncommitted(&mut pending, consistent_index, term, requests)?;
@@ -366,6 +415,11 @@ impl Store {
             for u in undo.iter().rev() {
                 self.index.undo(u);
             }
+            for u in lease_undo.into_iter().rev() {
+                self.leases.undo(u);
+            }
+            self.outbox.events.truncate(outbox_mark.0);
+            self.outbox.leases.truncate(outbox_mark.1);
             (
                 self.current_rev,
                 self.compact_rev,
@@ -422,8 +476,9 @@ impl Store {
         let bytes: usize = requests.iter().map(prost::Message::encoded_len).sum();
         let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
+        let mut lease_undo = Vec::new();
         let outcome = self
-            .apply_in(&mut *txn, &mut undo, term, requests)
+            .apply_in(&mut *txn, &mut undo, &mut lease_undo, term, requests)
             .and_then(|applied| {
                 txn.put(
                     Table::Meta,
@@ -441,6 +496,9 @@ impl Store {
                 for u in undo.iter().rev() {
                     self.index.undo(u);
                 }
+                for u in lease_undo.into_iter().rev() {
+                    self.leases.undo(u);
+                }
                 self.poisoned |= pending.abandon();
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
@@ -455,11 +513,16 @@ impl Store {
         self.consistent_index = consistent_index;
         self.term = term;
         self.alarms = applied.alarms;
+        if self.notify {
+            self.outbox.events.extend(applied.events);
+            self.outbox.leases.extend(applied.lease_notes);
+        }
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
             results: applied.results,
             undo,
+            lease_undo,
             compaction,
             physical: applied.physical,
         })
@@ -495,14 +558,16 @@ impl Store {
         self.check_poisoned()?;
         let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
+        let mut events = Vec::new();
         let mut w = Writer {
             txn: &mut *txn,
             index: &mut self.index,
             undo: &mut undo,
+            events: &mut events,
             begin_rev: self.current_rev,
             compact_rev: self.compact_rev,
             changes: 0,
-            lease_exists: &*self.lease_exists,
+            leases: &self.leases,
         };
         let result = w.txn(req);
         let changed = w.changes > 0;
@@ -530,6 +595,7 @@ impl Store {
         &mut self,
         txn: &mut W,
         undo: &mut Vec<Undo>,
+        lease_undo: &mut Vec<LeaseUndo>,
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Applied, Error> {
@@ -539,8 +605,11 @@ impl Store {
         let mut physical = false;
         let mut alarms = self.alarms.clone();
         let mut results = Vec::with_capacity(requests.len());
+        let mut events = Vec::new();
+        let mut lease_notes = Vec::new();
         let identity = self.identity;
         for req in requests {
+            let first_event = events.len();
             let (outcome, changed) = match KvRequest::of(req) {
                 KvRequest::Compaction(revision, wants_physical) => {
                     // etcd's order of checks. The deletions run after the batch, beside later
@@ -570,21 +639,89 @@ impl Store {
                     (outcome, false)
                 }
                 // etcd's capped applier: with NOSPACE raised, nothing may grow the store.
-                KvRequest::Write(KvWrite::Put(_)) if alarms.nospace() => {
+                KvRequest::Write(KvWrite::Put(_)) | KvRequest::LeaseGrant(..)
+                    if alarms.nospace() =>
+                {
                     (Err(Error::Request(EtcdError::NoSpace)), false)
                 }
                 KvRequest::Write(KvWrite::Txn(t)) if alarms.nospace() && txn_puts(&t) => {
                     (Err(Error::Request(EtcdError::NoSpace)), false)
                 }
+                KvRequest::LeaseGrant(id, ttl) => {
+                    let outcome = self.leases.grant(txn, lease_undo, id, ttl).map(|ttl| {
+                        lease_notes.push(LeaseNote::Granted {
+                            id,
+                            ttl,
+                            remaining_ttl: 0,
+                        });
+                        let mut header = rev_header(current_rev);
+                        stamp(&mut header, identity, term);
+                        ApplyResponse::LeaseGrant(LeaseGrantResponse {
+                            header,
+                            id,
+                            ttl,
+                            error: String::new(),
+                        })
+                    });
+                    (outcome, false)
+                }
+                KvRequest::LeaseCheckpoint(checkpoints) => {
+                    for (id, remaining_ttl) in checkpoints {
+                        if self.leases.checkpoint(txn, lease_undo, id, remaining_ttl)? {
+                            lease_notes.push(LeaseNote::Checkpointed { id, remaining_ttl });
+                        }
+                    }
+                    (Ok(ApplyResponse::Empty), false)
+                }
+                KvRequest::LeaseRevoke(id) => match self.leases.keys_of(id) {
+                    Err(e) => (Err(e.into()), false),
+                    Ok(keys) => {
+                        // Every attached key goes at one revision, as one etcd write txn.
+                        let mut w = Writer {
+                            txn: &mut *txn,
+                            index: &mut self.index,
+                            undo: &mut *undo,
+                            events: &mut events,
+                            begin_rev: current_rev,
+                            compact_rev,
+                            changes: 0,
+                            leases: &self.leases,
+                        };
+                        let mut deleted = Ok(());
+                        for key in keys {
+                            if let Err(e) = w.delete_range(DeleteRangeRequest {
+                                key,
+                                ..Default::default()
+                            }) {
+                                deleted = Err(e);
+                                break;
+                            }
+                        }
+                        let changed = w.changes > 0;
+                        deleted?;
+                        for ev in &events[first_event..] {
+                            self.leases.track(ev, lease_undo);
+                        }
+                        self.leases.remove(txn, lease_undo, id)?;
+                        lease_notes.push(LeaseNote::Revoked { id });
+                        let mut header = rev_header(current_rev + i64::from(changed));
+                        stamp(&mut header, identity, term);
+                        (
+                            Ok(ApplyResponse::LeaseRevoke(LeaseRevokeResponse { header })),
+                            changed,
+                        )
+                    }
+                },
                 KvRequest::Write(write) => {
                     let mut w = Writer {
                         txn: &mut *txn,
                         index: &mut self.index,
                         undo: &mut *undo,
+                        events: &mut events,
                         begin_rev: current_rev,
                         compact_rev,
                         changes: 0,
-                        lease_exists: &*self.lease_exists,
+                        leases: &self.leases,
                     };
                     let outcome = match write {
                         KvWrite::Put(p) => w.apply_put(p).map(|mut r| {
@@ -600,12 +737,23 @@ impl Store {
                             ApplyResponse::Txn(r)
                         }),
                     };
-                    (outcome, w.changes > 0)
+                    let changed = w.changes > 0;
+                    if outcome.is_ok() {
+                        for ev in &events[first_event..] {
+                            self.leases.track(ev, lease_undo);
+                        }
+                    }
+                    (outcome, changed)
                 }
             };
             match outcome {
                 Ok(r) => results.push(Ok(r)),
-                Err(Error::Request(e)) => results.push(Err(e)),
+                Err(Error::Request(e)) => {
+                    // A refused request wrote nothing (its writer rolled back), so it has no
+                    // events either.
+                    events.truncate(first_event);
+                    results.push(Err(e));
+                }
                 // The engine failed: the whole batch is abandoned.
                 Err(e) => return Err(e),
             }
@@ -615,6 +763,8 @@ impl Store {
         }
         Ok(Applied {
             results,
+            events,
+            lease_notes,
             physical,
             alarms,
             current_rev,
@@ -739,6 +889,10 @@ fn delete_compacted_slice<W: WriteTxn + ?Sized>(
 /// etcd's applier when several fields are set.
 enum KvRequest {
     Write(KvWrite),
+    LeaseGrant(i64, i64),
+    LeaseRevoke(i64),
+    /// `(lease id, remaining TTL)` pairs.
+    LeaseCheckpoint(Vec<(i64, i64)>),
     Compaction(i64, bool),
     Alarm(AlarmRequest),
     /// Not a key-space write: a Range (reads are served outside the log, so one that went
@@ -761,6 +915,17 @@ impl KvRequest {
             Self::Compaction(c.revision, c.physical)
         } else if let Some(a) = req.alarm {
             Self::Alarm(a)
+        } else if let Some(g) = req.lease_grant {
+            Self::LeaseGrant(g.id, g.ttl)
+        } else if let Some(r) = req.lease_revoke {
+            Self::LeaseRevoke(r.id)
+        } else if let Some(c) = req.lease_checkpoint {
+            Self::LeaseCheckpoint(
+                c.checkpoints
+                    .iter()
+                    .map(|c| (c.id, c.remaining_ttl))
+                    .collect(),
+            )
         } else {
             Self::None
         }
@@ -799,10 +964,21 @@ fn read_meta<R: ReadTxn + ?Sized>(txn: &R, key: &[u8]) -> Result<Option<u64>, Er
 }
 
 /// Adds one `key` table record to the index being rebuilt; returns its main revision.
-fn restore_record(index: &mut TreeIndex, k: &[u8], v: &[u8]) -> Result<i64, Error> {
+/// `key_leases` follows the lease named by each key's latest record.
+fn restore_record(
+    index: &mut TreeIndex,
+    key_leases: &mut std::collections::HashMap<Vec<u8>, i64>,
+    k: &[u8],
+    v: &[u8],
+) -> Result<i64, Error> {
     let (rev, tombstone) = Revision::from_bytes(k)
         .ok_or_else(|| Error::Corrupt(format!("malformed revision key {k:?}")))?;
     let kv = KeyValue::decode(v).map_err(|e| Error::Corrupt(format!("record {rev:?}: {e}")))?;
+    if tombstone || kv.lease == 0 {
+        key_leases.remove(&kv.key);
+    } else {
+        key_leases.insert(kv.key.clone(), kv.lease);
+    }
     if tombstone {
         // A tombstone whose puts were compacted away (crash mid-compaction) names nothing.
         if index.tombstone(&kv.key, rev).is_err() {

@@ -146,6 +146,19 @@ impl Harness {
         self.apply(vec![req]).remove(0)
     }
 
+    fn take_outbox_events(&mut self) {
+        self.store.take_outbox();
+    }
+
+    /// Grants lease `id` (60 s); revisions don't move.
+    fn grant(&mut self, id: i64) {
+        let got = self.one(InternalRaftRequest {
+            lease_grant: Some(actcd_proto::etcdserverpb::LeaseGrantRequest { id, ttl: 60 }),
+            ..Default::default()
+        });
+        assert!(matches!(got, Ok(ApplyResponse::LeaseGrant(_))), "{got:?}");
+    }
+
     fn put(&mut self, k: &str, v: &str) -> i64 {
         match self.one(put(k, v)) {
             Ok(ApplyResponse::Put(r)) => r.header.unwrap().revision,
@@ -493,7 +506,7 @@ fn put_options_prev_kv_ignore_value_ignore_lease() {
     ];
     for c in cases {
         let mut h = Harness::new();
-        h.store.set_lease_checker(Arc::new(|id| id == 9));
+        h.grant(9);
         h.one(put_with(PutRequest {
             lease: 9,
             ..put_req("k", "old")
@@ -533,7 +546,7 @@ fn put_options_prev_kv_ignore_value_ignore_lease() {
 }
 
 #[test]
-fn lease_not_found_changes_nothing_until_a_lessor_plugs_in() {
+fn lease_not_found_changes_nothing_until_the_lease_is_granted() {
     let mut h = Harness::new();
     let before = h.snapshot();
     let records = h.records();
@@ -545,7 +558,7 @@ fn lease_not_found_changes_nothing_until_a_lessor_plugs_in() {
     let after = h.snapshot();
     assert_eq!((after.0, after.4), (before.0, before.4));
     assert_eq!(h.records(), records);
-    h.store.set_lease_checker(Arc::new(|id| id == 5));
+    h.grant(5);
     h.one(put_with(PutRequest {
         lease: 5,
         ..put_req("k", "v")
@@ -1835,7 +1848,7 @@ fn compaction_deletes_in_bounded_batches() {
 #[test]
 fn reopen_rebuilds_the_same_state() {
     let mut h = Harness::new();
-    h.store.set_lease_checker(Arc::new(|_| true));
+    h.grant(42);
     h.put("a", "1");
     h.put("b", "1");
     h.txn(TxnRequest {
@@ -2054,4 +2067,135 @@ fn nospace_alarm_caps_growing_writes_at_apply() {
     h.one(alarm(AlarmAction::Deactivate)).unwrap();
     assert!(h.one(txn).is_ok());
     assert!(h.store.status().unwrap().alarms.is_empty());
+}
+
+// ------------------------------------------------------------------ leases, events, history
+
+fn revoke(id: i64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        lease_revoke: Some(actcd_proto::etcdserverpb::LeaseRevokeRequest { id }),
+        ..Default::default()
+    }
+}
+
+fn event_summary(events: &[actcd_proto::mvccpb::Event]) -> Vec<(i32, String, i64)> {
+    events
+        .iter()
+        .map(|e| {
+            let kv = e.kv.as_ref().unwrap();
+            (
+                e.r#type,
+                String::from_utf8_lossy(&kv.key).into_owned(),
+                kv.mod_revision,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn revoke_deletes_attached_keys_at_one_revision_and_tells_who_listens() {
+    let mut h = Harness::new();
+    h.store.set_notify(true);
+    h.grant(7);
+    for k in ["b", "a", "c"] {
+        h.one(put_with(PutRequest {
+            lease: 7,
+            ..put_req(k, "v")
+        }))
+        .unwrap(); // 2, 3, 4
+    }
+    // Moving c to no lease detaches it; it must survive the revoke.
+    h.put("c", "free"); // 5
+    h.take_outbox_events();
+    let got = h.one(revoke(7));
+    match got {
+        Ok(ApplyResponse::LeaseRevoke(r)) => assert_eq!(r.header, full_header(6)),
+        other => panic!("revoke: {other:?}"),
+    }
+    let out = h.store.take_outbox();
+    assert_eq!(
+        event_summary(&out.events),
+        vec![(1, "a".into(), 6), (1, "b".into(), 6)],
+        "sorted deletes at one revision"
+    );
+    assert_eq!(out.leases, vec![crate::LeaseNote::Revoked { id: 7 }]);
+    assert!(h.get("a").is_none() && h.get("b").is_none());
+    assert_eq!(h.get("c").unwrap().value, b"free");
+    assert_eq!(h.one(revoke(7)), Err(EtcdError::LeaseNotFound));
+}
+
+#[test]
+fn leases_and_attachments_survive_reopen() {
+    let mut h = Harness::new();
+    h.grant(3);
+    h.grant(4);
+    h.one(put_with(PutRequest {
+        lease: 3,
+        ..put_req("x", "1")
+    }))
+    .unwrap();
+    h.one(put_with(PutRequest {
+        lease: 4,
+        ..put_req("y", "1")
+    }))
+    .unwrap();
+    // y moves to lease 3, then is deleted: lease 4 ends with nothing, lease 3 with x.
+    h.one(put_with(PutRequest {
+        lease: 3,
+        ..put_req("y", "2")
+    }))
+    .unwrap();
+    h.one(del("y", "")).unwrap();
+    let reopened = Store::open(Arc::new(h.engine.clone()), ID).unwrap();
+    let keys = |id| reopened.leases().get(id).map(|l| l.keys.len());
+    assert_eq!((keys(3), keys(4), keys(5)), (Some(1), Some(0), None));
+    assert_eq!(reopened.leases().get(3).map(|l| l.ttl), Some(60));
+}
+
+#[test]
+fn history_reads_events_by_revision_without_splitting_one() {
+    let mut h = Harness::new();
+    h.put("a", "1"); // 2
+    h.txn(TxnRequest {
+        success: vec![op_put("b", "1"), op_put("c", "1")],
+        ..Default::default()
+    })
+    .unwrap(); // 3
+    h.one(del("a", "")).unwrap(); // 4
+    let all = h.store.history_with(&Pending::default(), 2, 100, 100).unwrap();
+    assert_eq!(
+        event_summary(&all.events),
+        vec![
+            (0, "a".into(), 2),
+            (0, "b".into(), 3),
+            (0, "c".into(), 3),
+            (1, "a".into(), 4)
+        ]
+    );
+    assert_eq!((all.through, all.current_revision), (4, 4));
+    // Two events fit after revision 2's one only if revision 3 stays whole.
+    let part = h.store.history_with(&Pending::default(), 2, 100, 2).unwrap();
+    assert_eq!(part.events.len(), 3);
+    assert_eq!(part.through, 3);
+    let one = h.store.history_with(&Pending::default(), 2, 100, 1).unwrap();
+    assert_eq!((one.events.len(), one.through), (1, 2));
+}
+
+#[test]
+fn events_match_what_the_batch_changed_and_refused_requests_add_none() {
+    let mut h = Harness::new();
+    h.store.set_notify(true);
+    h.apply(vec![
+        put("a", "1"), // 2
+        put_with(PutRequest {
+            lease: 99,
+            ..put_req("b", "1")
+        }), // refused
+        del("a", ""), // 3
+    ]);
+    let out = h.store.take_outbox();
+    assert_eq!(
+        event_summary(&out.events),
+        vec![(0, "a".into(), 2), (1, "a".into(), 3)]
+    );
 }

@@ -157,7 +157,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
         let path = {
             let view = self.view();
             let path = txn_path(&view, &req)?;
-            let lease_exists = self.lease_exists;
+            let leases = self.leases;
             check_ops(&req, &path, &mut |op| match &op.request {
                 Some(Request::RequestPut(p)) => {
                     if (p.ignore_value || p.ignore_lease)
@@ -165,7 +165,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                     {
                         return Err(EtcdError::KeyNotFound.into());
                     }
-                    if p.lease != 0 && !lease_exists(p.lease) {
+                    if p.lease != 0 && !leases.exists(p.lease) {
                         return Err(EtcdError::LeaseNotFound.into());
                     }
                     Ok(())

@@ -10,13 +10,15 @@
 use actcd_proto::etcdserverpb::{
     DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse, ResponseHeader,
 };
-use actcd_proto::mvccpb::KeyValue;
+use actcd_proto::mvccpb::event::EventType;
+use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::storage::{Table, WriteTxn};
 use actcd_types::{EtcdError, Revision};
 use prost::Message;
 
 use crate::error::Error;
 use crate::key_index::{KeyRange, TreeIndex, Undo};
+use crate::lease::Leases;
 use crate::range::View;
 
 /// A header carrying only a revision: what etcd puts in responses nested in a Txn, and what
@@ -34,12 +36,15 @@ pub(crate) struct Writer<'a, W: WriteTxn + ?Sized> {
     pub index: &'a mut TreeIndex,
     /// Every index change of the batch so far, oldest first.
     pub undo: &'a mut Vec<Undo>,
+    /// The watch events of the batch so far: exactly one per entry of `undo`, in the same order,
+    /// so a rollback takes both back together.
+    pub events: &'a mut Vec<Event>,
     /// The store's revision before this request.
     pub begin_rev: i64,
     pub compact_rev: i64,
     /// Records this request has written so far (the next `sub`).
     pub changes: i64,
-    pub lease_exists: &'a (dyn Fn(i64) -> bool + Send + Sync),
+    pub leases: &'a Leases,
 }
 
 impl<W: WriteTxn + ?Sized> Writer<'_, W> {
@@ -59,7 +64,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
 
     /// A top-level Put: the lease must exist (checked first, as etcd does), then [`Self::put`].
     pub fn apply_put(&mut self, req: PutRequest) -> Result<PutResponse, Error> {
-        if req.lease != 0 && !(self.lease_exists)(req.lease) {
+        if req.lease != 0 && !self.leases.exists(req.lease) {
             return Err(EtcdError::LeaseNotFound.into());
         }
         self.put(req)
@@ -103,6 +108,11 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
         self.txn
             .put(Table::Key, &rev.to_bytes(false), &kv.encode_to_vec())?;
         self.undo.push(self.index.put_logged(&kv.key, rev));
+        self.events.push(Event {
+            r#type: EventType::Put as i32,
+            kv: Some(kv),
+            prev_kv: None,
+        });
         self.changes += 1;
         Ok(PutResponse {
             header: rev_header(rev.main),
@@ -151,6 +161,16 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                 .tombstone_logged(&tombstone.key, rev)
                 .map_err(|e| Error::Corrupt(format!("{e} for a live key")))?;
             self.undo.push(undo);
+            // etcd's delete event: the key and the deletion revision.
+            self.events.push(Event {
+                r#type: EventType::Delete as i32,
+                kv: Some(KeyValue {
+                    key: tombstone.key,
+                    mod_revision: main,
+                    ..Default::default()
+                }),
+                prev_kv: None,
+            });
             self.changes += 1;
         }
         Ok(DeleteRangeResponse {
@@ -165,6 +185,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
         while self.undo.len() > mark {
             let Some(u) = self.undo.pop() else { break };
             self.index.undo(&u);
+            self.events.pop();
             self.txn.delete(Table::Key, &u.rev.to_bytes(u.tombstone))?;
             self.changes -= 1;
         }

@@ -6,8 +6,8 @@
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    AlarmMember, AlarmResponse, CompactionResponse, DeleteRangeResponse, PutResponse, RangeRequest,
-    RangeResponse, TxnResponse,
+    AlarmMember, AlarmResponse, CompactionResponse, DeleteRangeResponse, LeaseGrantResponse,
+    LeaseRevokeResponse, PutResponse, RangeRequest, RangeResponse, TxnResponse,
 };
 use actix::Message;
 use tokio::sync::oneshot;
@@ -143,6 +143,8 @@ pub enum ApplyResponse {
     Txn(TxnResponse),
     Compaction(CompactionResponse),
     Alarm(AlarmResponse),
+    LeaseGrant(LeaseGrantResponse),
+    LeaseRevoke(LeaseRevokeResponse),
     /// Entries with nothing to answer (empty entries, configuration changes).
     Empty,
 }
@@ -373,4 +375,12 @@ pub struct HistoryChunk {
     pub compact_revision: i64,
     /// The store's current revision.
     pub current_revision: i64,
+}
+
+/// The keys attached to a lease in the applied state, sorted (LeaseTimeToLive with `keys`).
+/// `LeaseNotFound` when the store holds no such lease.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<Vec<Vec<u8>>, EtcdError>")]
+pub struct LeaseKeys {
+    pub id: i64,
 }
