@@ -53,6 +53,7 @@ impl Writer {
             consistent_index: self.next_index,
             term: 1,
             requests,
+            replies: Vec::new(),
         }
     }
 
@@ -68,6 +69,7 @@ impl Writer {
                 }),
                 ..Default::default()
             }],
+            replies: Vec::new(),
         }
     }
 }

@@ -40,11 +40,11 @@ impl Handler<Apply> for ApplierActor {
             return AtomicResponse::new(Box::pin(fut::ready(())));
         };
         let send = self.peers.store.send(prepared.batch);
-        let (ids, last_index) = (prepared.ids, prepared.last_index);
+        let last_index = prepared.last_index;
         AtomicResponse::new(Box::pin(send.into_actor(self).map(
             move |res, act, _| match res {
-                Ok(Ok(results)) => {
-                    act.applier.complete(ids, results, last_index);
+                Ok(Ok(_)) => {
+                    act.applier.complete(last_index);
                     act.peers.raft.do_send(Applied { index: last_index });
                 }
                 Ok(Err(e)) => {

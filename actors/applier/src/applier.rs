@@ -5,11 +5,10 @@ use actcd_types::msg::{ApplyBatch, ApplyResult, CommittedEntry, EntryKind};
 use prost::Message;
 use tokio::sync::oneshot;
 
-/// One Apply's worth of work for the store, with the ids to answer in the same order.
+/// One Apply's worth of work for the store, carrying the waiters it answers directly.
 #[derive(Debug)]
 pub struct Prepared {
     pub batch: ApplyBatch,
-    pub ids: Vec<u64>,
     pub last_index: u64,
 }
 
@@ -52,7 +51,7 @@ impl Applier {
             return None;
         }
         let mut requests = Vec::new();
-        let mut ids = Vec::new();
+        let mut replies = Vec::new();
         for e in entries {
             if e.index <= self.consistent_index || e.kind != EntryKind::Normal || e.data.is_empty()
             {
@@ -60,7 +59,8 @@ impl Applier {
             }
             match InternalRaftRequest::decode(e.data.as_slice()) {
                 Ok(req) => {
-                    ids.push(req.header.as_ref().map_or(0, |h| h.id));
+                    let id = req.header.as_ref().map_or(0, |h| h.id);
+                    replies.push(self.waiters.remove(&id));
                     requests.push(req);
                 }
                 // Only this server's own proposals are in the log; an undecodable one is a bug,
@@ -73,19 +73,14 @@ impl Applier {
                 consistent_index: last_index,
                 term: last_term,
                 requests,
+                replies,
             },
-            ids,
             last_index,
         })
     }
 
-    /// Answers the waiters of an applied batch and advances the applied index.
-    pub fn complete(&mut self, ids: Vec<u64>, results: Vec<ApplyResult>, last_index: u64) {
-        for (id, res) in ids.into_iter().zip(results) {
-            if let Some(w) = self.waiters.remove(&id) {
-                let _ = w.send(res);
-            }
-        }
+    /// Records a batch as applied (the store has answered its waiters).
+    pub fn complete(&mut self, last_index: u64) {
         self.consistent_index = last_index;
         self.mark_applied(last_index);
     }
@@ -170,28 +165,39 @@ mod tests {
         for c in cases {
             let mut a = Applier::new(c.consistent);
             let p = a.prepare(c.entries);
-            assert_eq!(p.as_ref().map(|p| p.ids.clone()), c.want_ids, "{}", c.name);
+            let ids = p.as_ref().map(|p| {
+                p.batch
+                    .requests
+                    .iter()
+                    .map(|r| r.header.as_ref().map_or(0, |h| h.id))
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(ids, c.want_ids, "{}", c.name);
             assert_eq!(a.applied(), c.want_applied.max(c.consistent), "{}", c.name);
             if let Some(p) = p {
-                assert_eq!(p.batch.requests.len(), p.ids.len());
+                assert_eq!(p.batch.requests.len(), p.batch.replies.len());
             }
         }
     }
 
     #[test]
-    fn replies_by_id() {
+    fn hands_each_request_its_waiter_by_id() {
         let mut a = Applier::new(0);
         let (tx1, mut rx1) = oneshot::channel();
-        let (tx2, mut rx2) = oneshot::channel();
+        let (tx2, _rx2) = oneshot::channel();
         a.register(10, tx1);
         a.register(11, tx2);
         a.cancel(11);
-        let p = a.prepare(vec![entry(1, 10)]).unwrap();
-        a.complete(p.ids, vec![Ok(ApplyResponse::Empty)], p.last_index);
+        let p = a
+            .prepare(vec![entry(1, 10), entry(2, 11), entry(3, 12)])
+            .unwrap();
+        let slots: Vec<bool> = p.batch.replies.iter().map(Option::is_some).collect();
+        assert_eq!(slots, [true, false, false], "10 waits; 11 cancelled; 12 never registered");
+        let mut replies = p.batch.replies;
+        let _ = replies[0].take().unwrap().send(Ok(ApplyResponse::Empty));
         assert_eq!(rx1.try_recv().unwrap(), Ok(ApplyResponse::Empty));
-        assert!(rx2.try_recv().is_err());
-        let p = a.prepare(vec![entry(2, 12)]).unwrap();
-        a.complete(p.ids, vec![Ok(ApplyResponse::Empty)], p.last_index);
-        assert_eq!(a.applied(), 2);
+        a.complete(p.last_index);
+        assert_eq!(a.applied(), 3);
+        assert!(a.prepare(vec![entry(3, 12)]).is_none(), "applied entries are skipped");
     }
 }

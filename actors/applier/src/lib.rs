@@ -7,8 +7,10 @@
 //! - takes `Apply{entries}` from the raft node, in log order. Entries at or below the consistent
 //!   index read from the backend at start-up were applied before a restart and are skipped; the
 //!   rest are decoded and sent to the MVCC store as one `ApplyBatch`, which writes them and the new
-//!   consistent index in one backend transaction. Each result completes the waiter registered
-//!   under the request's id; then `Applied{index}` goes back to the raft node.
+//!   consistent index in one backend transaction. The batch carries the waiter registered under
+//!   each request's id, and the store answers it as soon as the request is applied: the reply
+//!   goes store → caller, not store → applier → caller, which took one thread wake-up off every
+//!   write. Then `Applied{index}` goes back to the raft node.
 //! - takes `Register{id, reply}` / `Cancel{id}` from preflight. (Linearizable reads wait in the
 //!   raft node, which hears `Applied` too.)
 //!

@@ -177,13 +177,21 @@ impl Handler<ApplyBatch> for MvccActor {
     type Result = Result<Vec<ApplyResult>, EtcdError>;
 
     fn handle(&mut self, msg: ApplyBatch, _: &mut Self::Context) -> Self::Result {
-        let results = self.store.apply_deferred(
+        let mut results = self.store.apply_deferred(
             &mut self.pending,
             msg.consistent_index,
             msg.term,
             msg.requests,
         )?;
+        // Watchers and the lessor hear of the batch before any client does.
         self.announce();
+        if !msg.replies.is_empty() {
+            for (res, reply) in results.drain(..).zip(msg.replies) {
+                if let Some(reply) = reply {
+                    let _ = reply.send(res);
+                }
+            }
+        }
         if self.max_pending_ops == 1 {
             self.store.finish_compaction_now(&mut self.pending)?;
         } else {
@@ -305,6 +313,7 @@ mod tests {
             consistent_index,
             term: 2,
             requests,
+            replies: Vec::new(),
         })
         .await
         .unwrap()

@@ -195,13 +195,16 @@ pub struct RaftProgress {
 // ---------------------------------------------------------------- MVCC store
 
 /// Apply decoded requests in order, all in one backend transaction that also records
-/// `consistent_index`/`term`. One result per request, in order.
+/// `consistent_index`/`term`. One result per request, in order: sent straight to the request's
+/// waiter when `replies` holds one for it (saving a hop back through the applier on every
+/// write), returned in the reply otherwise. `replies` is empty or has one slot per request.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Vec<ApplyResult>, EtcdError>")]
 pub struct ApplyBatch {
     pub consistent_index: u64,
     pub term: u64,
     pub requests: Vec<InternalRaftRequest>,
+    pub replies: Vec<Option<oneshot::Sender<ApplyResult>>>,
 }
 
 /// A read of the key space (the caller has done any linearizability wait).
