@@ -1,0 +1,532 @@
+//! Connections, the worker driver, pacing and key generation.
+//!
+//! A run is a set of workers (one per `--clients`), each owning its gRPC
+//! client over one of the `--conns` channels. Workers claim request indices
+//! from one shared counter until `--total` is reached or `--duration` has
+//! passed, so the load spreads itself over whichever workers are free. With
+//! `--rate`, request i is not sent before `start + i/rate` (an even schedule
+//! rather than a token bucket, so there are no bursts). Each worker keeps its
+//! latencies in its own vector; they are merged once at the end, so the hot
+//! path takes no lock and sends no message.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use actcd_proto::etcdserverpb::AuthenticateRequest;
+use actcd_proto::etcdserverpb::auth_client::AuthClient;
+use rand::Rng;
+use tokio::time::Instant;
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+use crate::BenchError;
+
+/// gRPC metadata key etcd reads the auth token from.
+const TOKEN_KEY: &str = "token";
+
+/// One gRPC channel (an HTTP/2 connection) and the auth token for it.
+#[derive(Clone)]
+pub struct Conn {
+    pub channel: Channel,
+    token: Option<AsciiMetadataValue>,
+}
+
+impl Conn {
+    /// Wraps `msg` in a request carrying this connection's token, if any.
+    pub fn request<T>(&self, msg: T) -> Request<T> {
+        let mut req = Request::new(msg);
+        if let Some(token) = &self.token {
+            req.metadata_mut().insert(TOKEN_KEY, token.clone());
+        }
+        req
+    }
+}
+
+/// Where and how to connect.
+#[derive(Debug, Clone)]
+pub struct ConnOpts {
+    pub endpoints: Vec<String>,
+    pub conns: usize,
+    /// `name` or `name:password`.
+    pub user: Option<String>,
+    pub password: Option<String>,
+}
+
+/// `--conns` channels, dialled round-robin over the endpoints.
+pub struct Pool {
+    conns: Vec<Conn>,
+}
+
+impl Pool {
+    pub async fn connect(opts: &ConnOpts) -> Result<Pool, BenchError> {
+        let credentials = opts.user.as_deref().map(|user| match user.split_once(':') {
+            Some((name, pass)) => (name.to_owned(), pass.to_owned()),
+            None => (user.to_owned(), opts.password.clone().unwrap_or_default()),
+        });
+        let mut conns = Vec::with_capacity(opts.conns.max(1));
+        for i in 0..opts.conns.max(1) {
+            let url = endpoint_url(&opts.endpoints[i % opts.endpoints.len()])?;
+            let channel = Endpoint::from_shared(url.clone())
+                .map_err(|e| BenchError::Usage(format!("bad endpoint {url}: {e}")))?
+                .tcp_nodelay(true)
+                .connect_timeout(Duration::from_secs(5))
+                .connect()
+                .await
+                .map_err(|source| BenchError::Connect {
+                    endpoint: url.clone(),
+                    source,
+                })?;
+            let token = match &credentials {
+                Some((name, password)) => Some(authenticate(&channel, name, password).await?),
+                None => None,
+            };
+            conns.push(Conn { channel, token });
+        }
+        Ok(Pool { conns })
+    }
+
+    /// The connection worker `i` uses.
+    pub fn conn(&self, i: usize) -> &Conn {
+        &self.conns[i % self.conns.len()]
+    }
+}
+
+async fn authenticate(
+    channel: &Channel,
+    name: &str,
+    password: &str,
+) -> Result<AsciiMetadataValue, BenchError> {
+    let resp = AuthClient::new(channel.clone())
+        .authenticate(AuthenticateRequest {
+            name: name.to_owned(),
+            password: password.to_owned(),
+        })
+        .await
+        .map_err(|s| BenchError::rpc("authenticate", s))?;
+    MetadataValue::try_from(resp.into_inner().token)
+        .map_err(|e| BenchError::Usage(format!("server sent an unusable token: {e}")))
+}
+
+/// `host:port` → `http://host:port`; `http://…` as is. TLS is not supported.
+pub fn endpoint_url(ep: &str) -> Result<String, BenchError> {
+    let ep = ep.trim();
+    if ep.starts_with("https://") {
+        return Err(BenchError::Usage(format!(
+            "{ep}: TLS endpoints are not supported"
+        )));
+    }
+    if ep.starts_with("http://") {
+        Ok(ep.to_owned())
+    } else {
+        Ok(format!("http://{ep}"))
+    }
+}
+
+/// Which of a mixed workload's halves a request belonged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+}
+
+/// One client's request loop body: `call(i)` sends the i-th request and waits
+/// for its answer.
+pub trait Worker: Send + 'static {
+    fn call(&mut self, i: u64) -> impl Future<Output = Result<Op, Status>> + Send;
+}
+
+/// How much load to offer.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Stop after this many requests (`None`: until the duration ends).
+    pub total: Option<u64>,
+    pub duration: Option<Duration>,
+    /// Requests per second over all workers; 0 is unlimited.
+    pub rate: f64,
+}
+
+impl Plan {
+    /// A plan of exactly `total` requests, no pacing: set-up work.
+    pub fn exactly(total: u64) -> Plan {
+        Plan {
+            total: Some(total),
+            duration: None,
+            rate: 0.0,
+        }
+    }
+}
+
+/// What a run measured: latencies (seconds) by kind, failures by message.
+#[derive(Debug, Default)]
+pub struct Samples {
+    pub reads: Vec<f64>,
+    pub writes: Vec<f64>,
+    pub errors: BTreeMap<String, u64>,
+    pub elapsed: Duration,
+}
+
+impl Samples {
+    fn merge(&mut self, other: Samples) {
+        self.reads.extend(other.reads);
+        self.writes.extend(other.writes);
+        for (k, v) in other.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+    }
+
+    /// Every successful latency, reads and writes alike.
+    pub fn all(&self) -> Vec<f64> {
+        let mut all = Vec::with_capacity(self.reads.len() + self.writes.len());
+        all.extend_from_slice(&self.reads);
+        all.extend_from_slice(&self.writes);
+        all
+    }
+
+    pub fn ok(&self) -> usize {
+        self.reads.len() + self.writes.len()
+    }
+
+    /// The first failure is `Unimplemented`: the server lacks the service.
+    pub fn unimplemented(&self) -> Option<&str> {
+        self.errors
+            .keys()
+            .find(|e| e.starts_with("Unimplemented"))
+            .map(String::as_str)
+    }
+}
+
+/// The text a failed request is counted under.
+pub fn error_key(status: &Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}
+
+/// Shared by the workers of one run.
+struct Shared {
+    next: AtomicU64,
+    done: AtomicU64,
+    total: u64,
+    deadline: Option<Instant>,
+    start: Instant,
+    /// Seconds between two requests' scheduled start; 0 when unpaced.
+    interval: f64,
+}
+
+impl Shared {
+    /// Claims the next request index, or `None` when the run is over.
+    fn claim(&self) -> Option<u64> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        (i < self.total).then_some(i)
+    }
+
+    fn scheduled(&self, i: u64) -> Option<Instant> {
+        (self.interval > 0.0)
+            .then(|| self.start + Duration::from_secs_f64(self.interval * i as f64))
+    }
+
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// Runs `workers` to the plan and hands them back with what they measured
+/// (workers may have collected more, e.g. revisions of their puts).
+/// `label` names the progress bar.
+pub async fn drive<W: Worker>(label: &str, workers: Vec<W>, plan: Plan) -> (Samples, Vec<W>) {
+    let start = Instant::now();
+    let shared = Arc::new(Shared {
+        next: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        total: plan.total.unwrap_or(u64::MAX),
+        deadline: plan.duration.map(|d| start + d),
+        start,
+        interval: if plan.rate > 0.0 {
+            1.0 / plan.rate
+        } else {
+            0.0
+        },
+    });
+    let finished = Arc::new(AtomicBool::new(false));
+    let progress = std::io::stderr().is_terminal().then(|| {
+        tokio::spawn(progress_bar(
+            label.to_owned(),
+            shared.clone(),
+            plan,
+            finished.clone(),
+        ))
+    });
+
+    let tasks: Vec<_> = workers
+        .into_iter()
+        .map(|w| tokio::spawn(work(w, shared.clone())))
+        .collect();
+    let mut samples = Samples::default();
+    let mut workers = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let (s, w) = t.await.expect("worker task panicked");
+        samples.merge(s);
+        workers.push(w);
+    }
+    samples.elapsed = start.elapsed();
+    finished.store(true, Ordering::Relaxed);
+    if let Some(p) = progress {
+        let _ = p.await;
+    }
+    (samples, workers)
+}
+
+async fn work<W: Worker>(mut w: W, shared: Arc<Shared>) -> (Samples, W) {
+    let mut s = Samples::default();
+    while let Some(i) = shared.claim() {
+        if let Some(at) = shared.scheduled(i) {
+            tokio::time::sleep_until(at).await;
+        }
+        if shared.expired() {
+            break;
+        }
+        let st = Instant::now();
+        let res = w.call(i).await;
+        let lat = st.elapsed().as_secs_f64();
+        match res {
+            Ok(Op::Read) => s.reads.push(lat),
+            Ok(Op::Write) => s.writes.push(lat),
+            Err(status) => {
+                let unimplemented = status.code() == Code::Unimplemented;
+                *s.errors.entry(error_key(&status)).or_default() += 1;
+                shared.done.fetch_add(1, Ordering::Relaxed);
+                if unimplemented {
+                    // No point hammering a service the server lacks.
+                    break;
+                }
+                continue;
+            }
+        }
+        shared.done.fetch_add(1, Ordering::Relaxed);
+    }
+    (s, w)
+}
+
+/// Redraws `[#####     ] done/total` on stderr four times a second.
+async fn progress_bar(label: String, shared: Arc<Shared>, plan: Plan, finished: Arc<AtomicBool>) {
+    const WIDTH: usize = 40;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tick.tick().await;
+        let done_all = finished.load(Ordering::Relaxed);
+        let done = shared.done.load(Ordering::Relaxed);
+        let by_count = plan.total.map(|t| done as f64 / t.max(1) as f64);
+        let by_time = plan
+            .duration
+            .map(|d| shared.start.elapsed().as_secs_f64() / d.as_secs_f64().max(1e-9));
+        let frac = match (by_count, by_time) {
+            (Some(a), Some(b)) => a.max(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => 0.0,
+        };
+        let frac = if done_all { 1.0 } else { frac.clamp(0.0, 1.0) };
+        let filled = (frac * WIDTH as f64) as usize;
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r{label} [{}{}] {done}",
+            "#".repeat(filled),
+            " ".repeat(WIDTH - filled)
+        );
+        if let Some(t) = plan.total {
+            let _ = write!(err, "/{t}");
+        }
+        if done_all {
+            let _ = writeln!(err);
+            return;
+        }
+        let _ = err.flush();
+    }
+}
+
+/// Keys of `size` bytes: the key index in lowercase hex, zero-padded on the
+/// left, so keys are printable and the same index always gives the same key.
+#[derive(Debug, Clone)]
+pub struct KeyGen {
+    pub size: usize,
+    pub space: u64,
+    pub sequential: bool,
+}
+
+impl KeyGen {
+    pub fn new(size: usize, space: u64, sequential: bool) -> Result<KeyGen, BenchError> {
+        if size == 0 || space == 0 {
+            return Err(BenchError::Usage(
+                "--key-size and --key-space-size must be positive".into(),
+            ));
+        }
+        if size < 16 && space > 16u64.pow(size as u32) {
+            return Err(BenchError::Usage(format!(
+                "--key-space-size {space} does not fit in {size}-byte hex keys"
+            )));
+        }
+        Ok(KeyGen {
+            size,
+            space,
+            sequential,
+        })
+    }
+
+    /// The key index request `i` uses.
+    pub fn index(&self, i: u64, rng: &mut impl Rng) -> u64 {
+        if self.sequential {
+            i % self.space
+        } else {
+            rng.random_range(0..self.space)
+        }
+    }
+
+    /// Writes key `index` into `buf`, replacing its contents.
+    pub fn write(&self, index: u64, buf: &mut Vec<u8>) {
+        buf.clear();
+        write_hex(index, self.size, buf);
+    }
+}
+
+/// Appends `n` in lowercase hex, zero-padded to `width` digits.
+pub fn write_hex(n: u64, width: usize, buf: &mut Vec<u8>) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let start = buf.len();
+    buf.resize(start + width, b'0');
+    let mut n = n;
+    for b in buf[start..].iter_mut().rev() {
+        if n == 0 {
+            break;
+        }
+        *b = DIGITS[(n & 0xf) as usize];
+        n >>= 4;
+    }
+}
+
+/// `n` printable pseudo-random bytes, the value every put writes.
+pub fn value_bytes(n: usize, rng: &mut impl Rng) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    (0..n)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())])
+        .collect()
+}
+
+/// The smallest key greater than every key starting with `prefix`, as
+/// etcdctl's `--prefix` computes it; `\0` (every key) if there is none.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s`, or bare seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a duration like 10s, 500ms or 2m"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(n * scale).map_err(|e| format!("{s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    use super::*;
+
+    #[test]
+    fn endpoints_get_a_scheme() {
+        assert_eq!(
+            endpoint_url("127.0.0.1:2379").unwrap(),
+            "http://127.0.0.1:2379"
+        );
+        assert_eq!(endpoint_url("http://h:1").unwrap(), "http://h:1");
+        assert!(endpoint_url("https://h:1").is_err());
+    }
+
+    #[test]
+    fn keys_are_padded_hex_of_the_index() {
+        let g = KeyGen::new(8, 1 << 20, true).unwrap();
+        let key = |i| {
+            let mut k = b"stale".to_vec();
+            g.write(i, &mut k);
+            k
+        };
+        assert_eq!(key(0), b"00000000");
+        assert_eq!(key(0xabc), b"00000abc");
+        let mut rng = SmallRng::seed_from_u64(1);
+        assert_eq!(g.index(5, &mut rng), 5);
+        assert_eq!(g.index((1 << 20) + 3, &mut rng), 3);
+    }
+
+    #[test]
+    fn random_keys_stay_in_the_key_space() {
+        let g = KeyGen::new(4, 7, false).unwrap();
+        let mut rng = SmallRng::seed_from_u64(1);
+        assert!((0..1000).all(|i| g.index(i, &mut rng) < 7));
+    }
+
+    #[test]
+    fn key_space_must_fit_the_key_size() {
+        assert!(KeyGen::new(2, 256, false).is_ok());
+        assert!(KeyGen::new(2, 257, false).is_err());
+        assert!(KeyGen::new(0, 1, false).is_err());
+        assert!(KeyGen::new(16, u64::MAX, false).is_ok());
+    }
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end(b"bench/"), b"bench0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("10x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn claims_stop_at_the_total() {
+        let shared = Shared {
+            next: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            total: 3,
+            deadline: None,
+            start: Instant::now(),
+            interval: 0.5,
+        };
+        let claimed: Vec<_> = std::iter::from_fn(|| shared.claim()).collect();
+        assert_eq!(claimed, [0, 1, 2]);
+        assert_eq!(
+            shared.scheduled(4).unwrap() - shared.start,
+            Duration::from_secs(2)
+        );
+    }
+}
