@@ -1,0 +1,150 @@
+//! [`LessorActor`]: the [`Lessor`] behind a mailbox, with a [`Clock`] for "now".
+
+use std::time::Instant;
+
+use actcd_types::EtcdError;
+use actcd_types::msg::{
+    Leadership, LeaseCheckpointed, LeaseGranted, LeaseRevoked, LeaseTimeToLive, LeaseTtl,
+    LessorTick, ListLeases, ProposeLeaseOps, RenewLease,
+};
+use actix::{Actor, Context, Handler, Recipient};
+
+use crate::config::LessorConfig;
+use crate::lessor::Lessor;
+
+/// Where the lessor reads the time. Its only source of "now".
+pub trait Clock: Send + Unpin + 'static {
+    fn now(&self) -> Instant;
+}
+
+/// Tokio's clock: real time, or the test's when tokio's time is paused.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+/// Runs on the System thread: every handler is a map lookup or a few B-tree operations.
+pub struct LessorActor<C: Clock = TokioClock> {
+    lessor: Lessor,
+    clock: C,
+    /// Takes expired leases' revokes and checkpoints to propose through raft.
+    propose: Recipient<ProposeLeaseOps>,
+}
+
+impl<C: Clock> LessorActor<C> {
+    /// A follower lessor with no leases: it learns of them from `LeaseGranted` (sent for every
+    /// lease at recovery, then on every applied grant) and starts expiring them on
+    /// `Leadership{leader: true}`.
+    pub fn new(config: LessorConfig, clock: C, propose: Recipient<ProposeLeaseOps>) -> Self {
+        Self {
+            lessor: Lessor::new(config),
+            clock,
+            propose,
+        }
+    }
+}
+
+impl<C: Clock> Actor for LessorActor<C> {
+    type Context = Context<Self>;
+}
+
+/// A grant applied (or a lease found at recovery): start timing it.
+impl<C: Clock> Handler<LeaseGranted> for LessorActor<C> {
+    type Result = ();
+
+    fn handle(&mut self, m: LeaseGranted, _: &mut Context<Self>) {
+        let now = self.clock.now();
+        self.lessor.granted(m.id, m.ttl, m.remaining_ttl, now);
+    }
+}
+
+/// A revoke applied: forget the lease.
+impl<C: Clock> Handler<LeaseRevoked> for LessorActor<C> {
+    type Result = ();
+
+    fn handle(&mut self, m: LeaseRevoked, _: &mut Context<Self>) {
+        self.lessor.revoked(m.id);
+    }
+}
+
+/// A checkpoint applied: remember the remaining TTL, schedule the next checkpoint.
+impl<C: Clock> Handler<LeaseCheckpointed> for LessorActor<C> {
+    type Result = ();
+
+    fn handle(&mut self, m: LeaseCheckpointed, _: &mut Context<Self>) {
+        let now = self.clock.now();
+        self.lessor.checkpointed(m.id, m.remaining_ttl, now);
+    }
+}
+
+/// A keepalive: [`Lessor::renew`].
+impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
+    type Result = Result<i64, EtcdError>;
+
+    fn handle(&mut self, m: RenewLease, _: &mut Context<Self>) -> Self::Result {
+        let now = self.clock.now();
+        self.lessor.renew(m.id, now)
+    }
+}
+
+/// [`Lessor::time_to_live`].
+impl<C: Clock> Handler<LeaseTimeToLive> for LessorActor<C> {
+    type Result = Result<LeaseTtl, EtcdError>;
+
+    fn handle(&mut self, m: LeaseTimeToLive, _: &mut Context<Self>) -> Self::Result {
+        self.lessor.time_to_live(m.id, self.clock.now())
+    }
+}
+
+/// [`Lessor::leases`].
+impl<C: Clock> Handler<ListLeases> for LessorActor<C> {
+    type Result = Vec<i64>;
+
+    fn handle(&mut self, _: ListLeases, _: &mut Context<Self>) -> Vec<i64> {
+        self.lessor.leases()
+    }
+}
+
+/// Leader: promote, extending every expiry by the election timeout. Follower: demote.
+impl<C: Clock> Handler<Leadership> for LessorActor<C> {
+    type Result = ();
+
+    fn handle(&mut self, m: Leadership, _: &mut Context<Self>) {
+        if m.leader {
+            let extend = self.lessor.config().election_timeout;
+            self.lessor.promote(self.clock.now(), extend);
+            tracing::info!(leases = self.lessor.len(), "lessor promoted");
+        } else if self.lessor.is_primary() {
+            self.lessor.demote();
+            tracing::info!("lessor demoted");
+        }
+    }
+}
+
+/// Expired leases and due checkpoints, as one `ProposeLeaseOps` if there are any. `do_send`:
+/// at most one message per tick, bounded by the per-tick limits; anything lost is handed out
+/// again (revokes after the retry interval, checkpoints an interval later).
+impl<C: Clock> Handler<LessorTick> for LessorActor<C> {
+    type Result = ();
+
+    fn handle(&mut self, _: LessorTick, _: &mut Context<Self>) {
+        let ops = self.lessor.tick(self.clock.now());
+        if ops.revokes.is_empty() && ops.checkpoints.is_empty() {
+            return;
+        }
+        tracing::debug!(
+            revokes = ops.revokes.len(),
+            checkpoints = ops.checkpoints.len(),
+            "proposing lease ops"
+        );
+        self.propose.do_send(ops);
+    }
+}
+
+#[cfg(test)]
+#[path = "actor_tests.rs"]
+mod tests;

@@ -1,0 +1,236 @@
+//! [`LessorActor`] under paused tokio time, proposing to a recording fake.
+
+use std::time::Duration;
+
+use actcd_types::EtcdError;
+use actcd_types::msg::{
+    Leadership, LeaseCheckpointed, LeaseGranted, LeaseRevoked, LeaseTimeToLive, LeaseTtl,
+    LessorTick, ListLeases, ProposeLeaseOps, RenewLease,
+};
+use actix::{Actor, Addr, Context, Handler, Message};
+use tokio::time::advance;
+
+use super::{LessorActor, TokioClock};
+use crate::config::LessorConfig;
+
+/// Stands in for whoever proposes lease ops through raft: records what it is asked.
+#[derive(Default)]
+struct Recorder {
+    got: Vec<ProposeLeaseOps>,
+}
+
+impl Actor for Recorder {
+    type Context = Context<Self>;
+}
+
+impl Handler<ProposeLeaseOps> for Recorder {
+    type Result = ();
+
+    fn handle(&mut self, m: ProposeLeaseOps, _: &mut Context<Self>) {
+        self.got.push(m);
+    }
+}
+
+/// Everything recorded so far.
+#[derive(Message)]
+#[rtype(result = "Vec<ProposeLeaseOps>")]
+struct Take;
+
+impl Handler<Take> for Recorder {
+    type Result = Vec<ProposeLeaseOps>;
+
+    fn handle(&mut self, _: Take, _: &mut Context<Self>) -> Vec<ProposeLeaseOps> {
+        std::mem::take(&mut self.got)
+    }
+}
+
+struct Harness {
+    lessor: Addr<LessorActor>,
+    recorder: Addr<Recorder>,
+}
+
+impl Harness {
+    /// Pauses tokio's clock and starts a follower lessor proposing to a recorder.
+    fn start(config: LessorConfig) -> Self {
+        tokio::time::pause();
+        let recorder = Recorder::default().start();
+        let lessor = LessorActor::new(config, TokioClock, recorder.clone().recipient()).start();
+        Self { lessor, recorder }
+    }
+
+    async fn leader(&self, leader: bool) {
+        self.lessor.send(Leadership { leader }).await.unwrap();
+    }
+
+    async fn grant(&self, id: i64, ttl: i64, remaining_ttl: i64) {
+        self.lessor
+            .send(LeaseGranted {
+                id,
+                ttl,
+                remaining_ttl,
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Sends a tick and returns what it proposed (the recorder's mailbox is FIFO, so the
+    /// tick's `ProposeLeaseOps`, if any, arrives before `Take`).
+    async fn tick(&self) -> Vec<ProposeLeaseOps> {
+        self.lessor.send(LessorTick).await.unwrap();
+        self.recorder.send(Take).await.unwrap()
+    }
+
+    async fn renew(&self, id: i64) -> Result<i64, EtcdError> {
+        self.lessor.send(RenewLease { id }).await.unwrap()
+    }
+
+    async fn ttl(&self, id: i64) -> Result<LeaseTtl, EtcdError> {
+        self.lessor.send(LeaseTimeToLive { id }).await.unwrap()
+    }
+}
+
+fn revokes(ids: &[i64]) -> Vec<ProposeLeaseOps> {
+    vec![ProposeLeaseOps {
+        revokes: ids.to_vec(),
+        checkpoints: Vec::new(),
+    }]
+}
+
+fn checkpoints(cps: &[(i64, i64)]) -> Vec<ProposeLeaseOps> {
+    vec![ProposeLeaseOps {
+        revokes: Vec::new(),
+        checkpoints: cps.to_vec(),
+    }]
+}
+
+#[actix_rt::test]
+async fn leader_proposes_each_expired_lease_once_per_retry_interval() {
+    let h = Harness::start(LessorConfig::default());
+    h.leader(true).await;
+    h.grant(1, 5, 0).await;
+    h.grant(2, 60, 0).await;
+
+    assert_eq!(h.tick().await, vec![]);
+    advance(Duration::from_millis(4999)).await;
+    assert_eq!(h.tick().await, vec![]);
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(h.tick().await, revokes(&[1]));
+
+    // Not applied yet: not proposed again until the retry interval (3 s) has passed.
+    advance(Duration::from_millis(500)).await;
+    assert_eq!(h.tick().await, vec![]);
+    assert_eq!(h.renew(1).await, Err(EtcdError::LeaseNotFound));
+    advance(Duration::from_millis(2500)).await;
+    assert_eq!(h.tick().await, revokes(&[1]));
+
+    h.lessor.send(LeaseRevoked { id: 1 }).await.unwrap();
+    advance(Duration::from_secs(10)).await;
+    assert_eq!(h.tick().await, vec![]);
+    assert_eq!(h.lessor.send(ListLeases).await.unwrap(), vec![2]);
+}
+
+#[actix_rt::test]
+async fn follower_refuses_keepalives_and_never_expires() {
+    let h = Harness::start(LessorConfig::default());
+    h.grant(1, 5, 0).await;
+    assert_eq!(h.renew(1).await, Err(EtcdError::NotLeader));
+    assert_eq!(h.ttl(1).await, Err(EtcdError::NotLeader));
+    advance(Duration::from_secs(3600)).await;
+    assert_eq!(h.tick().await, vec![]);
+    assert_eq!(h.lessor.send(ListLeases).await.unwrap(), vec![1]);
+}
+
+#[actix_rt::test]
+async fn keepalive_moves_the_expiry() {
+    let h = Harness::start(LessorConfig::default());
+    h.leader(true).await;
+    h.grant(7, 10, 0).await;
+    advance(Duration::from_secs(8)).await;
+    assert_eq!(
+        h.ttl(7).await,
+        Ok(LeaseTtl {
+            granted_ttl: 10,
+            remaining_ttl: 2
+        })
+    );
+    assert_eq!(h.renew(7).await, Ok(10));
+    assert_eq!(h.renew(8).await, Err(EtcdError::LeaseNotFound));
+    advance(Duration::from_secs(9)).await;
+    assert_eq!(h.tick().await, vec![]);
+    assert_eq!(
+        h.ttl(7).await,
+        Ok(LeaseTtl {
+            granted_ttl: 10,
+            remaining_ttl: 1
+        })
+    );
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(h.tick().await, revokes(&[7]));
+}
+
+#[actix_rt::test]
+async fn new_leader_restarts_clocks_from_the_checkpoint_plus_election_timeout() {
+    let h = Harness::start(LessorConfig {
+        election_timeout: Duration::from_secs(1),
+        ..LessorConfig::default()
+    });
+    // Recovered as a follower: lease 1 had 4 s left at its last checkpoint, lease 2 none.
+    h.grant(1, 600, 4).await;
+    h.grant(2, 10, 0).await;
+    advance(Duration::from_secs(100)).await;
+    h.leader(true).await;
+
+    advance(Duration::from_millis(4999)).await;
+    assert_eq!(h.tick().await, vec![]);
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(h.tick().await, revokes(&[1]));
+
+    // Leadership lost before lease 2 expires: nothing more is proposed here.
+    h.leader(false).await;
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(h.tick().await, vec![]);
+}
+
+#[actix_rt::test]
+async fn checkpoints_are_proposed_and_cleared_by_a_keepalive() {
+    let h = Harness::start(LessorConfig {
+        checkpoint_interval: Duration::from_secs(60),
+        ..LessorConfig::default()
+    });
+    h.leader(true).await;
+    h.grant(1, 100, 0).await;
+
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(h.tick().await, checkpoints(&[(1, 40)]));
+    h.lessor
+        .send(LeaseCheckpointed {
+            id: 1,
+            remaining_ttl: 40,
+        })
+        .await
+        .unwrap();
+
+    advance(Duration::from_secs(5)).await;
+    assert_eq!(h.renew(1).await, Ok(100));
+    assert_eq!(h.tick().await, checkpoints(&[(1, 0)]));
+    assert_eq!(h.tick().await, vec![]);
+}
+
+#[actix_rt::test]
+async fn one_message_carries_revokes_and_checkpoints() {
+    let h = Harness::start(LessorConfig {
+        checkpoint_interval: Duration::from_secs(60),
+        ..LessorConfig::default()
+    });
+    h.leader(true).await;
+    h.grant(1, 60, 0).await;
+    h.grant(2, 100, 0).await;
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(
+        h.tick().await,
+        vec![ProposeLeaseOps {
+            revokes: vec![1],
+            checkpoints: vec![(2, 40)],
+        }]
+    );
+}
