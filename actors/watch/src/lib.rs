@@ -1,1 +1,12 @@
 //! placeholder
+
+mod fragment;
+mod group;
+mod hub;
+mod interval;
+
+pub use fragment::{GRPC_OVERHEAD_BYTES, fragment};
+pub use hub::{
+    ERR_DUPLICATE_ID, ERR_EMPTY_RANGE, HubConfig, HubStats, INVALID_WATCH_ID, SendError, StreamId,
+    StreamResponse, StreamSink, WatchHub, WatchId,
+};

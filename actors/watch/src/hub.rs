@@ -1,0 +1,879 @@
+//! The watch hub's core: streams, watchers and their groups, with no actor and no channel in it.
+//!
+//! [`WatchHub`] is driven by calls (a client request, a store notification, a history chunk, a
+//! tick) and writes responses into each stream's [`StreamSink`] without ever waiting. What it
+//! needs from the store it asks for through [`WatchHub::next_history_read`]; the caller performs
+//! the read and hands the result back to [`WatchHub::history_read_done`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
+
+use actcd_proto::etcdserverpb::watch_create_request::FilterType;
+use actcd_proto::etcdserverpb::watch_request::RequestUnion;
+use actcd_proto::etcdserverpb::{ResponseHeader, WatchCreateRequest, WatchRequest, WatchResponse};
+use actcd_proto::mvccpb::Event;
+use actcd_proto::mvccpb::event::EventType;
+use actcd_types::msg::{History, HistoryChunk};
+use actcd_types::{EtcdError, MemberIdentity};
+
+use crate::fragment::{GRPC_OVERHEAD_BYTES, fragment};
+use crate::group::{Handle, WatchKeys, WatcherGroup};
+
+/// A watch id, unique within its stream. Chosen by the client (non-zero) or assigned.
+pub type WatchId = i64;
+
+/// etcd's id for responses that concern no single watcher (progress requested for a stream).
+pub const INVALID_WATCH_ID: WatchId = -1;
+
+/// etcd's `mvcc: duplicate watch ID provided on the WatchStream`.
+pub const ERR_DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+/// etcd's `mvcc: watcher range is empty`.
+pub const ERR_EMPTY_RANGE: &str = "mvcc: watcher range is empty";
+
+/// One client Watch stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+/// One response on its way to a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamResponse {
+    /// Ready to send but for `header.raft_term` (and `cluster_id`/`member_id` when the hub was
+    /// not given them).
+    pub response: WatchResponse,
+    /// The watcher asked for `prev_kv`: before sending, give every event that is not a creation
+    /// (a DELETE, or a PUT whose `create_revision != mod_revision`) and has no `prev_kv` yet the
+    /// key's value at `mod_revision - 1`, when there is one. Only set on responses with events.
+    pub fill_prev_kv: bool,
+}
+
+/// Why a stream took no response.
+#[derive(Debug)]
+pub enum SendError {
+    /// Its queue is full; the response is handed back.
+    Full(StreamResponse),
+    /// Nobody reads it any more.
+    Closed,
+}
+
+/// Where a stream's responses go: a bounded queue the hub fills without waiting.
+pub trait StreamSink {
+    fn try_send(&mut self, response: StreamResponse) -> Result<(), SendError>;
+    /// Whether at least one more response would fit now.
+    fn has_room(&self) -> bool;
+}
+
+/// Tunables, etcd's defaults.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// `--max-request-bytes`: watchers that asked for `fragment` get responses split below this
+    /// plus etcd's 512 KiB gRPC allowance.
+    pub max_request_bytes: usize,
+    /// Events asked of the store per history read while watchers catch up.
+    pub history_batch_events: usize,
+    /// Control responses (created, canceled, progress) a stream may hold back while its queue
+    /// is full before the hub gives up on it and closes it.
+    pub max_backlog: usize,
+    /// Stamped on every header so fragment sizes come out as sent; the front still sets
+    /// `raft_term`.
+    pub member: MemberIdentity,
+    /// How often watchers with `progress_notify` hear the current revision (etcd: 10 minutes).
+    /// Used by the actor; zero turns it off.
+    pub progress_interval: Duration,
+    /// How soon to retry streams whose queue was full (etcd: 10 ms). Used by the actor.
+    pub retry_interval: Duration,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: 1_572_864,
+            history_batch_events: 1000,
+            max_backlog: 1024,
+            member: MemberIdentity::default(),
+            progress_interval: Duration::from_secs(600),
+            retry_interval: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Counts, for tests and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HubStats {
+    pub streams: usize,
+    pub watchers: usize,
+    pub synced: usize,
+    pub unsynced: usize,
+    pub victims: usize,
+    /// Responses held back for streams whose queue was full.
+    pub backlog: usize,
+    pub current_revision: i64,
+    pub compact_revision: i64,
+    pub history_read_in_flight: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Caught up: fed by `notify`.
+    Synced,
+    /// Behind: fed from history reads.
+    Unsynced,
+    /// Its stream's queue was full: fed by nothing until a retry.
+    Victim,
+    /// Canceled because its next revision was compacted; the id stays taken until the client
+    /// cancels it, as in etcd.
+    Compacted,
+}
+
+struct Watcher {
+    stream: StreamId,
+    id: WatchId,
+    keys: WatchKeys,
+    no_put: bool,
+    no_delete: bool,
+    prev_kv: bool,
+    fragment: bool,
+    progress_notify: bool,
+    /// No events went out since the last progress tick (etcd's `progress[id]`).
+    progress_due: bool,
+    /// The lowest revision this watcher has not been sent yet.
+    min_rev: i64,
+    state: State,
+}
+
+struct Stream<S> {
+    sink: S,
+    ids: BTreeMap<WatchId, Handle>,
+    next_id: WatchId,
+    /// Responses that must reach the sink before anything else does: control responses and the
+    /// remaining fragments of a split response that did not fit. While it is non-empty the
+    /// stream takes no event response (its watchers become victims instead).
+    backlog: VecDeque<StreamResponse>,
+    victims: BTreeSet<Handle>,
+    /// A progress request waits for every watcher of the stream to be synced.
+    progress_requested: bool,
+    closed: bool,
+}
+
+enum Delivery {
+    /// On the stream (or in its backlog, for the tail of a split response), or nothing to send.
+    Done,
+    /// Nothing was sent: the stream is full.
+    Blocked,
+    /// The stream is gone.
+    Gone,
+}
+
+/// Streams and their watchers; see the crate doc for the rules it keeps.
+pub struct WatchHub<S> {
+    cfg: HubConfig,
+    current_rev: i64,
+    compact_rev: i64,
+    streams: BTreeMap<StreamId, Stream<S>>,
+    next_stream: u64,
+    watchers: HashMap<Handle, Watcher>,
+    next_handle: Handle,
+    synced: WatcherGroup,
+    unsynced: WatcherGroup,
+    /// The history read in flight: `(from, to)`.
+    reading: Option<(i64, i64)>,
+    /// The last history read failed: wait for the next retry tick.
+    reads_paused: bool,
+    progress_waiting: BTreeSet<StreamId>,
+    dead: Vec<StreamId>,
+}
+
+impl<S: StreamSink> WatchHub<S> {
+    /// A hub for a store whose current revision is `current_revision`: the next `notify` must
+    /// carry the events after it.
+    pub fn new(cfg: HubConfig, current_revision: i64) -> Self {
+        Self {
+            cfg,
+            current_rev: current_revision,
+            compact_rev: 0,
+            streams: BTreeMap::new(),
+            next_stream: 1,
+            watchers: HashMap::new(),
+            next_handle: 1,
+            synced: WatcherGroup::default(),
+            unsynced: WatcherGroup::default(),
+            reading: None,
+            reads_paused: false,
+            progress_waiting: BTreeSet::new(),
+            dead: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &HubConfig {
+        &self.cfg
+    }
+
+    pub fn current_revision(&self) -> i64 {
+        self.current_rev
+    }
+
+    pub fn open_stream(&mut self, sink: S) -> StreamId {
+        let id = StreamId(self.next_stream);
+        self.next_stream += 1;
+        self.streams.insert(
+            id,
+            Stream {
+                sink,
+                ids: BTreeMap::new(),
+                next_id: 0,
+                backlog: VecDeque::new(),
+                victims: BTreeSet::new(),
+                progress_requested: false,
+                closed: false,
+            },
+        );
+        id
+    }
+
+    /// Forget a stream and all its watchers (the client went away).
+    pub fn close_stream(&mut self, stream: StreamId) {
+        self.dead.push(stream);
+        self.finish();
+    }
+
+    /// One request from the client, as etcd's server handles it.
+    pub fn handle_request(&mut self, stream: StreamId, request: WatchRequest) {
+        match request.request_union {
+            Some(RequestUnion::CreateRequest(c)) => self.create(stream, c),
+            Some(RequestUnion::CancelRequest(c)) => self.cancel(stream, c.watch_id),
+            Some(RequestUnion::ProgressRequest(_)) => {
+                if let Some(st) = self.live_stream(stream) {
+                    st.progress_requested = true;
+                    self.progress_waiting.insert(stream);
+                }
+            }
+            None => {}
+        }
+        self.finish();
+    }
+
+    /// Refuse a create request the front would not allow (permissions, a bad token), with
+    /// `reason` (etcd's error text, e.g. `etcdserver: permission denied`), in stream order.
+    pub fn reject_create(&mut self, stream: StreamId, watch_id: WatchId, reason: String) {
+        let resp = WatchResponse {
+            header: Some(self.header(self.current_rev)),
+            watch_id,
+            created: true,
+            canceled: true,
+            cancel_reason: reason,
+            ..Default::default()
+        };
+        self.send_control(stream, resp);
+        self.finish();
+    }
+
+    /// What the store applied: `events` in revision order, `revision` its revision afterwards.
+    /// Synced watchers get one response per revision (header revision = that revision).
+    pub fn notify(&mut self, revision: i64, events: Vec<Event>) {
+        let mut events = events.into_iter().peekable();
+        while let Some(first) = events.next() {
+            let rev = event_revision(&first);
+            let mut group = vec![first];
+            while let Some(ev) = events.next_if(|e| event_revision(e) == rev) {
+                group.push(ev);
+            }
+            if rev <= self.current_rev {
+                tracing::warn!(
+                    rev,
+                    current = self.current_rev,
+                    "watch hub: ignoring events at or below its revision"
+                );
+                continue;
+            }
+            self.notify_revision(rev, group);
+            self.current_rev = rev;
+        }
+        self.current_rev = self.current_rev.max(revision);
+        self.finish();
+    }
+
+    /// The history read to issue now, if any: at most one is in flight, and it covers the
+    /// oldest unsynced watcher up to the hub's current revision.
+    pub fn next_history_read(&mut self) -> Option<History> {
+        if self.reading.is_some() || self.reads_paused || self.unsynced.is_empty() {
+            return None;
+        }
+        let from = self
+            .unsynced
+            .members()
+            .map(|h| self.watchers[&h].min_rev)
+            .min()?
+            .max(1);
+        let to = self.current_rev;
+        if from > to {
+            // Unsynced watchers never start above the current revision; recover if one did.
+            let ahead: Vec<Handle> = self.unsynced.members().collect();
+            ahead
+                .into_iter()
+                .for_each(|h| self.set_state(h, State::Synced));
+            return None;
+        }
+        self.reading = Some((from, to));
+        Some(History {
+            from,
+            to,
+            max_events: self.cfg.history_batch_events,
+        })
+    }
+
+    /// The answer to the last [`next_history_read`](Self::next_history_read).
+    pub fn history_read_done(&mut self, result: Result<HistoryChunk, EtcdError>) {
+        let Some((from, to)) = self.reading.take() else {
+            return;
+        };
+        match result {
+            Ok(chunk) => self.catch_up(from, to, chunk),
+            Err(e) => {
+                tracing::warn!(error = %e, from, to, "watch hub: history read failed; retrying");
+                self.reads_paused = true;
+            }
+        }
+        self.finish();
+    }
+
+    /// Whether [`retry_victims`](Self::retry_victims) has work: held-back responses, victims,
+    /// or a failed history read.
+    pub fn needs_retry(&self) -> bool {
+        self.reads_paused
+            || self
+                .streams
+                .values()
+                .any(|s| !s.backlog.is_empty() || !s.victims.is_empty())
+    }
+
+    /// Push held-back responses out, and let the victims of every stream with room again catch
+    /// up (through history, so nothing they missed is lost).
+    pub fn retry_victims(&mut self) {
+        self.reads_paused = false;
+        let busy: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.backlog.is_empty() || !s.victims.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        for sid in busy {
+            let Some(st) = self.streams.get_mut(&sid) else {
+                continue;
+            };
+            if !flush_backlog(st) {
+                self.dead.push(sid);
+                continue;
+            }
+            if !st.backlog.is_empty() || !st.sink.has_room() {
+                continue;
+            }
+            let victims = std::mem::take(&mut st.victims);
+            for h in victims {
+                let ahead = self.watchers[&h].min_rev > self.current_rev;
+                self.set_state(
+                    h,
+                    if ahead {
+                        State::Synced
+                    } else {
+                        State::Unsynced
+                    },
+                );
+            }
+        }
+        self.finish();
+    }
+
+    /// The progress ticker fired: every synced watcher with `progress_notify` that was sent no
+    /// events since the previous tick hears the current revision (as etcd, skipped when its
+    /// stream is full: events are flowing).
+    pub fn progress_tick(&mut self) {
+        let header = self.header(self.current_rev);
+        for w in self.watchers.values_mut().filter(|w| w.progress_notify) {
+            let due = std::mem::replace(&mut w.progress_due, true);
+            if !due || w.state != State::Synced {
+                continue;
+            }
+            let Some(st) = self.streams.get_mut(&w.stream) else {
+                continue;
+            };
+            if st.closed || !st.backlog.is_empty() {
+                continue;
+            }
+            let resp = StreamResponse {
+                response: WatchResponse {
+                    header: Some(header),
+                    watch_id: w.id,
+                    ..Default::default()
+                },
+                fill_prev_kv: false,
+            };
+            if let Err(SendError::Closed) = st.sink.try_send(resp) {
+                st.closed = true;
+                self.dead.push(w.stream);
+            }
+        }
+        self.finish();
+    }
+
+    pub fn stats(&self) -> HubStats {
+        HubStats {
+            streams: self.streams.len(),
+            watchers: self.watchers.len(),
+            synced: self.synced.len(),
+            unsynced: self.unsynced.len(),
+            victims: self.streams.values().map(|s| s.victims.len()).sum(),
+            backlog: self.streams.values().map(|s| s.backlog.len()).sum(),
+            current_revision: self.current_rev,
+            compact_revision: self.compact_rev,
+            history_read_in_flight: self.reading.is_some(),
+        }
+    }
+
+    // ------------------------------------------------------------ requests
+
+    fn create(&mut self, sid: StreamId, req: WatchCreateRequest) {
+        if self.live_stream(sid).is_none() {
+            return;
+        }
+        let current = self.current_rev;
+        let header = self.header(current);
+        let refuse = |reason: &str| WatchResponse {
+            header: Some(header),
+            watch_id: INVALID_WATCH_ID,
+            created: true,
+            canceled: true,
+            cancel_reason: reason.to_owned(),
+            ..Default::default()
+        };
+        let keys = match WatchKeys::from_request(&req.key, &req.range_end) {
+            Ok(k) => k,
+            Err(_) => {
+                let resp = refuse(ERR_EMPTY_RANGE);
+                return self.send_control(sid, resp);
+            }
+        };
+        let st = self.streams.get_mut(&sid).expect("live stream");
+        let id = if req.watch_id == 0 {
+            while st.ids.contains_key(&st.next_id) {
+                st.next_id += 1;
+            }
+            st.next_id += 1;
+            st.next_id - 1
+        } else if st.ids.contains_key(&req.watch_id) {
+            let resp = refuse(ERR_DUPLICATE_ID);
+            return self.send_control(sid, resp);
+        } else {
+            req.watch_id
+        };
+        let start = if req.start_revision == 0 {
+            current + 1
+        } else {
+            req.start_revision
+        };
+        let synced = start > current;
+        let h = self.next_handle;
+        self.next_handle += 1;
+        st.ids.insert(id, h);
+        let watcher = Watcher {
+            stream: sid,
+            id,
+            keys,
+            no_put: req.filters.contains(&(FilterType::Noput as i32)),
+            no_delete: req.filters.contains(&(FilterType::Nodelete as i32)),
+            prev_kv: req.prev_kv,
+            fragment: req.fragment,
+            progress_notify: req.progress_notify,
+            progress_due: true,
+            // Revisions start at 1; etcd reads a negative start as "from the beginning".
+            min_rev: start.max(1),
+            state: if synced {
+                State::Synced
+            } else {
+                State::Unsynced
+            },
+        };
+        let group = if synced {
+            &mut self.synced
+        } else {
+            &mut self.unsynced
+        };
+        group.add(h, &watcher.keys);
+        self.watchers.insert(h, watcher);
+
+        let created = WatchResponse {
+            header: Some(header),
+            watch_id: id,
+            created: true,
+            ..Default::default()
+        };
+        self.send_control(sid, created);
+        if !synced && start < self.compact_rev {
+            self.cancel_compacted(h);
+        }
+    }
+
+    /// etcd answers a cancel only for an id the stream knows; an unknown id gets nothing.
+    fn cancel(&mut self, sid: StreamId, id: WatchId) {
+        let Some(st) = self.live_stream(sid) else {
+            return;
+        };
+        let Some(h) = st.ids.remove(&id) else {
+            return;
+        };
+        self.drop_watcher(h);
+        let resp = WatchResponse {
+            header: Some(self.header(self.current_rev)),
+            watch_id: id,
+            canceled: true,
+            ..Default::default()
+        };
+        self.send_control(sid, resp);
+    }
+
+    // ------------------------------------------------------------ feeding watchers
+
+    fn notify_revision(&mut self, rev: i64, events: Vec<Event>) {
+        if self.synced.is_empty() {
+            return;
+        }
+        let batches = match_events(&self.synced, &self.watchers, &events, |w| rev >= w.min_rev);
+        for (h, evs) in batches {
+            if let Delivery::Blocked = self.deliver(h, rev, evs) {
+                self.make_victim(h, rev);
+            }
+        }
+    }
+
+    /// Feed unsynced watchers from a history chunk covering `[from, chunk.through]`.
+    fn catch_up(&mut self, from: i64, to: i64, chunk: HistoryChunk) {
+        if chunk.compact_revision > self.compact_rev {
+            self.compact_rev = chunk.compact_revision;
+        }
+        let compacted: Vec<Handle> = self
+            .unsynced
+            .members()
+            .filter(|h| self.watchers[h].min_rev < self.compact_rev)
+            .collect();
+        compacted.into_iter().for_each(|h| self.cancel_compacted(h));
+
+        let through = chunk.through.min(to);
+        if through < from {
+            tracing::warn!(
+                from,
+                through,
+                "watch hub: history read made no progress; retrying"
+            );
+            self.reads_paused = true;
+            return;
+        }
+        // Only watchers whose next revision the chunk covers from its start; one that joined
+        // below `from` while the read was in flight waits for the next read.
+        let covers = |w: &Watcher| from <= w.min_rev && w.min_rev <= through;
+        let participants: Vec<Handle> = self
+            .unsynced
+            .members()
+            .filter(|h| covers(&self.watchers[h]))
+            .collect();
+        let events: Vec<Event> = chunk
+            .events
+            .into_iter()
+            .filter(|e| (from..=through).contains(&event_revision(e)))
+            .collect();
+        let mut batches: HashMap<Handle, Vec<Event>> =
+            match_events(&self.unsynced, &self.watchers, &events, |w| covers(w))
+                .into_iter()
+                .collect();
+        // Revisions within one watcher's batch must be filtered per watcher's own start.
+        for (h, evs) in batches.iter_mut() {
+            let min = self.watchers[h].min_rev;
+            evs.retain(|e| event_revision(e) >= min);
+        }
+        for h in participants {
+            let evs = batches.remove(&h).unwrap_or_default();
+            match self.deliver(h, through, evs) {
+                Delivery::Blocked => self.make_victim(h, self.watchers[&h].min_rev),
+                Delivery::Gone => {}
+                Delivery::Done => {
+                    let w = self.watchers.get_mut(&h).expect("watcher");
+                    w.min_rev = through + 1;
+                    if w.min_rev > self.current_rev {
+                        self.set_state(h, State::Synced);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Send `events` (already matched to the watcher, in revision order) as one response, split
+    /// if the watcher asked for fragments.
+    fn deliver(&mut self, h: Handle, header_rev: i64, mut events: Vec<Event>) -> Delivery {
+        let header = self.header(header_rev);
+        let limit = self.cfg.max_request_bytes + GRPC_OVERHEAD_BYTES;
+        let w = self.watchers.get_mut(&h).expect("watcher");
+        events.retain(|e| {
+            let put = e.r#type == EventType::Put as i32;
+            !(put && w.no_put || !put && w.no_delete)
+        });
+        if events.is_empty() {
+            return Delivery::Done;
+        }
+        if !w.prev_kv {
+            events.iter_mut().for_each(|e| e.prev_kv = None);
+        }
+        let Some(st) = self.streams.get_mut(&w.stream) else {
+            return Delivery::Gone;
+        };
+        if st.closed {
+            return Delivery::Gone;
+        }
+        if !st.backlog.is_empty() {
+            return Delivery::Blocked;
+        }
+        let resp = WatchResponse {
+            header: Some(header),
+            watch_id: w.id,
+            events,
+            ..Default::default()
+        };
+        let pieces = if w.fragment {
+            fragment(resp, limit)
+        } else {
+            vec![resp]
+        };
+        let fill_prev_kv = w.prev_kv;
+        let mut pieces = pieces.into_iter().map(|response| StreamResponse {
+            response,
+            fill_prev_kv,
+        });
+        let first = pieces.next().expect("at least one piece");
+        match st.sink.try_send(first) {
+            Ok(()) => {}
+            Err(SendError::Full(_)) => return Delivery::Blocked,
+            Err(SendError::Closed) => {
+                st.closed = true;
+                self.dead.push(w.stream);
+                return Delivery::Gone;
+            }
+        }
+        // The rest of a split response must follow it directly: what doesn't fit is held back.
+        for piece in pieces {
+            if !st.backlog.is_empty() {
+                st.backlog.push_back(piece);
+                continue;
+            }
+            match st.sink.try_send(piece) {
+                Ok(()) => {}
+                Err(SendError::Full(piece)) => st.backlog.push_back(piece),
+                Err(SendError::Closed) => {
+                    st.closed = true;
+                    self.dead.push(w.stream);
+                    return Delivery::Gone;
+                }
+            }
+        }
+        w.progress_due = false;
+        Delivery::Done
+    }
+
+    /// A created/canceled/progress response: never dropped; held back behind earlier ones while
+    /// the stream is full. A stream holding back more than `max_backlog` is closed.
+    fn send_control(&mut self, sid: StreamId, response: WatchResponse) {
+        let max = self.cfg.max_backlog;
+        let Some(st) = self.live_stream(sid) else {
+            return;
+        };
+        let mut item = StreamResponse {
+            response,
+            fill_prev_kv: false,
+        };
+        if st.backlog.is_empty() {
+            match st.sink.try_send(item) {
+                Ok(()) => return,
+                Err(SendError::Full(back)) => item = back,
+                Err(SendError::Closed) => {
+                    st.closed = true;
+                    self.dead.push(sid);
+                    return;
+                }
+            }
+        }
+        // Control responses carry no events; the tail of one split response may sit beside them.
+        let held = st
+            .backlog
+            .iter()
+            .filter(|r| r.response.events.is_empty())
+            .count();
+        if held >= max {
+            tracing::warn!(
+                stream = sid.0,
+                held,
+                "watch hub: stream not reading its responses; closing it"
+            );
+            st.closed = true;
+            self.dead.push(sid);
+            return;
+        }
+        st.backlog.push_back(item);
+    }
+
+    fn cancel_compacted(&mut self, h: Handle) {
+        self.set_state(h, State::Compacted);
+        let (stream, id) = (self.watchers[&h].stream, self.watchers[&h].id);
+        // etcd's compaction response carries no revision in its header.
+        let resp = WatchResponse {
+            header: Some(self.header(0)),
+            watch_id: id,
+            canceled: true,
+            compact_revision: self.compact_rev,
+            ..Default::default()
+        };
+        self.send_control(stream, resp);
+    }
+
+    // ------------------------------------------------------------ bookkeeping
+
+    fn make_victim(&mut self, h: Handle, min_rev: i64) {
+        self.set_state(h, State::Victim);
+        let w = self.watchers.get_mut(&h).expect("watcher");
+        w.min_rev = min_rev;
+        if let Some(st) = self.streams.get_mut(&w.stream) {
+            st.victims.insert(h);
+        }
+    }
+
+    /// Move a watcher between groups (a victim leaving its stream's victim set is the caller's
+    /// business).
+    fn set_state(&mut self, h: Handle, state: State) {
+        let w = self.watchers.get_mut(&h).expect("watcher");
+        match w.state {
+            State::Synced => self.synced.remove(h, &w.keys),
+            State::Unsynced => self.unsynced.remove(h, &w.keys),
+            State::Victim | State::Compacted => false,
+        };
+        match state {
+            State::Synced => self.synced.add(h, &w.keys),
+            State::Unsynced => self.unsynced.add(h, &w.keys),
+            State::Victim | State::Compacted => {}
+        }
+        w.state = state;
+    }
+
+    fn drop_watcher(&mut self, h: Handle) {
+        let Some(w) = self.watchers.remove(&h) else {
+            return;
+        };
+        match w.state {
+            State::Synced => {
+                self.synced.remove(h, &w.keys);
+            }
+            State::Unsynced => {
+                self.unsynced.remove(h, &w.keys);
+            }
+            State::Victim => {
+                if let Some(st) = self.streams.get_mut(&w.stream) {
+                    st.victims.remove(&h);
+                }
+            }
+            State::Compacted => {}
+        }
+    }
+
+    /// Run after every entry point: answer progress requests that can be answered now, and drop
+    /// streams found closed.
+    fn finish(&mut self) {
+        let waiting: Vec<StreamId> = self.progress_waiting.iter().copied().collect();
+        for sid in waiting {
+            let Some(st) = self.streams.get(&sid) else {
+                self.progress_waiting.remove(&sid);
+                continue;
+            };
+            // Compacted watchers get nothing more, so they don't hold the answer back.
+            let behind = st
+                .ids
+                .values()
+                .any(|h| matches!(self.watchers[h].state, State::Unsynced | State::Victim));
+            if st.closed || behind {
+                continue;
+            }
+            self.progress_waiting.remove(&sid);
+            if let Some(st) = self.streams.get_mut(&sid) {
+                st.progress_requested = false;
+            }
+            let resp = WatchResponse {
+                header: Some(self.header(self.current_rev)),
+                watch_id: INVALID_WATCH_ID,
+                ..Default::default()
+            };
+            self.send_control(sid, resp);
+        }
+        while let Some(sid) = self.dead.pop() {
+            let Some(st) = self.streams.remove(&sid) else {
+                continue;
+            };
+            for h in st.ids.into_values() {
+                self.drop_watcher(h);
+            }
+            self.progress_waiting.remove(&sid);
+        }
+    }
+
+    fn live_stream(&mut self, sid: StreamId) -> Option<&mut Stream<S>> {
+        self.streams.get_mut(&sid).filter(|s| !s.closed)
+    }
+
+    fn header(&self, revision: i64) -> ResponseHeader {
+        ResponseHeader {
+            cluster_id: self.cfg.member.cluster_id,
+            member_id: self.cfg.member.member_id,
+            revision,
+            raft_term: 0,
+        }
+    }
+}
+
+/// Push held-back responses into the sink in order; false if the stream is closed.
+fn flush_backlog<S: StreamSink>(st: &mut Stream<S>) -> bool {
+    while let Some(item) = st.backlog.pop_front() {
+        match st.sink.try_send(item) {
+            Ok(()) => {}
+            Err(SendError::Full(item)) => {
+                st.backlog.push_front(item);
+                return true;
+            }
+            Err(SendError::Closed) => {
+                st.closed = true;
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// The events each watcher of `group` covers (and `wants`), per watcher in event order, watchers
+/// in the order they first matched.
+fn match_events(
+    group: &WatcherGroup,
+    watchers: &HashMap<Handle, Watcher>,
+    events: &[Event],
+    wants: impl Fn(&Watcher) -> bool,
+) -> Vec<(Handle, Vec<Event>)> {
+    let mut out: Vec<(Handle, Vec<Event>)> = Vec::new();
+    let mut slot: HashMap<Handle, usize> = HashMap::new();
+    for ev in events {
+        let Some(kv) = &ev.kv else { continue };
+        group.for_each_match(&kv.key, |h| {
+            if !wants(&watchers[&h]) {
+                return;
+            }
+            let i = *slot.entry(h).or_insert_with(|| {
+                out.push((h, Vec::new()));
+                out.len() - 1
+            });
+            out[i].1.push(ev.clone());
+        });
+    }
+    out
+}
+
+fn event_revision(e: &Event) -> i64 {
+    e.kv.as_ref().map_or(0, |kv| kv.mod_revision)
+}
