@@ -15,7 +15,7 @@ use crate::queue::DeadlineQueue;
 const FOREVER_SECS: i64 = i64::MAX / 1_000_000_000;
 
 /// One lease as the lessor times it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 struct Lease {
     /// Granted TTL, seconds.
     ttl: i64,
@@ -90,24 +90,25 @@ impl Lessor {
     /// checkpoint (0 = none). A primary starts its clock at once; a follower never expires it.
     pub fn granted(&mut self, id: i64, ttl: i64, remaining_ttl: i64, now: Instant) {
         self.revoked(id);
-        let mut lease = Lease {
-            ttl,
-            remaining_ttl,
-            expiry: None,
-        };
+        self.leases.insert(
+            id,
+            Lease {
+                ttl,
+                remaining_ttl,
+                expiry: None,
+            },
+        );
         if self.primary {
-            self.start_clock(id, &mut lease, now, Duration::ZERO);
-            self.schedule_checkpoint(id, &lease, now);
+            self.restart(id, now, Duration::ZERO);
         }
-        self.leases.insert(id, lease);
     }
 
-    /// A lease's revoke was applied: forget it.
+    /// A lease's revoke was applied: forget it. (A clear it asked for is dropped when the
+    /// clears are next taken, rather than searched for here.)
     pub fn revoked(&mut self, id: i64) {
         if self.leases.remove(&id).is_some() {
             self.expiries.remove(id);
             self.checkpoints.remove(id);
-            self.clears.retain(|&c| c != id);
         }
     }
 
@@ -119,8 +120,7 @@ impl Lessor {
         };
         lease.remaining_ttl = remaining_ttl;
         if self.primary {
-            let lease = lease.clone();
-            self.schedule_checkpoint(id, &lease, now);
+            schedule_checkpoint(&self.config, &mut self.checkpoints, id, lease, now);
         }
     }
 
@@ -143,13 +143,8 @@ impl Lessor {
             lease.remaining_ttl = 0;
             self.clears.push(id);
         }
-        let ttl = lease.ttl;
-        lease.expiry = now.checked_add(secs(ttl));
-        match lease.expiry {
-            Some(at) => self.expiries.set(id, at),
-            None => self.expiries.remove(id),
-        }
-        Ok(ttl)
+        start_clock(&mut self.expiries, id, lease, now, Duration::ZERO);
+        Ok(lease.ttl)
     }
 
     /// The lease's granted TTL and the whole seconds left before it expires, truncated toward
@@ -341,34 +336,47 @@ impl Lessor {
     /// Restarts a lease's clock at `now + extend` plus its clock TTL, and schedules its next
     /// checkpoint.
     fn restart(&mut self, id: i64, now: Instant, extend: Duration) {
-        let Some(mut lease) = self.leases.get(&id).cloned() else {
+        let Some(lease) = self.leases.get_mut(&id) else {
             return;
         };
-        self.start_clock(id, &mut lease, now, extend);
-        self.schedule_checkpoint(id, &lease, now);
-        self.leases.insert(id, lease);
+        start_clock(&mut self.expiries, id, lease, now, extend);
+        schedule_checkpoint(&self.config, &mut self.checkpoints, id, lease, now);
     }
+}
 
-    fn start_clock(&mut self, id: i64, lease: &mut Lease, now: Instant, extend: Duration) {
-        lease.expiry = now
-            .checked_add(extend)
-            .and_then(|t| t.checked_add(secs(lease.clock_ttl())));
-        match lease.expiry {
-            Some(at) => self.expiries.set(id, at),
-            None => self.expiries.remove(id),
-        }
+/// Sets the lease's expiry to `now + extend` plus its clock TTL and files it in `expiries`
+/// (a clock that would run past what `Instant` holds never expires).
+fn start_clock(
+    expiries: &mut DeadlineQueue,
+    id: i64,
+    lease: &mut Lease,
+    now: Instant,
+    extend: Duration,
+) {
+    lease.expiry = now
+        .checked_add(extend)
+        .and_then(|t| t.checked_add(secs(lease.clock_ttl())));
+    match lease.expiry {
+        Some(at) => expiries.set(id, at),
+        None => expiries.remove(id),
     }
+}
 
-    /// Schedules a checkpoint an interval from now if the lease's clock TTL is longer than the
-    /// interval (a shorter lease expires or is renewed before it would be due).
-    fn schedule_checkpoint(&mut self, id: i64, lease: &Lease, now: Instant) {
-        let interval = self.config.checkpoint_interval;
-        if !self.config.checkpointing || lease.clock_ttl() <= interval.as_secs() as i64 {
-            return;
-        }
-        if let Some(at) = now.checked_add(interval) {
-            self.checkpoints.set(id, at);
-        }
+/// Schedules a checkpoint an interval from now if the lease's clock TTL is longer than the
+/// interval (a shorter lease expires or is renewed before one would be due).
+fn schedule_checkpoint(
+    config: &LessorConfig,
+    checkpoints: &mut DeadlineQueue,
+    id: i64,
+    lease: &Lease,
+    now: Instant,
+) {
+    let interval = config.checkpoint_interval;
+    if !config.checkpointing || lease.clock_ttl() <= interval.as_secs() as i64 {
+        return;
+    }
+    if let Some(at) = now.checked_add(interval) {
+        checkpoints.set(id, at);
     }
 }
 
