@@ -1,5 +1,5 @@
 //! The WAL writer actor alone: `Append` batches of 1, 16 and 256 entries of 256 B each, sent to a
-//! [`WalActor`] on its `SyncArbiter` thread and awaited one after another, as the raft node does.
+//! [`WalActor`] on its own thread and awaited one after another, as the raft node does.
 //! Every Append carries the hard state a leader writes with its entries and ends in the real
 //! `fdatasync`, in a temporary directory on the data disk. Throughput is in entries, so the three
 //! sizes show what batching a Ready buys.

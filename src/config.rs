@@ -132,6 +132,14 @@ impl Config {
     }
 
     /// `--quota-backend-bytes`, 0 meaning etcd's default of 2 GiB.
+    /// etcd's `minLeaseTTL`: 1.5 election timeouts, in whole seconds rounded up. Grants below it
+    /// are raised to it, so a lease outlives a leader election.
+    pub fn min_lease_ttl(&self) -> i64 {
+        let election_ticks = self.election_ticks() as u64;
+        let ms = (3 * election_ticks / 2) * self.flags.heartbeat_interval.max(1);
+        ms.div_ceil(1000) as i64
+    }
+
     pub fn quota_bytes(&self) -> u64 {
         match self.flags.quota_backend_bytes {
             0 => actcd_preflight::DEFAULT_QUOTA_BYTES,

@@ -3,24 +3,13 @@
 //! Parses etcd's flags (`config.rs`), recovers state from disk, starts the actors and wires them
 //! together (`node.rs`), serves the client API, and shuts down in order on SIGINT/SIGTERM.
 //!
-//! ## Threads
-//! - tokio multi-thread runtime: the gRPC front (tonic) and the signal handler;
-//! - one actix System thread for preflight, the raft node and the applier. Each handler is
-//!   short (the applier awaits the store without blocking), and sharing a thread turns two
-//!   cross-thread hops per write into mailbox pushes: measured on 2 cores against a separate
-//!   raft arbiter, a third fewer context switches per single-client put, p50 0.38 → 0.34 ms,
-//!   and +10% put / +5% linearizable-range throughput at 100 clients;
-//! - SyncArbiter threads for the blocking work: the WAL writer (fsync), the MVCC store (LMDB
-//!   write transactions) and the backend (periodic LMDB sync).
-
-mod config;
-mod node;
+//! The threads and the wiring are described in the library (`src/lib.rs`).
 
 use std::process::ExitCode;
 
+use actcd::config::{Config, Flags};
+use actcd::node;
 use clap::Parser;
-
-use crate::config::{Config, Flags};
 
 /// gRPC and prost allocate and free many small buffers per request; with glibc's allocator that
 /// showed as ~7% of server CPU under a range load (perf), mimalloc's thread-local caches cut it.

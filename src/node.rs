@@ -12,11 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
 use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, SyncBackend};
 use actcd_front::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
-use actcd_mvcc::{MvccActor, Store};
+use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
+use actcd_mvcc::{LeaseNote, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
 use actcd_types::MemberIdentity;
-use actcd_types::msg::{FlushStore, GetStoreStatus, QuotaUsage, Tick};
+use actcd_types::msg::{FlushStore, GetStoreStatus, LeaseGranted, LessorTick, QuotaUsage, Tick};
 use actcd_types::storage::KvEngine;
 use actcd_wal::{Wal, WalActor};
 use actix::prelude::*;
@@ -61,7 +62,16 @@ fn parse_wal_metadata(m: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// Runs the member until SIGINT/SIGTERM.
-pub fn run(mut cfg: Config) -> Result<(), StartError> {
+pub fn run(cfg: Config) -> Result<(), StartError> {
+    run_until(cfg, wait_for_signal())
+}
+
+/// Runs the member until `stop` resolves (a signal for the daemon; a channel for in-process
+/// benches and tests). Returns once every actor has stopped and the backend is synced.
+pub fn run_until(
+    mut cfg: Config,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
     let member_dir = cfg.data_dir.join("member");
     let snap_dir = member_dir.join("snap");
     let wal_dir = member_dir.join("wal");
@@ -114,12 +124,13 @@ pub fn run(mut cfg: Config) -> Result<(), StartError> {
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,
     };
-    let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
+    let mut store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
         StartError::Backend {
             path: snap_dir.display().to_string(),
             reason: e.to_string(),
         }
     })?;
+    store.set_min_lease_ttl(cfg.min_lease_ttl());
     let consistent_index = store.consistent_index();
 
     let node_cfg = NodeConfig {
@@ -165,7 +176,7 @@ pub fn run(mut cfg: Config) -> Result<(), StartError> {
         .recv()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
 
-    let result = serve_clients(&cfg, routes);
+    let result = serve_clients(&cfg, routes, stop);
     system.stop();
     let _ = actix_thread.join();
     if let Err(e) = engine.force_sync() {
@@ -183,17 +194,49 @@ fn start_actors(
     raft_node: RaftNode,
     consistent_index: u64,
 ) -> PipelineRoutes {
-    let wal = WalActor::start(wal);
-    // etcd's backend batch limit: at most this many applied requests wait for a commit.
-    let mvcc = MvccActor::start_batched(store, 10_000);
-    let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
+    // Experiment switch (see README, benchmarks): the WAL writer on the actors' own thread.
+    let wal = if std::env::var_os("ACTCD_WAL_INLINE").is_some() {
+        WalActor::start_here(wal)
+    } else {
+        WalActor::start(wal)
+    };
 
-    // Raft, the applier and preflight refer to each other: take their addresses first, start
-    // them after. All three share the System thread (see the crate doc, "Threads").
+    // Raft, the applier, preflight and the lessor refer to each other: take their addresses
+    // first, start them after. All share the System thread (see the crate doc, "Threads").
     let preflight_ctx: Context<PreflightActor> = Context::new();
     let preflight = preflight_ctx.address();
     let applier_ctx: Context<ApplierActor> = Context::new();
     let applier = applier_ctx.address();
+    let lessor_config = LessorConfig {
+        election_timeout: Duration::from_millis(cfg.flags.election_timeout),
+        ..LessorConfig::default()
+    };
+    let lessor = LessorActor::new(lessor_config, TokioClock, preflight.clone().recipient()).start();
+    // Every stored lease, before the lessor can hear it is the leader's.
+    for note in store.leases().notes() {
+        if let LeaseNote::Granted {
+            id,
+            ttl,
+            remaining_ttl,
+        } = note
+        {
+            lessor.do_send(LeaseGranted {
+                id,
+                ttl,
+                remaining_ttl,
+            });
+        }
+    }
+
+    // etcd's backend batch limit: at most this many applied requests wait for a commit.
+    let mvcc_peers = MvccPeers {
+        watch: None,
+        granted: Some(lessor.clone().recipient()),
+        revoked: Some(lessor.clone().recipient()),
+        checkpointed: Some(lessor.clone().recipient()),
+    };
+    let mvcc = MvccActor::start_with(store, 10_000, Some(mvcc_peers));
+    let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
@@ -201,6 +244,7 @@ fn start_actors(
         progress: preflight.clone().recipient(),
         sync_storage: mvcc.clone().recipient(),
         outbox: None,
+        leadership: Some(lessor.clone().recipient()),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup).start();
@@ -241,6 +285,17 @@ fn start_actors(
             }
         }
     });
+    // The lessor looks for expired leases every 500 ms (etcd's loop).
+    let lessor_ticker = lessor.clone();
+    actix::spawn(async move {
+        let mut interval = actix_rt::time::interval(Duration::from_millis(500));
+        loop {
+            interval.tick().await;
+            if lessor_ticker.send(LessorTick).await.is_err() {
+                break;
+            }
+        }
+    });
     // etcd's backend batch interval: applied batches are committed at least every 100 ms, and
     // the meta page synced after, so the WAL replays at most that much after a crash.
     // The same tick reports the backend's live bytes to preflight for the quota check.
@@ -267,13 +322,21 @@ fn start_actors(
         range: mvcc.clone().recipient(),
         store_status: mvcc.clone().recipient(),
         hash_kv: mvcc.clone().recipient(),
-        read_txn: mvcc.recipient(),
+        read_txn: mvcc.clone().recipient(),
         raft_status: raft.recipient(),
+        renew_lease: lessor.clone().recipient(),
+        lease_ttl: lessor.clone().recipient(),
+        list_leases: lessor.recipient(),
+        lease_keys: mvcc.recipient(),
     }
 }
 
 /// Serves the client API on the tokio runtime until a signal asks to stop.
-fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError> {
+fn serve_clients(
+    cfg: &Config,
+    routes: PipelineRoutes,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("front")
@@ -331,8 +394,9 @@ fn serve_clients(cfg: &Config, routes: PipelineRoutes) -> Result<(), StartError>
             tracing::info!(address = %addr, "serving client traffic insecurely");
         }
         tracing::info!("ready to serve client requests");
-        wait_for_signal().await;
-        tracing::info!("received signal; shutting down");
+        stop.await;
+        tracing::info!("shutting down");
+        pipeline.close_streams();
         let _ = stop_tx.send(());
         for s in servers {
             // Streams that never end must not hold shutdown hostage.

@@ -23,6 +23,7 @@
 
 mod cluster;
 mod kv;
+mod lease;
 mod maintenance;
 mod pipeline;
 mod server;

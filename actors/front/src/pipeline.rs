@@ -7,8 +7,8 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    ApplyResponse, GetStoreStatus, HashKv, HashKvResult, RaftStatus, RaftStatusReply, Range,
-    ReadIndex, ReadTxn, StoreStatus, Submit,
+    ApplyResponse, GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive, ListLeases,
+    RaftStatus, RaftStatusReply, Range, ReadIndex, ReadTxn, RenewLease, StoreStatus, Submit,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -47,6 +47,12 @@ pub struct PipelineRoutes {
     pub hash_kv: Recipient<HashKv>,
     pub read_txn: Recipient<ReadTxn>,
     pub raft_status: Recipient<RaftStatus>,
+    /// The lessor: keepalives, TTLs and the lease list.
+    pub renew_lease: Recipient<RenewLease>,
+    pub lease_ttl: Recipient<LeaseTimeToLive>,
+    pub list_leases: Recipient<ListLeases>,
+    /// The store: keys attached to a lease.
+    pub lease_keys: Recipient<LeaseKeys>,
 }
 
 /// Shared by every service: routes, config and the id generator.
@@ -54,6 +60,9 @@ pub struct Pipeline {
     pub routes: PipelineRoutes,
     pub config: FrontConfig,
     ids: IdGenerator,
+    /// Flips to `true` at shutdown: watch and keepalive streams end themselves, since tonic's
+    /// graceful shutdown waits for every open stream.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Pipeline {
@@ -63,7 +72,24 @@ impl Pipeline {
             routes,
             config,
             ids,
+            closing: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Ends every open stream (called once at shutdown).
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once [`Self::close_streams`] has been called.
+    pub async fn closed(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|closing| *closing).await;
+    }
+
+    /// A fresh request id (also etcd's source of server-chosen lease ids).
+    pub fn next_id(&self) -> u64 {
+        self.ids.next()
     }
 
     /// Proposes a write and waits for its entry to be applied.
@@ -134,11 +160,11 @@ impl Pipeline {
 
     /// A header for services whose answer doesn't come from the store.
     pub async fn header(&self, with_revision: bool) -> Result<ResponseHeader, EtcdError> {
-        let raft = self.raft_status().await?;
-        let revision = if with_revision {
-            self.store_status().await?.revision
+        let (raft, revision) = if with_revision {
+            let (raft, store) = tokio::join!(self.raft_status(), self.store_status());
+            (raft?, store?.revision)
         } else {
-            0
+            (self.raft_status().await?, 0)
         };
         Ok(ResponseHeader {
             cluster_id: self.config.identity.cluster_id,

@@ -3,12 +3,14 @@ use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::cluster_server::ClusterServer;
 use actcd_proto::etcdserverpb::kv_server::KvServer;
+use actcd_proto::etcdserverpb::lease_server::LeaseServer;
 use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::cluster::ClusterService;
 use crate::kv::KvService;
+use crate::lease::LeaseService;
 use crate::maintenance::MaintenanceService;
 use crate::pipeline::Pipeline;
 
@@ -28,10 +30,15 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
+    let lease = LeaseServer::new(LeaseService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit);
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     tonic::transport::Server::builder()
         .add_service(kv)
         .add_service(maintenance)
+        .add_service(lease)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await

@@ -21,8 +21,8 @@ use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, History,
-    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range,
-    ReadTxn, StoreStatus, SyncStorage,
+    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, ReadTxn,
+    StoreStatus, SyncStorage,
 };
 use actix::{Actor, Addr, Handler, Recipient, SyncArbiter, SyncContext};
 

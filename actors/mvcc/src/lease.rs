@@ -67,7 +67,10 @@ pub(crate) enum LeaseUndo {
     Removed(i64, Lease),
     Checkpointed(i64, i64),
     /// `key` moved from `prev` to whatever it is attached to now.
-    Attached { key: Vec<u8>, prev: Option<i64> },
+    Attached {
+        key: Vec<u8>,
+        prev: Option<i64>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -88,23 +91,28 @@ impl Leases {
     pub(crate) fn load<R: ReadTxn + ?Sized>(txn: &R) -> Result<Self, Error> {
         let mut leases = HashMap::new();
         let mut failed = None;
-        txn.scan(Table::Lease, &[], None, &mut |_, v| match LeaseRecord::decode(v) {
-            Ok(r) => {
-                leases.insert(
-                    r.id,
-                    Lease {
-                        ttl: r.ttl,
-                        remaining_ttl: r.remaining_ttl,
-                        keys: BTreeSet::new(),
-                    },
-                );
-                true
-            }
-            Err(e) => {
-                failed = Some(Error::Corrupt(format!("lease record: {e}")));
-                false
-            }
-        })?;
+        txn.scan(
+            Table::Lease,
+            &[],
+            None,
+            &mut |_, v| match LeaseRecord::decode(v) {
+                Ok(r) => {
+                    leases.insert(
+                        r.id,
+                        Lease {
+                            ttl: r.ttl,
+                            remaining_ttl: r.remaining_ttl,
+                            keys: BTreeSet::new(),
+                        },
+                    );
+                    true
+                }
+                Err(e) => {
+                    failed = Some(Error::Corrupt(format!("lease record: {e}")));
+                    false
+                }
+            },
+        )?;
         match failed {
             Some(e) => Err(e),
             None => Ok(Self {

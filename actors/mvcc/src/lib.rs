@@ -113,8 +113,8 @@ mod write;
 pub use actor::{MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
+pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
     META_SCHEDULED_COMPACT, META_TERM, Outbox, Pending, Store,
 };
-pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};

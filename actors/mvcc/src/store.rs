@@ -181,21 +181,21 @@ impl Store {
             let mut last_main = 1;
             let mut failed = None;
             let mut key_leases = std::collections::HashMap::new();
-            txn.scan(
-                Table::Key,
-                &[],
-                None,
-                &mut |k, v| match restore_record(&mut index, &mut key_leases, k, v) {
-                    Ok(main) => {
-                        last_main = main;
-                        true
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        false
-                    }
-                },
-            )?;
+            txn.scan(Table::Key, &[], None, &mut |k, v| match restore_record(
+                &mut index,
+                &mut key_leases,
+                k,
+                v,
+            ) {
+                Ok(main) => {
+                    last_main = main;
+                    true
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            })?;
             if let Some(e) = failed {
                 return Err(e);
             }

@@ -1,9 +1,11 @@
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
-use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
+use actcd_proto::etcdserverpb::{
+    AlarmRequest, AlarmType, LeaseCheckpoint, LeaseCheckpointRequest, LeaseRevokeRequest,
+};
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    Cancel, GetStoreStatus, Propose, QuotaUsage, RaftProgress, Register, Submit,
+    Cancel, GetStoreStatus, Propose, ProposeLeaseOps, QuotaUsage, RaftProgress, Register, Submit,
 };
 use actix::{Actor, Context, Handler, Recipient, ResponseFuture};
 use prost::Message as _;
@@ -299,5 +301,34 @@ mod tests {
             log.lock().unwrap().clone(),
             vec!["register 5", "propose", "cancel 5"]
         );
+    }
+}
+
+/// The lessor's revokes of expired leases and its checkpoints, proposed as etcd's leader does:
+/// one LeaseRevoke entry per lease, one LeaseCheckpoint entry for the batch. Nobody waits on
+/// them (request id 0); a revoke lost to a leader change is asked for again by the lessor.
+impl Handler<ProposeLeaseOps> for PreflightActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ProposeLeaseOps, _: &mut Context<Self>) {
+        let revokes = msg.revokes.into_iter().map(|id| InternalRaftRequest {
+            lease_revoke: Some(LeaseRevokeRequest { id }),
+            ..Default::default()
+        });
+        let checkpoint = (!msg.checkpoints.is_empty()).then(|| InternalRaftRequest {
+            lease_checkpoint: Some(LeaseCheckpointRequest {
+                checkpoints: msg
+                    .checkpoints
+                    .into_iter()
+                    .map(|(id, remaining_ttl)| LeaseCheckpoint { id, remaining_ttl })
+                    .collect(),
+            }),
+            ..Default::default()
+        });
+        for req in revokes.chain(checkpoint) {
+            self.peers.propose.do_send(Propose {
+                data: req.encode_to_vec(),
+            });
+        }
     }
 }

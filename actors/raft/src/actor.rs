@@ -2,8 +2,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    Append, Applied, Apply, PeerMessage, Propose, RaftProgress, RaftStatus, RaftStatusReply,
-    ReadIndex, ReleaseWal, Step, SyncStorage, Tick,
+    Append, Applied, Apply, Leadership, PeerMessage, Propose, RaftProgress, RaftStatus,
+    RaftStatusReply, ReadIndex, ReleaseWal, Step, SyncStorage, Tick,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -19,6 +19,9 @@ pub struct RaftPeers {
     pub progress: Recipient<RaftProgress>,
     pub sync_storage: Recipient<SyncStorage>,
     pub outbox: Option<Recipient<PeerMessage>>,
+    /// Told when this member becomes leader or stops being it (the lessor expires leases only
+    /// on the leader).
+    pub leadership: Option<Recipient<Leadership>>,
 }
 
 /// The WAL made Ready `number` durable.
@@ -99,6 +102,10 @@ impl RaftActor {
 
     fn handle_ready(&mut self, out: ReadyOutput, ctx: &mut Context<Self>) {
         if out.leader_changed.is_some() {
+            let leader = self.node.is_leader();
+            if let Some(l) = &self.peers.leadership {
+                l.do_send(Leadership { leader });
+            }
             // Reads of the old term can no longer be confirmed.
             for (_, waiters) in self.read_rounds.drain() {
                 for w in waiters {
@@ -427,6 +434,7 @@ mod tests {
             progress: fake.clone().recipient(),
             sync_storage: fake.recipient(),
             outbox: None,
+            leadership: None,
         };
         (RaftActor::new(node, peers, snapshot_count, 2).start(), seen)
     }

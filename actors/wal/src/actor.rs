@@ -1,14 +1,13 @@
 //! [`WalActor`]: thin glue from messages to [`Wal`] calls.
 
-use std::sync::Mutex;
-
 use actcd_types::msg::{Append, ReleaseWal};
-use actix::{Actor, Addr, Handler, SyncArbiter, SyncContext};
+use actix::{Actor, Addr, Arbiter, Context, Handler};
 use tracing::error;
 
 use crate::Wal;
 
-/// Owns the [`Wal`]. Runs in a `SyncArbiter` because every message ends in an fsync.
+/// Owns the [`Wal`]. Every message ends in an fsync, which blocks the thread it runs on: see
+/// [`WalActor::start`] and [`WalActor::start_here`] for where that may be.
 pub struct WalActor {
     wal: Wal,
 }
@@ -18,15 +17,17 @@ impl WalActor {
         WalActor { wal }
     }
 
-    /// Starts the actor on its own `SyncArbiter` thread (call inside a running System). One
-    /// thread, because a WAL has exactly one writer.
+    /// Starts the actor on a thread of its own (an `Arbiter`; call inside a running System),
+    /// so its fsyncs block nobody else.
     pub fn start(wal: Wal) -> Addr<WalActor> {
-        let slot = Mutex::new(Some(wal));
-        SyncArbiter::start(1, move || {
-            // The factory runs again only if the actor calls `ctx.stop()`, which it never does.
-            let wal = slot.lock().ok().and_then(|mut s| s.take());
-            WalActor::new(wal.expect("WalActor is started once and never restarted"))
-        })
+        let arbiter = Arbiter::new();
+        WalActor::start_in_arbiter(&arbiter.handle(), move |_| WalActor::new(wal))
+    }
+
+    /// Starts the actor on the calling thread: its fsyncs then block the other actors there
+    /// while they run, in exchange for two cross-thread wake-ups fewer per Ready.
+    pub fn start_here(wal: Wal) -> Addr<WalActor> {
+        WalActor::new(wal).start()
     }
 
     pub fn wal(&self) -> &Wal {
@@ -35,14 +36,14 @@ impl WalActor {
 }
 
 impl Actor for WalActor {
-    type Context = SyncContext<Self>;
+    type Context = Context<Self>;
 }
 
 /// Writes entries then the hard state, one fsync; `Ok` means durable.
 impl Handler<Append> for WalActor {
     type Result = Result<(), String>;
 
-    fn handle(&mut self, msg: Append, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Append, _: &mut Context<Self>) -> Self::Result {
         self.wal.append(msg.hard_state, &msg.entries).map_err(|e| {
             error!(error = %e, entries = msg.entries.len(), "wal: append failed");
             e.to_string()
@@ -54,7 +55,7 @@ impl Handler<Append> for WalActor {
 impl Handler<ReleaseWal> for WalActor {
     type Result = Result<(), String>;
 
-    fn handle(&mut self, msg: ReleaseWal, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: ReleaseWal, _: &mut Context<Self>) -> Self::Result {
         self.wal
             .release(msg.index, msg.term, &msg.conf_state)
             .map_err(|e| {

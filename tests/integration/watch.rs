@@ -1,0 +1,269 @@
+//! The Watch service against a real server: every create option, cancel, progress, compaction,
+//! and many watchers over one stream and over many.
+
+use std::collections::HashMap;
+
+use etcd_client::{
+    Client, EventType, PutOptions, WatchFilterType, WatchOptions, WatchResponse, WatchStream,
+};
+
+use crate::Server;
+
+/// The next response on `w` (a stream that ends is a failure).
+async fn next(w: &mut WatchStream) -> WatchResponse {
+    tokio::time::timeout(std::time::Duration::from_secs(10), w.message())
+        .await
+        .expect("a watch response within 10 s")
+        .expect("watch stream healthy")
+        .expect("watch stream open")
+}
+
+/// `(type, key, value, mod_revision)` of each event.
+fn events(r: &WatchResponse) -> Vec<(EventType, String, String, i64)> {
+    r.events()
+        .iter()
+        .map(|e| {
+            let kv = e.kv().unwrap();
+            (
+                e.event_type(),
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                String::from_utf8_lossy(kv.value()).into_owned(),
+                kv.mod_revision(),
+            )
+        })
+        .collect()
+}
+
+async fn rev(c: &mut Client, k: &str, v: &str) -> i64 {
+    c.put(k, v, None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision()
+}
+
+#[tokio::test]
+async fn watch_keys_prefixes_and_ranges_from_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    let mut w = c.watch("k", None).await.unwrap();
+    let created = next(&mut w).await;
+    assert!(created.created() && created.events().is_empty());
+    let start = created.header().unwrap().revision();
+    w.watch("p/", Some(WatchOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    let prefix_id = next(&mut w).await.watch_id();
+    w.watch("m", Some(WatchOptions::new().with_range("o")))
+        .await
+        .unwrap();
+    next(&mut w).await;
+    w.watch("y", Some(WatchOptions::new().with_from_key()))
+        .await
+        .unwrap();
+    next(&mut w).await;
+
+    let r1 = rev(&mut c, "k", "1").await;
+    assert_eq!(r1, start + 1);
+    let got = next(&mut w).await;
+    assert_eq!(events(&got), [(EventType::Put, "k".into(), "1".into(), r1)]);
+    assert_eq!(got.header().unwrap().revision(), r1);
+
+    let r2 = rev(&mut c, "p/a", "2").await;
+    let got = next(&mut w).await;
+    assert_eq!(got.watch_id(), prefix_id);
+    assert_eq!(events(&got)[0].3, r2);
+    rev(&mut c, "n", "3").await; // in [m, o)
+    assert_eq!(events(&next(&mut w).await)[0].1, "n");
+    rev(&mut c, "z", "4").await; // from y
+    assert_eq!(events(&next(&mut w).await)[0].1, "z");
+    c.delete("k", None).await.unwrap();
+    let got = next(&mut w).await;
+    assert_eq!(events(&got)[0].0, EventType::Delete);
+    assert!(got.events()[0].kv().unwrap().value().is_empty());
+    rev(&mut c, "unwatched", "x").await;
+    rev(&mut c, "k", "again").await;
+    assert_eq!(events(&next(&mut w).await)[0].2, "again", "no stray events");
+}
+
+#[tokio::test]
+async fn history_replay_filters_prev_kv_and_one_response_per_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    let first = rev(&mut c, "h/a", "1").await;
+    rev(&mut c, "h/b", "1").await;
+    c.delete("h/a", None).await.unwrap();
+    // One txn: two puts at one revision.
+    c.txn(etcd_client::Txn::new().and_then([
+        etcd_client::TxnOp::put("h/c", "1", None),
+        etcd_client::TxnOp::put("h/d", "1", None),
+    ]))
+    .await
+    .unwrap();
+
+    let mut w = c
+        .watch(
+            "h/",
+            Some(
+                WatchOptions::new()
+                    .with_prefix()
+                    .with_start_revision(first)
+                    .with_prev_key(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(next(&mut w).await.created());
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let r = next(&mut w).await;
+        let revs: Vec<i64> = r
+            .events()
+            .iter()
+            .map(|e| e.kv().unwrap().mod_revision())
+            .collect();
+        assert!(revs.windows(2).all(|p| p[0] <= p[1]), "ordered: {revs:?}");
+        seen.extend(r.events().to_vec());
+    }
+    let kinds: Vec<(EventType, String)> = seen
+        .iter()
+        .map(|e| {
+            (
+                e.event_type(),
+                String::from_utf8_lossy(e.kv().unwrap().key()).into_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (EventType::Put, "h/a".into()),
+            (EventType::Put, "h/b".into()),
+            (EventType::Delete, "h/a".into()),
+            (EventType::Put, "h/c".into()),
+            (EventType::Put, "h/d".into()),
+        ]
+    );
+    assert_eq!(
+        seen[2].prev_kv().map(|kv| kv.value().to_vec()),
+        Some(b"1".to_vec()),
+        "the delete carries the value it removed"
+    );
+    assert!(
+        seen[0].prev_kv().is_none(),
+        "a create has no previous value"
+    );
+
+    // Filters: no puts → only the delete.
+    let mut f = c
+        .watch(
+            "h/",
+            Some(
+                WatchOptions::new()
+                    .with_prefix()
+                    .with_start_revision(first)
+                    .with_filters([WatchFilterType::NoPut]),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(next(&mut f).await.created());
+    let only = next(&mut f).await;
+    assert_eq!(events(&only)[0].0, EventType::Delete);
+    assert_eq!(only.events().len(), 1);
+}
+
+#[tokio::test]
+async fn cancel_ids_progress_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    let mut w = c
+        .watch("a", Some(WatchOptions::new().with_watch_id(7)))
+        .await
+        .unwrap();
+    let created = next(&mut w).await;
+    assert_eq!((created.created(), created.watch_id()), (true, 7));
+    // The same id again on this stream is refused.
+    w.watch("b", Some(WatchOptions::new().with_watch_id(7)))
+        .await
+        .unwrap();
+    let dup = next(&mut w).await;
+    assert!(dup.canceled(), "{dup:?}");
+    // Progress: no events, the current revision.
+    let now = rev(&mut c, "other", "x").await;
+    w.request_progress().await.unwrap();
+    let p = next(&mut w).await;
+    assert!(p.events().is_empty() && !p.created() && !p.canceled());
+    assert_eq!(p.header().unwrap().revision(), now);
+    w.cancel(7).await.unwrap();
+    let cancelled = next(&mut w).await;
+    assert!(cancelled.canceled());
+    assert_eq!(cancelled.watch_id(), 7);
+    rev(&mut c, "a", "after-cancel").await;
+
+    // A start revision below the compaction point is cancelled with the compact revision.
+    for i in 0..5 {
+        rev(&mut c, "a", &i.to_string()).await;
+    }
+    let compact_at = rev(&mut c, "a", "last").await - 1;
+    c.compact(compact_at, None).await.unwrap();
+    let mut old = c
+        .watch("a", Some(WatchOptions::new().with_start_revision(2)))
+        .await
+        .unwrap();
+    let mut r = next(&mut old).await;
+    if r.created() && !r.canceled() {
+        r = next(&mut old).await;
+    }
+    assert!(r.canceled());
+    assert_eq!(r.compact_revision(), compact_at);
+}
+
+#[tokio::test]
+async fn many_watchers_each_see_every_event_once() {
+    const STREAMS: usize = 20;
+    const PER_STREAM: usize = 50;
+    const PUTS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    let mut streams = Vec::new();
+    for _ in 0..STREAMS {
+        let mut w = c.watch("hot", None).await.unwrap();
+        assert!(next(&mut w).await.created());
+        for _ in 1..PER_STREAM {
+            w.watch("hot", None).await.unwrap();
+            assert!(next(&mut w).await.created());
+        }
+        streams.push(w);
+    }
+    let mut revs = Vec::new();
+    for i in 0..PUTS {
+        revs.push(
+            c.put("hot", i.to_string(), Some(PutOptions::new()))
+                .await
+                .unwrap()
+                .header()
+                .unwrap()
+                .revision(),
+        );
+    }
+    for mut w in streams {
+        let mut per_watch: HashMap<i64, Vec<i64>> = HashMap::new();
+        while per_watch.values().map(Vec::len).sum::<usize>() < PER_STREAM * PUTS {
+            let r = next(&mut w).await;
+            per_watch
+                .entry(r.watch_id())
+                .or_default()
+                .extend(r.events().iter().map(|e| e.kv().unwrap().mod_revision()));
+        }
+        assert_eq!(per_watch.len(), PER_STREAM);
+        for (id, got) in per_watch {
+            assert_eq!(got, revs, "watch {id}: every put once, in order");
+        }
+    }
+}
