@@ -3,6 +3,8 @@
 mod fragment;
 mod group;
 mod hub;
+#[cfg(test)]
+mod hub_tests;
 mod interval;
 
 pub use fragment::{GRPC_OVERHEAD_BYTES, fragment};
