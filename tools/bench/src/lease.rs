@@ -132,7 +132,7 @@ pub async fn keepalive(pool: &Pool, opts: &LeaseOpts, plan: Plan) -> Result<Repo
         .collect();
     let (granted, grants) = load::drive("grant", grants, Plan::exactly(opts.leases)).await;
     if let Some(e) = granted.unimplemented() {
-        return Err(BenchError::Unimplemented(e.to_owned()));
+        return Err(BenchError::Unimplemented(format!("lease grant ({e})")));
     }
     let ids: Arc<Vec<i64>> = Arc::new(grants.into_iter().flat_map(|g| g.ids).collect());
     if let Some((msg, n)) = granted.errors.iter().next() {

@@ -85,7 +85,10 @@ impl BenchError {
     /// A failed call; `Unimplemented` gets its own variant (and exit status).
     pub fn rpc(what: &'static str, status: Status) -> BenchError {
         if status.code() == Code::Unimplemented {
-            BenchError::Unimplemented(format!("{what}: {}", status.message()))
+            BenchError::Unimplemented(match status.message() {
+                "" => what.to_owned(),
+                msg => format!("{what} ({msg})"),
+            })
         } else {
             BenchError::Rpc { what, status }
         }

@@ -416,7 +416,7 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         .find(|e| e.starts_with("Unimplemented"))
         && put_stats.count() == 0
     {
-        return Err(BenchError::Unimplemented(e.clone()));
+        return Err(BenchError::Unimplemented(format!("put ({e})")));
     }
     report.sections.push(("put".into(), put_stats));
     let check = match (violations.first(), problems.first()) {
