@@ -80,7 +80,7 @@ struct Store {
 impl Store {
     /// Record a write; returns the Notify the store would send.
     fn apply(&mut self, events: Vec<Event>) -> (i64, Vec<Event>) {
-        let rev = events.last().map_or(self.current, |e| rev_of(e));
+        let rev = events.last().map_or(self.current, rev_of);
         self.current = self.current.max(rev);
         self.events.extend(events.iter().cloned());
         (self.current, events)
