@@ -329,8 +329,9 @@ print("ratio = actcd / etcd (above 1 is better for rps, worse for latency). "
 
 checks = []
 for server in ("etcd", "actcd"):
-    for st, _, r in runs.get(("watch", server), []):
-        checks.append(f"{server}: {r.get('watch_check', st)}")
+    seen = [r.get("watch_check", st) for st, _, r in runs.get(("watch", server), [])]
+    if seen:
+        checks.append(f"{server}: " + ", ".join(sorted(set(seen))))
 if checks:
     print("Watch delivery check: " + "; ".join(checks) + ".")
 

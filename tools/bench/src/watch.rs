@@ -7,7 +7,8 @@
 //! awaited before the next, so watch ids map to watchers without relying on
 //! the order of answers, and no put starts before every watch exists.
 //!
-//! Load: put i writes key `i % --watch-keys` at `--put-rate` (over
+//! Load: put i writes key `i % --watch-keys` (keys are
+//! `watch-latency/<random run id>/<hex index>`) at `--put-rate` (over
 //! `--clients` put workers). Its value starts with the nanoseconds since the
 //! run's base instant, read just before the put is sent, so a watcher
 //! computes the latency of each event from the event alone, whether it
@@ -337,10 +338,12 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         ));
     }
     let streams = opts.streams.min(opts.watchers);
+    // A run id in the keys keeps concurrent runs from seeing each other's puts.
+    let run_id: u32 = rand::random();
     let keys: Arc<Vec<Vec<u8>>> = Arc::new(
         (0..opts.watch_keys as u64)
             .map(|k| {
-                let mut key = b"watch-latency/".to_vec();
+                let mut key = format!("watch-latency/{run_id:08x}/").into_bytes();
                 load::write_hex(k, opts.key_size, &mut key);
                 key
             })
