@@ -179,6 +179,8 @@ pub struct WatchHub<S> {
     /// The last history read failed: wait for the next retry tick.
     reads_paused: bool,
     progress_waiting: BTreeSet<StreamId>,
+    /// Streams holding back responses or with victims: what a retry looks at.
+    busy: BTreeSet<StreamId>,
     dead: Vec<StreamId>,
 }
 
@@ -199,6 +201,7 @@ impl<S: StreamSink> WatchHub<S> {
             reading: None,
             reads_paused: false,
             progress_waiting: BTreeSet::new(),
+            busy: BTreeSet::new(),
             dead: Vec::new(),
         }
     }
@@ -338,25 +341,17 @@ impl<S: StreamSink> WatchHub<S> {
     /// Whether [`retry_victims`](Self::retry_victims) has work: held-back responses, victims,
     /// or a failed history read.
     pub fn needs_retry(&self) -> bool {
-        self.reads_paused
-            || self
-                .streams
-                .values()
-                .any(|s| !s.backlog.is_empty() || !s.victims.is_empty())
+        self.reads_paused || !self.busy.is_empty()
     }
 
     /// Push held-back responses out, and let the victims of every stream with room again catch
     /// up (through history, so nothing they missed is lost).
     pub fn retry_victims(&mut self) {
         self.reads_paused = false;
-        let busy: Vec<StreamId> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| !s.backlog.is_empty() || !s.victims.is_empty())
-            .map(|(id, _)| *id)
-            .collect();
+        let busy: Vec<StreamId> = self.busy.iter().copied().collect();
         for sid in busy {
             let Some(st) = self.streams.get_mut(&sid) else {
+                self.busy.remove(&sid);
                 continue;
             };
             if !flush_backlog(st) {
@@ -378,6 +373,7 @@ impl<S: StreamSink> WatchHub<S> {
                     },
                 );
             }
+            self.busy.remove(&sid);
         }
         self.finish();
     }
@@ -662,7 +658,10 @@ impl<S: StreamSink> WatchHub<S> {
             }
             match st.sink.try_send(piece) {
                 Ok(()) => {}
-                Err(SendError::Full(piece)) => st.backlog.push_back(piece),
+                Err(SendError::Full(piece)) => {
+                    st.backlog.push_back(piece);
+                    self.busy.insert(w.stream);
+                }
                 Err(SendError::Closed) => {
                     st.closed = true;
                     self.dead.push(w.stream);
@@ -713,6 +712,7 @@ impl<S: StreamSink> WatchHub<S> {
             return;
         }
         st.backlog.push_back(item);
+        self.busy.insert(sid);
     }
 
     fn cancel_compacted(&mut self, h: Handle) {
@@ -737,6 +737,7 @@ impl<S: StreamSink> WatchHub<S> {
         w.min_rev = min_rev;
         if let Some(st) = self.streams.get_mut(&w.stream) {
             st.victims.insert(h);
+            self.busy.insert(w.stream);
         }
     }
 
@@ -813,6 +814,7 @@ impl<S: StreamSink> WatchHub<S> {
                 self.drop_watcher(h);
             }
             self.progress_waiting.remove(&sid);
+            self.busy.remove(&sid);
         }
     }
 

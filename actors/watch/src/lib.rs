@@ -1,4 +1,112 @@
-//! placeholder
+//! # actcd-watch — the watch hub
+//!
+//! Owns every client Watch stream and its watchers: which keys each watches, from which
+//! revision, with which options, and how far each has been sent. It turns what the MVCC store
+//! applies into etcd 3.5.1's `WatchResponse`s, catches late watchers up from the store's
+//! history, and keeps one slow client from holding up anyone else.
+//!
+//! ## Messages
+//! Takes:
+//! - [`Notify`](actcd_types::msg::Notify) from the MVCC store after each applied batch.
+//! - From the front, per client stream: [`OpenStream`] (answered with the stream id and a
+//!   bounded `mpsc::Receiver<StreamResponse>`), [`WatchRequestMsg`] for every `WatchRequest`
+//!   the client sends, [`RejectWatch`] for a create the front refuses (auth), [`CloseStream`]
+//!   when the RPC ends.
+//! - [`ProgressTick`] (the actor sends itself one every `progress_interval`, etcd's 10 min) and
+//!   [`RetryVictims`] (scheduled `retry_interval`, etcd's 10 ms, after anything was left
+//!   waiting); both may also be sent from outside. [`GetHubStats`] for tests and metrics.
+//!
+//! Sends:
+//! - [`History`](actcd_types::msg::History) to the store, at most one in flight, awaited beside
+//!   other messages so notifications keep flowing during a read.
+//! - [`StreamResponse`]s into each stream's queue with `try_send`, never waiting.
+//!
+//! ## Watcher groups
+//! - **synced**: caught up; fed by `Notify`. Found per event through an index (a hash map for
+//!   single keys, an interval tree for ranges, prefixes and from-key), never by a scan.
+//! - **unsynced**: behind (started below the current revision, or back from being a victim);
+//!   fed from history reads of at most `history_batch_events` events (never splitting a
+//!   revision), from the oldest unsynced position up to the hub's revision at the time of the
+//!   read. A watcher takes part in a read only if the read starts at or below its position, and
+//!   joins synced once it has been sent everything through the hub's current revision: events
+//!   that arrive by `Notify` while the read is in flight go only to synced watchers and are
+//!   picked up by the next read, so there is no gap and no duplicate.
+//! - **victims**: their stream's queue was full when they had something to send. They keep only
+//!   the revision they are at, not events; on a retry, once the stream has room, they go back
+//!   to unsynced and re-read what they missed.
+//! - **compacted**: their next revision was compacted away; they were sent
+//!   `canceled` + `compact_revision` and get nothing more, but (as in etcd) their id stays taken
+//!   until the client cancels it.
+//!
+//! ## Invariants
+//! - Per watch id, in order: the created response, then events in revision order, each event
+//!   once, none missing; every event of one revision in one response (split only into
+//!   back-to-back fragments, which nothing else on the stream may interleave).
+//! - The hub never waits on a stream. A full stream only turns its own watchers into victims.
+//! - Memory per slow stream is bounded: victims hold no events; a stream's backlog holds its
+//!   control responses (created, canceled, progress — which are never dropped) and at most the
+//!   tail of one split response. A stream that holds back more than `max_backlog` control
+//!   responses without reading is closed (its receiver ends).
+//! - The hub must start at the store's current revision (`WatchHubActor::new`), before the store
+//!   sends its first `Notify`; `Notify` events at or below the hub's revision are ignored.
+//!
+//! ## What clients see (etcd 3.5.1's server, `v3rpc/watch.go` and `mvcc/watchable_store.go`)
+//! - Nothing is sent on a stream until the client asks. A create is answered
+//!   `{created, watch_id, header.revision = current}`; a watch with `start_revision` 0 starts at
+//!   current + 1. Ids are the client's (non-zero) or assigned per stream from 0, skipping ids in
+//!   use. Errors come in-band, as `{created, canceled, watch_id: -1, cancel_reason}` with
+//!   `mvcc: watcher range is empty` (`range_end` not above `key`) or
+//!   `mvcc: duplicate watch ID provided on the WatchStream`. An empty key means `"\0"`;
+//!   `range_end == "\0"` watches every key from `key` on.
+//! - A cancel of a known id is answered `{canceled, watch_id, header.revision = current}`; an
+//!   unknown id gets no answer.
+//! - A watch whose start is below the compact revision gets `{canceled, watch_id,
+//!   compact_revision}` with header revision 0 (etcd leaves it unset).
+//! - Event responses to synced watchers: one per revision, header revision = that revision.
+//!   Catch-up responses: one per history read, header revision = the last revision the read
+//!   covers (etcd: the store's revision at the read, the same when the read reaches it).
+//!   Filters (NOPUT, NODELETE) drop events; a response left empty is not sent.
+//! - `progress_notify`: each tick, every synced watcher that was sent no events since the
+//!   previous tick gets `{watch_id, header.revision = current}`, skipped if its stream is full.
+//! - `progress_request`: `{watch_id: -1, header.revision = current}`.
+//! - `fragment`: a response of at least `max_request_bytes` + 512 KiB (encoded) with two or more
+//!   events is split, pieces flagged `fragment` but the last.
+//!
+//! Where we differ, on purpose:
+//! - etcd 3.5.1 answers a progress request at once, even while some of the stream's watchers
+//!   are behind, so the client can be told revision R before it got events below R (fixed in
+//!   3.5.8, which drops the request instead). We answer once every watcher of the stream is
+//!   synced (at once if it has none), one answer for any number of waiting requests.
+//!   Compacted watchers don't hold it back.
+//! - Catch-up batches are bounded by events (`history_batch_events`), not etcd's 1000
+//!   revisions per watcher, and etcd reads the whole backlog in one go.
+//! - One progress ticker for the hub rather than one per stream with random jitter.
+//! - etcd blocks a stream's receive loop when its control responses can't be sent; we hold them
+//!   and close the stream past `max_backlog`.
+//! - A negative `start_revision` reads from revision 1.
+//! - Fragments are sized before the front fills `prev_kv` (etcd sizes after), and without
+//!   `raft_term` in the header.
+//!
+//! ## Using it from the front
+//! 1. Per Watch RPC: `OpenStream{capacity}` → `OpenedStream{stream, responses}`.
+//! 2. Forward each client `WatchRequest` as `WatchRequestMsg{stream, request}`, in order
+//!    (`send().await` one at a time). Check permissions for a create first: when refused, send
+//!    `RejectWatch{stream, watch_id: create.watch_id, reason}` instead
+//!    (`etcdserver: permission denied`, …).
+//! 3. For each [`StreamResponse`] from `responses`: set `header.raft_term` (and
+//!    `cluster_id`/`member_id` unless [`HubConfig::member`] was given); if `fill_prev_kv`, give
+//!    every event that is not a creation (a DELETE, or a PUT with
+//!    `create_revision != mod_revision`) and has no `prev_kv` the key's value at
+//!    `mod_revision - 1` (a range at that revision; leave it unset if there is none); send it.
+//!    Keep the header revision as it is, 0 included.
+//! 4. When the client's side ends: `CloseStream{stream}`. When `responses` ends first, the hub
+//!    dropped the stream: end the RPC.
+//!
+//! ## Layout
+//! `interval.rs` the interval tree over key ranges · `group.rs` what a watcher watches and the
+//! indexed watcher group · `fragment.rs` response splitting · `hub.rs` the core
+//! ([`WatchHub`], plain struct, no actor or channel: sinks are a trait) · `actor.rs`
+//! [`WatchHubActor`] and its messages · `hub_tests.rs`, `actor_tests.rs`.
 
 mod actor;
 #[cfg(test)]
