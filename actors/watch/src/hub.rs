@@ -16,6 +16,7 @@ use actcd_proto::mvccpb::event::EventType;
 use actcd_types::msg::{History, HistoryChunk};
 use actcd_types::{EtcdError, MemberIdentity};
 
+use crate::error::WatchError;
 use crate::fragment::{GRPC_OVERHEAD_BYTES, fragment};
 use crate::group::{Handle, WatchKeys, WatcherGroup};
 
@@ -24,11 +25,6 @@ pub type WatchId = i64;
 
 /// etcd's id for responses that concern no single watcher (progress requested for a stream).
 pub const INVALID_WATCH_ID: WatchId = -1;
-
-/// etcd's `mvcc: duplicate watch ID provided on the WatchStream`.
-pub const ERR_DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
-/// etcd's `mvcc: watcher range is empty`.
-pub const ERR_EMPTY_RANGE: &str = "mvcc: watcher range is empty";
 
 /// One client Watch stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -432,18 +428,18 @@ impl<S: StreamSink> WatchHub<S> {
         }
         let current = self.current_rev;
         let header = self.header(current);
-        let refuse = |reason: &str| WatchResponse {
+        let refuse = |reason: WatchError| WatchResponse {
             header: Some(header),
             watch_id: INVALID_WATCH_ID,
             created: true,
             canceled: true,
-            cancel_reason: reason.to_owned(),
+            cancel_reason: reason.to_string(),
             ..Default::default()
         };
         let keys = match WatchKeys::from_request(&req.key, &req.range_end) {
             Ok(k) => k,
             Err(_) => {
-                let resp = refuse(ERR_EMPTY_RANGE);
+                let resp = refuse(WatchError::EmptyRange);
                 return self.send_control(sid, resp);
             }
         };
@@ -455,7 +451,7 @@ impl<S: StreamSink> WatchHub<S> {
             st.next_id += 1;
             st.next_id - 1
         } else if st.ids.contains_key(&req.watch_id) {
-            let resp = refuse(ERR_DUPLICATE_ID);
+            let resp = refuse(WatchError::DuplicateId);
             return self.send_control(sid, resp);
         } else {
             req.watch_id

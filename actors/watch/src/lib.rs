@@ -103,7 +103,7 @@
 //!    dropped the stream: end the RPC.
 //!
 //! ## Layout
-//! `interval.rs` the interval tree over key ranges · `group.rs` what a watcher watches and the
+//! `error.rs` the refusal reasons ([`WatchError`]) · `interval.rs` the interval tree over key ranges · `group.rs` what a watcher watches and the
 //! indexed watcher group · `fragment.rs` response splitting · `hub.rs` the core
 //! ([`WatchHub`], plain struct, no actor or channel: sinks are a trait) · `actor.rs`
 //! [`WatchHubActor`] and its messages · `hub_tests.rs`, `actor_tests.rs`.
@@ -111,6 +111,7 @@
 mod actor;
 #[cfg(test)]
 mod actor_tests;
+mod error;
 mod fragment;
 mod group;
 mod hub;
@@ -122,8 +123,9 @@ pub use actor::{
     CloseStream, GetHubStats, OpenStream, OpenedStream, ProgressTick, RejectWatch, RetryVictims,
     WatchHubActor, WatchRequestMsg,
 };
+pub use error::WatchError;
 pub use fragment::{GRPC_OVERHEAD_BYTES, fragment};
 pub use hub::{
-    ERR_DUPLICATE_ID, ERR_EMPTY_RANGE, HubConfig, HubStats, INVALID_WATCH_ID, SendError, StreamId,
-    StreamResponse, StreamSink, WatchHub, WatchId,
+    HubConfig, HubStats, INVALID_WATCH_ID, SendError, StreamId, StreamResponse, StreamSink,
+    WatchHub, WatchId,
 };
