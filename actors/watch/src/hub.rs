@@ -145,8 +145,6 @@ struct Stream<S> {
     /// stream takes no event response (its watchers become victims instead).
     backlog: VecDeque<StreamResponse>,
     victims: BTreeSet<Handle>,
-    /// A progress request waits for every watcher of the stream to be synced.
-    progress_requested: bool,
     closed: bool,
 }
 
@@ -174,6 +172,7 @@ pub struct WatchHub<S> {
     reading: Option<(i64, i64)>,
     /// The last history read failed: wait for the next retry tick.
     reads_paused: bool,
+    /// Streams with a progress request waiting for all their watchers to be synced.
     progress_waiting: BTreeSet<StreamId>,
     /// Streams holding back responses or with victims: what a retry looks at.
     busy: BTreeSet<StreamId>,
@@ -221,7 +220,6 @@ impl<S: StreamSink> WatchHub<S> {
                 next_id: 0,
                 backlog: VecDeque::new(),
                 victims: BTreeSet::new(),
-                progress_requested: false,
                 closed: false,
             },
         );
@@ -240,8 +238,8 @@ impl<S: StreamSink> WatchHub<S> {
             Some(RequestUnion::CreateRequest(c)) => self.create(stream, c),
             Some(RequestUnion::CancelRequest(c)) => self.cancel(stream, c.watch_id),
             Some(RequestUnion::ProgressRequest(_)) => {
-                if let Some(st) = self.live_stream(stream) {
-                    st.progress_requested = true;
+                // Answered by `finish` once every watcher of the stream is synced.
+                if self.live_stream(stream).is_some() {
                     self.progress_waiting.insert(stream);
                 }
             }
@@ -792,9 +790,6 @@ impl<S: StreamSink> WatchHub<S> {
                 continue;
             }
             self.progress_waiting.remove(&sid);
-            if let Some(st) = self.streams.get_mut(&sid) {
-                st.progress_requested = false;
-            }
             let resp = WatchResponse {
                 header: Some(self.header(self.current_rev)),
                 watch_id: INVALID_WATCH_ID,
