@@ -237,13 +237,11 @@ impl<S: StreamSink> WatchHub<S> {
         match request.request_union {
             Some(RequestUnion::CreateRequest(c)) => self.create(stream, c),
             Some(RequestUnion::CancelRequest(c)) => self.cancel(stream, c.watch_id),
-            Some(RequestUnion::ProgressRequest(_)) => {
-                // Answered by `finish` once every watcher of the stream is synced.
-                if self.live_stream(stream).is_some() {
-                    self.progress_waiting.insert(stream);
-                }
+            // Answered by `finish` once every watcher of the stream is synced.
+            Some(RequestUnion::ProgressRequest(_)) if self.live_stream(stream).is_some() => {
+                self.progress_waiting.insert(stream);
             }
-            None => {}
+            Some(RequestUnion::ProgressRequest(_)) | None => {}
         }
         self.finish();
     }
