@@ -20,6 +20,7 @@ use actcd_types::MemberIdentity;
 use actcd_types::msg::{FlushStore, GetStoreStatus, LeaseGranted, LessorTick, QuotaUsage, Tick};
 use actcd_types::storage::KvEngine;
 use actcd_wal::{Wal, WalActor};
+use actcd_watch::{HubConfig, WatchHubActor};
 use actix::prelude::*;
 
 use crate::config::Config;
@@ -229,14 +230,31 @@ fn start_actors(
     }
 
     // etcd's backend batch limit: at most this many applied requests wait for a commit.
+    // The watch hub reads history from the store, which notifies it: address first.
+    let hub_ctx: Context<WatchHubActor> = Context::new();
+    let hub = hub_ctx.address();
+    let current_revision = store.current_revision();
     let mvcc_peers = MvccPeers {
-        watch: None,
+        watch: Some(hub.clone().recipient()),
         granted: Some(lessor.clone().recipient()),
         revoked: Some(lessor.clone().recipient()),
         checkpointed: Some(lessor.clone().recipient()),
     };
     let mvcc = MvccActor::start_with(store, 10_000, Some(mvcc_peers));
     let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
+    let hub_config = HubConfig {
+        max_request_bytes: cfg.flags.max_request_bytes,
+        member: MemberIdentity {
+            cluster_id: cfg.cluster_id,
+            member_id: cfg.member_id,
+        },
+        ..HubConfig::default()
+    };
+    hub_ctx.run(WatchHubActor::new(
+        hub_config,
+        mvcc.clone().recipient(),
+        current_revision,
+    ));
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
@@ -328,6 +346,9 @@ fn start_actors(
         lease_ttl: lessor.clone().recipient(),
         list_leases: lessor.recipient(),
         lease_keys: mvcc.recipient(),
+        open_watch: hub.clone().recipient(),
+        watch_request: hub.clone().recipient(),
+        close_watch: hub.recipient(),
     }
 }
 

@@ -15,7 +15,7 @@ use actcd_mvcc::Store;
 use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
 use actcd_proto::etcdserverpb::PutRequest;
 use actcd_types::MemberIdentity;
-use actcd_types::msg::{ApplyResponse, ApplyResult};
+use actcd_types::msg::ApplyResult;
 use criterion::Criterion;
 
 /// Value size of every write (etcd's benchmark tool defaults to 8 bytes; 256 is closer to what
@@ -77,15 +77,8 @@ pub fn preloaded_store(dir: &Path, keys: u64) -> Store {
 pub fn check_all(results: Vec<ApplyResult>) -> i64 {
     let mut revision = 0;
     for r in results {
-        let header = match r.expect("request refused") {
-            ApplyResponse::Put(r) => r.header,
-            ApplyResponse::DeleteRange(r) => r.header,
-            ApplyResponse::Txn(r) => r.header,
-            ApplyResponse::Compaction(r) => r.header,
-            ApplyResponse::Alarm(r) => r.header,
-            ApplyResponse::Empty => None,
-        };
-        revision = header.map_or(revision, |h| h.revision);
+        let resp = r.expect("request refused");
+        revision = resp.header().map_or(revision, |h| h.revision);
     }
     revision
 }

@@ -69,6 +69,6 @@ impl Handler<Cancel> for ApplierActor {
     type Result = ();
 
     fn handle(&mut self, msg: Cancel, _: &mut Context<Self>) {
-        self.applier.cancel(msg.id);
+        self.applier.cancel(msg.id, msg.error);
     }
 }

@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_types::EtcdError;
 use actcd_types::msg::{ApplyBatch, ApplyResult, CommittedEntry, EntryKind};
 use prost::Message;
 use tokio::sync::oneshot;
@@ -37,8 +38,11 @@ impl Applier {
         self.waiters.insert(id, reply);
     }
 
-    pub fn cancel(&mut self, id: u64) {
-        self.waiters.remove(&id);
+    /// The request's proposal failed: its waiter gets `error`.
+    pub fn cancel(&mut self, id: u64, error: EtcdError) {
+        if let Some(w) = self.waiters.remove(&id) {
+            let _ = w.send(Err(error));
+        }
     }
 
     /// Turns committed entries into a store batch, skipping what the backend already holds.
@@ -184,20 +188,28 @@ mod tests {
     fn hands_each_request_its_waiter_by_id() {
         let mut a = Applier::new(0);
         let (tx1, mut rx1) = oneshot::channel();
-        let (tx2, _rx2) = oneshot::channel();
+        let (tx2, mut rx2) = oneshot::channel();
         a.register(10, tx1);
         a.register(11, tx2);
-        a.cancel(11);
+        a.cancel(11, EtcdError::NoLeader);
+        assert_eq!(rx2.try_recv().unwrap(), Err(EtcdError::NoLeader));
         let p = a
             .prepare(vec![entry(1, 10), entry(2, 11), entry(3, 12)])
             .unwrap();
         let slots: Vec<bool> = p.batch.replies.iter().map(Option::is_some).collect();
-        assert_eq!(slots, [true, false, false], "10 waits; 11 cancelled; 12 never registered");
+        assert_eq!(
+            slots,
+            [true, false, false],
+            "10 waits; 11 cancelled; 12 never registered"
+        );
         let mut replies = p.batch.replies;
         let _ = replies[0].take().unwrap().send(Ok(ApplyResponse::Empty));
         assert_eq!(rx1.try_recv().unwrap(), Ok(ApplyResponse::Empty));
         a.complete(p.last_index);
         assert_eq!(a.applied(), 3);
-        assert!(a.prepare(vec![entry(3, 12)]).is_none(), "applied entries are skipped");
+        assert!(
+            a.prepare(vec![entry(3, 12)]).is_none(),
+            "applied entries are skipped"
+        );
     }
 }

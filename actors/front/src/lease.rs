@@ -92,7 +92,7 @@ async fn keep_alive_once(
     p: &Pipeline,
     req: LeaseKeepAliveRequest,
 ) -> Result<LeaseKeepAliveResponse, EtcdError> {
-    let header = p.header(true).await?;
+    let header = p.recent_header().await?;
     let ttl = match p.routes.renew_lease.send(RenewLease { id: req.id }).await? {
         Ok(ttl) => ttl,
         Err(EtcdError::LeaseNotFound) => 0,

@@ -27,6 +27,7 @@ mod lease;
 mod maintenance;
 mod pipeline;
 mod server;
+mod watch;
 
 pub use pipeline::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve};

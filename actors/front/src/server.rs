@@ -5,6 +5,7 @@ use actcd_proto::etcdserverpb::cluster_server::ClusterServer;
 use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::lease_server::LeaseServer;
 use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
+use actcd_proto::etcdserverpb::watch_server::WatchServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
@@ -13,6 +14,7 @@ use crate::kv::KvService;
 use crate::lease::LeaseService;
 use crate::maintenance::MaintenanceService;
 use crate::pipeline::Pipeline;
+use crate::watch::WatchService;
 
 /// Serves the client API on an already bound listener until `shutdown` resolves.
 pub async fn serve(
@@ -34,11 +36,17 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
+    let watch = WatchServer::new(WatchService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit)
+    .max_encoding_message_size(usize::MAX);
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     tonic::transport::Server::builder()
         .add_service(kv)
         .add_service(maintenance)
         .add_service(lease)
+        .add_service(watch)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await

@@ -32,10 +32,13 @@ impl Store {
             compact_revision,
             current_revision: current,
         };
+        // Below the compact revision history is partly gone: the hub has cancelled watchers
+        // that start there, and reads for the others begin at it.
+        let from = from.max(compact_revision).max(1);
         if from > to {
             return Ok(chunk);
         }
-        let start = Revision::new(from.max(1), 0).to_bytes(false);
+        let start = Revision::new(from, 0).to_bytes(false);
         let end = to.saturating_add(1).to_be_bytes();
         let max_events = max_events.max(1);
         let mut failed = None;

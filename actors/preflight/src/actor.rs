@@ -99,7 +99,10 @@ impl Handler<Submit> for PreflightActor {
         };
         let data = match checked {
             Ok(d) => d,
-            Err(e) => return Box::pin(async move { Err(e) }),
+            Err(e) => {
+                let _ = msg.reply.send(Err(e.clone()));
+                return Box::pin(async move { Err(e) });
+            }
         };
         let cost = quota_cost(&msg.request);
         let quota = self.limits.quota_bytes;
@@ -122,6 +125,7 @@ impl Handler<Submit> for PreflightActor {
                         tracing::warn!(used, quota, "backend quota exceeded; raising NOSPACE");
                         peers.propose.do_send(alarm);
                     }
+                    let _ = msg.reply.send(Err(EtcdError::NoSpace));
                     return Err(EtcdError::NoSpace);
                 }
             }
@@ -135,8 +139,11 @@ impl Handler<Submit> for PreflightActor {
                 Ok(r) => r,
                 Err(e) => Err(EtcdError::from(e)),
             };
-            if res.is_err() {
-                peers.cancel.do_send(Cancel { id });
+            if let Err(e) = &res {
+                peers.cancel.do_send(Cancel {
+                    id,
+                    error: e.clone(),
+                });
             }
             res
         })
@@ -158,6 +165,35 @@ impl Handler<RaftProgress> for PreflightActor {
     fn handle(&mut self, msg: RaftProgress, _: &mut Context<Self>) {
         self.committed = msg.committed;
         self.applied = msg.applied;
+    }
+}
+
+/// The lessor's revokes of expired leases and its checkpoints, proposed as etcd's leader does:
+/// one LeaseRevoke entry per lease, one LeaseCheckpoint entry for the batch. Nobody waits on
+/// them (request id 0); a revoke lost to a leader change is asked for again by the lessor.
+impl Handler<ProposeLeaseOps> for PreflightActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ProposeLeaseOps, _: &mut Context<Self>) {
+        let revokes = msg.revokes.into_iter().map(|id| InternalRaftRequest {
+            lease_revoke: Some(LeaseRevokeRequest { id }),
+            ..Default::default()
+        });
+        let checkpoint = (!msg.checkpoints.is_empty()).then(|| InternalRaftRequest {
+            lease_checkpoint: Some(LeaseCheckpointRequest {
+                checkpoints: msg
+                    .checkpoints
+                    .into_iter()
+                    .map(|(id, remaining_ttl)| LeaseCheckpoint { id, remaining_ttl })
+                    .collect(),
+            }),
+            ..Default::default()
+        });
+        for req in revokes.chain(checkpoint) {
+            self.peers.propose.do_send(Propose {
+                data: req.encode_to_vec(),
+            });
+        }
     }
 }
 
@@ -254,7 +290,7 @@ mod tests {
     #[actix_rt::test]
     async fn refused_writes_reach_nobody() {
         let (pf, log) = start(false);
-        let (tx, _rx) = oneshot::channel();
+        let (tx, rx) = oneshot::channel();
         let err = pf
             .send(Submit {
                 request: put(8, b""),
@@ -263,6 +299,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(err, Err(EtcdError::EmptyKey));
+        assert_eq!(
+            rx.await.unwrap(),
+            Err(EtcdError::EmptyKey),
+            "on the reply too"
+        );
         pf.send(RaftProgress {
             committed: 10_000,
             applied: 10,
@@ -301,34 +342,5 @@ mod tests {
             log.lock().unwrap().clone(),
             vec!["register 5", "propose", "cancel 5"]
         );
-    }
-}
-
-/// The lessor's revokes of expired leases and its checkpoints, proposed as etcd's leader does:
-/// one LeaseRevoke entry per lease, one LeaseCheckpoint entry for the batch. Nobody waits on
-/// them (request id 0); a revoke lost to a leader change is asked for again by the lessor.
-impl Handler<ProposeLeaseOps> for PreflightActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ProposeLeaseOps, _: &mut Context<Self>) {
-        let revokes = msg.revokes.into_iter().map(|id| InternalRaftRequest {
-            lease_revoke: Some(LeaseRevokeRequest { id }),
-            ..Default::default()
-        });
-        let checkpoint = (!msg.checkpoints.is_empty()).then(|| InternalRaftRequest {
-            lease_checkpoint: Some(LeaseCheckpointRequest {
-                checkpoints: msg
-                    .checkpoints
-                    .into_iter()
-                    .map(|(id, remaining_ttl)| LeaseCheckpoint { id, remaining_ttl })
-                    .collect(),
-            }),
-            ..Default::default()
-        });
-        for req in revokes.chain(checkpoint) {
-            self.peers.propose.do_send(Propose {
-                data: req.encode_to_vec(),
-            });
-        }
     }
 }

@@ -9,7 +9,7 @@
 //!   (`actcd_types::validate`), refuses it if the server is too far behind
 //!   (`etcdserver: too many requests`) or the encoded entry is over `--max-request-bytes`
 //!   (`etcdserver: request is too large`), then sends `Register{id, reply}` to the applier and
-//!   `Propose` to the raft node. If raft refuses the proposal it sends `Cancel{id}` so the applier
+//!   `Propose` to the raft node. If raft refuses the proposal it sends `Cancel{id, error}` so the applier
 //!   forgets the waiter.
 //! - takes [`RaftProgress`](actcd_types::msg::RaftProgress) from the raft node and
 //!   [`QuotaUsage`](actcd_types::msg::QuotaUsage) (live backend bytes) from the daemon's

@@ -149,6 +149,22 @@ pub enum ApplyResponse {
     Empty,
 }
 
+impl ApplyResponse {
+    /// The response's header, if it has one.
+    pub fn header(&self) -> Option<&actcd_proto::etcdserverpb::ResponseHeader> {
+        match self {
+            Self::Put(r) => r.header.as_ref(),
+            Self::DeleteRange(r) => r.header.as_ref(),
+            Self::Txn(r) => r.header.as_ref(),
+            Self::Compaction(r) => r.header.as_ref(),
+            Self::Alarm(r) => r.header.as_ref(),
+            Self::LeaseGrant(r) => r.header.as_ref(),
+            Self::LeaseRevoke(r) => r.header.as_ref(),
+            Self::Empty => None,
+        }
+    }
+}
+
 pub type ApplyResult = Result<ApplyResponse, EtcdError>;
 
 /// Wait for the entry carrying request `id` to be applied.
@@ -159,17 +175,20 @@ pub struct Register {
     pub reply: oneshot::Sender<ApplyResult>,
 }
 
-/// Forget a registration whose proposal never made it into the log.
+/// A registered request's proposal never made it into the log: answer its waiter with `error`.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct Cancel {
     pub id: u64,
+    pub error: EtcdError,
 }
 
 // ---------------------------------------------------------------- preflight
 
 /// A write from the front: validate, then propose. `request.header.id` is the id the reply will
-/// be completed with.
+/// be completed with. Every outcome arrives on `reply`, a refusal too, so the front may send
+/// this without waiting for the handler (one thread wake-up fewer per write); the handler's own
+/// result repeats a refusal for senders that do wait.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), EtcdError>")]
 pub struct Submit {

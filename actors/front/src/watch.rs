@@ -1,0 +1,129 @@
+//! The Watch service: one task per client stream between the client and the watch hub.
+//!
+//! The task forwards the client's requests to the hub in the order they arrive, and the hub's
+//! responses to the client after adding what only the front knows: the raft term in the header,
+//! and, for watchers that asked for `prev_kv`, each event's previous value, read from the store
+//! at `mod_revision - 1` as etcd's send loop does. It ends the stream when the client goes, when
+//! the hub drops it, or at shutdown, and then tells the hub.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::watch_server::Watch;
+use actcd_proto::etcdserverpb::{RangeRequest, WatchRequest, WatchResponse};
+use actcd_proto::mvccpb::event::EventType;
+use actcd_types::EtcdError;
+use actcd_types::msg::Range;
+use actcd_watch::{CloseStream, OpenStream, StreamResponse, WatchRequestMsg};
+use futures::{Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::pipeline::Pipeline;
+
+pub struct WatchService {
+    pub pipeline: Arc<Pipeline>,
+}
+
+/// Responses the hub may queue for one stream before its watchers fall back to catching up from
+/// history (etcd's per-stream buffer).
+const HUB_QUEUE: usize = 128;
+/// Responses ready for the client that tonic has not sent yet.
+const SEND_QUEUE: usize = 16;
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send>>;
+
+/// Fills in what the hub leaves to the front.
+async fn finish(p: &Pipeline, out: StreamResponse) -> Result<WatchResponse, EtcdError> {
+    let StreamResponse {
+        mut response,
+        fill_prev_kv,
+    } = out;
+    let header = p.recent_header().await?;
+    let h = response.header.get_or_insert_with(Default::default);
+    h.raft_term = header.raft_term;
+    h.cluster_id = header.cluster_id;
+    h.member_id = header.member_id;
+    if fill_prev_kv {
+        for ev in &mut response.events {
+            let Some(kv) = &ev.kv else { continue };
+            let creation =
+                ev.r#type == EventType::Put as i32 && kv.create_revision == kv.mod_revision;
+            if creation || ev.prev_kv.is_some() {
+                continue;
+            }
+            let read = p
+                .routes
+                .range
+                .send(Range {
+                    request: RangeRequest {
+                        key: kv.key.clone(),
+                        revision: kv.mod_revision - 1,
+                        serializable: true,
+                        ..Default::default()
+                    },
+                })
+                .await?;
+            // Compacted away, or nothing there: no previous value, as in etcd.
+            if let Ok(mut r) = read
+                && !r.kvs.is_empty()
+            {
+                ev.prev_kv = Some(r.kvs.swap_remove(0));
+            }
+        }
+    }
+    Ok(response)
+}
+
+#[tonic::async_trait]
+impl Watch for WatchService {
+    type WatchStream = WatchStream;
+
+    async fn watch(
+        &self,
+        req: Request<Streaming<WatchRequest>>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let mut inbound = req.into_inner();
+        let p = self.pipeline.clone();
+        let opened = p
+            .routes
+            .open_watch
+            .send(OpenStream {
+                capacity: HUB_QUEUE,
+            })
+            .await
+            .map_err(EtcdError::from)?;
+        let (stream, mut responses) = (opened.stream, opened.responses);
+        let (tx, rx) = mpsc::channel(SEND_QUEUE);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    next = inbound.next() => {
+                        let Some(Ok(request)) = next else { break };
+                        let msg = WatchRequestMsg { stream, request };
+                        if p.routes.watch_request.send(msg).await.is_err() {
+                            break;
+                        }
+                    }
+                    out = responses.recv() => {
+                        let Some(out) = out else { break };
+                        let sent = match finish(&p, out).await {
+                            Ok(r) => tx.send(Ok(r)).await,
+                            Err(e) => {
+                                let _ = tx.send(Err(e.to_status())).await;
+                                break;
+                            }
+                        };
+                        if sent.is_err() {
+                            break;
+                        }
+                    }
+                    () = p.closed() => break,
+                }
+            }
+            p.routes.close_watch.do_send(CloseStream { stream });
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
