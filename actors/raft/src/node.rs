@@ -94,6 +94,11 @@ impl RaftNode {
                 None => core.set_conf_state(conf),
             }
             let mut hs = to_raft_hs(&rec.hard_state);
+            if rec.snapshot.is_none() && rec.entries.is_empty() && hs.term == 0 {
+                // A brand-new member starts at term 1, as etcd's bootstrap does, so its first
+                // election is term 2 and response headers carry the terms etcd's would.
+                hs.term = 1;
+            }
             let floor = rec.snapshot.as_ref().map_or(0, |s| s.0);
             hs.commit = hs.commit.max(floor);
             let mut ents = Vec::with_capacity(rec.entries.len());
@@ -332,7 +337,11 @@ mod tests {
         let mut n = single(0, Recovered::default());
         let (committed, _, _) = drive(&mut n);
         assert!(n.is_leader());
-        assert_eq!(n.term(), 1);
+        assert_eq!(
+            n.term(),
+            2,
+            "a new member starts at term 1 and wins term 2, as etcd's"
+        );
         // The leader's empty entry of its term.
         assert_eq!(committed.len(), 1);
         n.propose(b"a".to_vec()).unwrap();
@@ -400,7 +409,7 @@ mod tests {
             .collect();
         assert_eq!(data, vec![vec![1u8], vec![2u8]]);
         assert!(r.is_leader());
-        assert_eq!(r.term(), 2);
+        assert_eq!(r.term(), 3);
     }
 
     #[test]
@@ -412,7 +421,7 @@ mod tests {
         }
         drive(&mut n);
         let (index, term, _) = n.compact_log(21, 5).unwrap();
-        assert_eq!((index, term), (21, 1));
+        assert_eq!((index, term), (21, 2));
         n.propose(b"after".to_vec()).unwrap();
         let (committed, _, _) = drive(&mut n);
         assert_eq!(committed.last().unwrap().data, b"after".to_vec());
