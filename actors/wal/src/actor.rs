@@ -1,37 +1,70 @@
 //! [`WalActor`]: thin glue from messages to [`Wal`] calls.
 
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use actcd_types::msg::{Append, ReleaseWal};
 use actix::{Actor, Addr, Arbiter, Context, Handler};
 use tracing::error;
 
 use crate::Wal;
 
-/// Owns the [`Wal`]. Every message ends in an fsync, which blocks the thread it runs on: see
-/// [`WalActor::start`] and [`WalActor::start_here`] for where that may be.
+/// Owns the [`Wal`]. Every message ends in an fsync, which blocks the thread it runs on, so it
+/// runs on a thread of its own ([`WalActor::start`]).
+///
+/// The WAL sits behind a mutex only so that the raft node may also write a small Ready itself
+/// through an [`InlineWal`] (see the crate doc, "Inline appends"); the raft node waits for each
+/// append before the next, so the lock is never contended on the write path.
 pub struct WalActor {
-    wal: Wal,
+    wal: Arc<Mutex<Wal>>,
+}
+
+/// The raft node's direct handle on the WAL, for Readies small enough that writing them on its
+/// own thread beats two thread hand-offs.
+#[derive(Clone)]
+pub struct InlineWal(Arc<Mutex<Wal>>);
+
+impl InlineWal {
+    /// Writes and fsyncs like an `Append` message, on the calling thread.
+    pub fn append(&self, msg: &Append) -> Result<(), String> {
+        append(&mut lock(&self.0), msg)
+    }
+}
+
+fn lock(wal: &Mutex<Wal>) -> MutexGuard<'_, Wal> {
+    // A panic while holding it would have stopped the server; the WAL itself stays consistent
+    // (a torn record is repaired on open), so a poisoned lock is still usable.
+    wal.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn append(wal: &mut Wal, msg: &Append) -> Result<(), String> {
+    wal.append(msg.hard_state, &msg.entries).map_err(|e| {
+        error!(error = %e, entries = msg.entries.len(), "wal: append failed");
+        e.to_string()
+    })
 }
 
 impl WalActor {
     pub fn new(wal: Wal) -> Self {
-        WalActor { wal }
+        WalActor {
+            wal: Arc::new(Mutex::new(wal)),
+        }
+    }
+
+    /// A handle through which the raft node can append on its own thread.
+    pub fn inline(&self) -> InlineWal {
+        InlineWal(self.wal.clone())
+    }
+
+    /// Starts `self` on a thread of its own (see [`Self::start`]).
+    pub fn start_on_own_thread(self) -> Addr<WalActor> {
+        let arbiter = Arbiter::new();
+        WalActor::start_in_arbiter(&arbiter.handle(), move |_| self)
     }
 
     /// Starts the actor on a thread of its own (an `Arbiter`; call inside a running System),
     /// so its fsyncs block nobody else.
     pub fn start(wal: Wal) -> Addr<WalActor> {
-        let arbiter = Arbiter::new();
-        WalActor::start_in_arbiter(&arbiter.handle(), move |_| WalActor::new(wal))
-    }
-
-    /// Starts the actor on the calling thread: its fsyncs then block the other actors there
-    /// while they run, in exchange for two cross-thread wake-ups fewer per Ready.
-    pub fn start_here(wal: Wal) -> Addr<WalActor> {
-        WalActor::new(wal).start()
-    }
-
-    pub fn wal(&self) -> &Wal {
-        &self.wal
+        WalActor::new(wal).start_on_own_thread()
     }
 }
 
@@ -44,10 +77,7 @@ impl Handler<Append> for WalActor {
     type Result = Result<(), String>;
 
     fn handle(&mut self, msg: Append, _: &mut Context<Self>) -> Self::Result {
-        self.wal.append(msg.hard_state, &msg.entries).map_err(|e| {
-            error!(error = %e, entries = msg.entries.len(), "wal: append failed");
-            e.to_string()
-        })
+        append(&mut lock(&self.wal), &msg)
     }
 }
 
@@ -56,7 +86,7 @@ impl Handler<ReleaseWal> for WalActor {
     type Result = Result<(), String>;
 
     fn handle(&mut self, msg: ReleaseWal, _: &mut Context<Self>) -> Self::Result {
-        self.wal
+        lock(&self.wal)
             .release(msg.index, msg.term, &msg.conf_state)
             .map_err(|e| {
                 error!(error = %e, index = msg.index, "wal: release failed");

@@ -5,13 +5,19 @@
 //! cut, repaired and deleted. Nothing else writes there.
 //!
 //! ## Messages
-//! [`WalActor`] runs on a `SyncArbiter` thread (fsync blocks) and takes, from the raft node:
+//! [`WalActor`] runs on a thread of its own (fsync blocks) and takes, from the raft node:
 //! - `Append { hard_state, entries }` → `Result<(), String>`: writes the entries, then the hard
 //!   state if any, and fsyncs once. `Ok` means durable: raft may then report them persisted.
 //!   An empty Append writes nothing and does not fsync; one that only moves the hard state's
 //!   commit index is written without an fsync (raft's `MustSync` rule, as in etcd).
 //! - `ReleaseWal { index, term, conf_state }` → `Result<(), String>`: the backend is synced up to
 //!   `index`; writes and fsyncs a snapshot mark, then deletes segments no longer needed.
+//!
+//! The raft node may also write small Readies itself through an [`InlineWal`] handle (see
+//! `actcd-raft`, "Inline appends"). The [`Wal`] is then behind a mutex shared by the two: a
+//! deliberate exception to "messages, not shared state", kept because the raft node waits for
+//! every append before the next one, so the lock is never contended, and because it took a fifth
+//! off single-client write latency. Appends keep their order either way.
 //!
 //! Errors are [`WalError`]s rendered with `to_string()` (they start with `wal:`); the actor logs
 //! each one. The actor sends nothing.
@@ -101,7 +107,7 @@ mod segment;
 mod wal;
 
 pub use actcd_types::msg::{HardState, WalEntry};
-pub use actor::WalActor;
+pub use actor::{InlineWal, WalActor};
 pub use error::WalError;
 pub use wal::{DEFAULT_SEGMENT_SIZE, Wal};
 
