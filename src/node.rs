@@ -243,6 +243,7 @@ fn start_actors(
     let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
     let hub_config = HubConfig {
         max_request_bytes: cfg.flags.max_request_bytes,
+        progress_interval: cfg.flags.experimental_watch_progress_notify_interval,
         member: MemberIdentity {
             cluster_id: cfg.cluster_id,
             member_id: cfg.member_id,
