@@ -136,7 +136,8 @@ start_server() {
     PID[$s]=$!
     local i
     for i in $(seq 100); do
-        if grep -q 'ready to serve client requests' "$WORK/$s.log"; then
+        # etcd logs "ready" just before its listener accepts: wait for both.
+        if grep -q 'ready to serve client requests' "$WORK/$s.log" && port_busy "$port"; then
             return 0
         fi
         kill -0 "${PID[$s]}" 2>/dev/null || { tail -5 "$WORK/$s.log" >&2; die "$s exited during start-up"; }
