@@ -1,19 +1,23 @@
-//! The MVCC store actor alone, over LMDB in a temporary directory, preloaded with 1M keys
-//! (256 B values, etcd's benchmark scale), its messages awaited one after another on its
-//! `SyncArbiter` thread:
-//! - `mvcc/range`: `Range` of one key and of 1000 keys, at the latest revision and at an old
-//!   revision (taken before those keys were overwritten, so the key index must pick an older
-//!   revision of each);
+//! The MVCC store actor alone, over LMDB in a temporary directory (256 B values), its messages
+//! awaited one after another on its `SyncArbiter` thread:
 //! - `mvcc/apply_put`: `ApplyBatch` of 1 and 64 Puts overwriting existing keys (one engine
-//!   commit, one `fdatasync` per batch); throughput in Puts;
-//! - `mvcc/compaction`: an `ApplyBatch` holding one Compaction request at the current revision,
-//!   after 64 untimed overwrites. Compaction runs synchronously here, so this is a walk of the
-//!   whole 1M-key index plus the deletion of the superseded records.
+//!   commit, one `fdatasync` per batch), with 100k keys in the store (`puts_100k`) and with 1M
+//!   (`puts_1M`, etcd's benchmark scale), so the cost of a larger key index and B-tree shows as
+//!   the difference; throughput in Puts;
+//! - `mvcc/range` (1M keys): `Range` of one key and of 1000 keys, at the latest revision and at
+//!   an old revision (taken before those keys were overwritten, so the key index must pick an
+//!   older revision of each);
+//! - `mvcc/compaction` (1M keys): an `ApplyBatch` holding one Compaction request at the current
+//!   revision, after 64 untimed overwrites. Compaction runs synchronously here, so this is a
+//!   walk of the whole 1M-key index plus the deletion of the superseded records.
 //!
-//! The preload goes straight through `Store::apply_batch` in batches of 1000 (as the applier
-//! would batch them) before the actor starts; it takes about 1.5 s on this 2-core machine, so
-//! the store holds the full 1M keys rather than a smaller stand-in. The whole bench runs in
-//! about 30 s, most of it in the compaction samples.
+//! One store serves both sizes: 100k keys are preloaded straight through `Store::apply_batch` in
+//! batches of 1000 (as the applier would batch them) before the actor starts (0.1 s), the 100k
+//! puts run, then the store grows to 1M through the actor with the same batches (untimed, about
+//! 4 s on this 2-core machine, one `fdatasync` per batch), and the 1M cases run. Growing the one
+//! store instead of building a second keeps the run short while the store holds the full 1M
+//! keys rather than a smaller stand-in. The whole bench runs in about 40 s, most of it in the
+//! compaction samples and the growth.
 //!
 //! Run: `cargo bench --bench mvcc` (`cargo bench --bench mvcc -- --test` runs each once).
 
@@ -25,28 +29,49 @@ use actcd_mvcc::MvccActor;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{CompactionRequest, RangeRequest};
 use actcd_types::msg::{ApplyBatch, Range};
-use actix::{Addr, System};
+use actix::{Addr, System, SystemRunner};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
+/// Keys in the store for the first `apply_put` cases.
+const SMALL_KEYS: u64 = 100_000;
+/// Keys in the store for the rest.
 const KEYS: u64 = 1_000_000;
-/// Keys `0..RANGE_KEYS` are overwritten once after the preload; the range benches read them.
+/// Keys `0..RANGE_KEYS` are overwritten once after growing to `KEYS`; the range benches read
+/// them.
 const RANGE_KEYS: u64 = 1000;
+/// Puts per batch while preloading and growing.
+const PRELOAD_BATCH: u64 = 1000;
 
-/// Hands out consistent indexes and request ids, and which key the next Put overwrites.
+/// Hands out consistent indexes and request ids, and which key the next Put writes.
 struct Writer {
     next_index: u64,
+    next_id: u64,
     next_key: u64,
+    /// Keys the store holds: overwrites wrap over `0..keys`.
+    keys: u64,
 }
 
 impl Writer {
     /// One `ApplyBatch` of `n` Puts on the next `n` keys (wrapping over the key space).
     fn puts(&mut self, n: u64) -> ApplyBatch {
-        self.next_index += 1;
-        let requests = (0..n)
+        let keys = (0..n)
             .map(|_| {
-                let k = self.next_key % KEYS;
+                let k = self.next_key % self.keys;
                 self.next_key += 1;
-                common::put(self.next_key, k)
+                k
+            })
+            .collect::<Vec<_>>();
+        self.batch(keys)
+    }
+
+    /// One `ApplyBatch` of Puts of `keys`.
+    fn batch(&mut self, keys: impl IntoIterator<Item = u64>) -> ApplyBatch {
+        self.next_index += 1;
+        let requests = keys
+            .into_iter()
+            .map(|k| {
+                self.next_id += 1;
+                common::put(self.next_id, k)
             })
             .collect();
         ApplyBatch {
@@ -84,25 +109,71 @@ async fn apply(store: &Addr<MvccActor>, batch: ApplyBatch) -> i64 {
     )
 }
 
+/// `mvcc/apply_put` with the store at its current size, `label` naming it.
+fn bench_puts(
+    c: &mut Criterion,
+    sys: &SystemRunner,
+    store: &Addr<MvccActor>,
+    writer: &mut Writer,
+    label: &str,
+) {
+    let mut group = c.benchmark_group("mvcc/apply_put");
+    for n in [1, 64] {
+        group.throughput(Throughput::Elements(n));
+        group.bench_function(BenchmarkId::new(format!("puts_{label}"), n), |b| {
+            b.iter_custom(|iters| {
+                // Built outside the clock: the applier hands the store decoded requests.
+                let batches: Vec<_> = (0..iters).map(|_| writer.puts(n)).collect();
+                sys.block_on(async {
+                    let start = Instant::now();
+                    for batch in batches {
+                        apply(store, batch).await;
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
 fn bench_mvcc(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let preload = Instant::now();
-    let store = common::preloaded_store(dir.path(), KEYS);
-    let old_rev = store.current_revision();
+    let store = common::preloaded_store(dir.path(), SMALL_KEYS);
     let mut writer = Writer {
         next_index: store.consistent_index(),
+        next_id: SMALL_KEYS,
         next_key: 0,
+        keys: SMALL_KEYS,
     };
-    let overwrite = writer.puts(RANGE_KEYS);
     let sys = System::new();
-    let store = sys.block_on(async move {
-        let store = MvccActor::start_sync(store);
-        apply(&store, overwrite).await;
-        store
-    });
+    let store = sys.block_on(async move { MvccActor::start_sync(store) });
     eprintln!(
-        "mvcc: preloaded {KEYS} keys in {:.1} s",
+        "mvcc: preloaded {SMALL_KEYS} keys in {:.1} s",
         preload.elapsed().as_secs_f64()
+    );
+
+    bench_puts(c, &sys, &store, &mut writer, "100k");
+
+    // Grow to KEYS (new keys, one revision each, as the preload), then overwrite the range keys
+    // once: `old_rev` is the revision before that overwrite.
+    let grow = Instant::now();
+    let old_rev = sys.block_on(async {
+        let mut revision = 0;
+        for first in (SMALL_KEYS..KEYS).step_by(PRELOAD_BATCH as usize) {
+            let batch = writer.batch(first..KEYS.min(first + PRELOAD_BATCH));
+            revision = apply(&store, batch).await;
+        }
+        revision
+    });
+    writer.keys = KEYS;
+    writer.next_key = 0;
+    let overwrite = writer.puts(RANGE_KEYS);
+    sys.block_on(apply(&store, overwrite));
+    eprintln!(
+        "mvcc: grew to {KEYS} keys in {:.1} s",
+        grow.elapsed().as_secs_f64()
     );
 
     let mut group = c.benchmark_group("mvcc/range");
@@ -146,24 +217,7 @@ fn bench_mvcc(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("mvcc/apply_put");
-    for n in [1, 64] {
-        group.throughput(Throughput::Elements(n));
-        group.bench_function(BenchmarkId::new("puts", n), |b| {
-            b.iter_custom(|iters| {
-                // Built outside the clock: the applier hands the store decoded requests.
-                let batches: Vec<_> = (0..iters).map(|_| writer.puts(n)).collect();
-                sys.block_on(async {
-                    let start = Instant::now();
-                    for batch in batches {
-                        apply(&store, batch).await;
-                    }
-                    start.elapsed()
-                })
-            })
-        });
-    }
-    group.finish();
+    bench_puts(c, &sys, &store, &mut writer, "1M");
 
     // Last: it removes the history the old-revision ranges read.
     let mut group = c.benchmark_group("mvcc/compaction");
@@ -184,6 +238,20 @@ fn bench_mvcc(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // Every key of the store is there, at the latest revision.
+    let count = sys
+        .block_on(store.send(Range {
+            request: RangeRequest {
+                key: common::key(0),
+                range_end: common::key(KEYS),
+                count_only: true,
+                ..Default::default()
+            },
+        }))
+        .expect("mvcc mailbox")
+        .expect("range");
+    assert_eq!(count.count, KEYS as i64);
 }
 
 criterion_group! {

@@ -1,7 +1,7 @@
 //! Set-up shared by the per-actor benches: criterion settings sized for a 2-core machine shared
 //! with a build, the request shapes every bench writes (a Put of a 256-byte value), and an MVCC
 //! store over LMDB in a temporary directory on the data disk (`/tmp` is ext4 here, so fsyncs are
-//! real).
+//! real), and the process's resident memory for benches that report memory per item.
 
 // Each bench binary compiles this module and uses only part of it.
 #![allow(dead_code)]
@@ -81,4 +81,17 @@ pub fn check_all(results: Vec<ApplyResult>) -> i64 {
         revision = resp.header().map_or(revision, |h| h.revision);
     }
     revision
+}
+
+/// The process's resident set size (`VmRSS` in `/proc/self/status`), in bytes. Pages, not
+/// allocations: compare two readings around something large (tens of MB) and divide.
+pub fn vm_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("VmRSS in /proc/self/status");
+    kib * 1024
 }
