@@ -211,6 +211,9 @@ fn start_actors(
         election_timeout: Duration::from_millis(cfg.flags.election_timeout),
         ..LessorConfig::default()
     };
+    // On the System thread: a keepalive costs it one short handler. Profiled at 100 clients,
+    // the server spends 88% of its time in the gRPC front (mostly the kernel's TCP writes), and a
+    // lessor thread of its own made no difference.
     let lessor = LessorActor::new(lessor_config, TokioClock, preflight.clone().recipient()).start();
     // Every stored lease, before the lessor can hear it is the leader's.
     for note in store.leases().notes() {

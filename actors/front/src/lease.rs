@@ -15,8 +15,6 @@ use actcd_proto::etcdserverpb::{
 use actcd_types::msg::{ApplyResponse, LeaseKeys, LeaseTimeToLive, ListLeases, RenewLease};
 use actcd_types::{AuthInfo, EtcdError};
 use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::pipeline::Pipeline;
@@ -28,9 +26,6 @@ pub struct LeaseService {
 fn mismatch(what: &str) -> Status {
     EtcdError::Internal(format!("actcd: unexpected apply result for {what}")).to_status()
 }
-
-/// Keepalive responses waiting for the client to read them, per stream.
-const KEEPALIVE_QUEUE: usize = 64;
 
 impl LeaseService {
     async fn time_to_live(
@@ -151,26 +146,24 @@ impl Lease for LeaseService {
         &self,
         req: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
-        let mut inbound = req.into_inner();
-        let (tx, rx) = mpsc::channel(KEEPALIVE_QUEUE);
-        let pipeline = self.pipeline.clone();
-        tokio::spawn(async move {
-            loop {
-                let next = tokio::select! {
-                    next = inbound.next() => next,
-                    () = pipeline.closed() => None,
-                };
-                let Some(Ok(req)) = next else { break };
-                let out = keep_alive_once(&pipeline, req)
-                    .await
-                    .map_err(|e| e.to_status());
-                let failed = out.is_err();
-                if tx.send(out).await.is_err() || failed {
-                    break;
+        // Answered in the RPC's own stream, no task or channel between: a keepalive is one
+        // lessor round trip. The stream ends with the client, at the first error, or at shutdown.
+        let p = self.pipeline.clone();
+        let closing = p.clone();
+        let out = req
+            .into_inner()
+            .take_until(Box::pin(async move { closing.closed().await }))
+            .take_while(|r| std::future::ready(r.is_ok()))
+            .then(move |r| {
+                let p = p.clone();
+                async move {
+                    match r {
+                        Ok(req) => keep_alive_once(&p, req).await.map_err(|e| e.to_status()),
+                        Err(status) => Err(status),
+                    }
                 }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+            });
+        Ok(Response::new(Box::pin(out)))
     }
 
     async fn lease_time_to_live(

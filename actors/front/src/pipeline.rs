@@ -70,6 +70,8 @@ pub struct Pipeline {
     /// The last full header and when it was taken, for answers that may carry a slightly old
     /// revision (see [`Self::recent_header`]). Front-local: no actor shares it.
     recent: std::sync::Mutex<Option<(std::time::Instant, ResponseHeader)>>,
+    /// Set while one caller refreshes `recent`.
+    refreshing: std::sync::atomic::AtomicBool,
 }
 
 /// How old a header [`Pipeline::recent_header`] may hand out.
@@ -84,6 +86,7 @@ impl Pipeline {
             ids,
             closing: tokio::sync::watch::Sender::new(false),
             recent: std::sync::Mutex::new(None),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -182,17 +185,29 @@ impl Pipeline {
     /// keeps that promise). Saves two actor round trips per keepalive.
     pub async fn recent_header(&self) -> Result<ResponseHeader, EtcdError> {
         let now = std::time::Instant::now();
-        if let Ok(guard) = self.recent.lock()
-            && let Some((at, h)) = guard.as_ref()
-            && now.duration_since(*at) < RECENT_HEADER_AGE
+        let cached = self.recent.lock().ok().and_then(|g| *g);
+        if let Some((at, h)) = cached {
+            if now.duration_since(at) < RECENT_HEADER_AGE {
+                return Ok(h);
+            }
+            // Stale: one caller refreshes it, the others keep using the older header (an older
+            // revision keeps the promise), so a burst of keepalives costs one refresh.
+            if self
+                .refreshing
+                .swap(true, std::sync::atomic::Ordering::AcqRel)
+            {
+                return Ok(h);
+            }
+        }
+        let fresh = self.header(true).await;
+        if let Ok(h) = &fresh
+            && let Ok(mut guard) = self.recent.lock()
         {
-            return Ok(*h);
+            *guard = Some((now, *h));
         }
-        let h = self.header(true).await?;
-        if let Ok(mut guard) = self.recent.lock() {
-            *guard = Some((now, h));
-        }
-        Ok(h)
+        self.refreshing
+            .store(false, std::sync::atomic::Ordering::Release);
+        fresh
     }
 
     /// A header for services whose answer doesn't come from the store.
