@@ -7,8 +7,9 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    ApplyResponse, GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive, ListLeases,
-    RaftStatus, RaftStatusReply, Range, ReadIndex, ReadTxn, RenewLease, StoreStatus, Submit,
+    AfterReadIndex, ApplyResponse, GetStoreStatus, HashKv, HashKvResult, LeaseKeys,
+    LeaseTimeToLive, ListLeases, RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn,
+    RenewLease, StoreStatus, Submit,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -47,6 +48,9 @@ pub struct PipelineRoutes {
     pub hash_kv: Recipient<HashKv>,
     pub read_txn: Recipient<ReadTxn>,
     pub raft_status: Recipient<RaftStatus>,
+    /// Linearizable reads: the raft node runs the continuation, which reads the store.
+    pub after_read_index: Recipient<AfterReadIndex>,
+    pub range_to: Recipient<RangeTo>,
     /// The lessor: keepalives, TTLs and the lease list.
     pub renew_lease: Recipient<RenewLease>,
     pub lease_ttl: Recipient<LeaseTimeToLive>,
@@ -149,12 +153,38 @@ impl Pipeline {
         }
     }
 
+    /// A serializable read goes straight to the store. A linearizable one hands the raft node
+    /// a continuation that forwards it to the store once the read index is applied, and the
+    /// store answers here: raft → store directly, not raft → front → store.
     pub async fn range(&self, request: RangeRequest) -> Result<RangeResponse, EtcdError> {
         actcd_types::validate::check_range(&request)?;
-        if !request.serializable {
-            self.linearizable_barrier().await?;
+        if request.serializable {
+            return self.routes.range.send(Range { request }).await?;
         }
-        self.routes.range.send(Range { request }).await?
+        let (tx, rx) = oneshot::channel();
+        let store = self.routes.range_to.clone();
+        let then = Box::new(move |index: Result<u64, EtcdError>| match index {
+            // `do_send`: the store's mailbox is the one every read ends in anyway, and a
+            // continuation must not wait on the raft thread.
+            Ok(_) => store.do_send(RangeTo { request, reply: tx }),
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        });
+        match self
+            .routes
+            .after_read_index
+            .try_send(AfterReadIndex { then })
+        {
+            Ok(()) => {}
+            Err(actix::prelude::SendError::Full(m)) => self.routes.after_read_index.send(m).await?,
+            Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
+        }
+        match tokio::time::timeout(self.config.request_timeout, rx).await {
+            Ok(Ok(res)) => res,
+            Ok(Err(_)) => Err(EtcdError::Stopped),
+            Err(_) => Err(EtcdError::Timeout),
+        }
     }
 
     /// A txn without writes is served like a read: linearizable through ReadIndex unless every

@@ -21,8 +21,8 @@ use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, History,
-    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, ReadTxn,
-    StoreStatus, SyncStorage,
+    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
+    ReadTxn, StoreStatus, SyncStorage,
 };
 use actix::{Actor, Addr, Handler, Recipient, SyncArbiter, SyncContext};
 
@@ -212,6 +212,17 @@ impl Handler<Range> for MvccActor {
 
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
         self.store.range_with(&self.pending, &msg.request)
+    }
+}
+
+/// A read answered on the message's own channel.
+impl Handler<RangeTo> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
+        let _ = msg
+            .reply
+            .send(self.store.range_with(&self.pending, &msg.request));
     }
 }
 

@@ -31,6 +31,30 @@ pub struct Propose {
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct ReadIndex;
 
+/// [`ReadIndex`] with a continuation instead of a reply: `then` runs on the raft node's thread
+/// once the read index is confirmed and applied here (or with the error that ended the round).
+/// It must be short: it typically forwards a read to the store.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AfterReadIndex {
+    pub then: Box<dyn FnOnce(Result<u64, EtcdError>) + Send>,
+}
+
+impl std::fmt::Debug for AfterReadIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterReadIndex")
+    }
+}
+
+/// A read of the key space whose answer goes to `reply` (for senders that are not awaiting the
+/// store themselves, such as a read-index continuation).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct RangeTo {
+    pub request: RangeRequest,
+    pub reply: oneshot::Sender<Result<RangeResponse, EtcdError>>,
+}
+
 /// One logical clock tick (`--heartbeat-interval` of real time, sent by the daemon's ticker).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
