@@ -1,14 +1,20 @@
 //! # actcd-front — etcd's v3 gRPC services
 //!
-//! Owns nothing but the request-id generator and the routes into the actor pipeline. Each gRPC
-//! service is one file that turns a request into messages and a reply into etcd's response:
+//! Owns the request-id generator, the routes into the actor pipeline, and a 10 ms cache of the
+//! response header for keepalives. Each gRPC service is one file that turns a request into
+//! messages and a reply into etcd's response:
 //!
-//! - writes (Put, DeleteRange, Txn, Compact) → `Submit` to preflight with a fresh request id and a
-//!   reply channel; the applier answers on that channel once the entry is applied, or the request
-//!   times out with `etcdserver: request timed out`.
-//! - linearizable reads → `ReadIndex` to the raft node (answered once this member has applied
-//!   the confirmed index), then `Range` to the MVCC store; serializable reads go straight to the
-//!   store. Reads never enter the log.
+//! - writes (Put, DeleteRange, Txn, Compact, LeaseGrant, LeaseRevoke) → `Submit` to preflight
+//!   with a fresh request id and a reply channel, sent without waiting for the handler; every
+//!   outcome (a refusal, or the store's answer once the entry is applied) arrives on that channel,
+//!   or the request times out with `etcdserver: request timed out`.
+//! - linearizable reads → `AfterReadIndex` to the raft node with a continuation that sends
+//!   `RangeTo` to the store once the confirmed index is applied; the store answers the front.
+//!   Serializable reads go straight to the store. Reads never enter the log.
+//! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
+//!   ask the lessor; TimeToLive's keys come from the store.
+//! - Watch (`watch.rs`): one task per stream between the client and the watch hub; it adds the
+//!   raft term and, for `prev_kv` watchers, each event's previous value read from the store.
 //! - Maintenance `Status`/`HashKV`/`Alarm` and Cluster `MemberList` read the raft node, the
 //!   store and the static membership.
 //!
@@ -16,10 +22,13 @@
 //! - Every error a client sees comes from `EtcdError::to_status` (etcd's codes and strings).
 //! - Cheap validation (`actcd_types::validate`) runs before anything is sent on, so bad input never
 //!   reaches raft.
+//! - Streams (Watch, LeaseKeepAlive) end themselves at shutdown (`Pipeline::close_streams`):
+//!   tonic's graceful shutdown would otherwise wait for them.
 //!
 //! ## Layout
-//! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `maintenance.rs`
-//! Maintenance · `cluster.rs` Cluster · `server.rs` assembling the tonic router.
+//! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
+//! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
+//! assembling the tonic router.
 
 mod cluster;
 mod kv;

@@ -14,18 +14,31 @@
 //! - the **consistent index** and term of the last applied raft entry, written with the data.
 //! - the **alarms** (`alarm.rs`): raised NOSPACE/CORRUPT alarms, applied from the log and kept
 //!   in the `alarm` table; NOSPACE caps growing writes.
+//! - the **leases of the applied state** (`lease.rs`): which leases exist, their granted TTL and
+//!   checkpointed remaining TTL (the `lease` table), and the keys attached to each (rebuilt
+//!   from the key records on open). Grant, revoke (every attached key deleted at one revision)
+//!   and checkpoint are applied here, in log order with the writes they race; the lessor actor
+//!   only keeps time.
 //!
 //! ## Messages taken ([`MvccActor`], on a one-thread `SyncArbiter`)
 //! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
-//!   Put, DeleteRange, Txn, Compaction and Alarm requests, one result each, in order. Requests
-//!   that are not key-space writes (a Range sent through the log, lease, auth…) answer
-//!   `ApplyResponse::Empty`; their appliers live elsewhere.
+//!   Put, DeleteRange, Txn, Compaction, Alarm, LeaseGrant, LeaseRevoke and LeaseCheckpoint
+//!   requests, one result each, in order; a result goes straight to the request's waiter when
+//!   the batch carries one. Requests applied elsewhere (auth…) answer `ApplyResponse::Empty`.
 //! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
-//!   writes) → `Result<TxnResponse, EtcdError>`; `HashKv{revision}`; `GetStoreStatus`.
+//!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
+//!   its own channel); `HashKv{revision}`; `GetStoreStatus`; `History{from, to, max_events}`
+//!   (events by revision, for watchers catching up, `history.rs`); `LeaseKeys{id}`.
 //! - `FlushStore` (every 100 ms) and `SyncStorage` (before WAL release): commit the batched
 //!   applies, and for `SyncStorage` also sync the backend.
 //!
-//! It sends none. Top-level response headers carry the cluster and member ids, the term of the
+//! ## Messages sent ([`MvccPeers`])
+//! After each applied batch, before its results go out: `Notify{revision, events}` to the
+//! watch hub (one Put or Delete event per record written, in revision order), and
+//! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor. Sending before answering
+//! means a client that saw its write acknowledged and then watches finds the hub past it.
+//!
+//! Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the
 //! revision (a nested Txn's header is empty), as etcd's gRPC layer fills only the outer one.
 //!

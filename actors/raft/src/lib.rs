@@ -7,10 +7,13 @@
 //! `Ready` — kept in [`RaftNode`]; [`RaftActor`] is the glue that turns messages into calls.
 //!
 //! ## Messages
-//! Takes `Tick`, `Propose`, `ReadIndex`, `Step` (peer messages), `Applied` (from the applier),
-//! `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
+//! Takes `Tick`, `Propose`, `ReadIndex`, `AfterReadIndex` (a read index with a continuation run
+//! here once applied: the front's linearizable Range goes on to the store from this thread),
+//! `Step` (peer messages), `Applied` (from the applier), `RaftStatus`, and its own
+//! `Persisted{number}` when the WAL has made a Ready durable.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` to the applier, `RaftProgress` to
-//! preflight, `SyncStorage` to the MVCC store, and `PeerMessage`s to the outbox.
+//! preflight, `SyncStorage` to the MVCC store, `PeerMessage`s to the outbox, and
+//! `Leadership{leader}` to the lessor when this member gains or loses leadership.
 //!
 //! ## Handling a Ready (raft-rs's documented order, asynchronous persistence)
 //! 1. send `messages` to peers at once (a leader may send before its own fsync);
