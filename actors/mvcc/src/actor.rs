@@ -1,9 +1,12 @@
 //! [`MvccActor`]: the [`Store`] behind a mailbox.
 //!
-//! It runs on a `SyncArbiter` with exactly one thread: applying a batch writes an engine write
+//! It runs alone on an `Arbiter` thread of its own: applying a batch writes an engine write
 //! transaction, which blocks (LMDB's commit writes pages, and a write transaction must begin and
 //! end on one thread), and one thread keeps applies and reads in mailbox order, so a Range sent
-//! after an ApplyBatch sees its writes.
+//! after an ApplyBatch sees its writes. An `Arbiter` rather than a `SyncArbiter`: the latter's
+//! channel spins with `sched_yield` before it sleeps, which on 2 cores took CPU from the threads
+//! that had work; measured against it, +5% put and +5–15% linearizable range throughput at 100
+//! clients and single-client put p50 0.28 → 0.25 ms.
 //!
 //! Commits can be batched ([`MvccActor::batched`]): the actor keeps the write transaction of
 //! applied batches open ([`Pending`]) and commits it on `FlushStore` (every 100 ms from the
@@ -15,8 +18,6 @@
 //! on each `FlushStore`), not all at once; a `physical` compaction still finishes before its
 //! batch is answered, as etcd promises.
 
-use std::sync::{Arc, Mutex};
-
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
@@ -24,7 +25,7 @@ use actcd_types::msg::{
     HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
     ReadTxn, StoreStatus, SyncStorage,
 };
-use actix::{Actor, Addr, Handler, Recipient, SyncArbiter, SyncContext};
+use actix::{Actor, Addr, Arbiter, Context, Handler, Recipient};
 
 use crate::lease::LeaseNote;
 use crate::store::{Pending, Store};
@@ -122,7 +123,7 @@ impl MvccActor {
         }
     }
 
-    /// Starts the actor on its own `SyncArbiter` thread. Must be called inside a running actix
+    /// Starts the actor on its own `Arbiter` thread. Must be called inside a running actix
     /// System.
     pub fn start_sync(store: Store) -> Addr<Self> {
         Self::start_batched(store, 1)
@@ -140,15 +141,10 @@ impl MvccActor {
         max_pending_ops: usize,
         peers: Option<MvccPeers>,
     ) -> Addr<Self> {
-        // The factory runs once on the arbiter's thread (the pending transaction must be made
-        // there); the actor never stops itself, so actix never asks for a second one.
-        let slot = Arc::new(Mutex::new(Some((store, peers))));
-        SyncArbiter::start(1, move || {
-            let (store, peers) = slot
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-                .expect("the mvcc actor is created once");
+        // Built on the arbiter's own thread: the pending LMDB write transaction must begin and
+        // end on one thread, and the actor never leaves this one.
+        let arbiter = Arbiter::new();
+        MvccActor::start_in_arbiter(&arbiter.handle(), move |_| {
             let actor = MvccActor::batched(store, max_pending_ops);
             match peers {
                 Some(p) => actor.with_peers(p),
@@ -159,7 +155,13 @@ impl MvccActor {
 }
 
 impl Actor for MvccActor {
-    type Context = SyncContext<Self>;
+    type Context = Context<Self>;
+
+    /// Every read and apply of the server comes through here: don't let actix's default
+    /// mailbox of 16 make senders queue outside it.
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(65536);
+    }
 
     /// Nothing applied is lost by stopping uncommitted (the WAL replays it), but committing
     /// makes the next start quicker.
@@ -295,6 +297,8 @@ impl Handler<FlushStore> for MvccActor {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use actcd_proto::actcdpb::InternalRaftRequest;
     use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};

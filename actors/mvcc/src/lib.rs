@@ -20,7 +20,7 @@
 //!   and checkpoint are applied here, in log order with the writes they race; the lessor actor
 //!   only keeps time.
 //!
-//! ## Messages taken ([`MvccActor`], on a one-thread `SyncArbiter`)
+//! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
 //! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
 //!   Put, DeleteRange, Txn, Compaction, Alarm, LeaseGrant, LeaseRevoke and LeaseCheckpoint
 //!   requests, one result each, in order; a result goes straight to the request's waiter when
