@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::watch_server::Watch;
-use actcd_proto::etcdserverpb::{RangeRequest, WatchRequest, WatchResponse};
+use actcd_proto::etcdserverpb::{RangeRequest, ResponseHeader, WatchRequest, WatchResponse};
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::EtcdError;
 use actcd_types::msg::Range;
@@ -27,20 +27,26 @@ pub struct WatchService {
 }
 
 /// Responses the hub may queue for one stream before its watchers fall back to catching up from
-/// history (etcd's per-stream buffer).
-const HUB_QUEUE: usize = 128;
+/// history. etcd's buffer is 128; with thousands of watchers on one stream every revision is
+/// thousands of responses, and falling back to history is far dearer than holding them.
+const HUB_QUEUE: usize = 4096;
+/// Responses forwarded per wake-up, sharing one header lookup.
+const DRAIN: usize = 256;
 /// Responses ready for the client that tonic has not sent yet.
 const SEND_QUEUE: usize = 16;
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send>>;
 
 /// Fills in what the hub leaves to the front.
-async fn finish(p: &Pipeline, out: StreamResponse) -> Result<WatchResponse, EtcdError> {
+async fn finish(
+    p: &Pipeline,
+    header: &ResponseHeader,
+    out: StreamResponse,
+) -> Result<WatchResponse, EtcdError> {
     let StreamResponse {
         mut response,
         fill_prev_kv,
     } = out;
-    let header = p.recent_header().await?;
     let h = response.header.get_or_insert_with(Default::default);
     h.raft_term = header.raft_term;
     h.cluster_id = header.cluster_id;
@@ -76,6 +82,39 @@ async fn finish(p: &Pipeline, out: StreamResponse) -> Result<WatchResponse, Etcd
     Ok(response)
 }
 
+/// Sends `first` and whatever else the hub has queued (up to [`DRAIN`]) to the client, with one
+/// header lookup for all of them. `Err` ends the stream.
+async fn forward(
+    p: &Pipeline,
+    first: StreamResponse,
+    responses: &mut mpsc::Receiver<StreamResponse>,
+    tx: &mpsc::Sender<Result<WatchResponse, Status>>,
+) -> Result<(), ()> {
+    let header = match p.recent_header().await {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = tx.send(Err(e.to_status())).await;
+            return Err(());
+        }
+    };
+    let mut next = Some(first);
+    let mut sent = 0;
+    while let Some(out) = next.take() {
+        match finish(p, &header, out).await {
+            Ok(r) => tx.send(Ok(r)).await.map_err(|_| ())?,
+            Err(e) => {
+                let _ = tx.send(Err(e.to_status())).await;
+                return Err(());
+            }
+        }
+        sent += 1;
+        if sent < DRAIN {
+            next = responses.try_recv().ok();
+        }
+    }
+    Ok(())
+}
+
 #[tonic::async_trait]
 impl Watch for WatchService {
     type WatchStream = WatchStream;
@@ -107,15 +146,8 @@ impl Watch for WatchService {
                         }
                     }
                     out = responses.recv() => {
-                        let Some(out) = out else { break };
-                        let sent = match finish(&p, out).await {
-                            Ok(r) => tx.send(Ok(r)).await,
-                            Err(e) => {
-                                let _ = tx.send(Err(e.to_status())).await;
-                                break;
-                            }
-                        };
-                        if sent.is_err() {
+                        let Some(first) = out else { break };
+                        if forward(&p, first, &mut responses, &tx).await.is_err() {
                             break;
                         }
                     }

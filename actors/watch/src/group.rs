@@ -48,7 +48,6 @@ impl WatchKeys {
         }
     }
 
-    #[cfg(test)]
     pub fn contains(&self, key: &[u8]) -> bool {
         match self {
             Self::Single(k) => k.as_slice() == key,

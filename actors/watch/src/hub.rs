@@ -566,17 +566,31 @@ impl<S: StreamSink> WatchHub<S> {
             .into_iter()
             .filter(|e| (from..=through).contains(&event_revision(e)))
             .collect();
-        let mut batches: HashMap<Handle, Vec<Event>> =
-            match_events(&self.unsynced, &self.watchers, &events, |w| covers(w))
-                .into_iter()
-                .collect();
-        // Revisions within one watcher's batch must be filtered per watcher's own start.
-        for (h, evs) in batches.iter_mut() {
-            let min = self.watchers[h].min_rev;
-            evs.retain(|e| event_revision(e) >= min);
-        }
+        // One watcher at a time, and only while its stream has room: a stream that is full makes
+        // its remaining watchers victims before any event is copied for them, so a catch-up
+        // never holds more than the streams can take (10,000 watchers on one stream once held
+        // a copy of the whole chunk each).
         for h in participants {
-            let evs = batches.remove(&h).unwrap_or_default();
+            let w = &self.watchers[&h];
+            let room = self
+                .streams
+                .get(&w.stream)
+                .is_some_and(|st| !st.closed && st.backlog.is_empty() && st.sink.has_room());
+            if !room {
+                if self.streams.contains_key(&w.stream) {
+                    let min = w.min_rev;
+                    self.make_victim(h, min);
+                }
+                continue;
+            }
+            let evs: Vec<Event> = events
+                .iter()
+                .filter(|e| {
+                    event_revision(e) >= w.min_rev
+                        && e.kv.as_ref().is_some_and(|kv| w.keys.contains(&kv.key))
+                })
+                .cloned()
+                .collect();
             match self.deliver(h, through, evs) {
                 Delivery::Blocked => self.make_victim(h, self.watchers[&h].min_rev),
                 Delivery::Gone => {}

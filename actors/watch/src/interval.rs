@@ -35,7 +35,6 @@ pub(crate) struct Interval {
 }
 
 impl Interval {
-    #[cfg(test)]
     pub fn contains(&self, key: &[u8]) -> bool {
         self.start.as_slice() <= key && self.end.above(key)
     }
