@@ -173,6 +173,7 @@ N_RANGE=$(scale 50000)
 N_RANGE1000=$(scale 5000)
 N_TXN=$(scale 30000)
 N_WATCH_PUTS=$(scale 2000)
+N_WATCH10K_PUTS=$(scale 200)
 N_KEEPALIVE=$(scale 50000)
 N_RSS=$(scale 100000)
 
@@ -185,6 +186,8 @@ CASES=(
     "range1000|range 1000 keys (prefix), 10 clients|populate --prefix bench/r1000/ --count 1000 --val-size 256|--conns 10 --clients 10 --total $N_RANGE1000 range --prefix bench/r1000/"
     "txnput|txn-put, 100 clients|| --conns 10 --clients 100 --total $N_TXN txn-put --val-size 256 --key-space-size 100000"
     "watch|watch latency, 100 watchers (500 puts/s)||--conns 10 --clients 1 watch-latency --watchers 100 --streams 10 --put-total $N_WATCH_PUTS --put-rate 500"
+    "watch10k|watch latency, 10,000 watchers on 100 streams (50 puts/s)||--conns 10 --clients 1 watch-latency --watchers 10000 --streams 100 --put-total $N_WATCH10K_PUTS --put-rate 50"
+    "watch10k1|watch latency, 10,000 watchers on one stream (50 puts/s)||--conns 1 --clients 1 watch-latency --watchers 10000 --streams 1 --put-total $N_WATCH10K_PUTS --put-rate 50"
     "lease|lease keepalive, 1000 leases, 100 clients||--conns 10 --clients 100 --total $N_KEEPALIVE lease-keepalive --leases 1000"
 )
 RSS_ARGS="--conns 10 --clients 100 --total $N_RSS put --val-size 256 --key-space-size 100000 --sequential-keys"
@@ -282,7 +285,7 @@ for line in open(results_path):
 
 def ops(case, r):
     # Requests the server handled; for watch latency, the puts.
-    if case == "watch":
+    if case.startswith("watch"):
         return r.get("put", {}).get("total", 0)
     return r.get("total", 0)
 
@@ -330,7 +333,9 @@ print("ratio = actcd / etcd (above 1 is better for rps, worse for latency). "
 
 checks = []
 for server in ("etcd", "actcd"):
-    seen = [r.get("watch_check", st) for st, _, r in runs.get(("watch", server), [])]
+    seen = [r.get("watch_check", st)
+            for case in ("watch", "watch10k", "watch10k1")
+            for st, _, r in runs.get((case, server), [])]
     if seen:
         checks.append(f"{server}: " + ", ".join(sorted(set(seen))))
 if checks:
