@@ -16,7 +16,12 @@ cp -r "$harness"/. "$work"/
 cp "$repo"/tests/compat/*.sh "$work"/scenarios/
 rm -f "$work"/scenarios/run.sh
 # Only etcd 3.5.1 (PyPI) is compared against; skip the Debian 3.4 packages.
-SKIP_APT=1 "$work"/install-ref.sh >/dev/null
+# The harness's installer reads `etcd --version | head -1` under pipefail, which now and then
+# dies of SIGPIPE (exit 141) when etcd is still writing: try it up to three times.
+for attempt in 1 2 3; do
+  if SKIP_APT=1 "$work"/install-ref.sh >/dev/null; then break; fi
+  [ "$attempt" = 3 ] && { echo "compat: installing etcd 3.5.1 failed" >&2; exit 1; }
+done
 bin="${ACTCD_BIN:-$repo/target/release/actcd}"
 [ -x "$bin" ] || (cd "$repo" && cargo build --release)
 "$work"/compare.sh --no-http "$@" --candidate-cmd "$bin --name default --data-dir {datadir} \
