@@ -25,7 +25,7 @@ use actcd_types::msg::{
     HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
     ReadTxn, StoreStatus, SyncStorage,
 };
-use actix::{Actor, Addr, Arbiter, Context, Handler, Recipient};
+use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
 
 use crate::lease::LeaseNote;
 use crate::store::{Pending, Store};
@@ -253,6 +253,21 @@ impl Handler<HashKv> for MvccActor {
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         self.store.hash_kv_with(&self.pending, msg.revision)
+    }
+}
+
+/// The watch hub to notify from now on (it may start after the store, since it reads from it):
+/// sent before the first batch is applied, so no batch goes unannounced.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConnectWatchHub(pub Recipient<Notify>);
+
+impl Handler<ConnectWatchHub> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConnectWatchHub, _: &mut Self::Context) {
+        self.store.set_notify(true);
+        self.peers.watch = Some(msg.0);
     }
 }
 

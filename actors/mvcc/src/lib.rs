@@ -123,7 +123,7 @@ mod store;
 mod txn;
 mod write;
 
-pub use actor::{MvccActor, MvccPeers};
+pub use actor::{ConnectWatchHub, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};
