@@ -239,7 +239,13 @@ fn start_actors(
         revoked: Some(lessor.clone().recipient()),
         checkpointed: Some(lessor.clone().recipient()),
     };
-    let mvcc = MvccActor::start_with(store, 10_000, Some(mvcc_peers));
+    // With the front on this thread (small machines), the store joins it too: a write then
+    // crosses no thread boundary but the fsync's (see `front_threads`).
+    let mvcc = if front_threads() == 0 {
+        MvccActor::start_here(store, 10_000, Some(mvcc_peers))
+    } else {
+        MvccActor::start_with(store, 10_000, Some(mvcc_peers))
+    };
     let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
     let hub_config = HubConfig {
         max_request_bytes: cfg.flags.max_request_bytes,
@@ -361,12 +367,18 @@ fn start_actors(
 
 /// gRPC worker threads of their own, or 0: serve gRPC on the actors' System thread.
 ///
-/// On 2 cores the front shares the actors' thread: a request then reaches preflight, raft and
-/// the lessor as a mailbox push instead of a thread wake-up, and the second core is left to the
-/// store, the WAL and the watch hub. Measured against one front thread of its own (2 vCPUs,
-/// same run against etcd 3.5.1): put at 100 clients 33k → 39k/s, serializable range 61k →
-/// 78k/s, keepalive 118k → 171k/s, single-client put p50 0.27 → 0.24 ms. With more cores the
-/// front gets all but two of them. `ACTCD_FRONT_THREADS` overrides (0 = share).
+/// On 2 cores the front shares the actors' thread, and so does the MVCC store: a request then
+/// reaches preflight, raft, the lessor and the store as mailbox pushes instead of thread
+/// wake-ups, and the second core is left to the WAL (large Readies), the backend sync, the
+/// watch hub and the clients. Measured on 2 vCPUs in the same runs against etcd 3.5.1:
+/// - front shared, against one front thread of its own: put at 100 clients 33k → 39k/s,
+///   serializable range 61k → 78k/s, keepalive 118k → 171k/s, single-client put p50 0.27 →
+///   0.24 ms;
+/// - store shared too, against the store on its own thread: put at 100 clients 31k → 42k/s,
+///   linearizable range 59k → 70k/s, single-client put p50 0.25–0.31 → 0.23–0.25 ms.
+///
+/// With more cores the front gets all but two of them and the store its own thread.
+/// `ACTCD_FRONT_THREADS` overrides (0 = share).
 fn front_threads() -> usize {
     std::env::var("ACTCD_FRONT_THREADS")
         .ok()

@@ -152,6 +152,20 @@ impl MvccActor {
             }
         })
     }
+
+    /// [`Self::start_with`] on the calling thread.
+    pub fn start_here(
+        store: Store,
+        max_pending_ops: usize,
+        peers: Option<MvccPeers>,
+    ) -> Addr<Self> {
+        let actor = MvccActor::batched(store, max_pending_ops);
+        match peers {
+            Some(p) => actor.with_peers(p),
+            None => actor,
+        }
+        .start()
+    }
 }
 
 impl Actor for MvccActor {
