@@ -260,8 +260,9 @@ fn start_actors(
     // must not hold up raft or the gRPC front. It reads history from the store, and the store
     // notifies it from its first batch on (nothing is applied before the applier starts below).
     let history = mvcc.clone().recipient();
+    let interest = mvcc.clone().recipient();
     let hub = WatchHubActor::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
-        WatchHubActor::new(hub_config, history, current_revision)
+        WatchHubActor::new(hub_config, history, current_revision).with_interest(interest)
     });
     mvcc.do_send(ConnectWatchHub(hub.clone().recipient()));
     let raft_peers = RaftPeers {

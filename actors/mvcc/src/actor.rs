@@ -23,7 +23,7 @@ use actcd_types::EtcdError;
 use actcd_types::msg::{
     ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, History,
     HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
-    ReadTxn, StoreStatus, SyncStorage,
+    ReadTxn, StoreStatus, SyncStorage, WatchInterest,
 };
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
 
@@ -44,6 +44,8 @@ pub struct MvccActor {
     /// Commit once this many requests are pending; 1 commits every batch.
     max_pending_ops: usize,
     peers: MvccPeers,
+    /// Whether the watch hub wants `Notify` (it says so with `WatchInterest`).
+    hub_listening: bool,
 }
 
 /// Who hears what applied batches changed. The store sends before it answers the batch, so a
@@ -72,6 +74,7 @@ impl MvccActor {
             pending: Pending::default(),
             max_pending_ops: max_pending_ops.max(1),
             peers: MvccPeers::default(),
+            hub_listening: true,
         }
     }
 
@@ -87,6 +90,7 @@ impl MvccActor {
     fn announce(&mut self) {
         let out = self.store.take_outbox();
         if !out.events.is_empty()
+            && self.hub_listening
             && let Some(w) = &self.peers.watch
         {
             w.do_send(Notify {
@@ -282,6 +286,16 @@ impl Handler<ConnectWatchHub> for MvccActor {
     fn handle(&mut self, msg: ConnectWatchHub, _: &mut Self::Context) {
         self.store.set_notify(true);
         self.peers.watch = Some(msg.0);
+    }
+}
+
+/// The hub starts or stops listening; the reply is the revision later notifications follow.
+impl Handler<WatchInterest> for MvccActor {
+    type Result = i64;
+
+    fn handle(&mut self, msg: WatchInterest, _: &mut Self::Context) -> i64 {
+        self.hub_listening = msg.on;
+        self.store.current_revision()
     }
 }
 

@@ -400,6 +400,16 @@ pub struct Notify {
     pub events: Vec<actcd_proto::mvccpb::Event>,
 }
 
+/// The watch hub tells the store whether it wants `Notify` at all (`on`): with no watcher there
+/// is nobody to tell, and each notification costs the store a thread wake-up per write. The
+/// reply is the store's current revision once the setting takes effect, so a hub waking up
+/// knows the revision every later `Notify` follows.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "i64")]
+pub struct WatchInterest {
+    pub on: bool,
+}
+
 /// Read key history from the store for watchers catching up: every event with a mod revision in
 /// `[from, to]`, stopping after the revision at which `max_events` is reached (never splitting a
 /// revision). A watcher whose start revision is below `compact_revision` cannot catch up: the hub

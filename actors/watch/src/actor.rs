@@ -2,7 +2,9 @@
 
 use actcd_proto::etcdserverpb::WatchRequest;
 use actcd_types::EtcdError;
-use actcd_types::msg::{History, Notify};
+use std::collections::VecDeque;
+
+use actcd_types::msg::{History, Notify, WatchInterest};
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, MessageResult, Recipient,
     WrapFuture,
@@ -94,6 +96,27 @@ pub struct WatchHubActor {
     hub: WatchHub<mpsc::Sender<StreamResponse>>,
     history: Recipient<History>,
     retry_scheduled: bool,
+    /// Where to say whether notifications are wanted; `None` keeps them always on.
+    interest: Option<Recipient<WatchInterest>>,
+    listening: Listening,
+    /// Requests that arrived while the hub was not listening, answered once it is again.
+    held: VecDeque<Held>,
+}
+
+/// Whether the store notifies this hub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listening {
+    Yes,
+    /// No watchers: the store was told to stop notifying.
+    No,
+    /// Asked to start again; the reply (the store's revision) is on its way.
+    Waking,
+}
+
+/// A stream request whose answer needs the hub's clock, held while it catches up.
+enum Held {
+    Request(WatchRequestMsg),
+    Reject(RejectWatch),
 }
 
 impl WatchHubActor {
@@ -104,6 +127,69 @@ impl WatchHubActor {
             hub: WatchHub::new(config, current_revision),
             history,
             retry_scheduled: false,
+            interest: None,
+            listening: Listening::Yes,
+            held: VecDeque::new(),
+        }
+    }
+
+    /// Lets the hub stop the store's notifications while it has no watchers: with none, each
+    /// write would still cost the store a wake-up of this thread (measured on 2 cores: single-
+    /// client put p50 0.23–0.25 → 0.22 ms). The first request after that asks the store to
+    /// notify again and learns its revision before it is answered; the store handles its
+    /// mailbox in order, so every write a client saw acknowledged before sending the request is
+    /// at or below that revision, and every later one is notified.
+    pub fn with_interest(mut self, interest: Recipient<WatchInterest>) -> Self {
+        self.interest = Some(interest);
+        self
+    }
+
+    /// No watcher left: tell the store to stop notifying.
+    fn maybe_stop_listening(&mut self) {
+        if self.listening == Listening::Yes
+            && self.hub.watcher_count() == 0
+            && let Some(interest) = &self.interest
+        {
+            interest.do_send(WatchInterest { on: false });
+            self.listening = Listening::No;
+        }
+    }
+
+    /// Holds `held` until the hub listens again, asking the store if nobody has yet. Returns
+    /// it back when the hub is listening already.
+    fn hold_unless_listening(&mut self, held: Held, ctx: &mut Context<Self>) -> Option<Held> {
+        match self.listening {
+            Listening::Yes => return Some(held),
+            Listening::Waking => {}
+            Listening::No => {
+                let Some(interest) = self.interest.clone() else {
+                    self.listening = Listening::Yes;
+                    return Some(held);
+                };
+                self.listening = Listening::Waking;
+                let ask = async move { interest.send(WatchInterest { on: true }).await };
+                ctx.spawn(ask.into_actor(self).map(|res, act, ctx| match res {
+                    Ok(revision) => {
+                        act.hub.advance_revision(revision);
+                        act.listening = Listening::Yes;
+                        while let Some(h) = act.held.pop_front() {
+                            act.answer(h);
+                        }
+                        act.pump(ctx);
+                    }
+                    // The store is gone: the server is stopping.
+                    Err(_) => act.held.clear(),
+                }));
+            }
+        }
+        self.held.push_back(held);
+        None
+    }
+
+    fn answer(&mut self, held: Held) {
+        match held {
+            Held::Request(m) => self.hub.handle_request(m.stream, m.request),
+            Held::Reject(m) => self.hub.reject_create(m.stream, m.watch_id, m.reason),
         }
     }
 
@@ -111,6 +197,7 @@ impl WatchHubActor {
     /// beside other messages so notifications keep flowing), and schedule a retry if anything
     /// is left waiting.
     fn pump(&mut self, ctx: &mut Context<Self>) {
+        self.maybe_stop_listening();
         if let Some(read) = self.hub.next_history_read() {
             let history = self.history.clone();
             let reply = async move { history.send(read).await };
@@ -135,6 +222,7 @@ impl Actor for WatchHubActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.maybe_stop_listening();
         let every = self.hub.config().progress_interval;
         if !every.is_zero() {
             ctx.run_interval(every, |act, ctx| {
@@ -173,8 +261,10 @@ impl Handler<WatchRequestMsg> for WatchHubActor {
 
     /// Create, cancel or progress request, answered on the stream's queue.
     fn handle(&mut self, msg: WatchRequestMsg, ctx: &mut Context<Self>) {
-        self.hub.handle_request(msg.stream, msg.request);
-        self.pump(ctx);
+        if let Some(h) = self.hold_unless_listening(Held::Request(msg), ctx) {
+            self.answer(h);
+            self.pump(ctx);
+        }
     }
 }
 
@@ -182,8 +272,10 @@ impl Handler<RejectWatch> for WatchHubActor {
     type Result = ();
 
     fn handle(&mut self, msg: RejectWatch, ctx: &mut Context<Self>) {
-        self.hub.reject_create(msg.stream, msg.watch_id, msg.reason);
-        self.pump(ctx);
+        if let Some(h) = self.hold_unless_listening(Held::Reject(msg), ctx) {
+            self.answer(h);
+            self.pump(ctx);
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use actcd_proto::etcdserverpb::{WatchCreateRequest, WatchRequest, WatchResponse}
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::EtcdError;
-use actcd_types::msg::{History, HistoryChunk, Notify};
+use actcd_types::msg::{History, HistoryChunk, Notify, WatchInterest};
 use actix::{Actor, Addr, Context, Handler, ResponseFuture};
 use tokio::sync::{Semaphore, mpsc};
 
@@ -25,6 +25,8 @@ struct StoreState {
     reads: Vec<(i64, i64)>,
     /// Fail this many reads first.
     failures: usize,
+    /// Every `WatchInterest` taken, in order.
+    interest: Vec<bool>,
 }
 
 /// The MVCC store as the hub sees it. Replies wait for a permit of `gate`, so a test can hold
@@ -74,6 +76,17 @@ impl Handler<History> for FakeStore {
                 current_revision: s.current,
             })
         })
+    }
+}
+
+/// The store notifies only while the hub listens; the reply is its revision.
+impl Handler<WatchInterest> for FakeStore {
+    type Result = i64;
+
+    fn handle(&mut self, m: WatchInterest, _: &mut Context<Self>) -> i64 {
+        let mut s = self.state.lock().unwrap();
+        s.interest.push(m.on);
+        s.current
     }
 }
 
@@ -392,4 +405,72 @@ async fn load_10000_watchers_across_100_streams_through_channels() {
         (st.synced, st.unsynced, st.victims),
         (STREAMS * PER_STREAM, 0, 0)
     );
+}
+
+/// A hub with no watchers stops the store's notifications; the next create asks for them again
+/// and starts its watcher after the revision the store reports, which writes made while nobody
+/// listened have moved on.
+#[actix_rt::test]
+async fn a_hub_without_watchers_stops_listening_and_catches_up_on_the_next_create() {
+    tokio::time::pause();
+    let store = Arc::new(Mutex::new(StoreState {
+        current: 3,
+        ..Default::default()
+    }));
+    let fake = FakeStore {
+        state: store.clone(),
+        gate: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+    }
+    .start();
+    let hub = WatchHubActor::new(HubConfig::default(), fake.clone().recipient(), 3)
+        .with_interest(fake.recipient())
+        .start();
+    let (stream, mut rx) = {
+        let o = hub.send(OpenStream { capacity: 16 }).await.unwrap();
+        (o.stream, o.responses)
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(
+        store.lock().unwrap().interest,
+        vec![false],
+        "idle from the start"
+    );
+
+    // Writes 4 and 5 happen unnoticed.
+    store.lock().unwrap().current = 5;
+    hub.send(WatchRequestMsg {
+        stream,
+        request: WatchRequest {
+            request_union: Some(RequestUnion::CreateRequest(watch_from("k", 0))),
+        },
+    })
+    .await
+    .unwrap();
+    let created = recv(&mut rx, 1).await;
+    assert!(created[0].created);
+    assert_eq!(
+        created[0].header.unwrap().revision,
+        5,
+        "the store's revision, not the hub's"
+    );
+    assert_eq!(store.lock().unwrap().interest, vec![false, true]);
+
+    // Notifications the store sent before it answered are stale; the next one is delivered.
+    hub.send(Notify {
+        revision: 5,
+        events: vec![put("k", 5)],
+    })
+    .await
+    .unwrap();
+    hub.send(Notify {
+        revision: 6,
+        events: vec![put("k", 6)],
+    })
+    .await
+    .unwrap();
+    assert_eq!(revs(&recv(&mut rx, 1).await[0]), vec![6]);
+
+    hub.send(CloseStream { stream }).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(store.lock().unwrap().interest, vec![false, true, false]);
 }

@@ -272,7 +272,9 @@ impl<S: StreamSink> WatchHub<S> {
                 group.push(ev);
             }
             if rev <= self.current_rev {
-                tracing::warn!(
+                // Normal after the hub caught its clock up on waking (notifications the store
+                // sent before it answered are still in the mailbox).
+                tracing::debug!(
                     rev,
                     current = self.current_rev,
                     "watch hub: ignoring events at or below its revision"
@@ -400,6 +402,17 @@ impl<S: StreamSink> WatchHub<S> {
             }
         }
         self.finish();
+    }
+
+    /// Watchers on every stream.
+    pub fn watcher_count(&self) -> usize {
+        self.watchers.len()
+    }
+
+    /// The store is at `revision` and will notify everything after it: a hub that was not
+    /// listening while it had no watchers catches its clock up (never back).
+    pub fn advance_revision(&mut self, revision: i64) {
+        self.current_rev = self.current_rev.max(revision);
     }
 
     pub fn stats(&self) -> HubStats {
