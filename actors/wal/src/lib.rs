@@ -9,7 +9,9 @@
 //! - `Append { hard_state, entries }` → `Result<(), String>`: writes the entries, then the hard
 //!   state if any, and fsyncs once. `Ok` means durable: raft may then report them persisted.
 //!   An empty Append writes nothing and does not fsync; one that only moves the hard state's
-//!   commit index is written without an fsync (raft's `MustSync` rule, as in etcd).
+//!   commit index is not written until the next write carries it (raft's `MustSync` rule says
+//!   it needs no fsync, as in etcd; the commit index is volatile in raft, so a restart that
+//!   finds an older one re-commits the entries, and the applier skips what the backend holds).
 //! - `ReleaseWal { index, term, conf_state }` → `Result<(), String>`: the backend is synced up to
 //!   `index`; writes and fsyncs a snapshot mark, then deletes segments no longer needed.
 //!

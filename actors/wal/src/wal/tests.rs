@@ -183,8 +183,19 @@ fn append_and_reopen() {
                 (None, seq(3, 3, 2)),
                 (Some(hs(2, 3)), vec![]),
             ],
+            // The last move is commit-only: it waits for the next write, not lost to raft.
             want_entries: vec![(1, 1), (2, 1), (3, 2)],
-            want_hard_state: hs(2, 3),
+            want_hard_state: hs(2, 1),
+        },
+        Case {
+            name: "a commit-only move goes out with the next write",
+            batches: vec![
+                (Some(hs(2, 0)), seq(1, 2, 2)),
+                (Some(hs(2, 2)), vec![]),
+                (None, seq(3, 3, 2)),
+            ],
+            want_entries: vec![(1, 2), (2, 2), (3, 2)],
+            want_hard_state: hs(2, 2),
         },
         Case {
             name: "hard state only",
