@@ -54,27 +54,9 @@ impl Handler<History> for FakeStore {
                 s.failures -= 1;
                 return Err(EtcdError::Internal("disk on fire".into()));
             }
-            let mut events = Vec::new();
-            let mut through = h.to;
-            let mut last = 0;
-            for e in &s.events {
-                let r = e.kv.as_ref().unwrap().mod_revision;
-                if r < h.from.max(s.compact) || r > h.to {
-                    continue;
-                }
-                if events.len() >= h.max_events && r != last {
-                    through = last;
-                    break;
-                }
-                last = r;
-                events.push(e.clone());
-            }
-            Ok(HistoryChunk {
-                events,
-                through,
-                compact_revision: s.compact,
-                current_revision: s.current,
-            })
+            Ok(crate::hub_tests::answer_history(
+                &s.events, h, s.compact, s.current,
+            ))
         })
     }
 }

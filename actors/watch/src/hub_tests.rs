@@ -88,27 +88,39 @@ impl Store {
 
     fn answer(&mut self, h: History) -> HistoryChunk {
         self.reads.push((h.from, h.to));
-        let mut events = Vec::new();
-        let mut through = h.to;
-        let mut last = 0;
-        for e in &self.events {
-            let r = rev_of(e);
-            if r < h.from.max(self.compact) || r > h.to {
-                continue;
-            }
-            if events.len() >= h.max_events && r != last {
-                through = last;
-                break;
-            }
-            last = r;
-            events.push(e.clone());
+        answer_history(&self.events, h, self.compact, self.current)
+    }
+}
+
+/// What the MVCC store answers to `h` when it holds `events` (in revision order): events from
+/// `max(from, compact)` to `to`, stopping after the revision at which `max_events` is reached.
+/// Shared by the fake stores of the core's tests and the actor's.
+pub(crate) fn answer_history(
+    events: &[Event],
+    h: History,
+    compact: i64,
+    current: i64,
+) -> HistoryChunk {
+    let mut out = Vec::new();
+    let mut through = h.to;
+    let mut last = 0;
+    for e in events {
+        let r = rev_of(e);
+        if r < h.from.max(compact) || r > h.to {
+            continue;
         }
-        HistoryChunk {
-            events,
-            through,
-            compact_revision: self.compact,
-            current_revision: self.current,
+        if out.len() >= h.max_events && r != last {
+            through = last;
+            break;
         }
+        last = r;
+        out.push(e.clone());
+    }
+    HistoryChunk {
+        events: out,
+        through,
+        compact_revision: compact,
+        current_revision: current,
     }
 }
 
