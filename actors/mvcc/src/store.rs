@@ -559,16 +559,15 @@ impl Store {
         let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
         let mut events = Vec::new();
-        let mut w = Writer {
-            txn: &mut *txn,
-            index: &mut self.index,
-            undo: &mut undo,
-            events: &mut events,
-            begin_rev: self.current_rev,
-            compact_rev: self.compact_rev,
-            changes: 0,
-            leases: &self.leases,
-        };
+        let mut w = Writer::new(
+            &mut *txn,
+            &mut self.index,
+            &mut undo,
+            &mut events,
+            &self.leases,
+            self.current_rev,
+            self.compact_rev,
+        );
         let result = w.txn(req);
         let changed = w.changes > 0;
         // A caller that sent writes here broke the contract: take every index change back.
@@ -677,16 +676,15 @@ impl Store {
                     Err(e) => (Err(e.into()), false),
                     Ok(keys) => {
                         // Every attached key goes at one revision, as one etcd write txn.
-                        let mut w = Writer {
-                            txn: &mut *txn,
-                            index: &mut self.index,
-                            undo: &mut *undo,
-                            events: &mut events,
-                            begin_rev: current_rev,
+                        let mut w = Writer::new(
+                            &mut *txn,
+                            &mut self.index,
+                            &mut *undo,
+                            &mut events,
+                            &self.leases,
+                            current_rev,
                             compact_rev,
-                            changes: 0,
-                            leases: &self.leases,
-                        };
+                        );
                         let mut deleted = Ok(());
                         for key in keys {
                             if let Err(e) = w.delete_range(DeleteRangeRequest {
@@ -713,16 +711,15 @@ impl Store {
                     }
                 },
                 KvRequest::Write(write) => {
-                    let mut w = Writer {
-                        txn: &mut *txn,
-                        index: &mut self.index,
-                        undo: &mut *undo,
-                        events: &mut events,
-                        begin_rev: current_rev,
+                    let mut w = Writer::new(
+                        &mut *txn,
+                        &mut self.index,
+                        &mut *undo,
+                        &mut events,
+                        &self.leases,
+                        current_rev,
                         compact_rev,
-                        changes: 0,
-                        leases: &self.leases,
-                    };
+                    );
                     let outcome = match write {
                         KvWrite::Put(p) => w.apply_put(p).map(|mut r| {
                             stamp(&mut r.header, identity, term);

@@ -47,7 +47,29 @@ pub(crate) struct Writer<'a, W: WriteTxn + ?Sized> {
     pub leases: &'a Leases,
 }
 
-impl<W: WriteTxn + ?Sized> Writer<'_, W> {
+impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
+    /// A writer for the next request, at the store's revision `begin_rev`.
+    pub fn new(
+        txn: &'a mut W,
+        index: &'a mut TreeIndex,
+        undo: &'a mut Vec<Undo>,
+        events: &'a mut Vec<Event>,
+        leases: &'a Leases,
+        begin_rev: i64,
+        compact_rev: i64,
+    ) -> Self {
+        Writer {
+            txn,
+            index,
+            undo,
+            events,
+            begin_rev,
+            compact_rev,
+            changes: 0,
+            leases,
+        }
+    }
+
     /// The revision reads see: the request's own once it has written something.
     pub fn read_rev(&self) -> i64 {
         self.begin_rev + i64::from(self.changes > 0)
