@@ -256,18 +256,26 @@ async fn many_watchers_each_see_every_event_once() {
         );
     }
     for mut w in streams {
-        let mut per_watch: HashMap<i64, Vec<i64>> = HashMap::new();
-        while per_watch.values().map(Vec::len).sum::<usize>() < PER_STREAM * PUTS {
-            let r = next(&mut w).await;
-            per_watch
-                .entry(r.watch_id())
-                .or_default()
-                .extend(r.events().iter().map(|e| e.kv().unwrap().mod_revision()));
-        }
-        assert_eq!(per_watch.len(), PER_STREAM);
-        for (id, got) in per_watch {
-            assert_eq!(got, revs, "watch {id}: every put once, in order");
-        }
+        expect_every_put(&mut w, PER_STREAM, &revs).await;
+    }
+}
+
+/// Reads `watchers × revs` events from `w` and checks that each of `watchers` watches saw every
+/// revision of `revs` exactly once, in order.
+async fn expect_every_put(w: &mut WatchStream, watchers: usize, revs: &[i64]) {
+    let mut per_watch: HashMap<i64, Vec<i64>> = HashMap::new();
+    let mut total = 0;
+    while total < watchers * revs.len() {
+        let r = next(w).await;
+        total += r.events().len();
+        per_watch
+            .entry(r.watch_id())
+            .or_default()
+            .extend(r.events().iter().map(|e| e.kv().unwrap().mod_revision()));
+    }
+    assert_eq!(per_watch.len(), watchers);
+    for (id, got) in per_watch {
+        assert_eq!(got, revs, "watch {id}: every put once, in order");
     }
 }
 
@@ -399,18 +407,5 @@ async fn one_crowded_stream_falls_back_to_history_without_losing_events() {
         let r = c.put("crowd", vec![b'x'; 1024 + i], None).await.unwrap();
         revs.push(r.header().unwrap().revision());
     }
-    let mut per_watch: HashMap<i64, Vec<i64>> = HashMap::new();
-    let mut total = 0;
-    while total < WATCHERS * PUTS {
-        let r = next(&mut w).await;
-        total += r.events().len();
-        per_watch
-            .entry(r.watch_id())
-            .or_default()
-            .extend(r.events().iter().map(|e| e.kv().unwrap().mod_revision()));
-    }
-    assert_eq!(per_watch.len(), WATCHERS);
-    for (id, got) in per_watch {
-        assert_eq!(got, revs, "watch {id}");
-    }
+    expect_every_put(&mut w, WATCHERS, &revs).await;
 }
