@@ -105,6 +105,16 @@ impl Pipeline {
         let _ = rx.wait_for(|closing| *closing).await;
     }
 
+    /// Waits for an answer sent by another actor: `etcdserver: request timed out` after the
+    /// request timeout, `server stopped` if the sender went away.
+    async fn answer<T>(&self, rx: oneshot::Receiver<Result<T, EtcdError>>) -> Result<T, EtcdError> {
+        match tokio::time::timeout(self.config.request_timeout, rx).await {
+            Ok(Ok(res)) => res,
+            Ok(Err(_)) => Err(EtcdError::Stopped),
+            Err(_) => Err(EtcdError::Timeout),
+        }
+    }
+
     /// A fresh request id (also etcd's source of server-chosen lease ids).
     pub fn next_id(&self) -> u64 {
         self.ids.next()
@@ -137,11 +147,7 @@ impl Pipeline {
             }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        match tokio::time::timeout(self.config.request_timeout, rx).await {
-            Ok(Ok(res)) => res,
-            Ok(Err(_)) => Err(EtcdError::Stopped),
-            Err(_) => Err(EtcdError::Timeout),
-        }
+        self.answer(rx).await
     }
 
     /// Waits until this member has applied everything committed before the call (ReadIndex).
@@ -180,11 +186,7 @@ impl Pipeline {
             Err(actix::prelude::SendError::Full(m)) => self.routes.after_read_index.send(m).await?,
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        match tokio::time::timeout(self.config.request_timeout, rx).await {
-            Ok(Ok(res)) => res,
-            Ok(Err(_)) => Err(EtcdError::Stopped),
-            Err(_) => Err(EtcdError::Timeout),
-        }
+        self.answer(rx).await
     }
 
     /// A txn without writes is served like a read: linearizable through ReadIndex unless every
