@@ -18,11 +18,21 @@
 # Peak RSS: VmHWM of a server started fresh for the purpose, after one run of
 # 100k puts of 256 B (over 10 conns, 100 clients).
 #
+# Single-client put latency: etcd 3.5.0–3.5.4 in a one-member cluster answers a
+# write before its WAL fsync has finished (etcd issue #14370, fixed in 3.5.5
+# and 3.4.21), so its 1-client p50 hides the fsync that actcd waits for. When a
+# durable etcd is at hand (--durable-etcd PATH; by default /usr/bin/etcd if it
+# is 3.4.21+ or 3.5.5+, as Debian's etcd-server 3.4.23 is) the 1-client put also
+# runs against it, interleaved, and gets a table of its own.
+#
 # A server that answers Unimplemented (actcd without Watch or Lease yet) gets
 # n/a in that row; a failed watch delivery check shows FAIL.
 #
 # Usage: benches/compare-etcd.sh [--etcd PATH] [--actcd PATH] [--bench PATH]
-#                                [--rounds N] [--quick] [--keep]
+#                                [--durable-etcd PATH|none]
+#                                [--only ID,ID…] [--rounds N] [--quick] [--keep]
+# (--only runs just the listed cases: put1 put100 rangeL rangeS range1000
+# txnput watch watch10k watch10k1 lease rss.)
 set -euo pipefail
 
 usage() {
@@ -37,11 +47,15 @@ BENCH=""
 ROUNDS=1
 QUICK=0
 KEEP=0
+DURABLE=""
+ONLY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --etcd) ETCD=$2; shift 2 ;;
         --actcd) ACTCD=$2; shift 2 ;;
         --bench) BENCH=$2; shift 2 ;;
+        --durable-etcd) DURABLE=$2; shift 2 ;;
+        --only) ONLY=,$2,; shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --keep) KEEP=1; shift ;;
@@ -72,6 +86,22 @@ fi
 etcd_version=$("$ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
 [ "$etcd_version" = "3.5.1" ] || log "warning: $ETCD is etcd ${etcd_version:-of unknown version}, not 3.5.1"
 
+# An etcd that waits for its WAL fsync before answering (see the top).
+durable_ok() {
+    local v
+    v=$("$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+    python3 -c 'import sys; v = tuple(int(x) for x in sys.argv[1].split(".")[:3]); sys.exit(0 if v >= (3, 5, 5) or (3, 4, 21) <= v < (3, 5, 0) else 1)' "${v:-0.0.0}" 2>/dev/null
+}
+if [ -z "$DURABLE" ] && [ -x /usr/bin/etcd ] && durable_ok /usr/bin/etcd; then
+    DURABLE=/usr/bin/etcd
+fi
+[ "$DURABLE" = none ] && DURABLE=""
+if [ -n "$DURABLE" ]; then
+    [ -x "$DURABLE" ] || die "$DURABLE is not executable"
+    durable_ok "$DURABLE" || log "warning: $DURABLE may answer before its fsync (etcd issue #14370)"
+    durable_version=$("$DURABLE" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+fi
+
 if [ -z "$ACTCD" ]; then
     ACTCD=$ROOT/target/release/actcd
     if [ ! -x "$ACTCD" ]; then
@@ -98,9 +128,9 @@ RESULTS=$WORK/results.tsv
 QUOTA=$((4 * 1024 * 1024 * 1024))
 CLK_TCK=$(getconf CLK_TCK)
 
-declare -A PORT=([etcd]=23790 [actcd]=23791)
-declare -A PEER=([etcd]=23800 [actcd]=23801)
-declare -A BIN=([etcd]=$ETCD [actcd]=$ACTCD)
+declare -A PORT=([etcd]=23790 [actcd]=23791 [detcd]=23792)
+declare -A PEER=([etcd]=23800 [actcd]=23801 [detcd]=23802)
+declare -A BIN=([etcd]=$ETCD [actcd]=$ACTCD [detcd]=$DURABLE)
 declare -A PID=()
 
 cleanup() {
@@ -192,6 +222,8 @@ CASES=(
 )
 RSS_ARGS="--conns 10 --clients 100 --total $N_RSS put --val-size 256 --key-space-size 100000 --sequential-keys"
 
+wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
+
 # run_case SERVER ID ROUND ARGS...: one measured run; appends a result line
 # id, server, round, status, cpu ticks, json.
 run_case() {
@@ -227,11 +259,15 @@ run_case() {
 log "etcd: $ETCD (${etcd_version:-?}); actcd: $ACTCD; bench: $BENCH; work dir: $WORK"
 start_server etcd
 start_server actcd
+[ -n "$DURABLE" ] && start_server detcd
 
 for c in "${CASES[@]}"; do
     IFS='|' read -r id label setup args <<<"$c"
+    wanted "$id" || continue
+    servers="etcd actcd"
+    [ "$id" = put1 ] && [ -n "$DURABLE" ] && servers="etcd detcd actcd"
     for round in $(seq "$ROUNDS"); do
-        for s in etcd actcd; do
+        for s in $servers; do
             if [ "$round" = 1 ] && [ -n "$setup" ] && kill -0 "${PID[$s]}" 2>/dev/null; then
                 # shellcheck disable=SC2086 # word splitting is the point
                 "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --conns 4 --clients 16 $setup >/dev/null 2>"$WORK/setup.err" ||
@@ -244,9 +280,10 @@ for c in "${CASES[@]}"; do
 done
 stop_server etcd
 stop_server actcd
+[ -n "$DURABLE" ] && stop_server detcd
 
 # Peak RSS: fresh servers, one run of puts each, VmHWM afterwards.
-for round in $(seq "$ROUNDS"); do
+wanted rss && for round in $(seq "$ROUNDS"); do
     for s in etcd actcd; do
         start_server "$s"
         # shellcheck disable=SC2086
@@ -263,10 +300,11 @@ LABELS=$(for c in "${CASES[@]}"; do IFS='|' read -r id label _ <<<"$c"; printf '
 
 echo
 echo "## actcd vs etcd ${etcd_version:-?} — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, rounds: $ROUNDS$([ "$QUICK" = 1 ] && echo ', quick')"
-python3 - "$RESULTS" "$CLK_TCK" "$LABELS" <<'PY'
+python3 - "$RESULTS" "$CLK_TCK" "$LABELS" "${etcd_version:-?}" "${durable_version:-}" <<'PY'
 import json, statistics, sys
 
 results_path, clk_tck, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+etcd_version, durable_version = sys.argv[4], sys.argv[5]
 order, label = [], {}
 for line in labels.splitlines():
     i, l = line.split("\t", 1)
@@ -282,6 +320,8 @@ for line in open(results_path):
             hwm.setdefault(server, []).append(int(ticks))
         continue
     runs.setdefault((case, server), []).append((status, int(ticks), json.loads(blob)))
+# Cases left out with --only have no rows.
+order = [c for c in order if any(k[0] == c for k in runs)]
 
 def ops(case, r):
     # Requests the server handled; for watch latency, the puts.
@@ -331,6 +371,17 @@ print()
 print("ratio = actcd / etcd (above 1 is better for rps, worse for latency). "
       "Watch latency: put-to-event latency over all watchers; rps counts delivered events.")
 
+if runs.get(("put1", "detcd")):
+    print()
+    print(f"Single-client put against an etcd that waits for its fsync (etcd {durable_version}; "
+          f"etcd {etcd_version} answers before it, etcd issue #14370):")
+    print()
+    row(["", f"etcd {etcd_version}", f"etcd {durable_version}", "actcd", f"actcd / etcd {durable_version}"])
+    row(["---", "---:", "---:", "---:", "---:"])
+    for name, f, d in columns[1:]:
+        e, de, a = (metric("put1", s, f) for s in ("etcd", "detcd", "actcd"))
+        row([f"put, 1 client, {name}", fmt(e, d), fmt(de, d), fmt(a, d), ratio(a, de)])
+
 checks = []
 for server in ("etcd", "actcd"):
     seen = [r.get("watch_check", st)
@@ -351,6 +402,8 @@ for case in order:
 print()
 print(f"Server utime+stime over the whole bench run (set-up included) ÷ requests; clock tick 1/{clk_tck} s.")
 
+if not hwm:
+    sys.exit(0)
 print()
 row(["", "etcd", "actcd", "ratio"])
 row(["---", "---:", "---:", "---:"])
