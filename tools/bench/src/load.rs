@@ -62,12 +62,17 @@ pub struct Pool {
     conns: Vec<Conn>,
 }
 
+/// `--user name[:password]` and `--password` as one pair, like etcd's tools.
+pub fn credentials(user: Option<&str>, password: Option<&str>) -> Option<(String, String)> {
+    user.map(|user| match user.split_once(':') {
+        Some((name, pass)) => (name.to_owned(), pass.to_owned()),
+        None => (user.to_owned(), password.unwrap_or_default().to_owned()),
+    })
+}
+
 impl Pool {
     pub async fn connect(opts: &ConnOpts) -> Result<Pool, BenchError> {
-        let credentials = opts.user.as_deref().map(|user| match user.split_once(':') {
-            Some((name, pass)) => (name.to_owned(), pass.to_owned()),
-            None => (user.to_owned(), opts.password.clone().unwrap_or_default()),
-        });
+        let credentials = credentials(opts.user.as_deref(), opts.password.as_deref());
         let mut conns = Vec::with_capacity(opts.conns.max(1));
         for i in 0..opts.conns.max(1) {
             let url = endpoint_url(&opts.endpoints[i % opts.endpoints.len()])?;

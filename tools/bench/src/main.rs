@@ -46,6 +46,7 @@
 //! rewritten, latencies pushed to per-worker vectors and sorted once at the
 //! end (no histogram structure, no lock or channel per request).
 
+mod auth;
 mod kv;
 mod lease;
 mod load;
@@ -211,6 +212,8 @@ enum Command {
     },
     /// Put-to-watcher latency, checking every watcher sees every put once, in order.
     WatchLatency(WatchArgs),
+    /// Authenticate round trips (a password check and a token each), as --user.
+    Authenticate,
     /// Keepalive round trips over LeaseKeepAlive streams (one per client).
     LeaseKeepalive {
         /// Leases to grant and keep alive.
@@ -398,6 +401,10 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                 rate: args.put_rate,
             };
             watch::latency(&pool, &opts, put_plan).await?
+        }
+        Command::Authenticate => {
+            let credentials = load::credentials(g.user.as_deref(), g.password.as_deref());
+            auth::authenticate(&pool, g.clients, credentials, plan).await?
         }
         Command::LeaseKeepalive { leases, ttl } => {
             let opts = lease::LeaseOpts {
