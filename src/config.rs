@@ -1,11 +1,13 @@
 //! Flags with etcd's names, defaults and `ETCD_*` environment variables, and what is derived from
 //! them: the member and cluster ids, computed exactly as etcd computes them so tools that compare
-//! ids across members see consistent values.
+//! ids across members see consistent values; and the client TLS settings, whose files are read
+//! and checked here so a bad one stops start-up with its name.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use actcd_front::{ClientTls, PemInput};
 use clap::Parser;
 
 #[derive(Debug, Clone, Parser)]
@@ -98,6 +100,48 @@ pub struct Flags {
     /// URLs for the metrics endpoint (accepted for compatibility; not served yet).
     #[arg(long, env = "ETCD_LISTEN_METRICS_URLS")]
     pub listen_metrics_urls: Option<String>,
+    /// Path to the client server TLS cert file (PEM), served on `https://` client URLs.
+    #[arg(long, env = "ETCD_CERT_FILE", value_parser = parse_path)]
+    pub cert_file: Option<PathBuf>,
+    /// Path to the client server TLS key file (PEM).
+    #[arg(long, env = "ETCD_KEY_FILE", value_parser = parse_path)]
+    pub key_file: Option<PathBuf>,
+    /// Path to the client server TLS trusted CA cert file: clients on `https://` URLs must
+    /// present a certificate it signed.
+    #[arg(long, env = "ETCD_TRUSTED_CA_FILE", value_parser = parse_path)]
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Enable client cert authentication: a verified certificate's common name is the user.
+    #[arg(
+        long,
+        env = "ETCD_CLIENT_CERT_AUTH",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub client_cert_auth: bool,
+}
+
+/// A path that may be empty, as etcd's flags default to: `ETCD_CERT_FILE=` means no file.
+fn parse_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
+/// A path flag that was given and is not empty.
+fn path_flag(p: &Option<PathBuf>) -> Option<&Path> {
+    p.as_deref().filter(|p| !p.as_os_str().is_empty())
+}
+
+/// Parses a boolean as Go's flags do (`strconv.ParseBool`), so `--client-cert-auth=false` and
+/// `ETCD_CLIENT_CERT_AUTH=1` mean what they mean to etcd.
+pub fn parse_go_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("invalid boolean {s:?}")),
+    }
 }
 
 /// Parses a Go-style duration as etcd's flags take them: a sequence of number+unit pairs
@@ -146,6 +190,19 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
+    /// etcd's own message.
+    #[error(
+        "TLS key/cert (--cert-file, --key-file) must be provided for client url {0} with HTTPS scheme"
+    )]
+    TlsKeyCertMissing(String),
+    #[error("{0}")]
+    TlsFlags(&'static str),
+    #[error("{flag} {path}: {reason}")]
+    TlsFile {
+        flag: &'static str,
+        path: String,
+        reason: String,
+    },
 }
 
 /// One member of the initial cluster.
@@ -165,6 +222,8 @@ pub struct Config {
     pub members: Vec<InitialMember>,
     pub client_urls: Vec<String>,
     pub advertise_client_urls: Vec<String>,
+    /// What `https://` client URLs serve; `Some` whenever there is one.
+    pub client_tls: Option<ClientTls>,
 }
 
 impl Config {
@@ -196,6 +255,76 @@ impl Config {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(5000 + 2 * self.flags.election_timeout)
     }
+}
+
+/// The client TLS settings, checked as etcd checks them at start-up: an `https://` URL needs
+/// `--cert-file` and `--key-file`; with only `http://` URLs they are ignored with a warning and
+/// their files are not read.
+fn client_tls(flags: &Flags, client_urls: &[String]) -> Result<Option<ClientTls>, ConfigError> {
+    let (cert_file, key_file) = (path_flag(&flags.cert_file), path_flag(&flags.key_file));
+    let trusted_ca_file = path_flag(&flags.trusted_ca_file);
+    let key_pair_given = cert_file.is_some() || key_file.is_some();
+    for url in client_urls.iter().filter(|u| u.starts_with("http://")) {
+        if key_pair_given {
+            tracing::warn!(
+                client_url = %url,
+                "scheme is HTTP while key and cert files are present; ignoring key and cert files"
+            );
+        }
+        if flags.client_cert_auth {
+            tracing::warn!(
+                client_url = %url,
+                "scheme is HTTP while --client-cert-auth is enabled; ignoring client cert auth for this URL"
+            );
+        }
+    }
+    let Some(https) = client_urls.iter().find(|u| u.starts_with("https://")) else {
+        return Ok(None);
+    };
+    let (cert_file, key_file) = match (cert_file, key_file) {
+        (Some(cert), Some(key)) => (cert, key),
+        (None, None) => return Err(ConfigError::TlsKeyCertMissing(https.clone())),
+        _ => {
+            return Err(ConfigError::TlsFlags(
+                "--cert-file and --key-file must be given together",
+            ));
+        }
+    };
+    // etcd would check client certificates against the system's CAs here: a trust nobody asks
+    // for on purpose.
+    if flags.client_cert_auth && trusted_ca_file.is_none() {
+        return Err(ConfigError::TlsFlags(
+            "--client-cert-auth needs --trusted-ca-file, the CA client certificates must chain to",
+        ));
+    }
+    let file_error = |flag, path: &Path, reason: String| ConfigError::TlsFile {
+        flag,
+        path: path.display().to_string(),
+        reason,
+    };
+    let read = |flag, path: &Path| {
+        std::fs::read(path).map_err(|e| file_error(flag, path, format!("cannot read: {e}")))
+    };
+    let cert_pem = read("--cert-file", cert_file)?;
+    let key_pem = read("--key-file", key_file)?;
+    let ca_pem = match trusted_ca_file {
+        Some(path) => Some(read("--trusted-ca-file", path)?),
+        None => None,
+    };
+    ClientTls::new(cert_pem, key_pem, ca_pem, flags.client_cert_auth)
+        .map(Some)
+        .map_err(|e| {
+            let (flag, path) = match e.input {
+                PemInput::Cert => ("--cert-file", cert_file),
+                PemInput::Key => ("--key-file", key_file),
+                // Without a CA file only --client-cert-auth fails, and that was refused above.
+                PemInput::TrustedCa => (
+                    "--trusted-ca-file",
+                    trusted_ca_file.unwrap_or(Path::new("")),
+                ),
+            };
+            file_error(flag, path, e.reason)
+        })
 }
 
 fn split_urls(s: &str) -> Vec<String> {
@@ -284,8 +413,11 @@ impl TryFrom<Flags> for Config {
             .data_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
+        let client_urls = split_urls(&flags.listen_client_urls);
+        let client_tls = client_tls(&flags, &client_urls)?;
         Ok(Config {
-            client_urls: split_urls(&flags.listen_client_urls),
+            client_urls,
+            client_tls,
             advertise_client_urls: split_urls(&flags.advertise_client_urls),
             data_dir,
             member_id,
@@ -357,5 +489,197 @@ mod tests {
             Config::try_from(bad),
             Err(ConfigError::LocalNameMissing(_))
         ));
+    }
+
+    #[test]
+    fn booleans_parse_like_gos_flags() {
+        let cca = |args: &[&str]| {
+            let mut argv = vec!["actcd"];
+            argv.extend_from_slice(args);
+            Flags::try_parse_from(argv).map(|f| f.client_cert_auth)
+        };
+        assert_eq!(cca(&[]).ok(), Some(false));
+        assert_eq!(cca(&["--client-cert-auth"]).ok(), Some(true));
+        assert_eq!(cca(&["--client-cert-auth=true"]).ok(), Some(true));
+        assert_eq!(cca(&["--client-cert-auth=false"]).ok(), Some(false));
+        assert_eq!(cca(&["--client-cert-auth=1"]).ok(), Some(true));
+        assert!(cca(&["--client-cert-auth=maybe"]).is_err());
+        // Like Go's flags, a bare boolean doesn't take the next argument as its value.
+        assert!(cca(&["--client-cert-auth", "false"]).is_err());
+    }
+
+    /// PEM files for the TLS flags: a CA, a server key pair it signed, and files that are not
+    /// what they claim to be.
+    fn tls_files(dir: &Path) {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.distinguished_name.push(DnType::CommonName, "ca");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let other_key = KeyPair::generate().unwrap();
+        for (name, body) in [
+            ("ca.pem", ca.pem()),
+            ("server.pem", cert.pem()),
+            ("server.key", key.serialize_pem()),
+            ("other.key", other_key.serialize_pem()),
+            ("garbage", "garbage\n".to_string()),
+        ] {
+            std::fs::write(dir.join(name), body).unwrap();
+        }
+    }
+
+    #[test]
+    fn tls_flags_are_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        tls_files(dir.path());
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        let https = "https://127.0.0.1:2379";
+        struct Case {
+            name: &'static str,
+            args: Vec<String>,
+            /// `Ok(client_cert_auth)` for a TLS config, `Ok(None)` for none.
+            want: Result<Option<bool>, String>,
+        }
+        let key_pair = |cert: &str, key: &str| {
+            vec![
+                "--cert-file".to_string(),
+                path(cert),
+                "--key-file".to_string(),
+                path(key),
+            ]
+        };
+        let with = |urls: &str, mut rest: Vec<String>| {
+            let mut args = vec!["--listen-client-urls".to_string(), urls.to_string()];
+            args.append(&mut rest);
+            args
+        };
+        let plus = |mut a: Vec<String>, b: &[&str]| {
+            a.extend(b.iter().map(|s| s.to_string()));
+            a
+        };
+        let ca = ["--trusted-ca-file".to_string(), path("ca.pem")];
+        let ca: Vec<&str> = ca.iter().map(String::as_str).collect();
+        let cases = [
+            Case {
+                name: "https without a key pair: etcd's message",
+                args: with(https, vec![]),
+                want: Err(format!(
+                    "TLS key/cert (--cert-file, --key-file) must be provided for client url {https} with HTTPS scheme"
+                )),
+            },
+            Case {
+                name: "https with a certificate and no key",
+                args: with(https, vec!["--cert-file".into(), path("server.pem")]),
+                want: Err("--cert-file and --key-file must be given together".into()),
+            },
+            Case {
+                name: "https with a key pair",
+                args: with(https, key_pair("server.pem", "server.key")),
+                want: Ok(Some(false)),
+            },
+            Case {
+                name: "https and http: TLS for the https one",
+                args: with(
+                    &format!("http://127.0.0.1:2380,{https}"),
+                    plus(key_pair("server.pem", "server.key"), &ca),
+                ),
+                want: Ok(Some(false)),
+            },
+            Case {
+                name: "client-cert-auth with a CA",
+                args: with(
+                    https,
+                    plus(
+                        plus(key_pair("server.pem", "server.key"), &ca),
+                        &["--client-cert-auth"],
+                    ),
+                ),
+                want: Ok(Some(true)),
+            },
+            Case {
+                name: "client-cert-auth without a CA",
+                args: with(
+                    https,
+                    plus(key_pair("server.pem", "server.key"), &["--client-cert-auth"]),
+                ),
+                want: Err("--client-cert-auth needs --trusted-ca-file, the CA client certificates must chain to".into()),
+            },
+            Case {
+                name: "http only: the files are ignored, not read",
+                args: with(
+                    "http://127.0.0.1:2379",
+                    plus(key_pair("missing.pem", "missing.key"), &["--client-cert-auth"]),
+                ),
+                want: Ok(None),
+            },
+            Case {
+                name: "empty paths are no paths, as in etcd",
+                args: with(https, vec!["--cert-file=".into(), "--key-file=".into()]),
+                want: Err(format!(
+                    "TLS key/cert (--cert-file, --key-file) must be provided for client url {https} with HTTPS scheme"
+                )),
+            },
+            Case {
+                name: "missing certificate file",
+                args: with(https, key_pair("missing.pem", "server.key")),
+                want: Err(format!(
+                    "--cert-file {}: cannot read: No such file or directory (os error 2)",
+                    path("missing.pem")
+                )),
+            },
+            Case {
+                name: "not a certificate",
+                args: with(https, key_pair("garbage", "server.key")),
+                want: Err(format!(
+                    "--cert-file {}: no PEM certificate found",
+                    path("garbage")
+                )),
+            },
+            Case {
+                name: "not a key",
+                args: with(https, key_pair("server.pem", "garbage")),
+                want: Err(format!(
+                    "--key-file {}: no PEM private key found",
+                    path("garbage")
+                )),
+            },
+            Case {
+                name: "the key of another certificate",
+                args: with(https, key_pair("server.pem", "other.key")),
+                want: Err(format!("--key-file {}: cannot be used", path("other.key"))),
+            },
+            Case {
+                name: "not a CA",
+                args: with(
+                    https,
+                    plus(
+                        key_pair("server.pem", "server.key"),
+                        &["--trusted-ca-file", &path("garbage")],
+                    ),
+                ),
+                want: Err(format!(
+                    "--trusted-ca-file {}: no PEM certificate found",
+                    path("garbage")
+                )),
+            },
+        ];
+        for c in cases {
+            let mut argv = vec!["actcd".to_string()];
+            argv.extend(c.args);
+            let got = Config::try_from(Flags::parse_from(argv))
+                .map(|cfg| cfg.client_tls.map(|t| t.client_cert_auth()))
+                .map_err(|e| e.to_string());
+            match (&got, &c.want) {
+                // An error's start is enough: the rest comes from rustls and may change.
+                (Err(e), Err(want)) => assert!(e.starts_with(want), "{}: got {e:?}", c.name),
+                _ => assert_eq!(got, c.want, "{}", c.name),
+            }
+        }
     }
 }

@@ -442,8 +442,15 @@ fn serve_clients(
         for url in &cfg.client_urls {
             let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
                 url: url.clone(),
-                reason: "not an http://host:port URL".into(),
+                reason: "not an http(s)://host:port URL".into(),
             })?;
+            // Config holds TLS settings whenever a URL is https.
+            let tls = if url.starts_with("https://") {
+                cfg.client_tls.clone()
+            } else {
+                None
+            };
+            let secure = tls.is_some();
             let listener =
                 tokio::net::TcpListener::bind(addr)
                     .await
@@ -464,7 +471,7 @@ fn serve_clients(
                 let p = pipeline.clone();
                 actors.spawn(async move {
                     if let Ok(l) = tokio::net::TcpListener::from_std(std_listener) {
-                        let _ = actcd_front::serve(l, p, shutdown).await;
+                        let _ = actcd_front::serve(l, p, tls, shutdown).await;
                     }
                     let _ = done_tx.send(());
                 });
@@ -476,10 +483,15 @@ fn serve_clients(
                 servers.push(tokio::spawn(actcd_front::serve(
                     listener,
                     pipeline.clone(),
+                    tls,
                     shutdown,
                 )));
             }
-            tracing::info!(address = %addr, "serving client traffic insecurely");
+            if secure {
+                tracing::info!(address = %addr, "serving client traffic securely");
+            } else {
+                tracing::info!(address = %addr, "serving client traffic insecurely");
+            }
         }
         tracing::info!("ready to serve client requests");
         stop.await;

@@ -28,7 +28,7 @@
 //! ## Layout
 //! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
 //! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
-//! assembling the tonic router.
+//! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN.
 
 mod cluster;
 mod kv;
@@ -36,7 +36,9 @@ mod lease;
 mod maintenance;
 mod pipeline;
 mod server;
+mod tls;
 mod watch;
 
 pub use pipeline::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve};
+pub use tls::{ClientTls, PemInput, TlsError, client_common_name};

@@ -14,12 +14,15 @@ use crate::kv::KvService;
 use crate::lease::LeaseService;
 use crate::maintenance::MaintenanceService;
 use crate::pipeline::Pipeline;
+use crate::tls::{ClientTls, server_builder};
 use crate::watch::WatchService;
 
-/// Serves the client API on an already bound listener until `shutdown` resolves.
+/// Serves the client API on an already bound listener until `shutdown` resolves: over TLS with
+/// `tls` (an `https://` URL), else plain.
 pub async fn serve(
     listener: TcpListener,
     pipeline: Arc<Pipeline>,
+    tls: Option<ClientTls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let limit = pipeline.config.max_recv_bytes;
@@ -42,7 +45,7 @@ pub async fn serve(
     .max_decoding_message_size(limit)
     .max_encoding_message_size(usize::MAX);
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
-    tonic::transport::Server::builder()
+    server_builder(tls.as_ref())?
         .add_service(kv)
         .add_service(maintenance)
         .add_service(lease)
@@ -54,7 +57,8 @@ pub async fn serve(
 
 /// Accepted connections with Nagle's algorithm off: `Server::tcp_nodelay` only applies to
 /// listeners tonic binds itself, and a small response held back for a delayed ACK costs 40 ms.
-fn incoming(
+/// With TLS, tonic runs the handshake on these streams.
+pub(crate) fn incoming(
     listener: TcpListener,
 ) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     use futures::StreamExt;
@@ -65,7 +69,7 @@ fn incoming(
     })
 }
 
-/// Parses `http://host:port` (etcd's URL flags) into a socket address.
+/// Parses `http://host:port` or `https://host:port` (etcd's URL flags) into a socket address.
 pub fn parse_url(url: &str) -> Option<SocketAddr> {
     let rest = url
         .strip_prefix("http://")
