@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 mod lease;
+mod tls;
 mod watch;
 
 use etcd_client::{
@@ -33,6 +34,8 @@ struct Server {
     peer_port: u16,
     extra: Vec<String>,
     env: Vec<(String, String)>,
+    /// Of the client URL: `http`, or `https` for the TLS tests.
+    scheme: &'static str,
 }
 
 impl Server {
@@ -48,6 +51,7 @@ impl Server {
             peer_port: free_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
+            scheme: "http",
         };
         s.spawn();
         s
@@ -55,7 +59,7 @@ impl Server {
 
     fn spawn(&mut self) {
         let peer = self.peer_port;
-        let client_url = format!("http://127.0.0.1:{}", self.port);
+        let client_url = format!("{}://127.0.0.1:{}", self.scheme, self.port);
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
             .arg("--data-dir")

