@@ -203,6 +203,7 @@ fn bench_mvcc(c: &mut Criterion) {
                             let resp = store
                                 .send(Range {
                                     request: request.clone(),
+                                    auth: None,
                                 })
                                 .await
                                 .expect("mvcc mailbox")
@@ -248,6 +249,7 @@ fn bench_mvcc(c: &mut Criterion) {
                 count_only: true,
                 ..Default::default()
             },
+            auth: None,
         }))
         .expect("mvcc mailbox")
         .expect("range");

@@ -122,6 +122,16 @@ pub struct Flags {
         value_parser = parse_go_bool
     )]
     pub client_cert_auth: bool,
+    /// Token type handed out by Authenticate: `simple`, or
+    /// `jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256,ttl=5m`.
+    #[arg(long, env = "ETCD_AUTH_TOKEN", default_value = "simple")]
+    pub auth_token: String,
+    /// Seconds a simple token lives without being used.
+    #[arg(long, env = "ETCD_AUTH_TOKEN_TTL", default_value_t = 300)]
+    pub auth_token_ttl: u64,
+    /// bcrypt cost of stored passwords (4–31).
+    #[arg(long, env = "ETCD_BCRYPT_COST", default_value_t = 10)]
+    pub bcrypt_cost: u32,
 }
 
 /// A path that may be empty, as etcd's flags default to: `ETCD_CERT_FILE=` means no file.
@@ -249,6 +259,19 @@ impl Config {
             0 => actcd_preflight::DEFAULT_QUOTA_BYTES,
             q => q,
         }
+    }
+
+    /// The token provider `--auth-token` describes (its key files are read now).
+    pub fn token_provider(&self) -> Result<actcd_auth::TokenProvider, ConfigError> {
+        actcd_auth::TokenProvider::parse(
+            &self.flags.auth_token,
+            Duration::from_secs(self.flags.auth_token_ttl),
+        )
+        .map_err(|reason| ConfigError::Invalid {
+            flag: "--auth-token",
+            value: self.flags.auth_token.clone(),
+            reason,
+        })
     }
 
     /// etcd's request timeout: 5 s plus two election timeouts.
@@ -415,7 +438,12 @@ impl TryFrom<Flags> for Config {
             .unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
         let client_urls = split_urls(&flags.listen_client_urls);
         let client_tls = client_tls(&flags, &client_urls)?;
-        Ok(Config {
+        actcd_auth::check_cost(flags.bcrypt_cost).map_err(|reason| ConfigError::Invalid {
+            flag: "--bcrypt-cost",
+            value: flags.bcrypt_cost.to_string(),
+            reason,
+        })?;
+        let cfg = Config {
             client_urls,
             client_tls,
             advertise_client_urls: split_urls(&flags.advertise_client_urls),
@@ -424,7 +452,10 @@ impl TryFrom<Flags> for Config {
             cluster_id,
             members,
             flags,
-        })
+        };
+        // Bad --auth-token settings (a missing key file, an unknown method) stop start-up.
+        cfg.token_provider()?;
+        Ok(cfg)
     }
 }
 

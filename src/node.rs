@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
 use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, SyncBackend};
+use actcd_front::authn::AuthGate;
 use actcd_front::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
 use actcd_mvcc::{ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
@@ -359,10 +360,13 @@ fn start_actors(
         renew_lease: lessor.clone().recipient(),
         lease_ttl: lessor.clone().recipient(),
         list_leases: lessor.recipient(),
-        lease_keys: mvcc.recipient(),
+        lease_keys: mvcc.clone().recipient(),
         open_watch: hub.clone().recipient(),
         watch_request: hub.clone().recipient(),
         close_watch: hub.recipient(),
+        auth_check: mvcc.clone().recipient(),
+        auth_password: mvcc.clone().recipient(),
+        connect_auth: mvcc.recipient(),
     }
 }
 
@@ -434,9 +438,19 @@ fn serve_clients(
         version: API_VERSION.to_string(),
         max_txn_ops: cfg.flags.max_txn_ops,
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
+        bcrypt_cost: cfg.flags.bcrypt_cost,
     };
-    let pipeline = Pipeline::new(routes, front_cfg, now_ms());
+    let client_cert_auth = cfg
+        .client_tls
+        .as_ref()
+        .is_some_and(|t| t.client_cert_auth());
+    let tokens = cfg
+        .token_provider()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    let gate = AuthGate::new(tokens, client_cert_auth);
+    let pipeline = Pipeline::new(routes, front_cfg, gate, now_ms());
     rt.block_on(async move {
+        pipeline.follow_auth();
         let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
         let mut servers = Vec::new();
         for url in &cfg.client_urls {

@@ -6,8 +6,8 @@ use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
     PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
+use actcd_types::EtcdError;
 use actcd_types::msg::ApplyResponse;
-use actcd_types::{AuthInfo, EtcdError};
 use tonic::{Request, Response, Status};
 
 use crate::pipeline::{Pipeline, is_txn_read_only};
@@ -24,15 +24,19 @@ fn mismatch(what: &str) -> Status {
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, req: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
-        Ok(Response::new(self.pipeline.range(req.into_inner()).await?))
+        let who = self.pipeline.who(&req)?;
+        Ok(Response::new(
+            self.pipeline.range(req.into_inner(), who).await?,
+        ))
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let r = InternalRaftRequest {
             put: Some(req.into_inner()),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::Put(p) => Ok(Response::new(p)),
             _ => Err(mismatch("put")),
         }
@@ -42,11 +46,12 @@ impl Kv for KvService {
         &self,
         req: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let r = InternalRaftRequest {
             delete_range: Some(req.into_inner()),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::DeleteRange(d) => Ok(Response::new(d)),
             _ => Err(mismatch("delete")),
         }
@@ -54,15 +59,16 @@ impl Kv for KvService {
 
     /// A txn that writes nothing is served like a read; any other goes through the log.
     async fn txn(&self, req: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let txn = req.into_inner();
         if is_txn_read_only(&txn) {
-            return Ok(Response::new(self.pipeline.read_only_txn(txn).await?));
+            return Ok(Response::new(self.pipeline.read_only_txn(txn, who).await?));
         }
         let r = InternalRaftRequest {
             txn: Some(txn),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::Txn(t) => Ok(Response::new(t)),
             _ => Err(mismatch("txn")),
         }
@@ -72,11 +78,12 @@ impl Kv for KvService {
         &self,
         req: Request<CompactionRequest>,
     ) -> Result<Response<CompactionResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let r = InternalRaftRequest {
             compaction: Some(req.into_inner()),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::Compaction(c) => Ok(Response::new(c)),
             _ => Err(mismatch("compact")),
         }

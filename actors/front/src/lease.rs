@@ -12,8 +12,8 @@ use actcd_proto::etcdserverpb::{
     LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus,
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
+use actcd_types::EtcdError;
 use actcd_types::msg::{ApplyResponse, LeaseKeys, LeaseTimeToLive, ListLeases, RenewLease};
-use actcd_types::{AuthInfo, EtcdError};
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -108,6 +108,7 @@ impl Lease for LeaseService {
         &self,
         req: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let mut grant = req.into_inner();
         if grant.id == 0 {
             // etcd: a server-chosen id is a request id with the sign bit cleared, never 0.
@@ -119,7 +120,7 @@ impl Lease for LeaseService {
             lease_grant: Some(grant),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::LeaseGrant(g) => Ok(Response::new(g)),
             _ => Err(mismatch("lease grant")),
         }
@@ -129,11 +130,12 @@ impl Lease for LeaseService {
         &self,
         req: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let r = InternalRaftRequest {
             lease_revoke: Some(req.into_inner()),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::LeaseRevoke(g) => Ok(Response::new(g)),
             _ => Err(mismatch("lease revoke")),
         }

@@ -17,9 +17,19 @@
 //!   raft term and, for `prev_kv` watchers, each event's previous value read from the store.
 //! - Maintenance `Status`/`HashKV`/`Alarm` and Cluster `MemberList` read the raft node, the
 //!   store and the static membership.
+//! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
+//!   store's auth state; passwords are bcrypt-hashed on the blocking pool first. Authenticate
+//!   checks the password here against the store's hash, proposes the login, and issues the
+//!   token once it applied at the auth revision the check read.
+//! - Identity (`authn.rs`): each request's caller comes from the authenticator chain — the
+//!   `token` metadata, then a verified client certificate's common name — and rides with the
+//!   request (in the entry's header for writes, in the message for reads) to be checked by
+//!   the store when the request runs. Watch creates are checked for read permission first.
 //!
 //! ## Invariants
 //! - Every error a client sees comes from `EtcdError::to_status` (etcd's codes and strings).
+//! - The front never decides a permission itself: it names the caller, and the store decides
+//!   against the auth state in force when the request runs.
 //! - Cheap validation (`actcd_types::validate`) runs before anything is sent on, so bad input never
 //!   reaches raft.
 //! - Streams (Watch, LeaseKeepAlive) end themselves at shutdown (`Pipeline::close_streams`):
@@ -30,6 +40,8 @@
 //! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN.
 
+mod auth;
+pub mod authn;
 mod cluster;
 mod kv;
 mod lease;

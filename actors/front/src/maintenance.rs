@@ -9,8 +9,8 @@ use actcd_proto::etcdserverpb::{
     MoveLeaderRequest, MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse,
     StatusRequest, StatusResponse,
 };
+use actcd_types::EtcdError;
 use actcd_types::msg::ApplyResponse;
-use actcd_types::{AuthInfo, EtcdError};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -34,11 +34,12 @@ type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>
 impl Maintenance for MaintenanceService {
     /// Every alarm action goes through the log, as in etcd, so all members agree on them.
     async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+        let who = self.pipeline.who(&req)?;
         let r = InternalRaftRequest {
             alarm: Some(req.into_inner()),
             ..Default::default()
         };
-        match self.pipeline.write(r, AuthInfo::default()).await? {
+        match self.pipeline.write(r, who).await? {
             ApplyResponse::Alarm(a) => Ok(Response::new(a)),
             _ => Err(EtcdError::Internal("actcd: unexpected apply result for alarm".into()).into()),
         }
@@ -86,6 +87,8 @@ impl Maintenance for MaintenanceService {
         &self,
         req: Request<HashKvRequest>,
     ) -> Result<Response<HashKvResponse>, Status> {
+        // etcd keeps HashKV, Hash, Defragment and Snapshot for admins.
+        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
         let r = self.pipeline.hash_kv(req.get_ref().revision).await?;
         let raft = self.pipeline.raft_status().await?;
         let id = self.pipeline.config.identity;

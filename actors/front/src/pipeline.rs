@@ -7,13 +7,15 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    AfterReadIndex, ApplyResponse, GetStoreStatus, HashKv, HashKvResult, LeaseKeys,
-    LeaseTimeToLive, ListLeases, RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn,
-    RenewLease, StoreStatus, Submit,
+    AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, ConnectAuth,
+    GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive, ListLeases, RaftStatus,
+    RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus, Submit,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
 use tokio::sync::oneshot;
+
+use crate::authn::{AuthGate, credentials};
 
 /// A member as the Cluster service reports it.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +38,8 @@ pub struct FrontConfig {
     pub max_txn_ops: usize,
     /// gRPC receive limit: `--max-request-bytes` plus etcd's 512 KiB of framing slack.
     pub max_recv_bytes: usize,
+    /// `--bcrypt-cost`, for UserAdd and UserChangePassword.
+    pub bcrypt_cost: u32,
 }
 
 /// The actors the front talks to.
@@ -61,12 +65,19 @@ pub struct PipelineRoutes {
     pub open_watch: Recipient<actcd_watch::OpenStream>,
     pub watch_request: Recipient<actcd_watch::WatchRequestMsg>,
     pub close_watch: Recipient<actcd_watch::CloseStream>,
+    /// The store's auth state: permission questions and password hashes.
+    pub auth_check: Recipient<AuthCheck>,
+    pub auth_password: Recipient<AuthPassword>,
+    /// Where the store is told to send its auth changes.
+    pub connect_auth: Recipient<ConnectAuth>,
 }
 
 /// Shared by every service: routes, config and the id generator.
 pub struct Pipeline {
     pub routes: PipelineRoutes,
     pub config: FrontConfig,
+    /// Who is calling (the authenticator chain) and the tokens Authenticate hands out.
+    pub auth: AuthGate,
     ids: IdGenerator,
     /// Flips to `true` at shutdown: watch and keepalive streams end themselves, since tonic's
     /// graceful shutdown waits for every open stream.
@@ -82,16 +93,68 @@ pub struct Pipeline {
 const RECENT_HEADER_AGE: Duration = Duration::from_millis(10);
 
 impl Pipeline {
-    pub fn new(routes: PipelineRoutes, config: FrontConfig, now_ms: u64) -> Arc<Self> {
+    pub fn new(
+        routes: PipelineRoutes,
+        config: FrontConfig,
+        auth: AuthGate,
+        now_ms: u64,
+    ) -> Arc<Self> {
         let ids = IdGenerator::new(config.identity.member_id, now_ms);
         Arc::new(Self {
             routes,
             config,
+            auth,
             ids,
             closing: tokio::sync::watch::Sender::new(false),
             recent: std::sync::Mutex::new(None),
             refreshing: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Follows the store's auth changes (it sends the current state at once) until the store
+    /// goes away. Must be called inside a tokio runtime, once.
+    pub fn follow_auth(&self) {
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        self.routes.connect_auth.do_send(ConnectAuth { events: tx });
+        self.auth.follow(events);
+    }
+
+    /// Who a gRPC request runs as (see [`AuthGate::identify`]).
+    pub fn who<T>(&self, req: &tonic::Request<T>) -> Result<AuthInfo, EtcdError> {
+        self.auth.identify(&credentials(req))
+    }
+
+    /// Refuses `who` unless it may read `[key, range_end)` now.
+    pub async fn check_read(
+        &self,
+        who: AuthInfo,
+        key: Vec<u8>,
+        range_end: Vec<u8>,
+    ) -> Result<(), EtcdError> {
+        if !self.auth.enabled() {
+            return Ok(());
+        }
+        self.routes
+            .auth_check
+            .send(AuthCheck {
+                who,
+                question: AuthQuestion::Read { key, range_end },
+            })
+            .await?
+    }
+
+    /// Refuses `who` unless it holds the root role (maintenance calls etcd keeps for admins).
+    pub async fn check_admin(&self, who: AuthInfo) -> Result<(), EtcdError> {
+        if !self.auth.enabled() {
+            return Ok(());
+        }
+        self.routes
+            .auth_check
+            .send(AuthCheck {
+                who,
+                question: AuthQuestion::Admin,
+            })
+            .await?
     }
 
     /// Ends every open stream (called once at shutdown).
@@ -162,17 +225,26 @@ impl Pipeline {
     /// A serializable read goes straight to the store. A linearizable one hands the raft node
     /// a continuation that forwards it to the store once the read index is applied, and the
     /// store answers here: raft → store directly, not raft → front → store.
-    pub async fn range(&self, request: RangeRequest) -> Result<RangeResponse, EtcdError> {
+    pub async fn range(
+        &self,
+        request: RangeRequest,
+        who: AuthInfo,
+    ) -> Result<RangeResponse, EtcdError> {
         actcd_types::validate::check_range(&request)?;
+        let auth = Some(who);
         if request.serializable {
-            return self.routes.range.send(Range { request }).await?;
+            return self.routes.range.send(Range { request, auth }).await?;
         }
         let (tx, rx) = oneshot::channel();
         let store = self.routes.range_to.clone();
         let then = Box::new(move |index: Result<u64, EtcdError>| match index {
             // `do_send`: the store's mailbox is the one every read ends in anyway, and a
             // continuation must not wait on the raft thread.
-            Ok(_) => store.do_send(RangeTo { request, reply: tx }),
+            Ok(_) => store.do_send(RangeTo {
+                request,
+                auth,
+                reply: tx,
+            }),
             Err(e) => {
                 let _ = tx.send(Err(e));
             }
@@ -191,12 +263,22 @@ impl Pipeline {
 
     /// A txn without writes is served like a read: linearizable through ReadIndex unless every
     /// op is a serializable range (etcd's rule), and it never enters the log.
-    pub async fn read_only_txn(&self, request: TxnRequest) -> Result<TxnResponse, EtcdError> {
+    pub async fn read_only_txn(
+        &self,
+        request: TxnRequest,
+        who: AuthInfo,
+    ) -> Result<TxnResponse, EtcdError> {
         actcd_types::validate::check_txn(&request, self.config.max_txn_ops)?;
         if !is_txn_serializable(&request) {
             self.linearizable_barrier().await?;
         }
-        self.routes.read_txn.send(ReadTxn { request }).await?
+        self.routes
+            .read_txn
+            .send(ReadTxn {
+                request,
+                auth: Some(who),
+            })
+            .await?
     }
 
     pub async fn store_status(&self) -> Result<StoreStatus, EtcdError> {

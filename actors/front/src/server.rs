@@ -1,6 +1,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use actcd_proto::etcdserverpb::auth_server::AuthServer;
 use actcd_proto::etcdserverpb::cluster_server::ClusterServer;
 use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::lease_server::LeaseServer;
@@ -9,6 +10,7 @@ use actcd_proto::etcdserverpb::watch_server::WatchServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::auth::AuthService;
 use crate::cluster::ClusterService;
 use crate::kv::KvService;
 use crate::lease::LeaseService;
@@ -44,6 +46,10 @@ pub async fn serve(
     })
     .max_decoding_message_size(limit)
     .max_encoding_message_size(usize::MAX);
+    let auth = AuthServer::new(AuthService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit);
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     server_builder(tls.as_ref())?
         .add_service(kv)
@@ -51,6 +57,7 @@ pub async fn serve(
         .add_service(lease)
         .add_service(watch)
         .add_service(cluster)
+        .add_service(auth)
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
 }

@@ -10,7 +10,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::watch_server::Watch;
-use actcd_proto::etcdserverpb::{RangeRequest, ResponseHeader, WatchRequest, WatchResponse};
+use actcd_proto::etcdserverpb::{
+    RangeRequest, ResponseHeader, WatchRequest, WatchResponse, watch_request,
+};
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::EtcdError;
 use actcd_types::msg::Range;
@@ -20,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::authn::{Credentials, credentials};
 use crate::pipeline::Pipeline;
 
 pub struct WatchService {
@@ -69,6 +72,7 @@ async fn finish(
                         serializable: true,
                         ..Default::default()
                     },
+                    auth: None,
                 })
                 .await?;
             // Compacted away, or nothing there: no previous value, as in etcd.
@@ -115,6 +119,51 @@ async fn forward(
     Ok(())
 }
 
+/// With auth on, a watch needs read permission on its range; without it the create is answered
+/// created-and-canceled with `permission denied`, as etcd answers it, and never reaches the hub.
+async fn refuse_watch(
+    p: &Pipeline,
+    creds: &Credentials,
+    request: &WatchRequest,
+) -> Option<WatchResponse> {
+    if !p.auth.enabled() {
+        return None;
+    }
+    let Some(watch_request::RequestUnion::CreateRequest(create)) = &request.request_union else {
+        return None;
+    };
+    let mut key = create.key.clone();
+    if key.is_empty() {
+        key = vec![0];
+    }
+    // etcd checks a from-key watch (`range_end` "\0") as the single key it starts at.
+    let range_end = if create.range_end == [0] {
+        Vec::new()
+    } else {
+        create.range_end.clone()
+    };
+    let allowed = match p.auth.identify(creds) {
+        Ok(who) => p.check_read(who, key, range_end).await.is_ok(),
+        Err(_) => false,
+    };
+    if allowed {
+        return None;
+    }
+    let header = p.recent_header().await.ok();
+    Some(WatchResponse {
+        header,
+        watch_id: create.watch_id,
+        created: true,
+        canceled: true,
+        // etcd puts the gRPC error's Go rendering here.
+        cancel_reason: format!(
+            "rpc error: code = PermissionDenied desc = {}",
+            EtcdError::PermissionDenied
+        ),
+        ..Default::default()
+    })
+}
+
 #[tonic::async_trait]
 impl Watch for WatchService {
     type WatchStream = WatchStream;
@@ -123,6 +172,9 @@ impl Watch for WatchService {
         &self,
         req: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        // Who is asking is settled per create request, as etcd does, so the auth revision a
+        // check uses is current.
+        let creds = credentials(&req);
         let mut inbound = req.into_inner();
         let p = self.pipeline.clone();
         let opened = p
@@ -140,6 +192,12 @@ impl Watch for WatchService {
                 tokio::select! {
                     next = inbound.next() => {
                         let Some(Ok(request)) = next else { break };
+                        if let Some(refusal) = refuse_watch(&p, &creds, &request).await {
+                            if tx.send(Ok(refusal)).await.is_err() {
+                                break;
+                            }
+                            continue;
+                        }
                         let msg = WatchRequestMsg { stream, request };
                         if p.routes.watch_request.send(msg).await.is_err() {
                             break;

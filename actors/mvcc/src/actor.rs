@@ -18,13 +18,16 @@
 //! on each `FlushStore`), not all at once; a `physical` compaction still finishes before its
 //! batch is answered, as etcd promises.
 
-use actcd_proto::etcdserverpb::RangeResponse;
-use actcd_types::EtcdError;
+use actcd_auth::Perm;
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, FlushStore, GetStoreStatus, HashKv, HashKvResult, History,
-    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
-    ReadTxn, StoreStatus, SyncStorage, WatchInterest,
+    ApplyBatch, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion, ConnectAuth,
+    FlushStore, GetStoreStatus, HashKv, HashKvResult, History, HistoryChunk, LeaseCheckpointed,
+    LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo, ReadTxn, StoreStatus,
+    SyncStorage, WatchInterest,
 };
+use actcd_types::{AuthInfo, EtcdError};
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
 
 use crate::lease::LeaseNote;
@@ -46,6 +49,8 @@ pub struct MvccActor {
     peers: MvccPeers,
     /// Whether the watch hub wants `Notify` (it says so with `WatchInterest`).
     hub_listening: bool,
+    /// The front's token keeper (`ConnectAuth`).
+    auth_events: Option<tokio::sync::mpsc::UnboundedSender<AuthEvent>>,
 }
 
 /// Who hears what applied batches changed. The store sends before it answers the batch, so a
@@ -75,6 +80,7 @@ impl MvccActor {
             max_pending_ops: max_pending_ops.max(1),
             peers: MvccPeers::default(),
             hub_listening: true,
+            auth_events: None,
         }
     }
 
@@ -85,10 +91,30 @@ impl MvccActor {
         self
     }
 
-    /// Hands the events and lease notes of the batches just applied to the hub and the lessor.
-    /// `do_send`: one message per batch, bounded by the apply rate.
+    /// A client's read is checked against the auth state as it is now; the server's own reads
+    /// (`auth: None`) are not.
+    fn check_read(&self, who: Option<&AuthInfo>, req: &RangeRequest) -> Result<(), EtcdError> {
+        match who {
+            Some(who) => self
+                .store
+                .auth()
+                .check_range(who, &req.key, &req.range_end, Perm::Read),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the events and lease notes of the batches just applied to the hub and the lessor,
+    /// and auth changes to the front. `do_send`: one message per batch, bounded by the apply
+    /// rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
+        if !out.auth.is_empty()
+            && let Some(tx) = &self.auth_events
+        {
+            for ev in out.auth {
+                let _ = tx.send(ev);
+            }
+        }
         if !out.events.is_empty()
             && self.hub_listening
             && let Some(w) = &self.peers.watch
@@ -231,6 +257,7 @@ impl Handler<Range> for MvccActor {
     type Result = Result<RangeResponse, EtcdError>;
 
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
+        self.check_read(msg.auth.as_ref(), &msg.request)?;
         self.store.range_with(&self.pending, &msg.request)
     }
 }
@@ -240,9 +267,10 @@ impl Handler<RangeTo> for MvccActor {
     type Result = ();
 
     fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
-        let _ = msg
-            .reply
-            .send(self.store.range_with(&self.pending, &msg.request));
+        let answer = self
+            .check_read(msg.auth.as_ref(), &msg.request)
+            .and_then(|()| self.store.range_with(&self.pending, &msg.request));
+        let _ = msg.reply.send(answer);
     }
 }
 
@@ -260,6 +288,18 @@ impl Handler<ReadTxn> for MvccActor {
     type Result = Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
 
     fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
+        if let Some(who) = &msg.auth
+            && self.store.auth().is_enabled()
+        {
+            // The same checks a txn gets at apply: every compare and every op, both branches.
+            let as_entry = InternalRaftRequest {
+                txn: Some(msg.request.clone()),
+                ..Default::default()
+            };
+            self.store
+                .auth()
+                .check_request(who, &as_entry, &|_| Vec::new())?;
+        }
         self.store
             .read_only_txn_with(&mut self.pending, msg.request)
     }
@@ -306,6 +346,40 @@ impl Handler<History> for MvccActor {
     fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
         self.store
             .history_with(&self.pending, msg.from, msg.to, msg.max_events)
+    }
+}
+
+/// Answers an auth question against the current auth state.
+impl Handler<AuthCheck> for MvccActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, msg: AuthCheck, _: &mut Self::Context) -> Self::Result {
+        let auth = self.store.auth();
+        match msg.question {
+            AuthQuestion::Read { key, range_end } => {
+                auth.check_range(&msg.who, &key, &range_end, Perm::Read)
+            }
+            AuthQuestion::Admin => auth.check_admin(&msg.who),
+        }
+    }
+}
+
+/// A user's password hash, for Authenticate.
+impl Handler<AuthPassword> for MvccActor {
+    type Result = Result<(Vec<u8>, u64), EtcdError>;
+
+    fn handle(&mut self, msg: AuthPassword, _: &mut Self::Context) -> Self::Result {
+        self.store.auth().password_of(&msg.name)
+    }
+}
+
+/// The front's token keeper: it hears the current auth state at once, then every change.
+impl Handler<ConnectAuth> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConnectAuth, _: &mut Self::Context) {
+        let _ = msg.events.send(self.store.auth_state());
+        self.auth_events = Some(msg.events);
     }
 }
 
@@ -392,6 +466,7 @@ mod tests {
                     key: b"k".to_vec(),
                     ..Default::default()
                 },
+                auth: None,
             })
             .await
             .unwrap()
@@ -424,6 +499,7 @@ mod tests {
                 key: b"k".to_vec(),
                 ..Default::default()
             },
+            auth: None,
         };
         let r = addr.send(range).await.unwrap().unwrap();
         assert_eq!(

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
+use actcd_auth::{AuthRequest, AuthStore};
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
     AlarmRequest, AlarmType, CompactionResponse, DeleteRangeRequest, LeaseGrantResponse,
@@ -12,9 +13,9 @@ use actcd_proto::etcdserverpb::{
     TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
-use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
+use actcd_types::msg::{ApplyResponse, ApplyResult, AuthEvent, AuthReply, StoreStatus};
 use actcd_types::storage::{KvEngine, ReadTxn, Table, WriteTxn};
-use actcd_types::{EtcdError, MemberIdentity, Revision};
+use actcd_types::{AuthInfo, EtcdError, MemberIdentity, Revision};
 use prost::Message;
 
 use crate::alarm::{Alarms, txn_puts};
@@ -43,11 +44,14 @@ pub struct Outbox {
     /// Watch events, in revision order.
     pub events: Vec<Event>,
     pub leases: Vec<LeaseNote>,
+    /// Auth changes, for the front's token keeper (collected whether or not notifications
+    /// are on: auth changes are rare and the front always listens).
+    pub auth: Vec<AuthEvent>,
 }
 
 impl Outbox {
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.leases.is_empty()
+        self.events.is_empty() && self.leases.is_empty() && self.auth.is_empty()
     }
 }
 
@@ -113,6 +117,9 @@ pub struct Store {
     identity: MemberIdentity,
     /// Leases in the applied state and the keys attached to them.
     leases: Leases,
+    /// Users, roles and permissions: applied in log order with the writes they govern, so a
+    /// write ordered after a revocation is checked against it.
+    auth: AuthStore,
     /// Whether applies collect events and lease notes into `outbox`.
     notify: bool,
     outbox: Outbox,
@@ -141,6 +148,8 @@ impl fmt::Debug for Store {
 /// A batch written into the pending transaction and memory, not yet committed.
 struct Uncommitted {
     results: Vec<ApplyResult>,
+    /// The auth state before the batch's first auth change, to put back if the commit fails.
+    auth_before: Option<AuthStore>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
     lease_undo: Vec<LeaseUndo>,
@@ -155,6 +164,7 @@ struct Applied {
     results: Vec<ApplyResult>,
     events: Vec<Event>,
     lease_notes: Vec<LeaseNote>,
+    auth_events: Vec<AuthEvent>,
     physical: bool,
     alarms: Alarms,
     current_rev: i64,
@@ -171,7 +181,7 @@ impl Store {
     }
 
     fn open_inner(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, alarms, leases) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, alarms, leases, auth) = {
             let txn = engine.read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -204,6 +214,7 @@ impl Store {
             for (key, id) in key_leases {
                 leases.restore_attachment(key, id);
             }
+            let auth = AuthStore::open(&*txn)?;
             (
                 index,
                 last_main,
@@ -213,6 +224,7 @@ impl Store {
                 scheduled,
                 alarms,
                 leases,
+                auth,
             )
         };
 
@@ -229,6 +241,7 @@ impl Store {
             term,
             identity,
             leases,
+            auth,
             notify: false,
             outbox: Outbox::default(),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
@@ -258,6 +271,19 @@ impl Store {
         self.notify = on;
         if !on {
             self.outbox = Outbox::default();
+        }
+    }
+
+    /// The auth state.
+    pub fn auth(&self) -> &AuthStore {
+        &self.auth
+    }
+
+    /// The auth state as the front's token keeper follows it.
+    pub fn auth_state(&self) -> AuthEvent {
+        AuthEvent::State {
+            enabled: self.auth.is_enabled(),
+            revision: self.auth.revision(),
         }
     }
 
@@ -403,11 +429,13 @@ impl Store {
         );
         let mut pending = Pending::default();
         let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
+        let auth_mark = self.outbox.auth.len();
         let Uncommitted {
             results,
             undo,
             lease_undo,
             compaction,
+            auth_before,
             ..
         } = self.apply_uncommitted(&mut pending, consistent_index, term, requests)?;
         if let Err(e) = self.commit(&mut pending) {
@@ -415,6 +443,10 @@ impl Store {
             for u in undo.iter().rev() {
                 self.index.undo(u);
             }
+            if let Some(auth) = auth_before {
+                self.auth = auth;
+            }
+            self.outbox.auth.truncate(auth_mark);
             for u in lease_undo.into_iter().rev() {
                 self.leases.undo(u);
             }
@@ -477,8 +509,16 @@ impl Store {
         let mut txn = self.take_or_begin(pending)?;
         let mut undo = Vec::new();
         let mut lease_undo = Vec::new();
+        let mut auth_before = None;
         let outcome = self
-            .apply_in(&mut *txn, &mut undo, &mut lease_undo, term, requests)
+            .apply_in(
+                &mut *txn,
+                &mut undo,
+                &mut lease_undo,
+                &mut auth_before,
+                term,
+                requests,
+            )
             .and_then(|applied| {
                 txn.put(
                     Table::Meta,
@@ -499,6 +539,9 @@ impl Store {
                 for u in lease_undo.into_iter().rev() {
                     self.leases.undo(u);
                 }
+                if let Some(auth) = auth_before {
+                    self.auth = auth;
+                }
                 self.poisoned |= pending.abandon();
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
@@ -517,10 +560,16 @@ impl Store {
             self.outbox.events.extend(applied.events);
             self.outbox.leases.extend(applied.lease_notes);
         }
+        if auth_before.is_some() {
+            self.outbox.auth.extend(applied.auth_events);
+            let state = self.auth_state();
+            self.outbox.auth.push(state);
+        }
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
             results: applied.results,
+            auth_before,
             undo,
             lease_undo,
             compaction,
@@ -595,6 +644,7 @@ impl Store {
         txn: &mut W,
         undo: &mut Vec<Undo>,
         lease_undo: &mut Vec<LeaseUndo>,
+        auth_before: &mut Option<AuthStore>,
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Applied, Error> {
@@ -606,8 +656,47 @@ impl Store {
         let mut results = Vec::with_capacity(requests.len());
         let mut events = Vec::new();
         let mut lease_notes = Vec::new();
+        let mut auth_events = Vec::new();
         let identity = self.identity;
-        for req in requests {
+        for mut req in requests {
+            let who = req
+                .header
+                .as_ref()
+                .map(|h| AuthInfo {
+                    username: h.username.clone(),
+                    revision: h.auth_revision,
+                })
+                .unwrap_or_default();
+            if let Some(areq) = AuthRequest::take(&mut req) {
+                let invalidates = areq.invalidated_user();
+                if auth_before.is_none() {
+                    *auth_before = Some(self.auth.clone());
+                }
+                match self.auth.apply(txn, &who, areq)? {
+                    Ok(reply) => {
+                        let revision = self.auth.revision();
+                        auth_events.extend(
+                            invalidates.map(|user| AuthEvent::UserInvalidated { user, revision }),
+                        );
+                        results.push(Ok(ApplyResponse::Auth(stamp_auth(
+                            reply,
+                            current_rev,
+                            identity,
+                            term,
+                        ))));
+                    }
+                    Err(e) => results.push(Err(e)),
+                }
+                continue;
+            }
+            // etcd's auth applier: every key the request touches, against the auth state as it
+            // is at this point of the log.
+            let leases = &self.leases;
+            let lease_keys = |id: i64| leases.keys_of(id).unwrap_or_default();
+            if let Err(e) = self.auth.check_request(&who, &req, &lease_keys) {
+                results.push(Err(e));
+                continue;
+            }
             let first_event = events.len();
             let (outcome, changed) = match KvRequest::of(req) {
                 KvRequest::Compaction(revision, wants_physical) => {
@@ -762,6 +851,7 @@ impl Store {
             results,
             events,
             lease_notes,
+            auth_events,
             physical,
             alarms,
             current_rev,
@@ -934,6 +1024,37 @@ enum KvWrite {
     Put(PutRequest),
     DeleteRange(DeleteRangeRequest),
     Txn(TxnRequest),
+}
+
+/// Gives an auth answer its header: the current revision plus what [`stamp`] adds.
+fn stamp_auth(
+    mut reply: AuthReply,
+    revision: i64,
+    identity: MemberIdentity,
+    term: u64,
+) -> AuthReply {
+    let header = match &mut reply {
+        AuthReply::Authenticate { .. } => return reply,
+        AuthReply::Enable(r) => &mut r.header,
+        AuthReply::Disable(r) => &mut r.header,
+        AuthReply::Status(r) => &mut r.header,
+        AuthReply::UserAdd(r) => &mut r.header,
+        AuthReply::UserDelete(r) => &mut r.header,
+        AuthReply::UserGet(r) => &mut r.header,
+        AuthReply::UserList(r) => &mut r.header,
+        AuthReply::UserChangePassword(r) => &mut r.header,
+        AuthReply::UserGrantRole(r) => &mut r.header,
+        AuthReply::UserRevokeRole(r) => &mut r.header,
+        AuthReply::RoleAdd(r) => &mut r.header,
+        AuthReply::RoleGet(r) => &mut r.header,
+        AuthReply::RoleList(r) => &mut r.header,
+        AuthReply::RoleDelete(r) => &mut r.header,
+        AuthReply::RoleGrantPermission(r) => &mut r.header,
+        AuthReply::RoleRevokePermission(r) => &mut r.header,
+    };
+    *header = rev_header(revision);
+    stamp(header, identity, term);
+    reply
 }
 
 /// Fills in what etcd's gRPC layer adds to a top-level header.

@@ -5,6 +5,7 @@
 //! notifications (progress reports, one per Ready).
 
 use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb as pb;
 use actcd_proto::etcdserverpb::{
     AlarmMember, AlarmResponse, CompactionResponse, DeleteRangeResponse, LeaseGrantResponse,
     LeaseRevokeResponse, PutResponse, RangeRequest, RangeResponse, TxnResponse,
@@ -12,7 +13,7 @@ use actcd_proto::etcdserverpb::{
 use actix::Message;
 use tokio::sync::oneshot;
 
-use crate::EtcdError;
+use crate::{AuthInfo, EtcdError};
 
 // ---------------------------------------------------------------- raft node
 
@@ -52,6 +53,8 @@ impl std::fmt::Debug for AfterReadIndex {
 #[rtype(result = "()")]
 pub struct RangeTo {
     pub request: RangeRequest,
+    /// As in [`Range`].
+    pub auth: Option<AuthInfo>,
     pub reply: oneshot::Sender<Result<RangeResponse, EtcdError>>,
 }
 
@@ -169,6 +172,7 @@ pub enum ApplyResponse {
     Alarm(AlarmResponse),
     LeaseGrant(LeaseGrantResponse),
     LeaseRevoke(LeaseRevokeResponse),
+    Auth(AuthReply),
     /// Entries with nothing to answer (empty entries, configuration changes).
     Empty,
 }
@@ -184,12 +188,81 @@ impl ApplyResponse {
             Self::Alarm(r) => r.header.as_ref(),
             Self::LeaseGrant(r) => r.header.as_ref(),
             Self::LeaseRevoke(r) => r.header.as_ref(),
-            Self::Empty => None,
+            Self::Auth(_) | Self::Empty => None,
         }
     }
 }
 
 pub type ApplyResult = Result<ApplyResponse, EtcdError>;
+
+/// The answer to an applied auth request (headers left for the store to stamp).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuthReply {
+    Enable(pb::AuthEnableResponse),
+    Disable(pb::AuthDisableResponse),
+    Status(pb::AuthStatusResponse),
+    /// The password was checked before the proposal; the front turns this into a token for
+    /// `username` at the auth `revision` the store had when it applied the request.
+    Authenticate {
+        username: String,
+        revision: u64,
+    },
+    UserAdd(pb::AuthUserAddResponse),
+    UserDelete(pb::AuthUserDeleteResponse),
+    UserGet(pb::AuthUserGetResponse),
+    UserList(pb::AuthUserListResponse),
+    UserChangePassword(pb::AuthUserChangePasswordResponse),
+    UserGrantRole(pb::AuthUserGrantRoleResponse),
+    UserRevokeRole(pb::AuthUserRevokeRoleResponse),
+    RoleAdd(pb::AuthRoleAddResponse),
+    RoleGet(pb::AuthRoleGetResponse),
+    RoleList(pb::AuthRoleListResponse),
+    RoleDelete(pb::AuthRoleDeleteResponse),
+    RoleGrantPermission(pb::AuthRoleGrantPermissionResponse),
+    RoleRevokePermission(pb::AuthRoleRevokePermissionResponse),
+}
+
+/// What [`AuthCheck`] asks.
+#[derive(Debug, Clone)]
+pub enum AuthQuestion {
+    /// May `who` read `[key, range_end)` (etcd's range conventions)? Asked when a watch opens.
+    Read { key: Vec<u8>, range_end: Vec<u8> },
+    /// Does `who` hold the root role? (Maintenance calls etcd keeps for admins.)
+    Admin,
+}
+
+/// An auth decision made against the store's current auth state.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct AuthCheck {
+    pub who: AuthInfo,
+    pub question: AuthQuestion,
+}
+
+/// A user's bcrypt hash and the auth revision it was read at, for Authenticate's password
+/// check (made by the front, off the actor threads).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(Vec<u8>, u64), EtcdError>")]
+pub struct AuthPassword {
+    pub name: String,
+}
+
+/// What the store tells the front's token keeper after applying auth changes, in apply order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthEvent {
+    /// The auth state now: on at startup and after every change.
+    State { enabled: bool, revision: u64 },
+    /// The user was deleted or its password changed at auth `revision`: its tokens issued
+    /// before that end.
+    UserInvalidated { user: String, revision: u64 },
+}
+
+/// Where the store sends [`AuthEvent`]s (the current state first).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct ConnectAuth {
+    pub events: tokio::sync::mpsc::UnboundedSender<AuthEvent>,
+}
 
 /// Wait for the entry carrying request `id` to be applied.
 #[derive(Debug, Message)]
@@ -250,11 +323,14 @@ pub struct ApplyBatch {
     pub replies: Vec<Option<oneshot::Sender<ApplyResult>>>,
 }
 
-/// A read of the key space (the caller has done any linearizability wait).
+/// A read of the key space (the caller has done any linearizability wait). `auth` is the
+/// client it is read for, checked against the auth state when the read runs; `None` is a read
+/// the server makes for itself (a watcher's previous values).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<RangeResponse, EtcdError>")]
 pub struct Range {
     pub request: RangeRequest,
+    pub auth: Option<AuthInfo>,
 }
 
 #[derive(Debug, Message)]
@@ -300,6 +376,8 @@ pub struct HashKvResult {
 #[rtype(result = "Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>")]
 pub struct ReadTxn {
     pub request: actcd_proto::etcdserverpb::TxnRequest,
+    /// As in [`Range`].
+    pub auth: Option<AuthInfo>,
 }
 
 /// Commit what the store has applied but not yet committed (the daemon sends it every 100 ms,

@@ -1,0 +1,635 @@
+//! [`AuthStore`]: users, roles, the enabled flag and the auth revision, applied from the log.
+
+use std::collections::{BTreeMap, HashMap};
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::authpb::{Role, User};
+use actcd_proto::etcdserverpb::{self as pb, RequestOp, TxnRequest, request_op};
+use actcd_types::msg::AuthReply;
+use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
+use actcd_types::{AuthInfo, EtcdError};
+use base64::Engine;
+use prost::Message;
+
+use crate::perms::{Perm, UserPerms};
+
+/// `auth` table keys, as etcd names them.
+const ENABLED_KEY: &[u8] = b"authEnabled";
+const REVISION_KEY: &[u8] = b"authRevision";
+const ROOT: &str = "root";
+
+/// An auth request taken out of a log entry.
+#[derive(Debug, Clone)]
+pub enum AuthRequest {
+    Enable,
+    Disable,
+    Status,
+    Authenticate { name: String, simple_token: String },
+    UserAdd(pb::AuthUserAddRequest),
+    UserDelete(pb::AuthUserDeleteRequest),
+    UserGet(pb::AuthUserGetRequest),
+    UserList,
+    UserChangePassword(pb::AuthUserChangePasswordRequest),
+    UserGrantRole(pb::AuthUserGrantRoleRequest),
+    UserRevokeRole(pb::AuthUserRevokeRoleRequest),
+    RoleAdd(pb::AuthRoleAddRequest),
+    RoleGet(pb::AuthRoleGetRequest),
+    RoleList,
+    RoleDelete(pb::AuthRoleDeleteRequest),
+    RoleGrantPermission(pb::AuthRoleGrantPermissionRequest),
+    RoleRevokePermission(pb::AuthRoleRevokePermissionRequest),
+}
+
+impl AuthRequest {
+    /// Takes the auth request out of `req`, if it carries one.
+    pub fn take(req: &mut InternalRaftRequest) -> Option<AuthRequest> {
+        use AuthRequest::*;
+        Some(if req.auth_enable.take().is_some() {
+            Enable
+        } else if req.auth_disable.take().is_some() {
+            Disable
+        } else if req.auth_status.take().is_some() {
+            Status
+        } else if let Some(a) = req.authenticate.take() {
+            Authenticate {
+                name: a.name,
+                simple_token: a.simple_token,
+            }
+        } else if let Some(r) = req.auth_user_add.take() {
+            UserAdd(r)
+        } else if let Some(r) = req.auth_user_delete.take() {
+            UserDelete(r)
+        } else if let Some(r) = req.auth_user_get.take() {
+            UserGet(r)
+        } else if req.auth_user_list.take().is_some() {
+            UserList
+        } else if let Some(r) = req.auth_user_change_password.take() {
+            UserChangePassword(r)
+        } else if let Some(r) = req.auth_user_grant_role.take() {
+            UserGrantRole(r)
+        } else if let Some(r) = req.auth_user_revoke_role.take() {
+            UserRevokeRole(r)
+        } else if let Some(r) = req.auth_role_add.take() {
+            RoleAdd(r)
+        } else if let Some(r) = req.auth_role_get.take() {
+            RoleGet(r)
+        } else if req.auth_role_list.take().is_some() {
+            RoleList
+        } else if let Some(r) = req.auth_role_delete.take() {
+            RoleDelete(r)
+        } else if let Some(r) = req.auth_role_grant_permission.take() {
+            RoleGrantPermission(r)
+        } else if let Some(r) = req.auth_role_revoke_permission.take() {
+            RoleRevokePermission(r)
+        } else {
+            return None;
+        })
+    }
+
+    /// The user whose tokens end when this request applies (deleted, or a new password).
+    pub fn invalidated_user(&self) -> Option<String> {
+        match self {
+            AuthRequest::UserDelete(r) => Some(r.name.clone()),
+            AuthRequest::UserChangePassword(r) => Some(r.name.clone()),
+            _ => None,
+        }
+    }
+
+    /// etcd's `needAdminPermission`: requests only the root role may make.
+    fn needs_admin(&self) -> bool {
+        use AuthRequest::*;
+        !matches!(self, Authenticate { .. } | UserGet(_) | RoleGet(_))
+    }
+}
+
+/// The auth state machine (etcd's `authStore` without tokens, which the front keeps).
+#[derive(Debug, Clone)]
+pub struct AuthStore {
+    enabled: bool,
+    revision: u64,
+    users: BTreeMap<String, User>,
+    roles: BTreeMap<String, Role>,
+    /// Merged permissions per user, rebuilt whenever a user or a role changes.
+    perms: HashMap<String, UserPerms>,
+}
+
+impl AuthStore {
+    /// Loads the auth tables. A store that never changed has revision 1, as etcd's starts.
+    pub fn open<R: ReadTxn + ?Sized>(txn: &R) -> Result<AuthStore, StorageError> {
+        let enabled = txn.get(Table::Auth, ENABLED_KEY)?.as_deref() == Some(&[1u8][..]);
+        let revision = match txn.get(Table::Auth, REVISION_KEY)? {
+            Some(v) => u64::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| StorageError("auth: bad revision record".into()))?,
+            ),
+            None => 1,
+        };
+        let mut users = BTreeMap::new();
+        let mut roles = BTreeMap::new();
+        let mut bad = None;
+        txn.scan(Table::AuthUsers, &[], None, &mut |k, v| {
+            match User::decode(v) {
+                Ok(u) => {
+                    users.insert(String::from_utf8_lossy(k).into_owned(), u);
+                }
+                Err(e) => bad = Some(e.to_string()),
+            }
+            bad.is_none()
+        })?;
+        txn.scan(Table::AuthRoles, &[], None, &mut |k, v| {
+            match Role::decode(v) {
+                Ok(r) => {
+                    roles.insert(String::from_utf8_lossy(k).into_owned(), r);
+                }
+                Err(e) => bad = Some(e.to_string()),
+            }
+            bad.is_none()
+        })?;
+        if let Some(e) = bad {
+            return Err(StorageError(format!("auth: bad user or role record: {e}")));
+        }
+        let mut store = AuthStore {
+            enabled,
+            revision: revision.max(1),
+            users,
+            roles,
+            perms: HashMap::new(),
+        };
+        store.rebuild_all();
+        Ok(store)
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    fn rebuild(&mut self, name: &str) {
+        match self.users.get(name) {
+            Some(u) => {
+                let perms = UserPerms::build(u.roles.iter().filter_map(|r| self.roles.get(r)));
+                self.perms.insert(name.to_string(), perms);
+            }
+            None => {
+                self.perms.remove(name);
+            }
+        }
+    }
+
+    fn rebuild_all(&mut self) {
+        let names: Vec<String> = self.users.keys().cloned().collect();
+        self.perms.clear();
+        for n in names {
+            self.rebuild(&n);
+        }
+    }
+
+    fn is_root(&self, name: &str) -> bool {
+        self.users
+            .get(name)
+            .is_some_and(|u| u.roles.iter().any(|r| r == ROOT))
+    }
+
+    /// etcd's `IsAdminPermitted`.
+    pub fn check_admin(&self, who: &AuthInfo) -> Result<(), EtcdError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if who.username.is_empty() {
+            return Err(EtcdError::UserEmpty);
+        }
+        if !self.users.contains_key(&who.username) {
+            return Err(EtcdError::UserNotFound);
+        }
+        if !self.is_root(&who.username) {
+            return Err(EtcdError::PermissionDenied);
+        }
+        Ok(())
+    }
+
+    /// etcd's `isOpPermitted`: may `who` do `perm` on `[key, range_end)` now?
+    pub fn check_range(
+        &self,
+        who: &AuthInfo,
+        key: &[u8],
+        range_end: &[u8],
+        perm: Perm,
+    ) -> Result<(), EtcdError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if who.revision == 0 || who.username.is_empty() {
+            return Err(EtcdError::UserEmpty);
+        }
+        if who.revision < self.revision {
+            return Err(EtcdError::AuthOldRevision);
+        }
+        if !self.users.contains_key(&who.username) {
+            return Err(EtcdError::PermissionDenied);
+        }
+        if self.is_root(&who.username) {
+            return Ok(());
+        }
+        let allowed = self
+            .perms
+            .get(&who.username)
+            .is_some_and(|p| p.allows(perm, key, range_end));
+        if allowed {
+            Ok(())
+        } else {
+            Err(EtcdError::PermissionDenied)
+        }
+    }
+
+    /// The checks etcd's auth applier makes before a key-space request applies: every key a
+    /// Put, DeleteRange, Txn (compares and both branches, nested txns too) or LeaseRevoke
+    /// touches. `lease_keys` names the keys attached to a lease.
+    pub fn check_request(
+        &self,
+        who: &AuthInfo,
+        req: &InternalRaftRequest,
+        lease_keys: &dyn Fn(i64) -> Vec<Vec<u8>>,
+    ) -> Result<(), EtcdError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if let Some(p) = &req.put {
+            self.check_range(who, &p.key, &[], Perm::Write)?;
+            if p.lease != 0 {
+                for k in lease_keys(p.lease) {
+                    self.check_range(who, &k, &[], Perm::Write)?;
+                }
+            }
+            if p.prev_kv {
+                self.check_range(who, &p.key, &[], Perm::Read)?;
+            }
+        } else if let Some(d) = &req.delete_range {
+            self.check_range(who, &d.key, &d.range_end, Perm::Write)?;
+            if d.prev_kv {
+                self.check_range(who, &d.key, &d.range_end, Perm::Read)?;
+            }
+        } else if let Some(t) = &req.txn {
+            self.check_txn(who, t)?;
+        } else if let Some(r) = &req.lease_revoke {
+            for k in lease_keys(r.id) {
+                self.check_range(who, &k, &[], Perm::Write)?;
+            }
+        } else if let Some(r) = &req.range {
+            self.check_range(who, &r.key, &r.range_end, Perm::Read)?;
+        }
+        Ok(())
+    }
+
+    fn check_txn(&self, who: &AuthInfo, t: &TxnRequest) -> Result<(), EtcdError> {
+        for c in &t.compare {
+            self.check_range(who, &c.key, &c.range_end, Perm::Read)?;
+        }
+        t.success
+            .iter()
+            .chain(&t.failure)
+            .try_for_each(|op| self.check_op(who, op))
+    }
+
+    fn check_op(&self, who: &AuthInfo, op: &RequestOp) -> Result<(), EtcdError> {
+        match &op.request {
+            Some(request_op::Request::RequestRange(r)) => {
+                self.check_range(who, &r.key, &r.range_end, Perm::Read)
+            }
+            Some(request_op::Request::RequestPut(p)) => {
+                self.check_range(who, &p.key, &[], Perm::Write)
+            }
+            Some(request_op::Request::RequestDeleteRange(d)) => {
+                if d.prev_kv {
+                    self.check_range(who, &d.key, &d.range_end, Perm::Read)?;
+                }
+                self.check_range(who, &d.key, &d.range_end, Perm::Write)
+            }
+            // etcd 3.5.1 does not look inside nested txns; we do, so one can't smuggle a write.
+            Some(request_op::Request::RequestTxn(n)) => self.check_txn(who, n),
+            None => Ok(()),
+        }
+    }
+
+    /// A user's bcrypt hash and the revision it was read at, for Authenticate's check.
+    pub fn password_of(&self, name: &str) -> Result<(Vec<u8>, u64), EtcdError> {
+        if !self.enabled {
+            return Err(EtcdError::AuthNotEnabled);
+        }
+        let user = self.users.get(name).ok_or(EtcdError::AuthFailed)?;
+        if user.options.as_ref().is_some_and(|o| o.no_password) {
+            return Err(EtcdError::NoPasswordUser);
+        }
+        Ok((user.password.clone(), self.revision))
+    }
+
+    fn commit_revision<W: WriteTxn + ?Sized>(&mut self, txn: &mut W) -> Result<(), StorageError> {
+        self.revision += 1;
+        txn.put(Table::Auth, REVISION_KEY, &self.revision.to_be_bytes())
+    }
+
+    fn put_user<W: WriteTxn + ?Sized>(&mut self, txn: &mut W, u: User) -> Result<(), StorageError> {
+        let name = String::from_utf8_lossy(&u.name).into_owned();
+        txn.put(Table::AuthUsers, name.as_bytes(), &u.encode_to_vec())?;
+        self.users.insert(name.clone(), u);
+        self.rebuild(&name);
+        Ok(())
+    }
+
+    fn put_role<W: WriteTxn + ?Sized>(&mut self, txn: &mut W, r: Role) -> Result<(), StorageError> {
+        let name = String::from_utf8_lossy(&r.name).into_owned();
+        txn.put(Table::AuthRoles, name.as_bytes(), &r.encode_to_vec())?;
+        self.roles.insert(name, r);
+        self.rebuild_all();
+        Ok(())
+    }
+
+    /// Applies one auth request as `who`. The outer error is the engine's (the batch fails);
+    /// the inner one is etcd's refusal, which changes nothing.
+    pub fn apply<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        who: &AuthInfo,
+        req: AuthRequest,
+    ) -> Result<Result<AuthReply, EtcdError>, StorageError> {
+        if req.needs_admin()
+            && let Err(e) = self.check_admin(who)
+        {
+            return Ok(Err(e));
+        }
+        self.apply_checked(txn, who, req)
+    }
+
+    fn apply_checked<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        who: &AuthInfo,
+        req: AuthRequest,
+    ) -> Result<Result<AuthReply, EtcdError>, StorageError> {
+        use AuthRequest as R;
+        let refuse = |e| Ok(Err(e));
+        let reply = match req {
+            R::Enable => {
+                if !self.enabled {
+                    if !self.users.contains_key(ROOT) {
+                        return refuse(EtcdError::RootUserNotExist);
+                    }
+                    if !self.is_root(ROOT) {
+                        return refuse(EtcdError::RootRoleNotExist);
+                    }
+                    txn.put(Table::Auth, ENABLED_KEY, &[1])?;
+                    self.enabled = true;
+                }
+                AuthReply::Enable(Default::default())
+            }
+            R::Disable => {
+                if self.enabled {
+                    txn.put(Table::Auth, ENABLED_KEY, &[0])?;
+                    self.commit_revision(txn)?;
+                    self.enabled = false;
+                }
+                AuthReply::Disable(Default::default())
+            }
+            R::Status => AuthReply::Status(pb::AuthStatusResponse {
+                header: None,
+                enabled: self.enabled,
+                auth_revision: self.revision,
+            }),
+            R::Authenticate { name, .. } => {
+                if !self.enabled {
+                    return refuse(EtcdError::AuthNotEnabled);
+                }
+                match self.users.get(&name) {
+                    None => return refuse(EtcdError::AuthFailed),
+                    Some(u) if u.options.as_ref().is_some_and(|o| o.no_password) => {
+                        return refuse(EtcdError::AuthFailed);
+                    }
+                    Some(_) => {}
+                }
+                AuthReply::Authenticate {
+                    username: name,
+                    revision: self.revision,
+                }
+            }
+            R::UserAdd(r) => {
+                if r.name.is_empty() {
+                    return refuse(EtcdError::UserEmpty);
+                }
+                if self.users.contains_key(&r.name) {
+                    return refuse(EtcdError::UserAlreadyExist);
+                }
+                let options = r.options.unwrap_or_default();
+                let password = if options.no_password {
+                    Vec::new()
+                } else {
+                    match select_password(&r.password, &r.hashed_password) {
+                        Ok(p) => p,
+                        Err(e) => return refuse(e),
+                    }
+                };
+                let user = User {
+                    name: r.name.into_bytes(),
+                    password,
+                    roles: Vec::new(),
+                    options: Some(options),
+                };
+                self.put_user(txn, user)?;
+                self.commit_revision(txn)?;
+                AuthReply::UserAdd(Default::default())
+            }
+            R::UserDelete(r) => {
+                if self.enabled && r.name == ROOT {
+                    return refuse(EtcdError::InvalidAuthMgmt);
+                }
+                if self.users.remove(&r.name).is_none() {
+                    return refuse(EtcdError::UserNotFound);
+                }
+                txn.delete(Table::AuthUsers, r.name.as_bytes())?;
+                self.perms.remove(&r.name);
+                self.commit_revision(txn)?;
+                AuthReply::UserDelete(Default::default())
+            }
+            R::UserGet(r) => {
+                // A user may read itself; anything else needs root.
+                if let Err(e) = self.check_admin(who)
+                    && r.name != who.username
+                {
+                    return refuse(e);
+                }
+                let Some(u) = self.users.get(&r.name) else {
+                    return refuse(EtcdError::UserNotFound);
+                };
+                AuthReply::UserGet(pb::AuthUserGetResponse {
+                    header: None,
+                    roles: u.roles.clone(),
+                })
+            }
+            R::UserList => AuthReply::UserList(pb::AuthUserListResponse {
+                header: None,
+                users: self.users.keys().cloned().collect(),
+            }),
+            R::UserChangePassword(r) => {
+                let Some(u) = self.users.get(&r.name).cloned() else {
+                    return refuse(EtcdError::UserNotFound);
+                };
+                let no_password = u.options.as_ref().is_some_and(|o| o.no_password);
+                let password = if no_password {
+                    Vec::new()
+                } else {
+                    match select_password(&r.password, &r.hashed_password) {
+                        Ok(p) => p,
+                        Err(e) => return refuse(e),
+                    }
+                };
+                self.put_user(txn, User { password, ..u })?;
+                self.commit_revision(txn)?;
+                AuthReply::UserChangePassword(Default::default())
+            }
+            R::UserGrantRole(r) => {
+                let Some(mut u) = self.users.get(&r.user).cloned() else {
+                    return refuse(EtcdError::UserNotFound);
+                };
+                if r.role != ROOT && !self.roles.contains_key(&r.role) {
+                    return refuse(EtcdError::RoleNotFound);
+                }
+                if let Err(i) = u.roles.binary_search(&r.role) {
+                    u.roles.insert(i, r.role);
+                    self.put_user(txn, u)?;
+                    self.commit_revision(txn)?;
+                }
+                AuthReply::UserGrantRole(Default::default())
+            }
+            R::UserRevokeRole(r) => {
+                if self.enabled && r.name == ROOT && r.role == ROOT {
+                    return refuse(EtcdError::InvalidAuthMgmt);
+                }
+                let Some(mut u) = self.users.get(&r.name).cloned() else {
+                    return refuse(EtcdError::UserNotFound);
+                };
+                let before = u.roles.len();
+                u.roles.retain(|x| x != &r.role);
+                if u.roles.len() == before {
+                    return refuse(EtcdError::RoleNotGranted);
+                }
+                self.put_user(txn, u)?;
+                self.commit_revision(txn)?;
+                AuthReply::UserRevokeRole(Default::default())
+            }
+            R::RoleAdd(r) => {
+                if r.name.is_empty() {
+                    return refuse(EtcdError::RoleEmpty);
+                }
+                if self.roles.contains_key(&r.name) {
+                    return refuse(EtcdError::RoleAlreadyExist);
+                }
+                self.put_role(
+                    txn,
+                    Role {
+                        name: r.name.into_bytes(),
+                        key_permission: Vec::new(),
+                    },
+                )?;
+                self.commit_revision(txn)?;
+                AuthReply::RoleAdd(Default::default())
+            }
+            R::RoleGet(r) => {
+                // A user may read the roles it holds; anything else needs root.
+                if let Err(e) = self.check_admin(who) {
+                    let holds = self
+                        .users
+                        .get(&who.username)
+                        .is_some_and(|u| u.roles.contains(&r.role));
+                    if !holds {
+                        return refuse(e);
+                    }
+                }
+                let Some(role) = self.roles.get(&r.role) else {
+                    return refuse(EtcdError::RoleNotFound);
+                };
+                AuthReply::RoleGet(pb::AuthRoleGetResponse {
+                    header: None,
+                    perm: role.key_permission.clone(),
+                })
+            }
+            R::RoleList => AuthReply::RoleList(pb::AuthRoleListResponse {
+                header: None,
+                roles: self.roles.keys().cloned().collect(),
+            }),
+            R::RoleDelete(r) => {
+                if self.enabled && r.role == ROOT {
+                    return refuse(EtcdError::InvalidAuthMgmt);
+                }
+                if self.roles.remove(&r.role).is_none() {
+                    return refuse(EtcdError::RoleNotFound);
+                }
+                txn.delete(Table::AuthRoles, r.role.as_bytes())?;
+                let holders: Vec<User> = self
+                    .users
+                    .values()
+                    .filter(|u| u.roles.contains(&r.role))
+                    .cloned()
+                    .collect();
+                for mut u in holders {
+                    u.roles.retain(|x| x != &r.role);
+                    self.put_user(txn, u)?;
+                }
+                self.rebuild_all();
+                self.commit_revision(txn)?;
+                AuthReply::RoleDelete(Default::default())
+            }
+            R::RoleGrantPermission(r) => {
+                let Some(perm) = r.perm else {
+                    return refuse(EtcdError::PermissionNotGiven);
+                };
+                let Some(mut role) = self.roles.get(&r.name).cloned() else {
+                    return refuse(EtcdError::RoleNotFound);
+                };
+                match role
+                    .key_permission
+                    .iter_mut()
+                    .find(|p| p.key == perm.key && p.range_end == perm.range_end)
+                {
+                    Some(p) => p.perm_type = perm.perm_type,
+                    None => {
+                        role.key_permission.push(perm);
+                        role.key_permission
+                            .sort_by(|a, b| (&a.key, &a.range_end).cmp(&(&b.key, &b.range_end)));
+                    }
+                }
+                self.put_role(txn, role)?;
+                self.commit_revision(txn)?;
+                AuthReply::RoleGrantPermission(Default::default())
+            }
+            R::RoleRevokePermission(r) => {
+                let Some(mut role) = self.roles.get(&r.role).cloned() else {
+                    return refuse(EtcdError::RoleNotFound);
+                };
+                let before = role.key_permission.len();
+                role.key_permission
+                    .retain(|p| p.key != r.key || p.range_end != r.range_end);
+                if role.key_permission.len() == before {
+                    return refuse(EtcdError::PermissionNotGranted);
+                }
+                self.put_role(txn, role)?;
+                self.commit_revision(txn)?;
+                AuthReply::RoleRevokePermission(Default::default())
+            }
+        };
+        Ok(Ok(reply))
+    }
+}
+
+/// The stored password: the base64 bcrypt hash the front proposed, or (an entry written by an
+/// older proposer) a clear password hashed here, as etcd's `selectPassword` does.
+fn select_password(password: &str, hashed: &str) -> Result<Vec<u8>, EtcdError> {
+    if !password.is_empty() && hashed.is_empty() {
+        return crate::password::hash_password(password, crate::password::DEFAULT_COST)
+            .map(String::into_bytes);
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(hashed)
+        .map_err(|_| EtcdError::NoPasswordUser)
+}

@@ -1,0 +1,389 @@
+//! Who is calling: the authenticator chain, and the front's view of the auth state.
+//!
+//! Each authenticator looks at a request's credentials and answers "this is user X", "not
+//! mine" (no credential of its kind) or "rejected" (a credential of its kind that is no good).
+//! The chain asks them in order and the first definite answer wins; if none claims the
+//! request, it runs as nobody (the empty user, which the auth store refuses wherever auth
+//! matters). Every answer is counted and timed per authenticator for the metrics endpoint.
+//!
+//! The order is etcd's: a `token` in the gRPC metadata, then the common name of a verified
+//! client certificate (only with `--client-cert-auth`). The JSON gateway will add
+//! `Authorization: Bearer` and `Basic` behind them.
+//!
+//! With auth disabled nobody is authenticated: every request runs as the empty user and a
+//! token, even a bad one, is ignored, as etcd does.
+//!
+//! The enabled flag and the auth revision are the store's, learned from the `AuthEvent`s it
+//! sends after applying auth changes. The store queues them before it answers the change, and
+//! the gate reads its queue before every decision, so a client that saw an auth change
+//! acknowledged is never judged by the state before it. (The store checks every request again
+//! against its own state when it runs it.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use actcd_auth::TokenProvider;
+use actcd_types::msg::AuthEvent;
+use actcd_types::{AuthInfo, EtcdError};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// What one authenticator makes of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    User(AuthInfo),
+    NotMine,
+    Rejected(EtcdError),
+}
+
+/// The credentials a request carries.
+#[derive(Debug, Default, Clone)]
+pub struct Credentials {
+    /// gRPC metadata `token`.
+    pub token: Option<String>,
+    /// The common name of the client certificate the TLS layer verified.
+    pub cert_cn: Option<String>,
+}
+
+/// One link of the chain.
+pub trait Authenticator: Send + Sync {
+    /// A short name for metrics (`token`, `client_cert`, …).
+    fn name(&self) -> &'static str;
+    /// `revision` is the auth revision as the front last heard it.
+    fn authenticate(&self, creds: &Credentials, revision: u64) -> Verdict;
+}
+
+/// A `token` from Authenticate: simple or JWT, as `--auth-token` chose.
+pub struct TokenAuthenticator {
+    pub tokens: Arc<TokenProvider>,
+}
+
+impl Authenticator for TokenAuthenticator {
+    fn name(&self) -> &'static str {
+        "token"
+    }
+
+    fn authenticate(&self, creds: &Credentials, revision: u64) -> Verdict {
+        let Some(token) = creds.token.as_deref() else {
+            return Verdict::NotMine;
+        };
+        match self.tokens.info(token, revision) {
+            Some(info) => Verdict::User(info),
+            None => Verdict::Rejected(EtcdError::InvalidAuthToken),
+        }
+    }
+}
+
+/// `--client-cert-auth`: the verified certificate's common name is the user. Its revision is
+/// the current one, as etcd gives it.
+pub struct ClientCertAuthenticator;
+
+impl Authenticator for ClientCertAuthenticator {
+    fn name(&self) -> &'static str {
+        "client_cert"
+    }
+
+    fn authenticate(&self, creds: &Credentials, revision: u64) -> Verdict {
+        match creds.cert_cn.as_deref() {
+            Some(cn) if !cn.is_empty() => Verdict::User(AuthInfo {
+                username: cn.to_string(),
+                revision,
+            }),
+            _ => Verdict::NotMine,
+        }
+    }
+}
+
+/// Counts and total time of one authenticator's answers.
+#[derive(Debug, Default)]
+pub struct AuthnStats {
+    pub users: AtomicU64,
+    pub not_mine: AtomicU64,
+    pub rejected: AtomicU64,
+    pub nanos: AtomicU64,
+}
+
+/// A snapshot of [`AuthnStats`] for one authenticator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuthnCounts {
+    pub users: u64,
+    pub not_mine: u64,
+    pub rejected: u64,
+    pub nanos: u64,
+}
+
+/// The chain, the token provider it shares with the Auth service, and the auth state.
+pub struct AuthGate {
+    chain: Vec<(Box<dyn Authenticator>, AuthnStats)>,
+    pub tokens: Arc<TokenProvider>,
+    enabled: AtomicBool,
+    revision: AtomicU64,
+    /// The store's auth changes, not yet observed.
+    events: std::sync::Mutex<Option<UnboundedReceiver<AuthEvent>>>,
+}
+
+impl std::fmt::Debug for AuthGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthGate")
+            .field("enabled", &self.enabled())
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuthGate {
+    /// etcd's chain: token, then (with `client_cert_auth`) the certificate's common name.
+    pub fn new(tokens: TokenProvider, client_cert_auth: bool) -> Self {
+        let tokens = Arc::new(tokens);
+        let mut chain: Vec<Box<dyn Authenticator>> = vec![Box::new(TokenAuthenticator {
+            tokens: tokens.clone(),
+        })];
+        if client_cert_auth {
+            chain.push(Box::new(ClientCertAuthenticator));
+        }
+        Self::with_chain(tokens, chain)
+    }
+
+    pub fn with_chain(tokens: Arc<TokenProvider>, chain: Vec<Box<dyn Authenticator>>) -> Self {
+        Self {
+            chain: chain
+                .into_iter()
+                .map(|a| (a, AuthnStats::default()))
+                .collect(),
+            tokens,
+            enabled: AtomicBool::new(false),
+            revision: AtomicU64::new(0),
+            events: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Where the store's auth changes arrive from now on.
+    pub fn follow(&self, events: UnboundedReceiver<AuthEvent>) {
+        *self.events.lock().unwrap_or_else(|p| p.into_inner()) = Some(events);
+    }
+
+    /// Observes every change the store has queued so far, in order.
+    fn catch_up(&self) {
+        let mut guard = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rx) = guard.as_mut() {
+            while let Ok(ev) = rx.try_recv() {
+                self.observe(ev);
+            }
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.catch_up();
+        self.enabled.load(Ordering::Acquire)
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.catch_up();
+        self.revision.load(Ordering::Acquire)
+    }
+
+    /// Follows the store's auth changes.
+    pub fn observe(&self, ev: AuthEvent) {
+        match ev {
+            AuthEvent::State { enabled, revision } => {
+                self.revision.store(revision, Ordering::Release);
+                let was = self.enabled.swap(enabled, Ordering::AcqRel);
+                match (was, enabled) {
+                    (false, true) => self.tokens.enable(),
+                    (true, false) => self.tokens.disable(),
+                    _ => {}
+                }
+            }
+            AuthEvent::UserInvalidated { user, revision } => {
+                self.tokens.invalidate_user(&user, revision)
+            }
+        }
+    }
+
+    /// Who the request runs as: the first authenticator that claims it, or nobody. A rejected
+    /// credential fails the request (etcd: `invalid auth token`).
+    pub fn identify(&self, creds: &Credentials) -> Result<AuthInfo, EtcdError> {
+        if !self.enabled() {
+            return Ok(AuthInfo::default());
+        }
+        let revision = self.revision.load(Ordering::Acquire);
+        for (a, stats) in &self.chain {
+            let start = Instant::now();
+            let verdict = a.authenticate(creds, revision);
+            let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            stats.nanos.fetch_add(nanos, Ordering::Relaxed);
+            match verdict {
+                Verdict::User(info) => {
+                    stats.users.fetch_add(1, Ordering::Relaxed);
+                    return Ok(info);
+                }
+                Verdict::Rejected(e) => {
+                    stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+                Verdict::NotMine => {
+                    stats.not_mine.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(AuthInfo::default())
+    }
+
+    /// Per-authenticator counts, in chain order.
+    pub fn stats(&self) -> Vec<(&'static str, AuthnCounts)> {
+        self.chain
+            .iter()
+            .map(|(a, s)| {
+                (
+                    a.name(),
+                    AuthnCounts {
+                        users: s.users.load(Ordering::Relaxed),
+                        not_mine: s.not_mine.load(Ordering::Relaxed),
+                        rejected: s.rejected.load(Ordering::Relaxed),
+                        nanos: s.nanos.load(Ordering::Relaxed),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// The credentials of a gRPC request: its `token` metadata and its verified certificate's CN.
+pub fn credentials<T>(req: &tonic::Request<T>) -> Credentials {
+    Credentials {
+        token: req
+            .metadata()
+            .get("token")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        cert_cn: crate::tls::client_common_name(req),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers the same thing every time.
+    struct Fixed(&'static str, Verdict);
+
+    impl Authenticator for Fixed {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn authenticate(&self, _: &Credentials, _: u64) -> Verdict {
+            self.1.clone()
+        }
+    }
+
+    fn gate(chain: Vec<Box<dyn Authenticator>>) -> AuthGate {
+        let tokens = Arc::new(
+            TokenProvider::parse("simple", std::time::Duration::from_secs(300)).expect("simple"),
+        );
+        let g = AuthGate::with_chain(tokens, chain);
+        g.observe(AuthEvent::State {
+            enabled: true,
+            revision: 7,
+        });
+        g
+    }
+
+    fn user(name: &str) -> Verdict {
+        Verdict::User(AuthInfo {
+            username: name.into(),
+            revision: 7,
+        })
+    }
+
+    #[test]
+    fn the_first_definite_answer_wins_and_every_answer_is_counted() {
+        struct Case {
+            name: &'static str,
+            chain: Vec<Verdict>,
+            want: Result<&'static str, EtcdError>,
+            want_asked: usize,
+        }
+        let cases = vec![
+            Case {
+                name: "first claims",
+                chain: vec![user("a"), user("b")],
+                want: Ok("a"),
+                want_asked: 1,
+            },
+            Case {
+                name: "first passes, second claims",
+                chain: vec![Verdict::NotMine, user("b")],
+                want: Ok("b"),
+                want_asked: 2,
+            },
+            Case {
+                name: "rejection stops the chain",
+                chain: vec![Verdict::Rejected(EtcdError::InvalidAuthToken), user("b")],
+                want: Err(EtcdError::InvalidAuthToken),
+                want_asked: 1,
+            },
+            Case {
+                name: "nobody claims: the empty user",
+                chain: vec![Verdict::NotMine, Verdict::NotMine],
+                want: Ok(""),
+                want_asked: 2,
+            },
+        ];
+        for c in cases {
+            let names = ["first", "second"];
+            let chain = c
+                .chain
+                .into_iter()
+                .zip(names)
+                .map(|(v, n)| Box::new(Fixed(n, v)) as Box<dyn Authenticator>)
+                .collect();
+            let g = gate(chain);
+            let got = g.identify(&Credentials::default());
+            assert_eq!(
+                got.map(|i| i.username),
+                c.want.map(str::to_string),
+                "{}",
+                c.name
+            );
+            let asked: u64 = g
+                .stats()
+                .iter()
+                .map(|(_, s)| s.users + s.not_mine + s.rejected)
+                .sum();
+            assert_eq!(asked, c.want_asked as u64, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn with_auth_disabled_credentials_are_ignored() {
+        let tokens = Arc::new(
+            TokenProvider::parse("simple", std::time::Duration::from_secs(300)).expect("simple"),
+        );
+        let g = AuthGate::with_chain(
+            tokens,
+            vec![Box::new(Fixed(
+                "t",
+                Verdict::Rejected(EtcdError::InvalidAuthToken),
+            ))],
+        );
+        assert_eq!(g.identify(&Credentials::default()), Ok(AuthInfo::default()));
+        assert_eq!(g.stats()[0].1, AuthnCounts::default());
+    }
+
+    #[test]
+    fn certificate_names_are_users_at_the_current_revision() {
+        let a = ClientCertAuthenticator;
+        let creds = Credentials {
+            token: None,
+            cert_cn: Some("alice".into()),
+        };
+        assert_eq!(
+            a.authenticate(&creds, 9),
+            Verdict::User(AuthInfo {
+                username: "alice".into(),
+                revision: 9
+            })
+        );
+        assert_eq!(a.authenticate(&Credentials::default(), 9), Verdict::NotMine);
+    }
+}
