@@ -334,3 +334,51 @@ fn bad_tls_settings_stop_start_up() {
         assert!(stderr.contains(&want_error), "{args:?}: {stderr}");
     }
 }
+
+/// With `--client-cert-auth` and auth on, a client that sends no token is the user its
+/// certificate names (etcd's rule): allowed on its own range, refused outside it.
+#[tokio::test]
+async fn the_certificate_name_is_the_user_when_no_token_is_sent() {
+    use etcd_client::Permission;
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki.arg("ca.pem");
+    let srv = start_https(
+        dir.path(),
+        pki.server_args(&["--trusted-ca-file", &ca, "--client-cert-auth"]),
+    );
+    let mut alice = tls_client(&srv, pki.client_tls(Some("alice"))).await;
+    // Set up while auth is off: anyone may.
+    alice.user_add("root", "rootpw", None).await.unwrap();
+    alice.user_grant_role("root", "root").await.unwrap();
+    alice.user_add("alice", "alicepw", None).await.unwrap();
+    alice.role_add("mine").await.unwrap();
+    alice
+        .role_grant_permission("mine", Permission::read_write("alice/").with_prefix())
+        .await
+        .unwrap();
+    alice.user_grant_role("alice", "mine").await.unwrap();
+    alice.auth_enable().await.unwrap();
+
+    alice.put("alice/1", "v", None).await.unwrap();
+    assert_eq!(alice.get("alice/1", None).await.unwrap().kvs().len(), 1);
+    let refused = alice.put("bob/1", "v", None).await.unwrap_err();
+    assert_eq!(
+        crate::code_and_message(refused),
+        (
+            tonic::Code::PermissionDenied,
+            "etcdserver: permission denied".to_string()
+        )
+    );
+    let refused = alice.get("bob/1", None).await.unwrap_err();
+    assert_eq!(
+        crate::code_and_message(refused).0,
+        tonic::Code::PermissionDenied
+    );
+    // Admin calls need root, which alice is not.
+    let refused = alice.user_list().await.unwrap_err();
+    assert_eq!(
+        crate::code_and_message(refused).0,
+        tonic::Code::PermissionDenied
+    );
+}
