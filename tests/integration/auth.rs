@@ -737,3 +737,48 @@ async fn a_changed_password_yields_no_token() {
             .unwrap();
     }
 }
+
+/// `--auth-token jwt,…`: logins hand out signed tokens that carry the auth revision; a forged
+/// one is refused, and after an auth change an old one is refused as stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_tokens_carry_the_revision_they_were_issued_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("jwt.key");
+    std::fs::write(&secret, b"an HS256 secret for the test").unwrap();
+    let spec = format!("jwt,priv-key={},sign-method=HS256,ttl=5m", secret.display());
+    let srv = Server::start_with(&dir.path().join("data"), &["--auth-token", &spec]);
+    let ch = channel(srv.port).await;
+    let root = set_up(&ch).await;
+    let token = root.token.clone().unwrap();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let carol = login(&ch, "carol", "carol-pw").await.unwrap();
+    carol
+        .kv()
+        .put(carol.req(put("c/jwt", false)))
+        .await
+        .unwrap();
+    let forged = As {
+        channel: ch.clone(),
+        token: Some(format!("{token}x")),
+    };
+    let refused = forged.kv().put(forged.req(put("c/jwt", false))).await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::Unauthenticated);
+    // Any auth change makes carol's token stale: she must log in again.
+    root.auth()
+        .role_add(root.req(AuthRoleAddRequest {
+            name: "another".into(),
+        }))
+        .await
+        .unwrap();
+    let stale = carol.kv().put(carol.req(put("c/jwt", false))).await;
+    assert_eq!(
+        stale.unwrap_err().message(),
+        "auth: revision in header is old"
+    );
+    let again = login(&ch, "carol", "carol-pw").await.unwrap();
+    again
+        .kv()
+        .put(again.req(put("c/jwt", false)))
+        .await
+        .unwrap();
+}
