@@ -132,8 +132,11 @@ async fn channel(port: u16) -> Channel {
                     ..Default::default()
                 })
                 .await;
-            if probe.is_ok() {
-                return ch;
+            // Any answer from the server will do: with auth on, an anonymous read is refused.
+            match probe {
+                Ok(_) => return ch,
+                Err(st) if st.code() != tonic::Code::Unavailable => return ch,
+                Err(_) => {}
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -781,4 +784,49 @@ async fn jwt_tokens_carry_the_revision_they_were_issued_at() {
         .put(again.req(put("c/jwt", false)))
         .await
         .unwrap();
+}
+
+/// Users, roles, grants, the enabled flag and the auth revision survive a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_state_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path());
+    let ch = channel(srv.port).await;
+    let root = set_up(&ch).await;
+    let before = root
+        .auth()
+        .auth_status(root.req(AuthStatusRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    srv.restart();
+    let ch = channel(srv.port).await;
+    let root = login(&ch, "root", "root-pw").await.unwrap();
+    let after = root
+        .auth()
+        .auth_status(root.req(AuthStatusRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (after.enabled, after.auth_revision),
+        (before.enabled, before.auth_revision)
+    );
+    let carol = login(&ch, "carol", "carol-pw").await.unwrap();
+    carol
+        .kv()
+        .put(carol.req(put("c/after", false)))
+        .await
+        .unwrap();
+    let refused = carol.kv().put(carol.req(put("b/after", false))).await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::PermissionDenied);
+    let anonymous = As {
+        channel: ch.clone(),
+        token: None,
+    };
+    let refused = anonymous.kv().put(anonymous.req(put("c/x", false))).await;
+    assert_eq!(
+        refused.unwrap_err().message(),
+        "etcdserver: user name is empty"
+    );
 }
