@@ -633,3 +633,324 @@ fn select_password(password: &str, hashed: &str) -> Result<Vec<u8>, EtcdError> {
         .decode(hashed)
         .map_err(|_| EtcdError::NoPasswordUser)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_proto::authpb::{Permission, UserAddOptions, permission::Type};
+    use actcd_types::storage::{KvEngine, MemEngine};
+    use base64::Engine as _;
+
+    fn hashed(pw: &str) -> String {
+        let h = crate::password::hash_password(pw, 4).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(h)
+    }
+
+    fn user_add(name: &str) -> AuthRequest {
+        AuthRequest::UserAdd(pb::AuthUserAddRequest {
+            name: name.into(),
+            hashed_password: hashed("pw"),
+            ..Default::default()
+        })
+    }
+
+    fn grant_role(user: &str, role: &str) -> AuthRequest {
+        AuthRequest::UserGrantRole(pb::AuthUserGrantRoleRequest {
+            user: user.into(),
+            role: role.into(),
+        })
+    }
+
+    fn role_add(name: &str) -> AuthRequest {
+        AuthRequest::RoleAdd(pb::AuthRoleAddRequest { name: name.into() })
+    }
+
+    fn grant(role: &str, key: &str, end: &[u8], t: Type) -> AuthRequest {
+        AuthRequest::RoleGrantPermission(pb::AuthRoleGrantPermissionRequest {
+            name: role.into(),
+            perm: Some(Permission {
+                perm_type: t as i32,
+                key: key.into(),
+                range_end: end.to_vec(),
+            }),
+        })
+    }
+
+    fn as_root(s: &AuthStore) -> AuthInfo {
+        AuthInfo {
+            username: "root".into(),
+            revision: s.revision(),
+        }
+    }
+
+    /// Applies `steps` in order (as root once auth is on) and checks each outcome and the
+    /// revision after it; then reopens the engine and checks the state came back.
+    #[test]
+    fn requests_answer_and_bump_the_revision_as_etcd_does() {
+        use EtcdError::*;
+        let engine = MemEngine::new();
+        let mut s = AuthStore::open(&*engine.read().unwrap()).unwrap();
+        assert_eq!((s.is_enabled(), s.revision()), (false, 1), "a fresh store");
+        let steps: Vec<(&str, AuthRequest, Result<(), EtcdError>, u64)> = vec![
+            (
+                "enable without root",
+                AuthRequest::Enable,
+                Err(RootUserNotExist),
+                1,
+            ),
+            ("add root", user_add("root"), Ok(()), 2),
+            (
+                "enable without root role",
+                AuthRequest::Enable,
+                Err(RootRoleNotExist),
+                2,
+            ),
+            (
+                "root role needs no add",
+                grant_role("root", "root"),
+                Ok(()),
+                3,
+            ),
+            (
+                "grant again: no change",
+                grant_role("root", "root"),
+                Ok(()),
+                3,
+            ),
+            ("empty user", user_add(""), Err(UserEmpty), 3),
+            ("duplicate user", user_add("root"), Err(UserAlreadyExist), 3),
+            (
+                "unknown role",
+                grant_role("root", "nope"),
+                Err(RoleNotFound),
+                3,
+            ),
+            (
+                "unknown user",
+                grant_role("nobody", "root"),
+                Err(UserNotFound),
+                3,
+            ),
+            ("empty role", role_add(""), Err(RoleEmpty), 3),
+            ("add role", role_add("app"), Ok(()), 4),
+            ("duplicate role", role_add("app"), Err(RoleAlreadyExist), 4),
+            (
+                "grant",
+                grant("app", "a/", b"b", Type::Readwrite),
+                Ok(()),
+                5,
+            ),
+            (
+                "grant again replaces",
+                grant("app", "a/", b"b", Type::Read),
+                Ok(()),
+                6,
+            ),
+            (
+                "no permission",
+                AuthRequest::RoleGrantPermission(pb::AuthRoleGrantPermissionRequest {
+                    name: "app".into(),
+                    perm: None,
+                }),
+                Err(PermissionNotGiven),
+                6,
+            ),
+            (
+                "revoke what isn't there",
+                AuthRequest::RoleRevokePermission(pb::AuthRoleRevokePermissionRequest {
+                    role: "app".into(),
+                    key: b"zzz".to_vec(),
+                    range_end: Vec::new(),
+                }),
+                Err(PermissionNotGranted),
+                6,
+            ),
+            ("add alice", user_add("alice"), Ok(()), 7),
+            ("alice gets app", grant_role("alice", "app"), Ok(()), 8),
+            (
+                "revoke a role not held",
+                AuthRequest::UserRevokeRole(pb::AuthUserRevokeRoleRequest {
+                    name: "alice".into(),
+                    role: "other".into(),
+                }),
+                Err(RoleNotGranted),
+                8,
+            ),
+            ("enable: no bump", AuthRequest::Enable, Ok(()), 8),
+            (
+                "root can't lose root",
+                AuthRequest::UserRevokeRole(pb::AuthUserRevokeRoleRequest {
+                    name: "root".into(),
+                    role: "root".into(),
+                }),
+                Err(InvalidAuthMgmt),
+                8,
+            ),
+            (
+                "root can't go",
+                AuthRequest::UserDelete(pb::AuthUserDeleteRequest {
+                    name: "root".into(),
+                }),
+                Err(InvalidAuthMgmt),
+                8,
+            ),
+            (
+                "the root role can't go",
+                AuthRequest::RoleDelete(pb::AuthRoleDeleteRequest {
+                    role: "root".into(),
+                }),
+                Err(InvalidAuthMgmt),
+                8,
+            ),
+        ];
+        for (name, req, want, want_rev) in steps {
+            let mut txn = engine.write().unwrap();
+            let who = as_root(&s);
+            let got = s.apply(&mut *txn, &who, req).unwrap().map(|_| ());
+            txn.commit().unwrap();
+            assert_eq!(got, want, "{name}");
+            assert_eq!(s.revision(), want_rev, "{name}: revision");
+        }
+        assert!(s.is_enabled());
+        let reopened = AuthStore::open(&*engine.read().unwrap()).unwrap();
+        assert_eq!(reopened.revision(), s.revision());
+        assert!(reopened.is_enabled());
+        assert_eq!(reopened.users, s.users);
+        assert_eq!(reopened.roles, s.roles);
+        assert_eq!(reopened.perms, s.perms);
+    }
+
+    #[test]
+    fn admin_rules_and_permission_checks() {
+        let engine = MemEngine::new();
+        let mut s = AuthStore::open(&*engine.read().unwrap()).unwrap();
+        let mut txn = engine.write().unwrap();
+        let nobody = AuthInfo::default();
+        for r in [
+            user_add("root"),
+            grant_role("root", "root"),
+            user_add("alice"),
+            role_add("app"),
+            grant("app", "a/", b"a0", Type::Readwrite),
+            grant_role("alice", "app"),
+            AuthRequest::UserAdd(pb::AuthUserAddRequest {
+                name: "np".into(),
+                options: Some(UserAddOptions { no_password: true }),
+                ..Default::default()
+            }),
+            AuthRequest::Enable,
+        ] {
+            s.apply(&mut *txn, &nobody, r).unwrap().unwrap();
+        }
+        let alice = AuthInfo {
+            username: "alice".into(),
+            revision: s.revision(),
+        };
+        // Admin-only requests refuse alice and change nothing.
+        let rev = s.revision();
+        assert_eq!(
+            s.apply(&mut *txn, &alice, role_add("x"))
+                .unwrap()
+                .map(|_| ()),
+            Err(EtcdError::PermissionDenied)
+        );
+        assert_eq!(s.revision(), rev);
+        assert_eq!(
+            s.apply(&mut *txn, &nobody, AuthRequest::UserList)
+                .unwrap()
+                .map(|_| ()),
+            Err(EtcdError::UserEmpty)
+        );
+        // A user may read itself and the roles it holds.
+        let get_self = AuthRequest::UserGet(pb::AuthUserGetRequest {
+            name: "alice".into(),
+        });
+        assert!(s.apply(&mut *txn, &alice, get_self).unwrap().is_ok());
+        let get_root = AuthRequest::UserGet(pb::AuthUserGetRequest {
+            name: "root".into(),
+        });
+        assert!(s.apply(&mut *txn, &alice, get_root).unwrap().is_err());
+        let role_get = |r: &str| AuthRequest::RoleGet(pb::AuthRoleGetRequest { role: r.into() });
+        assert!(s.apply(&mut *txn, &alice, role_get("app")).unwrap().is_ok());
+        assert!(
+            s.apply(&mut *txn, &alice, role_get("root"))
+                .unwrap()
+                .is_err()
+        );
+        // Checks.
+        assert_eq!(s.check_range(&alice, b"a/1", b"", Perm::Write), Ok(()));
+        assert_eq!(
+            s.check_range(&alice, b"b/1", b"", Perm::Read),
+            Err(EtcdError::PermissionDenied)
+        );
+        let stale = AuthInfo {
+            revision: alice.revision - 1,
+            ..alice.clone()
+        };
+        assert_eq!(
+            s.check_range(&stale, b"a/1", b"", Perm::Read),
+            Err(EtcdError::AuthOldRevision)
+        );
+        assert_eq!(
+            s.check_range(&nobody, b"a/1", b"", Perm::Read),
+            Err(EtcdError::UserEmpty)
+        );
+        assert_eq!(s.check_admin(&alice), Err(EtcdError::PermissionDenied));
+        // A nested txn can't smuggle a write past the check.
+        let nested = InternalRaftRequest {
+            txn: Some(TxnRequest {
+                success: vec![RequestOp {
+                    request: Some(request_op::Request::RequestTxn(TxnRequest {
+                        success: vec![RequestOp {
+                            request: Some(request_op::Request::RequestPut(pb::PutRequest {
+                                key: b"b/1".to_vec(),
+                                ..Default::default()
+                            })),
+                        }],
+                        ..Default::default()
+                    })),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            s.check_request(&alice, &nested, &|_| Vec::new()),
+            Err(EtcdError::PermissionDenied)
+        );
+        // Revoking a lease needs write on every attached key.
+        let revoke = InternalRaftRequest {
+            lease_revoke: Some(pb::LeaseRevokeRequest { id: 7 }),
+            ..Default::default()
+        };
+        let keys = |_| vec![b"a/1".to_vec(), b"b/1".to_vec()];
+        assert_eq!(
+            s.check_request(&alice, &revoke, &keys),
+            Err(EtcdError::PermissionDenied)
+        );
+        // Passwords: a no-password user can't log in.
+        assert_eq!(s.password_of("np"), Err(EtcdError::NoPasswordUser));
+        assert_eq!(s.password_of("ghost"), Err(EtcdError::AuthFailed));
+        let (hash, rev) = s.password_of("alice").unwrap();
+        assert!(crate::password::verify_password("pw", &hash));
+        assert_eq!(rev, s.revision());
+        // Deleting a role takes it from its holders.
+        let root = as_root(&s);
+        s.apply(
+            &mut *txn,
+            &root,
+            AuthRequest::RoleDelete(pb::AuthRoleDeleteRequest { role: "app".into() }),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(s.users["alice"].roles.is_empty());
+        let alice = AuthInfo {
+            username: "alice".into(),
+            revision: s.revision(),
+        };
+        assert_eq!(
+            s.check_range(&alice, b"a/1", b"", Perm::Read),
+            Err(EtcdError::PermissionDenied)
+        );
+    }
+}
