@@ -639,7 +639,6 @@ mod tests {
     use super::*;
     use actcd_proto::authpb::{Permission, UserAddOptions, permission::Type};
     use actcd_types::storage::{KvEngine, MemEngine};
-    use base64::Engine as _;
 
     fn hashed(pw: &str) -> String {
         let h = crate::password::hash_password(pw, 4).unwrap();
