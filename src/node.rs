@@ -17,6 +17,7 @@ use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
 use actcd_mvcc::{ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
+use actcd_transport::{AddPeer, TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
 use actcd_types::msg::{FlushStore, GetStoreStatus, LeaseGranted, LessorTick, QuotaUsage, Tick};
 use actcd_types::storage::KvEngine;
@@ -266,19 +267,38 @@ fn start_actors(
         WatchHubActor::new(hub_config, history, current_revision).with_interest(interest)
     });
     mvcc.do_send(ConnectWatchHub(hub.clone().recipient()));
+    // Other members, if any: the transport carries raft's messages to them.
+    let others: Vec<_> = cfg
+        .members
+        .iter()
+        .filter(|m| m.id != cfg.member_id)
+        .collect();
+    let outbox = (!others.is_empty()).then(|| {
+        let transport = TransportActor::default().start();
+        for m in &others {
+            transport.do_send(AddPeer {
+                id: m.id,
+                urls: m.peer_urls.clone(),
+            });
+        }
+        transport.recipient()
+    });
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
         applier: applier.clone().recipient(),
         progress: preflight.clone().recipient(),
         sync_storage: mvcc.clone().recipient(),
-        outbox: None,
+        outbox,
         leadership: Some(lessor.clone().recipient()),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
         .with_inline_wal(Box::new(move |append| inline_wal.append(append)))
         .start();
+    if !others.is_empty() {
+        serve_peer_urls(cfg, raft.clone().recipient());
+    }
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
@@ -367,6 +387,34 @@ fn start_actors(
         auth_check: mvcc.clone().recipient(),
         auth_password: mvcc.clone().recipient(),
         connect_auth: mvcc.recipient(),
+    }
+}
+
+/// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
+/// thread: each message is one `Step` into the raft node's mailbox).
+fn serve_peer_urls(cfg: &Config, raft: Recipient<actcd_types::msg::Step>) {
+    for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
+        let Some(addr) = actcd_front::parse_url(url) else {
+            tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
+            continue;
+        };
+        let listener = match std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(tokio::net::TcpListener::from_std)
+        {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(%url, error = %e, "cannot listen for peers");
+                continue;
+            }
+        };
+        tracing::info!(%addr, "listening for peers");
+        let raft = raft.clone();
+        actix::spawn(async move {
+            if let Err(e) = serve_peers(listener, raft, std::future::pending()).await {
+                tracing::error!(error = %e, "peer server failed");
+            }
+        });
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 mod auth;
+mod cluster;
 mod lease;
 mod tls;
 mod watch;

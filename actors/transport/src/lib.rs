@@ -1,0 +1,238 @@
+//! # actcd-transport — raft messages between members
+//!
+//! Owns the connections to the other members. The raft node's outbox is a [`TransportActor`]:
+//! it takes `PeerMessage{to, msg}` and hands each to the queue of that peer, without waiting.
+//! One task per peer drains its queue into one long-lived gRPC client stream
+//! (`RaftPeer.Send`) to the peer's first peer URL, reconnecting with backoff (100 ms doubling
+//! to 2 s) when the stream breaks. The receiving side, [`serve_peers`], steps every message it
+//! reads into the local raft node (`Step`).
+//!
+//! ## Messages
+//! - takes `PeerMessage` (from the raft node) and [`AddPeer`] (a member's URLs, at start-up);
+//! - sends `Step` to the raft node for every message a peer sends us.
+//!
+//! ## Invariants
+//! - The raft node is never blocked by a peer: a full queue (a slow or dead peer) drops the
+//!   message, which raft resends or replaces (heartbeats, appends are retried from the peer's
+//!   progress). Likewise a full raft mailbox drops an inbound message.
+//! - Messages to one peer leave in the order the raft node produced them (one queue, one
+//!   stream), as raft's pipelining of appends expects.
+//! - Inbound messages are bounded in size (`MAX_MESSAGE_BYTES`): raft-rs's codec is not
+//!   hardened against hostile input, and only members should reach this port.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
+use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
+use actcd_proto::actcdpb::{PeerAck, RaftMessage};
+use actcd_types::msg::{PeerMessage, Step};
+use actix::prelude::*;
+use futures::StreamExt;
+use tokio::sync::{Mutex, mpsc};
+use tonic::{Request, Response, Status, Streaming};
+
+/// Messages queued per peer before new ones are dropped.
+pub const PEER_QUEUE: usize = 4096;
+/// Largest raft message a peer may send (appends are batched by raft-rs's max size per msg).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+const BACKOFF_START: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// A member to send to: its raft id and peer URLs (`http://host:port`).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct AddPeer {
+    pub id: u64,
+    pub urls: Vec<String>,
+}
+
+/// The raft node's outbox.
+#[derive(Default)]
+pub struct TransportActor {
+    queues: HashMap<u64, mpsc::Sender<Vec<u8>>>,
+}
+
+impl Actor for TransportActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(65536);
+    }
+}
+
+impl Handler<AddPeer> for TransportActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AddPeer, _: &mut Self::Context) {
+        let Some(url) = msg.urls.first().cloned() else {
+            return;
+        };
+        let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        self.queues.insert(msg.id, tx);
+        actix::spawn(stream_to(url, Arc::new(Mutex::new(rx))));
+    }
+}
+
+impl Handler<PeerMessage> for TransportActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PeerMessage, _: &mut Self::Context) {
+        if let Some(q) = self.queues.get(&msg.to)
+            && q.try_send(msg.msg).is_err()
+        {
+            tracing::debug!(to = msg.to, "peer queue full; message dropped");
+        }
+    }
+}
+
+/// Keeps one stream open to `url` and feeds it from the queue, reconnecting after failures.
+/// Ends when the queue's sender (the transport) is gone.
+async fn stream_to(url: String, queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>) {
+    let mut backoff = BACKOFF_START;
+    loop {
+        let connected = match tonic::transport::Endpoint::from_shared(url.clone()) {
+            Ok(e) => {
+                e.connect_timeout(Duration::from_secs(1))
+                    .tcp_nodelay(true)
+                    .connect()
+                    .await
+            }
+            Err(e) => {
+                tracing::error!(%url, error = %e, "bad peer URL; not sending to it");
+                return;
+            }
+        };
+        match connected {
+            Ok(channel) => {
+                backoff = BACKOFF_START;
+                let q = queue.clone();
+                let outbound = futures::stream::unfold(q, |q| async move {
+                    let next = q.lock().await.recv().await;
+                    next.map(|data| (RaftMessage { data }, q))
+                });
+                let mut client = RaftPeerClient::new(channel);
+                match client.send(Request::new(outbound)).await {
+                    // The queue closed: the transport is gone.
+                    Ok(_) => return,
+                    Err(e) => tracing::debug!(%url, error = %e, "peer stream ended"),
+                }
+            }
+            Err(e) => tracing::debug!(%url, error = %e, "peer unreachable"),
+        }
+        if queue.lock().await.is_closed() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// The receiving side: every message read is stepped into the raft node.
+pub struct PeerService {
+    pub raft: Recipient<Step>,
+}
+
+#[tonic::async_trait]
+impl RaftPeer for PeerService {
+    async fn send(
+        &self,
+        req: Request<Streaming<RaftMessage>>,
+    ) -> Result<Response<PeerAck>, Status> {
+        let mut inbound = req.into_inner();
+        while let Some(m) = inbound.next().await {
+            let m = m?;
+            if self.raft.try_send(Step { msg: m.data }).is_err() {
+                tracing::debug!("raft mailbox full; peer message dropped");
+            }
+        }
+        Ok(Response::new(PeerAck {}))
+    }
+}
+
+/// Serves the peer port on `listener` until `shutdown` resolves.
+pub async fn serve_peers(
+    listener: tokio::net::TcpListener,
+    raft: Recipient<Step>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let service =
+        RaftPeerServer::new(PeerService { raft }).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records what it is stepped with.
+    struct Sink(tokio::sync::mpsc::UnboundedSender<Vec<u8>>);
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+        fn started(&mut self, ctx: &mut Self::Context) {
+            ctx.set_mailbox_capacity(65536);
+        }
+    }
+
+    impl Handler<Step> for Sink {
+        type Result = ();
+        fn handle(&mut self, msg: Step, _: &mut Self::Context) {
+            let _ = self.0.send(msg.msg);
+        }
+    }
+
+    #[actix::test]
+    async fn messages_reach_the_peer_in_order_and_survive_a_late_start() {
+        // The sender starts first: its messages wait (queued) until the peer listens.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let transport = TransportActor::default().start();
+        transport
+            .send(AddPeer {
+                id: 2,
+                urls: vec![format!("http://{addr}")],
+            })
+            .await
+            .unwrap();
+        for i in 0..100u8 {
+            transport.do_send(PeerMessage {
+                to: 2,
+                msg: vec![i],
+            });
+        }
+        // Messages to unknown members are dropped, not queued.
+        transport.do_send(PeerMessage {
+            to: 9,
+            msg: vec![0],
+        });
+
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Sink(tx).start();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        actix::spawn(async move {
+            let _ = serve_peers(listener, sink.recipient(), async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+        for i in 0..100u8 {
+            let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("delivered")
+                .unwrap();
+            assert_eq!(got, vec![i], "in order");
+        }
+        let _ = stop_tx.send(());
+    }
+}

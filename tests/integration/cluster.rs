@@ -1,0 +1,201 @@
+//! Three real members on 127.0.0.1: election, writes through any member, failover after the
+//! leader is killed, and a restarted member catching up to the same key space (HashKV).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, GetOptions};
+
+use crate::free_port;
+
+struct Member {
+    name: String,
+    dir: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+impl Member {
+    fn spawn(&mut self, initial_cluster: &str) {
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .args(["--name", &self.name])
+            .arg("--data-dir")
+            .arg(&self.dir)
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", initial_cluster])
+            .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start actcd");
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    async fn client(&self) -> Client {
+        for _ in 0..400 {
+            if let Ok(c) = Client::connect([self.endpoint()], None).await {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("member {} never accepted a connection", self.name);
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn cluster(dir: &Path) -> (Vec<Member>, String) {
+    let members: Vec<Member> = (1..=3)
+        .map(|i| Member {
+            name: format!("m{i}"),
+            dir: dir.join(format!("m{i}")),
+            client_port: free_port(),
+            peer_port: free_port(),
+            child: None,
+        })
+        .collect();
+    let initial = members
+        .iter()
+        .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+        .collect::<Vec<_>>()
+        .join(",");
+    (members, initial)
+}
+
+/// Retries `put` until it is acknowledged or 20 s pass (elections take a few timeouts).
+async fn put_eventually(c: &mut Client, key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.put(key, "v", None).await {
+            Ok(_) => return,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "put {key} never succeeded: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn leader_index(members: &[Member], alive: &[usize]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        for &i in alive {
+            let mut c = members[i].client().await;
+            if let Ok(s) = c.status().await
+                && s.leader() != 0
+                && s.header().is_some_and(|h| h.member_id() == s.leader())
+            {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader elected");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_fail_over_and_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial) = cluster(dir.path());
+    for m in &mut members {
+        m.spawn(&initial);
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let follower = (leader + 1) % 3;
+
+    // Writes through a follower are forwarded to the leader; reads anywhere see them.
+    let mut acked = Vec::new();
+    let mut c = members[follower].client().await;
+    for i in 0..50 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+    for m in &members {
+        let got = m
+            .client()
+            .await
+            .get("k/", Some(GetOptions::new().with_prefix()))
+            .await;
+        assert_eq!(got.unwrap().count(), 50, "linearizable read on {}", m.name);
+    }
+
+    // Kill the leader: the others elect a new one and keep taking writes.
+    members[leader].kill();
+    let alive: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let new_leader = leader_index(&members, &alive).await;
+    assert_ne!(new_leader, leader);
+    let mut c = members[alive[0]].client().await;
+    for i in 50..100 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+
+    // The killed member comes back and catches up: same keys, same HashKV at one revision.
+    members[leader].spawn(&initial);
+    let rev = c
+        .get("k/099", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut hashes;
+    loop {
+        hashes = Vec::new();
+        for m in &members {
+            let mut mc = m.client().await;
+            hashes.push(mc.hash_kv(rev).await.map(|h| h.hash()).ok());
+        }
+        if hashes.iter().all(|h| h.is_some() && *h == hashes[0]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members never agreed: {hashes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for m in &members {
+        let got = m
+            .client()
+            .await
+            .get(
+                "k/",
+                Some(GetOptions::new().with_prefix().with_serializable()),
+            )
+            .await
+            .unwrap();
+        let keys: Vec<String> = got
+            .kvs()
+            .iter()
+            .map(|kv| kv.key_str().unwrap().to_string())
+            .collect();
+        assert_eq!(keys, acked, "every acknowledged write on {}", m.name);
+    }
+}
