@@ -273,16 +273,8 @@ fn start_actors(
         .iter()
         .filter(|m| m.id != cfg.member_id)
         .collect();
-    let outbox = (!others.is_empty()).then(|| {
-        let transport = TransportActor::default().start();
-        for m in &others {
-            transport.do_send(AddPeer {
-                id: m.id,
-                urls: m.peer_urls.clone(),
-            });
-        }
-        transport.recipient()
-    });
+    let transport = (!others.is_empty()).then(|| TransportActor::default().start());
+    let outbox = transport.clone().map(Addr::recipient);
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
@@ -296,7 +288,14 @@ fn start_actors(
     let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
         .with_inline_wal(Box::new(move |append| inline_wal.append(append)))
         .start();
-    if !others.is_empty() {
+    if let Some(transport) = &transport {
+        for m in &others {
+            transport.do_send(AddPeer {
+                id: m.id,
+                urls: m.peer_urls.clone(),
+                unreachable: Some(raft.clone().recipient()),
+            });
+        }
         serve_peer_urls(cfg, raft.clone().recipient());
     }
     applier_ctx.run(ApplierActor::new(

@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, HashMap};
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     AfterReadIndex, Append, Applied, Apply, Leadership, PeerMessage, Propose, RaftProgress,
-    RaftStatus, RaftStatusReply, ReadIndex, ReleaseWal, Step, SyncStorage, Tick,
+    RaftStatus, RaftStatusReply, ReadIndex, ReleaseWal, Step, SyncStorage, Tick, Unreachable,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -377,6 +377,15 @@ impl Handler<FlushReads> for RaftActor {
                 }
             }
         }
+    }
+}
+
+impl Handler<Unreachable> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unreachable, ctx: &mut Context<Self>) {
+        self.node.report_unreachable(msg.id);
+        self.schedule_ready(ctx);
     }
 }
 

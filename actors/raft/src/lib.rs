@@ -9,8 +9,8 @@
 //! ## Messages
 //! Takes `Tick`, `Propose`, `ReadIndex`, `AfterReadIndex` (a read index with a continuation run
 //! here once applied: the front's linearizable Range goes on to the store from this thread),
-//! `Step` (peer messages), `Applied` (from the applier), `RaftStatus`, and its own
-//! `Persisted{number}` when the WAL has made a Ready durable.
+//! `Step` (peer messages), `Unreachable` (the transport lost a peer), `Applied` (from the
+//! applier), `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` to the applier, `RaftProgress` to
 //! preflight, `SyncStorage` to the MVCC store, `PeerMessage`s to the outbox, and
 //! `Leadership{leader}` to the lessor when this member gains or loses leadership.

@@ -158,6 +158,11 @@ impl RaftNode {
         Ok(())
     }
 
+    /// The transport lost member `id`.
+    pub fn report_unreachable(&mut self, id: u64) {
+        self.raw.report_unreachable(id);
+    }
+
     /// A peer's message; malformed bytes are dropped (peers are trusted but not infallible).
     pub fn step(&mut self, bytes: &[u8]) {
         if let Ok(m) = Message::parse_from_bytes(bytes) {

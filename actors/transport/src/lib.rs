@@ -9,7 +9,8 @@
 //!
 //! ## Messages
 //! - takes `PeerMessage` (from the raft node) and [`AddPeer`] (a member's URLs, at start-up);
-//! - sends `Step` to the raft node for every message a peer sends us.
+//! - sends `Step` to the raft node for every message a peer sends us, and `Unreachable{id}`
+//!   whenever the stream to a peer breaks or cannot be opened.
 //!
 //! ## Invariants
 //! - The raft node is never blocked by a peer: a full queue (a slow or dead peer) drops the
@@ -27,7 +28,7 @@ use std::time::Duration;
 use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
 use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
 use actcd_proto::actcdpb::{PeerAck, RaftMessage};
-use actcd_types::msg::{PeerMessage, Step};
+use actcd_types::msg::{PeerMessage, Step, Unreachable};
 use actix::prelude::*;
 use futures::StreamExt;
 use tokio::sync::{Mutex, mpsc};
@@ -40,12 +41,14 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// A member to send to: its raft id and peer URLs (`http://host:port`).
+/// A member to send to: its raft id and peer URLs (`http://host:port`), and where to report
+/// that it could not be reached.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct AddPeer {
     pub id: u64,
     pub urls: Vec<String>,
+    pub unreachable: Option<Recipient<Unreachable>>,
 }
 
 /// The raft node's outbox.
@@ -71,7 +74,12 @@ impl Handler<AddPeer> for TransportActor {
         };
         let (tx, rx) = mpsc::channel(PEER_QUEUE);
         self.queues.insert(msg.id, tx);
-        actix::spawn(stream_to(url, Arc::new(Mutex::new(rx))));
+        let report = move || {
+            if let Some(r) = &msg.unreachable {
+                r.do_send(Unreachable { id: msg.id });
+            }
+        };
+        actix::spawn(stream_to(url, Arc::new(Mutex::new(rx)), report));
     }
 }
 
@@ -89,7 +97,11 @@ impl Handler<PeerMessage> for TransportActor {
 
 /// Keeps one stream open to `url` and feeds it from the queue, reconnecting after failures.
 /// Ends when the queue's sender (the transport) is gone.
-async fn stream_to(url: String, queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>) {
+async fn stream_to(
+    url: String,
+    queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>,
+    report_unreachable: impl Fn(),
+) {
     let mut backoff = BACKOFF_START;
     loop {
         let connected = match tonic::transport::Endpoint::from_shared(url.clone()) {
@@ -124,6 +136,7 @@ async fn stream_to(url: String, queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>) {
         if queue.lock().await.is_closed() {
             return;
         }
+        report_unreachable();
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -201,6 +214,7 @@ mod tests {
             .send(AddPeer {
                 id: 2,
                 urls: vec![format!("http://{addr}")],
+                unreachable: None,
             })
             .await
             .unwrap();

@@ -79,6 +79,14 @@ pub struct PeerMessage {
     pub msg: Vec<u8>,
 }
 
+/// The transport could not reach member `id` (its stream broke or would not connect): raft
+/// stops pipelining appends to it and probes instead.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Unreachable {
+    pub id: u64,
+}
+
 /// The applier has applied every entry up to `index`.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
