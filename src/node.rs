@@ -273,7 +273,8 @@ fn start_actors(
         .iter()
         .filter(|m| m.id != cfg.member_id)
         .collect();
-    let transport = (!others.is_empty()).then(|| TransportActor::default().start());
+    let cluster_id = cfg.cluster_id;
+    let transport = (!others.is_empty()).then(|| TransportActor::new(cluster_id).start());
     let outbox = transport.clone().map(Addr::recipient);
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
@@ -296,7 +297,7 @@ fn start_actors(
                 unreachable: Some(raft.clone().recipient()),
             });
         }
-        serve_peer_urls(cfg, raft.clone().recipient());
+        serve_peer_urls(cfg, raft.clone().recipient(), cluster_id);
     }
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
@@ -391,7 +392,7 @@ fn start_actors(
 
 /// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
 /// thread: each message is one `Step` into the raft node's mailbox).
-fn serve_peer_urls(cfg: &Config, raft: Recipient<actcd_types::msg::Step>) {
+fn serve_peer_urls(cfg: &Config, raft: Recipient<actcd_types::msg::Step>, cluster_id: u64) {
     for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
         let Some(addr) = actcd_front::parse_url(url) else {
             tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
@@ -410,7 +411,7 @@ fn serve_peer_urls(cfg: &Config, raft: Recipient<actcd_types::msg::Step>) {
         tracing::info!(%addr, "listening for peers");
         let raft = raft.clone();
         actix::spawn(async move {
-            if let Err(e) = serve_peers(listener, raft, std::future::pending()).await {
+            if let Err(e) = serve_peers(listener, raft, cluster_id, std::future::pending()).await {
                 tracing::error!(error = %e, "peer server failed");
             }
         });

@@ -12,6 +12,10 @@
 //! - sends `Step` to the raft node for every message a peer sends us, and `Unreachable{id}`
 //!   whenever the stream to a peer breaks or cannot be opened.
 //!
+//! Every stream names the sender's cluster id ([`CLUSTER_ID_HEADER`]); the receiver refuses a
+//! stream from another cluster (a different `--initial-cluster-token` or peer list) with
+//! `FailedPrecondition` and logs it, and the sender logs the refusal as an error.
+//!
 //! ## Invariants
 //! - The raft node is never blocked by a peer: a full queue (a slow or dead peer) drops the
 //!   message, which raft resends or replaces (heartbeats, appends are retried from the peer's
@@ -51,10 +55,23 @@ pub struct AddPeer {
     pub unreachable: Option<Recipient<Unreachable>>,
 }
 
+/// gRPC metadata naming the sender's cluster: a member of another cluster (another
+/// `--initial-cluster-token` or peer list) is refused instead of stepping into our raft.
+pub const CLUSTER_ID_HEADER: &str = "x-actcd-cluster-id";
+
 /// The raft node's outbox.
-#[derive(Default)]
 pub struct TransportActor {
+    cluster_id: u64,
     queues: HashMap<u64, mpsc::Sender<Vec<u8>>>,
+}
+
+impl TransportActor {
+    pub fn new(cluster_id: u64) -> Self {
+        Self {
+            cluster_id,
+            queues: HashMap::new(),
+        }
+    }
 }
 
 impl Actor for TransportActor {
@@ -79,7 +96,12 @@ impl Handler<AddPeer> for TransportActor {
                 r.do_send(Unreachable { id: msg.id });
             }
         };
-        actix::spawn(stream_to(url, Arc::new(Mutex::new(rx)), report));
+        actix::spawn(stream_to(
+            url,
+            self.cluster_id,
+            Arc::new(Mutex::new(rx)),
+            report,
+        ));
     }
 }
 
@@ -99,6 +121,7 @@ impl Handler<PeerMessage> for TransportActor {
 /// Ends when the queue's sender (the transport) is gone.
 async fn stream_to(
     url: String,
+    cluster_id: u64,
     queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>,
     report_unreachable: impl Fn(),
 ) {
@@ -125,9 +148,16 @@ async fn stream_to(
                     next.map(|data| (RaftMessage { data }, q))
                 });
                 let mut client = RaftPeerClient::new(channel);
-                match client.send(Request::new(outbound)).await {
+                let mut req = Request::new(outbound);
+                if let Ok(v) = format!("{cluster_id:x}").parse() {
+                    req.metadata_mut().insert(CLUSTER_ID_HEADER, v);
+                }
+                match client.send(req).await {
                     // The queue closed: the transport is gone.
                     Ok(_) => return,
+                    Err(e) if e.code() == tonic::Code::FailedPrecondition => {
+                        tracing::error!(%url, error = %e.message(), "peer refused us");
+                    }
                     Err(e) => tracing::debug!(%url, error = %e, "peer stream ended"),
                 }
             }
@@ -145,6 +175,7 @@ async fn stream_to(
 /// The receiving side: every message read is stepped into the raft node.
 pub struct PeerService {
     pub raft: Recipient<Step>,
+    pub cluster_id: u64,
 }
 
 #[tonic::async_trait]
@@ -153,6 +184,20 @@ impl RaftPeer for PeerService {
         &self,
         req: Request<Streaming<RaftMessage>>,
     ) -> Result<Response<PeerAck>, Status> {
+        let theirs = req
+            .metadata()
+            .get(CLUSTER_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| u64::from_str_radix(v, 16).ok());
+        if theirs != Some(self.cluster_id) {
+            let msg = format!(
+                "cluster ID mismatch: this member is in cluster {:x}, the sender in {}",
+                self.cluster_id,
+                theirs.map_or("(none)".to_string(), |c| format!("{c:x}"))
+            );
+            tracing::error!(remote = ?req.remote_addr(), "{msg}");
+            return Err(Status::failed_precondition(msg));
+        }
         let mut inbound = req.into_inner();
         while let Some(m) = inbound.next().await {
             let m = m?;
@@ -168,10 +213,11 @@ impl RaftPeer for PeerService {
 pub async fn serve_peers(
     listener: tokio::net::TcpListener,
     raft: Recipient<Step>,
+    cluster_id: u64,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let service =
-        RaftPeerServer::new(PeerService { raft }).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let service = RaftPeerServer::new(PeerService { raft, cluster_id })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(service)
@@ -209,7 +255,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
-        let transport = TransportActor::default().start();
+        let transport = TransportActor::new(7).start();
         transport
             .send(AddPeer {
                 id: 2,
@@ -235,7 +281,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink.recipient(), async {
+            let _ = serve_peers(listener, sink.recipient(), 7, async {
                 let _ = stop_rx.await;
             })
             .await;
@@ -248,5 +294,40 @@ mod tests {
             assert_eq!(got, vec![i], "in order");
         }
         let _ = stop_tx.send(());
+    }
+
+    #[actix::test]
+    async fn a_member_of_another_cluster_is_refused() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Sink(tx).start();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        actix::spawn(async move {
+            let _ = serve_peers(listener, sink.recipient(), 7, std::future::pending()).await;
+        });
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        for theirs in [Some("8"), None] {
+            let mut req = Request::new(futures::stream::iter([RaftMessage { data: vec![1] }]));
+            if let Some(c) = theirs {
+                req.metadata_mut()
+                    .insert(CLUSTER_ID_HEADER, c.parse().unwrap());
+            }
+            let got = RaftPeerClient::new(channel.clone()).send(req).await;
+            assert_eq!(
+                got.unwrap_err().code(),
+                tonic::Code::FailedPrecondition,
+                "{theirs:?}"
+            );
+        }
+        // The same cluster is let in, and only its message arrives.
+        let mut req = Request::new(futures::stream::iter([RaftMessage { data: vec![2] }]));
+        req.metadata_mut()
+            .insert(CLUSTER_ID_HEADER, "7".parse().unwrap());
+        RaftPeerClient::new(channel).send(req).await.unwrap();
+        assert_eq!(rx.recv().await.unwrap(), vec![2]);
     }
 }
