@@ -213,37 +213,6 @@ fn algorithm(name: &str) -> Result<Algorithm, String> {
     })
 }
 
-/// Go durations as etcd's `ttl=` takes them: `5m`, `300s`, `1h30m`, `500ms`.
-fn go_duration(s: &str) -> Result<Duration, String> {
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("bad duration {s:?}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            _ => return Err(format!("bad duration {s:?}")),
-        };
-        total += unit * u32::try_from(n).map_err(|_| format!("bad duration {s:?}"))?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
-
 impl JwtTokens {
     fn parse<'a>(opts: impl Iterator<Item = &'a str>) -> Result<Self, String> {
         let (mut pub_key, mut priv_key, mut method, mut ttl) = (None, None, None, None);
@@ -255,7 +224,7 @@ impl JwtTokens {
                 "pub-key" => pub_key = Some(v.to_string()),
                 "priv-key" => priv_key = Some(v.to_string()),
                 "sign-method" => method = Some(v.to_string()),
-                "ttl" => ttl = Some(go_duration(v)?),
+                "ttl" => ttl = Some(actcd_types::duration::parse_go_duration(v)?),
                 other => return Err(format!("auth: invalid auth options (unknown {other:?})")),
             }
         }
@@ -459,14 +428,5 @@ mod tests {
         };
         let old = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, key).unwrap();
         assert!(j.info(&old).is_none());
-    }
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(go_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(go_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(go_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(go_duration("5x").is_err());
-        assert!(go_duration("").is_err());
     }
 }

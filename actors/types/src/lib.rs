@@ -22,8 +22,9 @@
 //! `revision.rs` encoding · `error.rs` errors and the gRPC table · `storage.rs` engine traits and
 //! `MemEngine` · `msg.rs` cross-crate messages · `ids.rs` request-id generator · `validate.rs`
 //! the cheap request checks etcd makes before a request reaches the server (used by preflight for
-//! writes and by the front for reads).
+//! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options).
 
+pub mod duration;
 pub mod error;
 pub mod ids;
 pub mod msg;
