@@ -131,29 +131,23 @@ impl Pipeline {
         key: Vec<u8>,
         range_end: Vec<u8>,
     ) -> Result<(), EtcdError> {
-        if !self.auth.enabled() {
-            return Ok(());
-        }
-        self.routes
-            .auth_check
-            .send(AuthCheck {
-                who,
-                question: AuthQuestion::Read { key, range_end },
-            })
-            .await?
+        self.ask_auth(who, AuthQuestion::Read { key, range_end })
+            .await
     }
 
     /// Refuses `who` unless it holds the root role (maintenance calls etcd keeps for admins).
     pub async fn check_admin(&self, who: AuthInfo) -> Result<(), EtcdError> {
+        self.ask_auth(who, AuthQuestion::Admin).await
+    }
+
+    /// Asks the store's auth state, unless auth is off.
+    async fn ask_auth(&self, who: AuthInfo, question: AuthQuestion) -> Result<(), EtcdError> {
         if !self.auth.enabled() {
             return Ok(());
         }
         self.routes
             .auth_check
-            .send(AuthCheck {
-                who,
-                question: AuthQuestion::Admin,
-            })
+            .send(AuthCheck { who, question })
             .await?
     }
 
