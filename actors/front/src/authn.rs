@@ -118,6 +118,9 @@ pub struct AuthGate {
     pub tokens: Arc<TokenProvider>,
     enabled: AtomicBool,
     revision: AtomicU64,
+    /// Whether a client certificate's name can identify a caller (`--client-cert-auth`): only
+    /// then is it parsed out of the connection.
+    reads_certificates: bool,
     /// The store's auth changes, not yet observed.
     events: std::sync::Mutex<Option<UnboundedReceiver<AuthEvent>>>,
 }
@@ -141,7 +144,9 @@ impl AuthGate {
         if client_cert_auth {
             chain.push(Box::new(ClientCertAuthenticator));
         }
-        Self::with_chain(tokens, chain)
+        let mut gate = Self::with_chain(tokens, chain);
+        gate.reads_certificates = client_cert_auth;
+        gate
     }
 
     pub fn with_chain(tokens: Arc<TokenProvider>, chain: Vec<Box<dyn Authenticator>>) -> Self {
@@ -153,6 +158,7 @@ impl AuthGate {
             tokens,
             enabled: AtomicBool::new(false),
             revision: AtomicU64::new(0),
+            reads_certificates: false,
             events: std::sync::Mutex::new(None),
         }
     }
@@ -229,6 +235,23 @@ impl AuthGate {
         Ok(AuthInfo::default())
     }
 
+    /// The credentials of a gRPC request that this chain looks at: the `token` metadata, and
+    /// the verified certificate's CN only when certificates identify callers.
+    pub fn credentials<T>(&self, req: &tonic::Request<T>) -> Credentials {
+        Credentials {
+            token: req
+                .metadata()
+                .get("token")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            cert_cn: if self.reads_certificates {
+                crate::tls::client_common_name(req)
+            } else {
+                None
+            },
+        }
+    }
+
     /// Per-authenticator counts, in chain order.
     pub fn stats(&self) -> Vec<(&'static str, AuthnCounts)> {
         self.chain
@@ -245,18 +268,6 @@ impl AuthGate {
                 )
             })
             .collect()
-    }
-}
-
-/// The credentials of a gRPC request: its `token` metadata and its verified certificate's CN.
-pub fn credentials<T>(req: &tonic::Request<T>) -> Credentials {
-    Credentials {
-        token: req
-            .metadata()
-            .get("token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
-        cert_cn: crate::tls::client_common_name(req),
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::authn::{Credentials, credentials};
+use crate::authn::Credentials;
 use crate::pipeline::Pipeline;
 
 pub struct WatchService {
@@ -174,7 +174,7 @@ impl Watch for WatchService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         // Who is asking is settled per create request, as etcd does, so the auth revision a
         // check uses is current.
-        let creds = credentials(&req);
+        let creds = self.pipeline.auth.credentials(&req);
         let mut inbound = req.into_inner();
         let p = self.pipeline.clone();
         let opened = p
