@@ -36,6 +36,7 @@ fn leader() -> RaftNode {
     let cfg = NodeConfig {
         id: 1,
         voters: vec![1],
+        learners: vec![],
         election_tick: 10,
         heartbeat_tick: 1,
         applied: 0,

@@ -171,6 +171,11 @@ pub enum ConfigError {
     TlsKeyCertMissing(String),
     #[error("{0}")]
     TlsFlags(&'static str),
+    /// etcd's message, without its resolver's detail.
+    #[error(
+        "--initial-cluster has {member} but missing from --initial-advertise-peer-urls={advertised}"
+    )]
+    AdvertiseMismatch { member: String, advertised: String },
     #[error("{flag} {path}: {reason}")]
     TlsFile {
         flag: &'static str,
@@ -314,6 +319,21 @@ fn client_tls(flags: &Flags, client_urls: &[String]) -> Result<Option<ClientTls>
         })
 }
 
+/// A URL with `localhost` read as `127.0.0.1` and no trailing slash, for comparisons.
+fn normal_url(u: &str) -> String {
+    u.trim_end_matches('/')
+        .replace("://localhost:", "://127.0.0.1:")
+}
+
+/// Whether two URL lists name the same URLs (in any order).
+pub fn same_urls(a: &[String], b: &[String]) -> bool {
+    let mut a: Vec<_> = a.iter().map(|u| normal_url(u)).collect();
+    let mut b: Vec<_> = b.iter().map(|u| normal_url(u)).collect();
+    a.sort();
+    b.sort();
+    a == b
+}
+
 fn split_urls(s: &str) -> Vec<String> {
     s.split(',')
         .map(str::trim)
@@ -380,6 +400,27 @@ impl TryFrom<Flags> for Config {
             .iter()
             .find(|m| m.name == flags.name)
             .ok_or_else(|| ConfigError::LocalNameMissing(flags.name.clone()))?;
+        // etcd's bootstrap check: the local member's URLs in --initial-cluster are the ones it
+        // advertises.
+        let advertised = split_urls(&flags.initial_advertise_peer_urls);
+        if !same_urls(&me.peer_urls, &advertised) {
+            return Err(ConfigError::AdvertiseMismatch {
+                member: format!("{}={}", me.name, me.peer_urls.join(",")),
+                advertised: advertised.join(","),
+            });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for m in &members {
+            for u in &m.peer_urls {
+                if !seen.insert(normal_url(u)) {
+                    return Err(ConfigError::Invalid {
+                        flag: "--initial-cluster",
+                        value: initial.clone(),
+                        reason: format!("duplicate peer URL {u}"),
+                    });
+                }
+            }
+        }
         let member_id = me.id;
         let cluster_id = cluster_id(&members.iter().map(|m| m.id).collect::<Vec<_>>());
         if flags.heartbeat_interval == 0 || flags.election_timeout < 5 * flags.heartbeat_interval {

@@ -12,14 +12,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
 use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, SyncBackend};
 use actcd_front::authn::AuthGate;
-use actcd_front::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
+use actcd_front::{FrontConfig, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
+use actcd_mvcc::{ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
-use actcd_transport::{AddPeer, TransportActor, serve_peers};
+use actcd_transport::{TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
-use actcd_types::msg::{FlushStore, GetStoreStatus, LeaseGranted, LessorTick, QuotaUsage, Tick};
+use actcd_types::msg::{
+    FlushStore, GetStoreStatus, LeaseGranted, LessorTick, MemberRecord, PeerChange, QuotaUsage,
+    Tick,
+};
 use actcd_types::storage::KvEngine;
 use actcd_wal::{Wal, WalActor};
 use actcd_watch::{HubConfig, WatchHubActor};
@@ -42,6 +45,8 @@ pub enum StartError {
     Listen { url: String, reason: String },
     #[error("{0}")]
     Runtime(String),
+    #[error("cannot join the existing cluster: {0}")]
+    Join(String),
 }
 
 fn now_ms() -> u64 {
@@ -97,7 +102,15 @@ pub fn run_until(
     let engine = Arc::new(engine);
     // A member that has a WAL keeps the identity it was created with, whatever the
     // --initial-cluster flags say now (etcd ignores them on restart too).
-    let (wal, recovered) = if Wal::exists(&wal_dir) {
+    let fresh = !Wal::exists(&wal_dir);
+    // A member joining an existing cluster learns its id, the cluster's and the members from
+    // the cluster itself (etcd's GetClusterFromRemotePeers), before its WAL records them.
+    let joined = if fresh && cfg.flags.initial_cluster_state == "existing" {
+        Some(join_existing(&mut cfg)?)
+    } else {
+        None
+    };
+    let (wal, recovered) = if !fresh {
         let (wal, c) = Wal::open(&wal_dir).map_err(|e| StartError::Wal(e.to_string()))?;
         let (member_id, cluster_id) = parse_wal_metadata(&c.metadata)
             .ok_or_else(|| StartError::Wal("metadata is not an actcd member identity".into()))?;
@@ -134,11 +147,46 @@ pub fn run_until(
         }
     })?;
     store.set_min_lease_ttl(cfg.min_lease_ttl());
+    // The membership is applied state: a new member records the initial cluster (or the one
+    // it joined) once; after that the store's copy is the truth, and raft's configuration
+    // starts from it.
+    let initial = joined.unwrap_or_else(|| {
+        cfg.members
+            .iter()
+            .map(|m| MemberRecord {
+                id: m.id,
+                name: m.name.clone(),
+                peer_urls: m.peer_urls.clone(),
+                ..Default::default()
+            })
+            .collect()
+    });
+    store
+        .bootstrap_members(initial)
+        .map_err(|e| StartError::Backend {
+            path: snap_dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
     let consistent_index = store.consistent_index();
+    let members = store.members().list();
+    if store.members().is_removed(cfg.member_id) {
+        return Err(StartError::Raft(
+            "the member has been permanently removed from the cluster".into(),
+        ));
+    }
 
     let node_cfg = NodeConfig {
         id: cfg.member_id,
-        voters: cfg.members.iter().map(|m| m.id).collect(),
+        voters: members
+            .iter()
+            .filter(|m| !m.is_learner)
+            .map(|m| m.id)
+            .collect(),
+        learners: members
+            .iter()
+            .filter(|m| m.is_learner)
+            .map(|m| m.id)
+            .collect(),
         election_tick: cfg.election_ticks(),
         heartbeat_tick: 1,
         applied: consistent_index,
@@ -155,7 +203,11 @@ pub fn run_until(
 
     // Actors live on their own System thread; the addresses come back over a channel.
     let (routes_tx, routes_rx) = mpsc::channel();
+    // The actors may stop on their own (a failed WAL write, this member removed from the
+    // cluster): the client side then stops too instead of serving errors forever.
+    let (actors_done_tx, actors_done_rx) = tokio::sync::oneshot::channel::<()>();
     let actix_cfg = cfg.clone();
+    let members = members.clone();
     let actix_engine = engine.clone();
     let actix_thread = std::thread::Builder::new()
         .name("actors".into())
@@ -169,16 +221,25 @@ pub fn run_until(
                     wal,
                     raft_node,
                     consistent_index,
+                    &members,
                 );
                 let _ = routes_tx.send((routes, actix::System::current()));
             });
-            sys.run()
+            let res = sys.run();
+            let _ = actors_done_tx.send(());
+            res
         })
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     let (routes, system) = routes_rx
         .recv()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
 
+    let stop = async move {
+        tokio::select! {
+            () = stop => {}
+            _ = actors_done_rx => tracing::warn!("the actors stopped; shutting down"),
+        }
+    };
     let result = serve_clients(&cfg, routes, stop, system.arbiter().clone());
     system.stop();
     let _ = actix_thread.join();
@@ -189,6 +250,85 @@ pub fn run_until(
     result
 }
 
+/// Asks the other members named in `--initial-cluster` for the cluster's members, checks them
+/// against the flags as etcd does (same count, every member's peer URLs found), and takes this
+/// member's id and the cluster's from the answer.
+fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    let others: Vec<String> = cfg
+        .members
+        .iter()
+        .filter(|m| m.id != cfg.member_id)
+        .flat_map(|m| m.peer_urls.clone())
+        .collect();
+    let mut last_error = "no other member in --initial-cluster".to_string();
+    let mut remote = None;
+    for url in &others {
+        match rt.block_on(actcd_transport::fetch_members(url)) {
+            Ok(r) => {
+                remote = Some(r);
+                break;
+            }
+            Err(e) => last_error = format!("{url}: {e}"),
+        }
+    }
+    let remote = remote.ok_or_else(|| {
+        StartError::Join(format!(
+            "cannot fetch cluster info from peer urls: {last_error}"
+        ))
+    })?;
+    if remote.members.len() != cfg.members.len() {
+        return Err(StartError::Join(format!(
+            "error validating peerURLs: member count is unequal (--initial-cluster has {}, the cluster {})",
+            cfg.members.len(),
+            remote.members.len()
+        )));
+    }
+    for local in &mut cfg.members {
+        let found = remote
+            .members
+            .iter()
+            .find(|r| crate::config::same_urls(&r.peer_ur_ls, &local.peer_urls))
+            .ok_or_else(|| {
+                StartError::Join(format!(
+                    "error validating peerURLs: unmatched member while checking PeerURLs ({}={})",
+                    local.name,
+                    local.peer_urls.join(",")
+                ))
+            })?;
+        if local.name == cfg.flags.name {
+            if !found.name.is_empty() {
+                return Err(StartError::Join(format!(
+                    "member {:x} has already been bootstrapped",
+                    found.id
+                )));
+            }
+            cfg.member_id = found.id;
+        }
+        local.id = found.id;
+    }
+    cfg.cluster_id = remote.cluster_id;
+    tracing::info!(
+        member_id = format!("{:x}", cfg.member_id),
+        cluster_id = format!("{:x}", cfg.cluster_id),
+        "joining an existing cluster"
+    );
+    Ok(remote
+        .members
+        .into_iter()
+        .map(|m| MemberRecord {
+            id: m.id,
+            name: m.name,
+            peer_urls: m.peer_ur_ls,
+            client_urls: m.client_ur_ls,
+            is_learner: m.is_learner,
+        })
+        .collect())
+}
+
 fn start_actors(
     cfg: &Config,
     engine: Arc<LmdbEngine>,
@@ -196,6 +336,7 @@ fn start_actors(
     wal: Wal,
     raft_node: RaftNode,
     consistent_index: u64,
+    members: &[MemberRecord],
 ) -> PipelineRoutes {
     // The WAL writer has a thread of its own; the raft node writes one- and two-entry Readies
     // itself (see actcd_raft::INLINE_MAX_ENTRIES).
@@ -240,6 +381,7 @@ fn start_actors(
         granted: Some(lessor.clone().recipient()),
         revoked: Some(lessor.clone().recipient()),
         checkpointed: Some(lessor.clone().recipient()),
+        conf: None,
     };
     // With the front on this thread (small machines), the store joins it too: a write then
     // crosses no thread boundary but the fsync's (see `front_threads`).
@@ -267,38 +409,44 @@ fn start_actors(
         WatchHubActor::new(hub_config, history, current_revision).with_interest(interest)
     });
     mvcc.do_send(ConnectWatchHub(hub.clone().recipient()));
-    // Other members, if any: the transport carries raft's messages to them.
-    let others: Vec<_> = cfg
-        .members
-        .iter()
-        .filter(|m| m.id != cfg.member_id)
-        .collect();
+    // The transport carries raft's messages to the other members; it follows membership
+    // changes as the raft node applies them.
+    let others: Vec<_> = members.iter().filter(|m| m.id != cfg.member_id).collect();
     let cluster_id = cfg.cluster_id;
-    let transport = (!others.is_empty()).then(|| TransportActor::new(cluster_id).start());
-    let outbox = transport.clone().map(Addr::recipient);
+    let raft_ctx: Context<RaftActor> = Context::new();
+    let raft = raft_ctx.address();
+    let transport = TransportActor::new(cluster_id)
+        .reporting_to(raft.clone().recipient())
+        .start();
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
         applier: applier.clone().recipient(),
         progress: preflight.clone().recipient(),
         sync_storage: mvcc.clone().recipient(),
-        outbox,
+        outbox: Some(transport.clone().recipient()),
         leadership: Some(lessor.clone().recipient()),
+        peer_book: Some(transport.clone().recipient()),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
-    let raft = RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
-        .with_inline_wal(Box::new(move |append| inline_wal.append(append)))
-        .start();
-    if let Some(transport) = &transport {
-        for m in &others {
-            transport.do_send(AddPeer {
-                id: m.id,
-                urls: m.peer_urls.clone(),
-                unreachable: Some(raft.clone().recipient()),
-            });
-        }
-        serve_peer_urls(cfg, raft.clone().recipient(), cluster_id);
+    raft_ctx.run(
+        RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
+            .with_inline_wal(Box::new(move |append| inline_wal.append(append))),
+    );
+    for m in &others {
+        transport.do_send(PeerChange::Upsert {
+            id: m.id,
+            urls: m.peer_urls.clone(),
+        });
     }
+    // Before the applier starts: no membership change is applied unheard.
+    mvcc.do_send(ConnectRaft(raft.clone().recipient()));
+    serve_peer_urls(
+        cfg,
+        raft.clone().recipient(),
+        cluster_id,
+        mvcc.clone().recipient(),
+    );
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
@@ -321,7 +469,8 @@ fn start_actors(
             },
         )
         .with_member(cfg.member_id)
-        .with_store_status(mvcc.clone().recipient()),
+        .with_store_status(mvcc.clone().recipient())
+        .with_conf_changes(raft.clone().recipient()),
     );
 
     // Ticks are messages; this ticker is the only place real time enters raft.
@@ -386,13 +535,19 @@ fn start_actors(
         close_watch: hub.recipient(),
         auth_check: mvcc.clone().recipient(),
         auth_password: mvcc.clone().recipient(),
-        connect_auth: mvcc.recipient(),
+        connect_auth: mvcc.clone().recipient(),
+        members: mvcc.recipient(),
     }
 }
 
 /// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
 /// thread: each message is one `Step` into the raft node's mailbox).
-fn serve_peer_urls(cfg: &Config, raft: Recipient<actcd_types::msg::Step>, cluster_id: u64) {
+fn serve_peer_urls(
+    cfg: &Config,
+    raft: Recipient<actcd_types::msg::Step>,
+    cluster_id: u64,
+    members: Recipient<actcd_types::msg::GetMembers>,
+) {
     for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
         let Some(addr) = actcd_front::parse_url(url) else {
             tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
@@ -410,8 +565,10 @@ fn serve_peer_urls(cfg: &Config, raft: Recipient<actcd_types::msg::Step>, cluste
         };
         tracing::info!(%addr, "listening for peers");
         let raft = raft.clone();
+        let members = Some(members.clone());
         actix::spawn(async move {
-            if let Err(e) = serve_peers(listener, raft, cluster_id, std::future::pending()).await {
+            let serve = serve_peers(listener, raft, cluster_id, members, std::future::pending());
+            if let Err(e) = serve.await {
                 tracing::error!(error = %e, "peer server failed");
             }
         });
@@ -468,20 +625,6 @@ fn serve_clients(
             cluster_id: cfg.cluster_id,
             member_id: cfg.member_id,
         },
-        members: cfg
-            .members
-            .iter()
-            .map(|m| MemberInfo {
-                id: m.id,
-                name: m.name.clone(),
-                peer_urls: m.peer_urls.clone(),
-                client_urls: if m.id == cfg.member_id {
-                    cfg.advertise_client_urls.clone()
-                } else {
-                    vec![]
-                },
-            })
-            .collect(),
         request_timeout: cfg.request_timeout(),
         version: API_VERSION.to_string(),
         max_txn_ops: cfg.flags.max_txn_ops,
@@ -556,7 +699,14 @@ fn serve_clients(
             }
         }
         tracing::info!("ready to serve client requests");
+        let publishing = tokio::spawn(publish_attributes(
+            pipeline.clone(),
+            cfg.member_id,
+            cfg.flags.name.clone(),
+            cfg.advertise_client_urls.clone(),
+        ));
         stop.await;
+        publishing.abort();
         tracing::info!("shutting down");
         pipeline.close_streams();
         let _ = stop_tx.send(());
@@ -566,6 +716,49 @@ fn serve_clients(
         }
         Ok(())
     })
+}
+
+/// etcd's `publish`: once it serves, a member proposes its name and client URLs through the
+/// log, so every member's Cluster service lists them (and `endpoint status --cluster` finds
+/// it). Retried until applied; skipped when the applied state already says the same.
+async fn publish_attributes(
+    pipeline: Arc<Pipeline>,
+    member_id: u64,
+    name: String,
+    client_urls: Vec<String>,
+) {
+    use actcd_proto::actcdpb::{InternalRaftRequest, MemberAttributes};
+    loop {
+        if let Ok(members) = pipeline.members().await {
+            match members.iter().find(|m| m.id == member_id) {
+                Some(m) if m.name == name && m.client_urls == client_urls => return,
+                // Not (or no longer) a member: nothing to publish.
+                None => return,
+                Some(_) => {}
+            }
+        }
+        let req = InternalRaftRequest {
+            member_attr_set: Some(MemberAttributes {
+                member_id,
+                name: name.clone(),
+                client_urls: client_urls.clone(),
+            }),
+            ..Default::default()
+        };
+        let attempt = tokio::time::timeout(
+            pipeline.config.request_timeout,
+            pipeline.write(req, Default::default()),
+        );
+        match attempt.await {
+            Ok(Ok(_)) => {
+                tracing::info!(%name, "published local member attributes to the cluster");
+                return;
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "publishing member attributes; will retry"),
+            Err(_) => tracing::debug!("publishing member attributes timed out; will retry"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 async fn wait_for_signal() {

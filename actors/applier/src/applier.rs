@@ -57,7 +57,9 @@ impl Applier {
         let mut requests = Vec::new();
         let mut replies = Vec::new();
         for e in entries {
-            if e.index <= self.consistent_index || e.kind != EntryKind::Normal || e.data.is_empty()
+            if e.index <= self.consistent_index
+                || e.kind == EntryKind::ConfChangeV2
+                || e.data.is_empty()
             {
                 continue;
             }

@@ -1,11 +1,21 @@
-use std::sync::Arc;
+//! etcd's Cluster service: membership changes go through the log (adds, removals and
+//! promotions as raft configuration changes) and are validated when applied, in log order, by
+//! every member alike; the checks that depend on which members have started (etcd's
+//! `--strict-reconfig-check`, on by default) are made here first, against the applied members.
 
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use actcd_proto::actcdpb::member_change::Kind;
+use actcd_proto::actcdpb::{InternalRaftRequest, MemberChange};
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
 use actcd_proto::etcdserverpb::{
     Member, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse,
     MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
     MemberUpdateRequest, MemberUpdateResponse,
 };
+use actcd_types::msg::{ApplyResponse, MemberRecord};
+use actcd_types::{AuthInfo, EtcdError};
 use tonic::{Request, Response, Status};
 
 use crate::pipeline::Pipeline;
@@ -14,33 +24,178 @@ pub struct ClusterService {
     pub pipeline: Arc<Pipeline>,
 }
 
-/// Membership changes need the multi-member work (peer transport, conf changes); until then they
-/// are refused with a clear status instead of pretending to succeed.
-fn not_yet(what: &str) -> Status {
-    Status::unimplemented(format!("actcd: {what} is not supported by this version"))
+pub(crate) fn to_pb(m: MemberRecord) -> Member {
+    Member {
+        id: m.id,
+        name: m.name,
+        peer_ur_ls: m.peer_urls,
+        client_ur_ls: m.client_urls,
+        is_learner: m.is_learner,
+    }
+}
+
+/// etcd's `types.NewURLs`: at least one URL, each `scheme://host:port` with an http(s) or
+/// unix(s) scheme and no path.
+pub fn check_peer_urls(urls: &[String]) -> Result<(), EtcdError> {
+    if urls.is_empty() {
+        return Err(EtcdError::MemberBadUrls);
+    }
+    for u in urls {
+        let (scheme, rest) = u.split_once("://").ok_or(EtcdError::MemberBadUrls)?;
+        if !matches!(scheme, "http" | "https" | "unix" | "unixs") {
+            return Err(EtcdError::MemberBadUrls);
+        }
+        let (host, port) = rest.rsplit_once(':').ok_or(EtcdError::MemberBadUrls)?;
+        if host.is_empty() || host.contains('/') || port.is_empty() || port.parse::<u16>().is_err()
+        {
+            return Err(EtcdError::MemberBadUrls);
+        }
+    }
+    Ok(())
+}
+
+/// etcd's id for a member added at run time: SHA-1 over its sorted peer URLs and the time in
+/// seconds, first 8 bytes big-endian (unique as long as two adds of one URL set are a second
+/// apart, which the peer-URL check enforces anyway).
+fn new_member_id(peer_urls: &[String]) -> u64 {
+    let mut urls = peer_urls.to_vec();
+    urls.sort();
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut h = sha1_smol::Sha1::new();
+    h.update(urls.concat().as_bytes());
+    h.update(secs.to_string().as_bytes());
+    let d = h.digest().bytes();
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&d[..8]);
+    u64::from_be_bytes(id)
+}
+
+/// A voter has started once it has published its name.
+fn started_voters(members: &[MemberRecord]) -> impl Iterator<Item = &MemberRecord> {
+    members
+        .iter()
+        .filter(|m| !m.is_learner && !m.name.is_empty())
+}
+
+/// etcd's `IsReadyToAddVotingMember`: after the add, the started voters still make a quorum
+/// (a one-member cluster may always grow to two).
+pub fn ready_to_add_voter(members: &[MemberRecord]) -> bool {
+    let voters = members.iter().filter(|m| !m.is_learner).count() + 1;
+    let started = started_voters(members).count();
+    (started == 1 && voters == 2) || started > voters / 2
+}
+
+/// etcd's `IsReadyToRemoveVotingMember`: without `id`, the started voters still make a quorum.
+pub fn ready_to_remove_voter(members: &[MemberRecord], id: u64) -> bool {
+    let voters = members.iter().filter(|m| !m.is_learner).count();
+    let started = started_voters(members).filter(|m| m.id != id).count();
+    started > (voters - 1) / 2
+}
+
+/// etcd's `IsReadyToPromoteMember`: with the learner as a voter, the started voters (counting
+/// it) still make a quorum.
+pub fn ready_to_promote(members: &[MemberRecord]) -> bool {
+    let voters = members.iter().filter(|m| !m.is_learner).count() + 1;
+    let started = started_voters(members).count() + 1;
+    started > voters / 2
+}
+
+impl ClusterService {
+    /// Membership changes need root when auth is on (etcd's
+    /// `checkMembershipOperationPermission`).
+    async fn admin<T>(&self, req: &Request<T>) -> Result<AuthInfo, EtcdError> {
+        let who = self.pipeline.who(req)?;
+        self.pipeline.check_admin(who.clone()).await?;
+        Ok(who)
+    }
+
+    async fn change(
+        &self,
+        who: AuthInfo,
+        kind: Kind,
+        member_id: u64,
+        peer_urls: Vec<String>,
+    ) -> Result<(Option<Member>, Vec<Member>), EtcdError> {
+        let req = InternalRaftRequest {
+            member_change: Some(MemberChange {
+                kind: kind as i32,
+                member_id,
+                peer_urls,
+            }),
+            ..Default::default()
+        };
+        match self.pipeline.write(req, who).await? {
+            ApplyResponse::Members { member, members } => {
+                Ok((member.map(to_pb), members.into_iter().map(to_pb).collect()))
+            }
+            other => Err(EtcdError::internal(format!(
+                "unexpected answer to a membership change: {other:?}"
+            ))),
+        }
+    }
 }
 
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn member_add(
         &self,
-        _: Request<MemberAddRequest>,
+        req: Request<MemberAddRequest>,
     ) -> Result<Response<MemberAddResponse>, Status> {
-        Err(not_yet("MemberAdd"))
+        let who = self.admin(&req).await?;
+        let r = req.into_inner();
+        check_peer_urls(&r.peer_ur_ls)?;
+        if !r.is_learner && !ready_to_add_voter(&self.pipeline.members().await?) {
+            return Err(EtcdError::MemberNotEnoughStarted.into());
+        }
+        let kind = if r.is_learner {
+            Kind::AddLearner
+        } else {
+            Kind::Add
+        };
+        let id = new_member_id(&r.peer_ur_ls);
+        let (member, members) = self.change(who, kind, id, r.peer_ur_ls).await?;
+        let header = self.pipeline.header(false).await?;
+        Ok(Response::new(MemberAddResponse {
+            header: Some(header),
+            member,
+            members,
+        }))
     }
 
     async fn member_remove(
         &self,
-        _: Request<MemberRemoveRequest>,
+        req: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
-        Err(not_yet("MemberRemove"))
+        let who = self.admin(&req).await?;
+        let id = req.get_ref().id;
+        let current = self.pipeline.members().await?;
+        let is_voter = current.iter().any(|m| m.id == id && !m.is_learner);
+        if is_voter && !ready_to_remove_voter(&current, id) {
+            return Err(EtcdError::MemberNotEnoughStarted.into());
+        }
+        let (_, members) = self.change(who, Kind::Remove, id, vec![]).await?;
+        let header = self.pipeline.header(false).await?;
+        Ok(Response::new(MemberRemoveResponse {
+            header: Some(header),
+            members,
+        }))
     }
 
     async fn member_update(
         &self,
-        _: Request<MemberUpdateRequest>,
+        req: Request<MemberUpdateRequest>,
     ) -> Result<Response<MemberUpdateResponse>, Status> {
-        Err(not_yet("MemberUpdate"))
+        let who = self.admin(&req).await?;
+        let r = req.into_inner();
+        check_peer_urls(&r.peer_ur_ls)?;
+        let (_, members) = self.change(who, Kind::Update, r.id, r.peer_ur_ls).await?;
+        let header = self.pipeline.header(false).await?;
+        Ok(Response::new(MemberUpdateResponse {
+            header: Some(header),
+            members,
+        }))
     }
 
     async fn member_list(
@@ -52,16 +207,10 @@ impl Cluster for ClusterService {
         }
         let members = self
             .pipeline
-            .config
-            .members
-            .iter()
-            .map(|m| Member {
-                id: m.id,
-                name: m.name.clone(),
-                peer_ur_ls: m.peer_urls.clone(),
-                client_ur_ls: m.client_urls.clone(),
-                is_learner: false,
-            })
+            .members()
+            .await?
+            .into_iter()
+            .map(to_pb)
             .collect();
         let header = self.pipeline.header(false).await?;
         Ok(Response::new(MemberListResponse {
@@ -72,8 +221,94 @@ impl Cluster for ClusterService {
 
     async fn member_promote(
         &self,
-        _: Request<MemberPromoteRequest>,
+        req: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
-        Err(not_yet("MemberPromote"))
+        let who = self.admin(&req).await?;
+        let id = req.get_ref().id;
+        let current = self.pipeline.members().await?;
+        match current.iter().find(|m| m.id == id) {
+            None => return Err(EtcdError::MemberNotFound.into()),
+            Some(m) if !m.is_learner => return Err(EtcdError::MemberNotLearner.into()),
+            Some(_) if !ready_to_promote(&current) => {
+                return Err(EtcdError::MemberNotEnoughStarted.into());
+            }
+            Some(_) => {}
+        }
+        let (_, members) = self.change(who, Kind::Promote, id, vec![]).await?;
+        let header = self.pipeline.header(false).await?;
+        Ok(Response::new(MemberPromoteResponse {
+            header: Some(header),
+            members,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: u64, started: bool, learner: bool) -> MemberRecord {
+        MemberRecord {
+            id,
+            name: if started {
+                format!("m{id}")
+            } else {
+                String::new()
+            },
+            is_learner: learner,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn peer_urls_are_checked_as_etcd_checks_them() {
+        let ok = |u: &[&str]| check_peer_urls(&u.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(ok(&["http://127.0.0.1:2380"]), Ok(()));
+        assert_eq!(ok(&["https://a.example:2380", "http://b:1"]), Ok(()));
+        for bad in [
+            &[][..],
+            &["127.0.0.1:2380"],
+            &["ftp://a:1"],
+            &["http://a"],
+            &["http://a:port"],
+            &["http://a:1/path"],
+            &["http://:1"],
+        ] {
+            assert_eq!(ok(bad), Err(EtcdError::MemberBadUrls), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn strict_reconfiguration_counts_started_voters() {
+        // One started member may always add a second.
+        assert!(ready_to_add_voter(&[member(1, true, false)]));
+        // Two members, one not started: a third voter would leave 1 of 3 started.
+        assert!(!ready_to_add_voter(&[
+            member(1, true, false),
+            member(2, false, false)
+        ]));
+        assert!(ready_to_add_voter(&[
+            member(1, true, false),
+            member(2, true, false),
+            member(3, false, true)
+        ]));
+        // Removing a started voter of three with one unstarted leaves 1 of 2.
+        let three = [
+            member(1, true, false),
+            member(2, true, false),
+            member(3, false, false),
+        ];
+        assert!(!ready_to_remove_voter(&three, 1));
+        assert!(ready_to_remove_voter(&three, 3));
+        assert!(ready_to_promote(&[
+            member(1, true, false),
+            member(2, false, true)
+        ]));
+        assert!(!ready_to_promote(&[
+            member(1, true, false),
+            member(2, false, false),
+            member(3, false, false),
+            member(4, false, true)
+        ]));
     }
 }

@@ -51,6 +51,7 @@ mod server;
 mod tls;
 mod watch;
 
-pub use pipeline::{FrontConfig, MemberInfo, Pipeline, PipelineRoutes};
+pub use cluster::check_peer_urls;
+pub use pipeline::{FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve};
 pub use tls::{ClientTls, PemInput, TlsError, client_common_name};

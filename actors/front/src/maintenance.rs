@@ -68,7 +68,7 @@ impl Maintenance for MaintenanceService {
                 .map(|a| format!("memberID:{} alarm:{}", a.member_id, alarm_name(a.alarm)))
                 .collect(),
             db_size_in_use: store.db_size_in_use as i64,
-            is_learner: false,
+            is_learner: raft.is_learner,
         }))
     }
 

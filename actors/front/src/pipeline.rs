@@ -7,9 +7,10 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, ConnectAuth,
-    GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive, ListLeases, RaftStatus,
-    RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus, Submit,
+    AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, ConnectAuth, GetMembers,
+    GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive, ListLeases, MemberRecord,
+    RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus,
+    Submit,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -17,19 +18,9 @@ use tokio::sync::oneshot;
 
 use crate::authn::AuthGate;
 
-/// A member as the Cluster service reports it.
-#[derive(Debug, Clone, Default)]
-pub struct MemberInfo {
-    pub id: u64,
-    pub name: String,
-    pub peer_urls: Vec<String>,
-    pub client_urls: Vec<String>,
-}
-
 #[derive(Debug, Clone)]
 pub struct FrontConfig {
     pub identity: MemberIdentity,
-    pub members: Vec<MemberInfo>,
     /// How long a write waits to be applied (etcd: 5 s + 2 × election timeout).
     pub request_timeout: Duration,
     /// The etcd API version reported by Status.
@@ -70,6 +61,8 @@ pub struct PipelineRoutes {
     pub auth_password: Recipient<AuthPassword>,
     /// Where the store is told to send its auth changes.
     pub connect_auth: Recipient<ConnectAuth>,
+    /// The store's applied membership.
+    pub members: Recipient<GetMembers>,
 }
 
 /// Shared by every service: routes, config and the id generator.
@@ -277,6 +270,11 @@ impl Pipeline {
                 auth: Some(who),
             })
             .await?
+    }
+
+    /// The members as this member has applied them.
+    pub async fn members(&self) -> Result<Vec<MemberRecord>, EtcdError> {
+        Ok(self.routes.members.send(GetMembers).await?)
     }
 
     pub async fn store_status(&self) -> Result<StoreStatus, EtcdError> {

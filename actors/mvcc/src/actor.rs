@@ -22,10 +22,10 @@ use actcd_auth::Perm;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion, ConnectAuth,
-    FlushStore, GetStoreStatus, HashKv, HashKvResult, History, HistoryChunk, LeaseCheckpointed,
-    LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo, ReadTxn, StoreStatus,
-    SyncStorage, WatchInterest,
+    ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
+    ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashKv, HashKvResult, History,
+    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
+    ReadTxn, StoreStatus, SyncStorage, WatchInterest,
 };
 use actcd_types::{AuthInfo, EtcdError};
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
@@ -63,6 +63,8 @@ pub struct MvccPeers {
     pub granted: Option<Recipient<LeaseGranted>>,
     pub revoked: Option<Recipient<LeaseRevoked>>,
     pub checkpointed: Option<Recipient<LeaseCheckpointed>>,
+    /// The raft node: membership changes once applied (`ConnectRaft`).
+    pub conf: Option<Recipient<ApplyConfChange>>,
 }
 
 impl MvccActor {
@@ -108,6 +110,15 @@ impl MvccActor {
     /// rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
+        if let Some(raft) = &self.peers.conf {
+            for o in out.conf {
+                raft.do_send(ApplyConfChange {
+                    kind: o.kind,
+                    node_id: o.node_id,
+                    peer_urls: o.peer_urls,
+                });
+            }
+        }
         if !out.auth.is_empty()
             && let Some(tx) = &self.auth_events
         {
@@ -326,6 +337,29 @@ impl Handler<ConnectWatchHub> for MvccActor {
     fn handle(&mut self, msg: ConnectWatchHub, _: &mut Self::Context) {
         self.store.set_notify(true);
         self.peers.watch = Some(msg.0);
+    }
+}
+
+/// Connects the raft node, which follows applied membership changes. Sent before the applier
+/// starts, so no change is applied unheard.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConnectRaft(pub Recipient<ApplyConfChange>);
+
+impl Handler<ConnectRaft> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConnectRaft, _: &mut Self::Context) {
+        self.peers.conf = Some(msg.0);
+    }
+}
+
+/// The members as applied here.
+impl Handler<GetMembers> for MvccActor {
+    type Result = actix::MessageResult<GetMembers>;
+
+    fn handle(&mut self, _: GetMembers, _: &mut Self::Context) -> Self::Result {
+        actix::MessageResult(self.store.members().list())
     }
 }
 

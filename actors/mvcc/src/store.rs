@@ -13,7 +13,9 @@ use actcd_proto::etcdserverpb::{
     TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
-use actcd_types::msg::{ApplyResponse, ApplyResult, AuthEvent, AuthReply, StoreStatus};
+use actcd_types::msg::{
+    ApplyResponse, ApplyResult, AuthEvent, AuthReply, MemberRecord, StoreStatus,
+};
 use actcd_types::storage::{KvEngine, ReadTxn, Table, WriteTxn};
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity, Revision};
 use prost::Message;
@@ -22,6 +24,7 @@ use crate::alarm::{Alarms, txn_puts};
 use crate::error::Error;
 use crate::key_index::{KeyIndex, TreeIndex, Undo};
 use crate::lease::{LeaseNote, LeaseUndo, Leases};
+use crate::members::{ConfOrder, Membership};
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -47,11 +50,17 @@ pub struct Outbox {
     /// Auth changes, for the front's token keeper (collected whether or not notifications
     /// are on: auth changes are rare and the front always listens).
     pub auth: Vec<AuthEvent>,
+    /// Membership changes applied, in order, for raft's configuration and the transport
+    /// (collected always, like auth changes).
+    pub conf: Vec<ConfOrder>,
 }
 
 impl Outbox {
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.leases.is_empty() && self.auth.is_empty()
+        self.events.is_empty()
+            && self.leases.is_empty()
+            && self.auth.is_empty()
+            && self.conf.is_empty()
     }
 }
 
@@ -120,6 +129,11 @@ pub struct Store {
     /// Users, roles and permissions: applied in log order with the writes they govern, so a
     /// write ordered after a revocation is checked against it.
     auth: AuthStore,
+    /// The cluster's members, applied in log order like everything else.
+    members: Membership,
+    /// The membership before the first change of the batch being applied, to put back if the
+    /// batch fails.
+    members_before: Option<Membership>,
     /// Whether applies collect events and lease notes into `outbox`.
     notify: bool,
     outbox: Outbox,
@@ -150,6 +164,8 @@ struct Uncommitted {
     results: Vec<ApplyResult>,
     /// The auth state before the batch's first auth change, to put back if the commit fails.
     auth_before: Option<AuthStore>,
+    /// Likewise the membership.
+    members_before: Option<Membership>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
     lease_undo: Vec<LeaseUndo>,
@@ -165,6 +181,7 @@ struct Applied {
     events: Vec<Event>,
     lease_notes: Vec<LeaseNote>,
     auth_events: Vec<AuthEvent>,
+    conf: Vec<ConfOrder>,
     physical: bool,
     alarms: Alarms,
     current_rev: i64,
@@ -181,7 +198,18 @@ impl Store {
     }
 
     fn open_inner(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, alarms, leases, auth) = {
+        let (
+            index,
+            last_main,
+            consistent_index,
+            term,
+            finished,
+            scheduled,
+            alarms,
+            leases,
+            auth,
+            members,
+        ) = {
             let txn = engine.read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -215,6 +243,7 @@ impl Store {
                 leases.restore_attachment(key, id);
             }
             let auth = AuthStore::open(&*txn)?;
+            let members = Membership::load(&*txn)?;
             (
                 index,
                 last_main,
@@ -225,6 +254,7 @@ impl Store {
                 alarms,
                 leases,
                 auth,
+                members,
             )
         };
 
@@ -242,6 +272,8 @@ impl Store {
             identity,
             leases,
             auth,
+            members,
+            members_before: None,
             notify: false,
             outbox: Outbox::default(),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
@@ -285,6 +317,25 @@ impl Store {
             enabled: self.auth.is_enabled(),
             revision: self.auth.revision(),
         }
+    }
+
+    /// The cluster's members as applied.
+    pub fn members(&self) -> &Membership {
+        &self.members
+    }
+
+    /// Records the members of a new cluster, or those a joining member fetched, once: a store
+    /// that has members keeps them. Committed at once.
+    pub fn bootstrap_members(&mut self, members: Vec<MemberRecord>) -> Result<(), EtcdError> {
+        if !self.members.is_empty() {
+            return Ok(());
+        }
+        let mut txn = self.engine.write().map_err(Error::from)?;
+        let mut next = self.members.clone();
+        next.bootstrap(&mut *txn, members).map_err(Error::from)?;
+        txn.commit().map_err(Error::from)?;
+        self.members = next;
+        Ok(())
     }
 
     /// What batches applied since the last call changed.
@@ -430,12 +481,14 @@ impl Store {
         let mut pending = Pending::default();
         let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
         let auth_mark = self.outbox.auth.len();
+        let conf_mark = self.outbox.conf.len();
         let Uncommitted {
             results,
             undo,
             lease_undo,
             compaction,
             auth_before,
+            members_before,
             ..
         } = self.apply_uncommitted(&mut pending, consistent_index, term, requests)?;
         if let Err(e) = self.commit(&mut pending) {
@@ -446,7 +499,11 @@ impl Store {
             if let Some(auth) = auth_before {
                 self.auth = auth;
             }
+            if let Some(m) = members_before {
+                self.members = m;
+            }
             self.outbox.auth.truncate(auth_mark);
+            self.outbox.conf.truncate(conf_mark);
             for u in lease_undo.into_iter().rev() {
                 self.leases.undo(u);
             }
@@ -542,6 +599,9 @@ impl Store {
                 if let Some(auth) = auth_before {
                     self.auth = auth;
                 }
+                if let Some(m) = self.members_before.take() {
+                    self.members = m;
+                }
                 self.poisoned |= pending.abandon();
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
@@ -565,11 +625,14 @@ impl Store {
             let state = self.auth_state();
             self.outbox.auth.push(state);
         }
+        self.outbox.conf.extend(applied.conf);
+        let members_before = self.members_before.take();
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
             results: applied.results,
             auth_before,
+            members_before,
             undo,
             lease_undo,
             compaction,
@@ -657,6 +720,7 @@ impl Store {
         let mut events = Vec::new();
         let mut lease_notes = Vec::new();
         let mut auth_events = Vec::new();
+        let mut conf = Vec::new();
         let identity = self.identity;
         for mut req in requests {
             let who = req
@@ -667,6 +731,30 @@ impl Store {
                     revision: h.auth_revision,
                 })
                 .unwrap_or_default();
+            if let Some(change) = req.member_change.take() {
+                if self.members_before.is_none() {
+                    self.members_before = Some(self.members.clone());
+                }
+                match self.members.apply(txn, &change)? {
+                    Ok(applied) => {
+                        conf.extend(applied.order);
+                        results.push(Ok(ApplyResponse::Members {
+                            member: Some(applied.member),
+                            members: self.members.list(),
+                        }));
+                    }
+                    Err(e) => results.push(Err(e)),
+                }
+                continue;
+            }
+            if let Some(attrs) = req.member_attr_set.take() {
+                if self.members_before.is_none() {
+                    self.members_before = Some(self.members.clone());
+                }
+                self.members.set_attributes(txn, &attrs)?;
+                results.push(Ok(ApplyResponse::Empty));
+                continue;
+            }
             if let Some(areq) = AuthRequest::take(&mut req) {
                 let invalidates = areq.invalidated_user();
                 if auth_before.is_none() {
@@ -852,6 +940,7 @@ impl Store {
             events,
             lease_notes,
             auth_events,
+            conf,
             physical,
             alarms,
             current_rev,

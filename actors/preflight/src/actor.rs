@@ -1,11 +1,13 @@
-use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::actcdpb::member_change::Kind;
+use actcd_proto::actcdpb::{InternalRaftRequest, MemberChange};
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{
     AlarmRequest, AlarmType, LeaseCheckpoint, LeaseCheckpointRequest, LeaseRevokeRequest,
 };
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    Cancel, GetStoreStatus, Propose, ProposeLeaseOps, QuotaUsage, RaftProgress, Register, Submit,
+    Cancel, ConfChangeKind, GetStoreStatus, Propose, ProposeConfChange, ProposeLeaseOps,
+    QuotaUsage, RaftProgress, Register, Submit,
 };
 use actix::{Actor, Context, Handler, Recipient, ResponseFuture};
 use prost::Message as _;
@@ -33,6 +35,8 @@ pub struct PreflightActor {
     store_status: Option<Recipient<GetStoreStatus>>,
     /// A NOSPACE alarm was proposed since the last usage report: don't flood the log.
     alarm_proposed: bool,
+    /// Where membership changes are proposed (as raft configuration changes).
+    propose_conf: Option<Recipient<ProposeConfChange>>,
 }
 
 impl PreflightActor {
@@ -46,6 +50,7 @@ impl PreflightActor {
             used_bytes: 0,
             store_status: None,
             alarm_proposed: false,
+            propose_conf: None,
         }
     }
 
@@ -60,6 +65,13 @@ impl PreflightActor {
     /// the alarm) after an operator made room.
     pub fn with_store_status(mut self, status: Recipient<GetStoreStatus>) -> Self {
         self.store_status = Some(status);
+        self
+    }
+
+    /// Where membership changes go: a member add, removal or promotion is a raft configuration
+    /// change, not an ordinary entry.
+    pub fn with_conf_changes(mut self, propose: Recipient<ProposeConfChange>) -> Self {
+        self.propose_conf = Some(propose);
         self
     }
 
@@ -104,6 +116,40 @@ impl Handler<Submit> for PreflightActor {
                 return Box::pin(async move { Err(e) });
             }
         };
+        if let Some(change) = &msg.request.member_change
+            && let Some(kind) = conf_change_kind(change)
+        {
+            let Some(propose) = self.propose_conf.clone() else {
+                let e = EtcdError::internal("membership changes are not wired to raft");
+                let _ = msg.reply.send(Err(e.clone()));
+                return Box::pin(async move { Err(e) });
+            };
+            let node_id = change.member_id;
+            let id = msg.request.header.as_ref().map_or(0, |h| h.id);
+            let peers = self.peers.clone();
+            return Box::pin(async move {
+                peers.register.do_send(Register {
+                    id,
+                    reply: msg.reply,
+                });
+                let proposal = ProposeConfChange {
+                    kind,
+                    node_id,
+                    context: data,
+                };
+                let res = match propose.send(proposal).await {
+                    Ok(r) => r,
+                    Err(e) => Err(EtcdError::from(e)),
+                };
+                if let Err(e) = &res {
+                    peers.cancel.do_send(Cancel {
+                        id,
+                        error: e.clone(),
+                    });
+                }
+                res
+            });
+        }
         let cost = quota_cost(&msg.request);
         let quota = self.limits.quota_bytes;
         let fits = move |used: u64| fits_quota(cost, used, quota);
@@ -147,6 +193,18 @@ impl Handler<Submit> for PreflightActor {
             }
             res
         })
+    }
+}
+
+/// The raft change a membership request makes; `None` for a peer-URL update, which raft does
+/// not see (it goes through the log as an ordinary entry).
+fn conf_change_kind(change: &MemberChange) -> Option<ConfChangeKind> {
+    match Kind::try_from(change.kind).ok()? {
+        Kind::Add => Some(ConfChangeKind::AddVoter),
+        Kind::AddLearner => Some(ConfChangeKind::AddLearner),
+        Kind::Remove => Some(ConfChangeKind::Remove),
+        Kind::Promote => Some(ConfChangeKind::Promote),
+        Kind::Update => None,
     }
 }
 

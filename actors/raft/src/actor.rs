@@ -2,8 +2,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    AfterReadIndex, Append, Applied, Apply, Leadership, PeerMessage, Propose, RaftProgress,
-    RaftStatus, RaftStatusReply, ReadIndex, ReleaseWal, Step, SyncStorage, Tick, Unreachable,
+    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, ConfChangeKind, Leadership,
+    PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress, RaftStatus, RaftStatusReply,
+    ReadIndex, ReleaseWal, Step, SyncStorage, Tick, Unreachable,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -22,6 +23,8 @@ pub struct RaftPeers {
     /// Told when this member becomes leader or stops being it (the lessor expires leases only
     /// on the leader).
     pub leadership: Option<Recipient<Leadership>>,
+    /// The transport's address book, kept in step with applied membership changes.
+    pub peer_book: Option<Recipient<PeerChange>>,
 }
 
 /// The WAL made Ready `number` durable.
@@ -330,6 +333,44 @@ impl Handler<Propose> for RaftActor {
     }
 }
 
+impl Handler<ProposeConfChange> for RaftActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, msg: ProposeConfChange, ctx: &mut Context<Self>) -> Self::Result {
+        self.node
+            .propose_conf_change(msg.kind, msg.node_id, msg.context)?;
+        self.schedule_ready(ctx);
+        Ok(())
+    }
+}
+
+/// A membership change the store applied: raft's configuration and the transport follow.
+impl Handler<ApplyConfChange> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ApplyConfChange, ctx: &mut Context<Self>) {
+        self.node.apply_conf_change(msg.kind, msg.node_id);
+        let me = self.node.id();
+        if let Some(book) = &self.peers.peer_book
+            && msg.node_id != me
+        {
+            match msg.kind {
+                ConfChangeKind::Remove => book.do_send(PeerChange::Remove { id: msg.node_id }),
+                _ => book.do_send(PeerChange::Upsert {
+                    id: msg.node_id,
+                    urls: msg.peer_urls,
+                }),
+            }
+        }
+        if msg.kind == ConfChangeKind::Remove && msg.node_id == me {
+            // etcd's member stops here; its data dir is of no further use to this cluster.
+            tracing::warn!("the member has been permanently removed from the cluster; stopping");
+            System::current().stop();
+        }
+        self.schedule_ready(ctx);
+    }
+}
+
 impl Handler<ReadIndex> for RaftActor {
     type Result = ResponseFuture<Result<u64, EtcdError>>;
 
@@ -424,6 +465,7 @@ impl Handler<RaftStatus> for RaftActor {
             commit: self.node.committed(),
             applied: self.node.applied(),
             last_index: self.node.last_index(),
+            is_learner: self.node.is_learner(),
         })
     }
 }
@@ -503,6 +545,7 @@ mod tests {
         let cfg = NodeConfig {
             id: 1,
             voters: vec![1],
+            learners: vec![],
             election_tick: 10,
             heartbeat_tick: 1,
             applied: 0,
@@ -516,6 +559,7 @@ mod tests {
             sync_storage: fake.recipient(),
             outbox: None,
             leadership: None,
+            peer_book: None,
         };
         let mut actor = RaftActor::new(node, peers, snapshot_count, 2);
         if let Some(w) = inline {

@@ -1,7 +1,12 @@
 use actcd_types::EtcdError;
-use actcd_types::msg::{CommittedEntry, EntryKind, HardState, PeerMessage, WalEntry};
+use actcd_types::msg::{
+    CommittedEntry, ConfChangeKind, EntryKind, HardState, PeerMessage, WalEntry,
+};
 use protobuf::Message as _;
-use raft::prelude::{ConfState, Entry, EntryType, HardState as RaftHardState, Message, Snapshot};
+use raft::prelude::{
+    ConfChange, ConfChangeType, ConfState, Entry, EntryType, HardState as RaftHardState, Message,
+    Snapshot,
+};
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole, Storage as _};
 
@@ -9,8 +14,11 @@ use raft::{Config, RawNode, StateRole, Storage as _};
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: u64,
-    /// Every voter of the initial cluster (this member included).
+    /// The voters and learners as the state machine has applied them (up to `applied`); for a
+    /// new cluster, its initial members. Conf changes above `applied` are re-applied as the
+    /// applier reaches them again.
     pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
     pub election_tick: usize,
     pub heartbeat_tick: usize,
     /// Apply entries up to this index are already in the state machine (its consistent index).
@@ -56,6 +64,19 @@ fn to_raft_hs(hs: &HardState) -> RaftHardState {
     }
 }
 
+fn conf_change(kind: ConfChangeKind, node_id: u64) -> ConfChange {
+    let change_type = match kind {
+        ConfChangeKind::AddVoter | ConfChangeKind::Promote => ConfChangeType::AddNode,
+        ConfChangeKind::AddLearner => ConfChangeType::AddLearnerNode,
+        ConfChangeKind::Remove => ConfChangeType::RemoveNode,
+    };
+    ConfChange {
+        change_type,
+        node_id,
+        ..Default::default()
+    }
+}
+
 fn encode_messages(msgs: Vec<Message>) -> Vec<PeerMessage> {
     msgs.into_iter()
         .filter_map(|m| {
@@ -73,6 +94,7 @@ impl RaftNode {
         let store = MemStorage::new();
         let conf = ConfState {
             voters: cfg.voters.clone(),
+            learners: cfg.learners.clone(),
             ..Default::default()
         };
         {
@@ -83,12 +105,9 @@ impl RaftNode {
                     let meta = snap.mut_metadata();
                     meta.index = *index;
                     meta.term = *term;
-                    let cs = if cs.is_empty() {
-                        conf.clone()
-                    } else {
-                        ConfState::parse_from_bytes(cs).map_err(EtcdError::internal)?
-                    };
-                    meta.set_conf_state(cs);
+                    // The configuration is the state machine's, which may be past the mark.
+                    let _ = cs;
+                    meta.set_conf_state(conf.clone());
                     core.apply_snapshot(snap).map_err(EtcdError::internal)?;
                 }
                 None => core.set_conf_state(conf),
@@ -158,6 +177,55 @@ impl RaftNode {
         Ok(())
     }
 
+    /// Proposes a configuration change carrying `context` (see `ProposeConfChange`). On the
+    /// leader, a promotion is refused unless the learner is in sync (etcd's rule: its log
+    /// matches at least 90% of the leader's).
+    pub fn propose_conf_change(
+        &mut self,
+        kind: ConfChangeKind,
+        node_id: u64,
+        context: Vec<u8>,
+    ) -> Result<(), EtcdError> {
+        if self.raw.raft.leader_id == raft::INVALID_ID {
+            return Err(EtcdError::NoLeader);
+        }
+        if kind == ConfChangeKind::Promote && self.is_leader() {
+            let leader_match = self.raw.raft.raft_log.last_index();
+            let learner_match = self.raw.raft.prs().get(node_id).map_or(0, |p| p.matched);
+            if (learner_match as f64) < (leader_match as f64) * 0.9 {
+                return Err(EtcdError::LearnerNotReady);
+            }
+        }
+        let mut cc = conf_change(kind, node_id);
+        cc.context = context.into();
+        self.raw
+            .propose_conf_change(vec![], cc)
+            .map_err(|e| match e {
+                raft::Error::ProposalDropped => EtcdError::NoLeader,
+                e => EtcdError::internal(e),
+            })
+    }
+
+    /// Makes an applied membership change raft's configuration.
+    pub fn apply_conf_change(&mut self, kind: ConfChangeKind, node_id: u64) {
+        let cc = conf_change(kind, node_id);
+        match self.raw.apply_conf_change(&cc) {
+            Ok(cs) => self.raw.mut_store().wl().set_conf_state(cs),
+            Err(e) => tracing::warn!(node_id, ?kind, error = %e, "conf change not applied"),
+        }
+    }
+
+    /// Whether this member is a learner in its configuration.
+    pub fn is_learner(&self) -> bool {
+        self.raw.raft.prs().conf().learners().contains(&self.id)
+    }
+
+    /// Whether `id` is a voter or learner in this member's configuration.
+    pub fn knows(&self, id: u64) -> bool {
+        let conf = self.raw.raft.prs().conf();
+        conf.voters().contains(id) || conf.learners().contains(&id)
+    }
+
     /// The transport lost member `id`.
     pub fn report_unreachable(&mut self, id: u64) {
         self.raw.report_unreachable(id);
@@ -224,7 +292,14 @@ impl RaftNode {
                     EntryType::EntryConfChange => EntryKind::ConfChange,
                     EntryType::EntryConfChangeV2 => EntryKind::ConfChangeV2,
                 },
-                data: e.data.to_vec(),
+                // A conf change's request is its context; the applier decodes it like any
+                // other entry's data.
+                data: match e.get_entry_type() {
+                    EntryType::EntryConfChange => ConfChange::parse_from_bytes(&e.data)
+                        .map(|cc| cc.context.to_vec())
+                        .unwrap_or_default(),
+                    _ => e.data.to_vec(),
+                },
             })
             .collect();
         out.reads = rd
@@ -312,6 +387,7 @@ mod tests {
         let cfg = NodeConfig {
             id: 1,
             voters: vec![1],
+            learners: vec![],
             election_tick: 10,
             heartbeat_tick: 1,
             applied,

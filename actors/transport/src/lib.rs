@@ -31,8 +31,9 @@ use std::time::Duration;
 
 use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
 use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
-use actcd_proto::actcdpb::{PeerAck, RaftMessage};
-use actcd_types::msg::{PeerMessage, Step, Unreachable};
+use actcd_proto::actcdpb::{MembersReply, MembersRequest, PeerAck, RaftMessage, SnapshotChunk};
+use actcd_proto::etcdserverpb::Member;
+use actcd_types::msg::{GetMembers, PeerChange, PeerMessage, Step, Unreachable};
 use actix::prelude::*;
 use futures::StreamExt;
 use tokio::sync::{Mutex, mpsc};
@@ -62,7 +63,10 @@ pub const CLUSTER_ID_HEADER: &str = "x-actcd-cluster-id";
 /// The raft node's outbox.
 pub struct TransportActor {
     cluster_id: u64,
-    queues: HashMap<u64, mpsc::Sender<Vec<u8>>>,
+    /// Each peer's queue and the URLs its stream was opened to.
+    queues: HashMap<u64, (mpsc::Sender<Vec<u8>>, Vec<String>)>,
+    /// Told when a stream breaks (for peers added by [`PeerChange`]).
+    unreachable: Option<Recipient<Unreachable>>,
 }
 
 impl TransportActor {
@@ -70,7 +74,34 @@ impl TransportActor {
         Self {
             cluster_id,
             queues: HashMap::new(),
+            unreachable: None,
         }
+    }
+
+    /// Where broken streams to peers added by [`PeerChange`] are reported.
+    pub fn reporting_to(mut self, unreachable: Recipient<Unreachable>) -> Self {
+        self.unreachable = Some(unreachable);
+        self
+    }
+
+    /// Opens the stream to `id` at `urls`, replacing (and so ending) an earlier one.
+    fn open(&mut self, id: u64, urls: Vec<String>, unreachable: Option<Recipient<Unreachable>>) {
+        let Some(url) = urls.first().cloned() else {
+            return;
+        };
+        let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        self.queues.insert(id, (tx, urls));
+        let report = move || {
+            if let Some(r) = &unreachable {
+                r.do_send(Unreachable { id });
+            }
+        };
+        actix::spawn(stream_to(
+            url,
+            self.cluster_id,
+            Arc::new(Mutex::new(rx)),
+            report,
+        ));
     }
 }
 
@@ -86,22 +117,29 @@ impl Handler<AddPeer> for TransportActor {
     type Result = ();
 
     fn handle(&mut self, msg: AddPeer, _: &mut Self::Context) {
-        let Some(url) = msg.urls.first().cloned() else {
-            return;
-        };
-        let (tx, rx) = mpsc::channel(PEER_QUEUE);
-        self.queues.insert(msg.id, tx);
-        let report = move || {
-            if let Some(r) = &msg.unreachable {
-                r.do_send(Unreachable { id: msg.id });
+        let unreachable = msg.unreachable.or_else(|| self.unreachable.clone());
+        self.open(msg.id, msg.urls, unreachable);
+    }
+}
+
+/// Membership changed: a new or moved member gets a stream, a removed one loses it (dropping
+/// its queue ends the stream's task).
+impl Handler<PeerChange> for TransportActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PeerChange, _: &mut Self::Context) {
+        match msg {
+            PeerChange::Upsert { id, urls } => {
+                if self.queues.get(&id).is_some_and(|(_, u)| *u == urls) {
+                    return;
+                }
+                let unreachable = self.unreachable.clone();
+                self.open(id, urls, unreachable);
             }
-        };
-        actix::spawn(stream_to(
-            url,
-            self.cluster_id,
-            Arc::new(Mutex::new(rx)),
-            report,
-        ));
+            PeerChange::Remove { id } => {
+                self.queues.remove(&id);
+            }
+        }
     }
 }
 
@@ -109,7 +147,7 @@ impl Handler<PeerMessage> for TransportActor {
     type Result = ();
 
     fn handle(&mut self, msg: PeerMessage, _: &mut Self::Context) {
-        if let Some(q) = self.queues.get(&msg.to)
+        if let Some((q, _)) = self.queues.get(&msg.to)
             && q.try_send(msg.msg).is_err()
         {
             tracing::debug!(to = msg.to, "peer queue full; message dropped");
@@ -176,6 +214,8 @@ async fn stream_to(
 pub struct PeerService {
     pub raft: Recipient<Step>,
     pub cluster_id: u64,
+    /// The applied membership, for members joining an existing cluster.
+    pub members: Option<Recipient<GetMembers>>,
 }
 
 #[tonic::async_trait]
@@ -207,6 +247,53 @@ impl RaftPeer for PeerService {
         }
         Ok(Response::new(PeerAck {}))
     }
+
+    async fn members(&self, _: Request<MembersRequest>) -> Result<Response<MembersReply>, Status> {
+        let Some(members) = &self.members else {
+            return Err(Status::unavailable("membership not served here"));
+        };
+        let list = members
+            .send(GetMembers)
+            .await
+            .map_err(|_| Status::unavailable("server stopping"))?;
+        Ok(Response::new(MembersReply {
+            cluster_id: self.cluster_id,
+            members: list
+                .into_iter()
+                .map(|m| Member {
+                    id: m.id,
+                    name: m.name,
+                    peer_ur_ls: m.peer_urls,
+                    client_ur_ls: m.client_urls,
+                    is_learner: m.is_learner,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn snapshot(
+        &self,
+        _: Request<Streaming<SnapshotChunk>>,
+    ) -> Result<Response<PeerAck>, Status> {
+        Err(Status::unimplemented("snapshots are not received yet"))
+    }
+}
+
+/// Asks the member at `url` for the cluster's members (how a member joining an existing
+/// cluster learns its id and the cluster's).
+pub async fn fetch_members(url: &str) -> Result<MembersReply, String> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    RaftPeerClient::new(channel)
+        .members(MembersRequest {})
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|e| e.message().to_string())
 }
 
 /// Serves the peer port on `listener` until `shutdown` resolves.
@@ -214,10 +301,15 @@ pub async fn serve_peers(
     listener: tokio::net::TcpListener,
     raft: Recipient<Step>,
     cluster_id: u64,
+    members: Option<Recipient<GetMembers>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let service = RaftPeerServer::new(PeerService { raft, cluster_id })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let service = RaftPeerServer::new(PeerService {
+        raft,
+        cluster_id,
+        members,
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(service)
@@ -281,7 +373,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink.recipient(), 7, async {
+            let _ = serve_peers(listener, sink.recipient(), 7, None, async {
                 let _ = stop_rx.await;
             })
             .await;
@@ -303,7 +395,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink.recipient(), 7, std::future::pending()).await;
+            let _ = serve_peers(listener, sink.recipient(), 7, None, std::future::pending()).await;
         });
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()

@@ -88,6 +88,27 @@ pub enum EtcdError {
     NoPasswordUser,
     #[error("etcdserver: corrupt cluster")]
     Corrupt,
+    // Membership.
+    #[error("etcdserver: member ID already exist")]
+    MemberExist,
+    #[error("etcdserver: Peer URLs already exists")]
+    PeerUrlExist,
+    #[error("etcdserver: re-configuration failed due to not enough started members")]
+    MemberNotEnoughStarted,
+    #[error("etcdserver: given member URLs are invalid")]
+    MemberBadUrls,
+    #[error("etcdserver: member not found")]
+    MemberNotFound,
+    #[error("etcdserver: can only promote a learner member")]
+    MemberNotLearner,
+    #[error("etcdserver: can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    #[error("etcdserver: too many learner members in cluster")]
+    TooManyLearners,
+    #[error("etcdserver: rpc not supported for learner")]
+    NotSupportedForLearner,
+    #[error("etcdserver: bad leader transferee")]
+    BadLeaderTransferee,
     /// A failure inside the server (storage I/O, a closed mailbox) that etcd would also report as
     /// an unknown error with its own text.
     #[error("{0}")]
@@ -105,7 +126,18 @@ impl EtcdError {
             NoSpace | TooManyRequests => Code::ResourceExhausted,
             LeaseNotFound => Code::NotFound,
             NotLeader | LeaseExists => Code::FailedPrecondition,
-            NoLeader | LeaderChanged | Stopped | Timeout => Code::Unavailable,
+            NoLeader | LeaderChanged | Stopped | Timeout | NotSupportedForLearner => {
+                Code::Unavailable
+            }
+            MemberExist
+            | PeerUrlExist
+            | MemberNotEnoughStarted
+            | MemberNotLearner
+            | LearnerNotReady
+            | TooManyLearners
+            | BadLeaderTransferee => Code::FailedPrecondition,
+            MemberBadUrls => Code::InvalidArgument,
+            MemberNotFound => Code::NotFound,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
             RootUserNotExist | RootRoleNotExist | UserAlreadyExist | UserNotFound
@@ -255,6 +287,56 @@ mod tests {
                 err: Timeout,
                 want_code: Code::Unavailable,
                 want_msg: "etcdserver: request timed out",
+            },
+            Case {
+                err: MemberExist,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: member ID already exist",
+            },
+            Case {
+                err: PeerUrlExist,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: Peer URLs already exists",
+            },
+            Case {
+                err: MemberNotEnoughStarted,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: re-configuration failed due to not enough started members",
+            },
+            Case {
+                err: MemberBadUrls,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: given member URLs are invalid",
+            },
+            Case {
+                err: MemberNotFound,
+                want_code: Code::NotFound,
+                want_msg: "etcdserver: member not found",
+            },
+            Case {
+                err: MemberNotLearner,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: can only promote a learner member",
+            },
+            Case {
+                err: LearnerNotReady,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: can only promote a learner member which is in sync with leader",
+            },
+            Case {
+                err: TooManyLearners,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: too many learner members in cluster",
+            },
+            Case {
+                err: NotSupportedForLearner,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: rpc not supported for learner",
+            },
+            Case {
+                err: BadLeaderTransferee,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: bad leader transferee",
             },
             Case {
                 err: RootUserNotExist,

@@ -106,6 +106,8 @@ pub struct RaftStatusReply {
     pub commit: u64,
     pub applied: u64,
     pub last_index: u64,
+    /// This member is a learner in its own configuration.
+    pub is_learner: bool,
 }
 
 // ---------------------------------------------------------------- WAL writer
@@ -146,6 +148,63 @@ pub struct ReleaseWal {
     pub conf_state: Vec<u8>,
 }
 
+// ---------------------------------------------------------------- membership
+
+/// One member of the cluster as the applied state has it (etcd's `membership.Member`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemberRecord {
+    pub id: u64,
+    /// Empty until the member has started and published it.
+    pub name: String,
+    pub peer_urls: Vec<String>,
+    /// Empty until the member has started and published them.
+    pub client_urls: Vec<String>,
+    pub is_learner: bool,
+}
+
+/// A change of raft's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfChangeKind {
+    AddVoter,
+    AddLearner,
+    Remove,
+    /// A learner becomes a voter.
+    Promote,
+}
+
+/// Propose a configuration change; `context` is the encoded `InternalRaftRequest` that the
+/// applier decodes when it commits. `Ok` means raft accepted the proposal, as for [`Propose`].
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct ProposeConfChange {
+    pub kind: ConfChangeKind,
+    pub node_id: u64,
+    pub context: Vec<u8>,
+}
+
+/// The store applied a membership change: raft's configuration follows it, and the
+/// transport opens or drops the member's stream. Sent before the store answers the change.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ApplyConfChange {
+    pub kind: ConfChangeKind,
+    pub node_id: u64,
+    pub peer_urls: Vec<String>,
+}
+
+/// The transport's address book: open (or re-point) the stream to a member, or drop it.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub enum PeerChange {
+    Upsert { id: u64, urls: Vec<String> },
+    Remove { id: u64 },
+}
+
+/// The members as this member has applied them, by id.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Vec<MemberRecord>")]
+pub struct GetMembers;
+
 // ---------------------------------------------------------------- applier
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +240,11 @@ pub enum ApplyResponse {
     LeaseGrant(LeaseGrantResponse),
     LeaseRevoke(LeaseRevokeResponse),
     Auth(AuthReply),
+    /// A membership change: the member it concerns and the members after it.
+    Members {
+        member: Option<MemberRecord>,
+        members: Vec<MemberRecord>,
+    },
     /// Entries with nothing to answer (empty entries, configuration changes).
     Empty,
 }
@@ -196,7 +260,7 @@ impl ApplyResponse {
             Self::Alarm(r) => r.header.as_ref(),
             Self::LeaseGrant(r) => r.header.as_ref(),
             Self::LeaseRevoke(r) => r.header.as_ref(),
-            Self::Auth(_) | Self::Empty => None,
+            Self::Auth(_) | Self::Members { .. } | Self::Empty => None,
         }
     }
 }

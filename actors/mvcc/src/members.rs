@@ -1,0 +1,397 @@
+//! The cluster's membership as applied state (etcd's `membership.RaftCluster` backend half).
+//!
+//! Members live in the `members` table (key: the id in lower-case hex, as etcd's; value: an
+//! encoded `etcdserverpb.Member`), removed ids in `members_removed` (value `removed`). Changes
+//! are applied in log order with the writes, so every member validates a change against the
+//! same state and reaches the same answer; raft's configuration follows what is applied here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use actcd_proto::actcdpb::member_change::Kind;
+use actcd_proto::actcdpb::{MemberAttributes, MemberChange};
+use actcd_proto::etcdserverpb::Member;
+use actcd_types::EtcdError;
+use actcd_types::msg::{ConfChangeKind, MemberRecord};
+use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
+use prost::Message;
+
+/// etcd's limit on learners in a cluster.
+pub const MAX_LEARNERS: usize = 1;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Membership {
+    members: BTreeMap<u64, MemberRecord>,
+    removed: BTreeSet<u64>,
+}
+
+/// What a change asks of raft's configuration once applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfOrder {
+    pub kind: ConfChangeKind,
+    pub node_id: u64,
+    pub peer_urls: Vec<String>,
+}
+
+/// The outcome of one applied change: the member it concerns, and the order for raft (none for
+/// a peer-URL update, which raft does not see).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub member: MemberRecord,
+    pub order: Option<ConfOrder>,
+}
+
+fn key(id: u64) -> Vec<u8> {
+    format!("{id:x}").into_bytes()
+}
+
+fn to_pb(m: &MemberRecord) -> Member {
+    Member {
+        id: m.id,
+        name: m.name.clone(),
+        peer_ur_ls: m.peer_urls.clone(),
+        client_ur_ls: m.client_urls.clone(),
+        is_learner: m.is_learner,
+    }
+}
+
+/// The record as the Cluster service sends it.
+pub fn member_to_pb(m: &MemberRecord) -> Member {
+    to_pb(m)
+}
+
+fn from_pb(m: Member) -> MemberRecord {
+    MemberRecord {
+        id: m.id,
+        name: m.name,
+        peer_urls: m.peer_ur_ls,
+        client_urls: m.client_ur_ls,
+        is_learner: m.is_learner,
+    }
+}
+
+impl Membership {
+    pub fn load<R: ReadTxn + ?Sized>(txn: &R) -> Result<Self, StorageError> {
+        let mut out = Self::default();
+        let mut bad = None;
+        txn.scan(Table::Members, &[], None, &mut |k, v| {
+            match Member::decode(v) {
+                Ok(m) => {
+                    out.members.insert(m.id, from_pb(m));
+                }
+                Err(e) => bad = Some(format!("member record {:?}: {e}", k)),
+            }
+            true
+        })?;
+        txn.scan(Table::MembersRemoved, &[], None, &mut |k, _| {
+            if let Some(id) = std::str::from_utf8(k)
+                .ok()
+                .and_then(|s| u64::from_str_radix(s, 16).ok())
+            {
+                out.removed.insert(id);
+            }
+            true
+        })?;
+        match bad {
+            Some(e) => Err(StorageError(e)),
+            None => Ok(out),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Every member, by id.
+    pub fn list(&self) -> Vec<MemberRecord> {
+        self.members.values().cloned().collect()
+    }
+
+    pub fn get(&self, id: u64) -> Option<&MemberRecord> {
+        self.members.get(&id)
+    }
+
+    pub fn is_removed(&self, id: u64) -> bool {
+        self.removed.contains(&id)
+    }
+
+    /// Writes the initial members of a new cluster (or what a joining member fetched).
+    pub fn bootstrap<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        members: Vec<MemberRecord>,
+    ) -> Result<(), StorageError> {
+        for m in members {
+            self.save(txn, m)?;
+        }
+        Ok(())
+    }
+
+    fn save<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        m: MemberRecord,
+    ) -> Result<(), StorageError> {
+        txn.put(Table::Members, &key(m.id), &to_pb(&m).encode_to_vec())?;
+        self.members.insert(m.id, m);
+        Ok(())
+    }
+
+    fn peer_urls_taken(&self, urls: &[String], except: u64) -> bool {
+        self.members
+            .values()
+            .filter(|m| m.id != except)
+            .any(|m| m.peer_urls.iter().any(|u| urls.contains(u)))
+    }
+
+    /// etcd's `ValidateConfigurationChange` followed by the change itself. The outer error is
+    /// storage failing; the inner one is the client's answer, and then nothing changed.
+    pub fn apply<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        change: &MemberChange,
+    ) -> Result<Result<Applied, EtcdError>, StorageError> {
+        let id = change.member_id;
+        let kind = Kind::try_from(change.kind).unwrap_or(Kind::Add);
+        if self.removed.contains(&id) {
+            return Ok(Err(EtcdError::MemberNotFound));
+        }
+        let existing = self.members.get(&id).cloned();
+        let outcome = match (kind, existing) {
+            (Kind::Add | Kind::AddLearner, Some(_)) => Err(EtcdError::MemberExist),
+            (Kind::Add | Kind::AddLearner, None) => {
+                let learner = kind == Kind::AddLearner;
+                if self.peer_urls_taken(&change.peer_urls, 0) {
+                    Err(EtcdError::PeerUrlExist)
+                } else if learner
+                    && self.members.values().filter(|m| m.is_learner).count() >= MAX_LEARNERS
+                {
+                    Err(EtcdError::TooManyLearners)
+                } else {
+                    let m = MemberRecord {
+                        id,
+                        peer_urls: change.peer_urls.clone(),
+                        is_learner: learner,
+                        ..Default::default()
+                    };
+                    self.save(txn, m.clone())?;
+                    let kind = if learner {
+                        ConfChangeKind::AddLearner
+                    } else {
+                        ConfChangeKind::AddVoter
+                    };
+                    Ok(Applied {
+                        order: Some(ConfOrder {
+                            kind,
+                            node_id: id,
+                            peer_urls: m.peer_urls.clone(),
+                        }),
+                        member: m,
+                    })
+                }
+            }
+            (_, None) => Err(EtcdError::MemberNotFound),
+            (Kind::Remove, Some(m)) => {
+                txn.delete(Table::Members, &key(id))?;
+                txn.put(Table::MembersRemoved, &key(id), b"removed")?;
+                self.members.remove(&id);
+                self.removed.insert(id);
+                Ok(Applied {
+                    order: Some(ConfOrder {
+                        kind: ConfChangeKind::Remove,
+                        node_id: id,
+                        peer_urls: vec![],
+                    }),
+                    member: m,
+                })
+            }
+            (Kind::Promote, Some(m)) if !m.is_learner => Err(EtcdError::MemberNotLearner),
+            (Kind::Promote, Some(mut m)) => {
+                m.is_learner = false;
+                self.save(txn, m.clone())?;
+                Ok(Applied {
+                    order: Some(ConfOrder {
+                        kind: ConfChangeKind::Promote,
+                        node_id: id,
+                        peer_urls: m.peer_urls.clone(),
+                    }),
+                    member: m,
+                })
+            }
+            (Kind::Update, Some(mut m)) => {
+                if self.peer_urls_taken(&change.peer_urls, id) {
+                    Err(EtcdError::PeerUrlExist)
+                } else {
+                    m.peer_urls = change.peer_urls.clone();
+                    self.save(txn, m.clone())?;
+                    Ok(Applied {
+                        order: None,
+                        member: m,
+                    })
+                }
+            }
+        };
+        Ok(outcome)
+    }
+
+    /// A started member's name and client URLs. Ignored for a member not (or no longer) in the
+    /// cluster, as etcd does for a removed one.
+    pub fn set_attributes<W: WriteTxn + ?Sized>(
+        &mut self,
+        txn: &mut W,
+        attrs: &MemberAttributes,
+    ) -> Result<Option<MemberRecord>, StorageError> {
+        let Some(mut m) = self.members.get(&attrs.member_id).cloned() else {
+            return Ok(None);
+        };
+        m.name = attrs.name.clone();
+        m.client_urls = attrs.client_urls.clone();
+        self.save(txn, m.clone())?;
+        Ok(Some(m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_types::storage::{KvEngine, MemEngine};
+
+    fn change(kind: Kind, id: u64, urls: &[&str]) -> MemberChange {
+        MemberChange {
+            kind: kind as i32,
+            member_id: id,
+            peer_urls: urls.iter().map(|u| u.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn changes_are_validated_as_etcd_validates_them() {
+        let engine = MemEngine::default();
+        let mut txn = engine.write().unwrap();
+        let mut m = Membership::default();
+        m.bootstrap(
+            &mut *txn,
+            vec![MemberRecord {
+                id: 1,
+                name: "a".into(),
+                peer_urls: vec!["http://a:2380".into()],
+                ..Default::default()
+            }],
+        )
+        .unwrap();
+        struct Case {
+            name: &'static str,
+            change: MemberChange,
+            want: Result<Option<ConfChangeKind>, EtcdError>,
+        }
+        let cases = [
+            Case {
+                name: "add a voter",
+                change: change(Kind::Add, 2, &["http://b:2380"]),
+                want: Ok(Some(ConfChangeKind::AddVoter)),
+            },
+            Case {
+                name: "same id again",
+                change: change(Kind::Add, 2, &["http://c:2380"]),
+                want: Err(EtcdError::MemberExist),
+            },
+            Case {
+                name: "a peer URL in use",
+                change: change(Kind::AddLearner, 3, &["http://b:2380"]),
+                want: Err(EtcdError::PeerUrlExist),
+            },
+            Case {
+                name: "a learner",
+                change: change(Kind::AddLearner, 3, &["http://c:2380"]),
+                want: Ok(Some(ConfChangeKind::AddLearner)),
+            },
+            Case {
+                name: "a second learner",
+                change: change(Kind::AddLearner, 4, &["http://d:2380"]),
+                want: Err(EtcdError::TooManyLearners),
+            },
+            Case {
+                name: "promote a voter",
+                change: change(Kind::Promote, 2, &[]),
+                want: Err(EtcdError::MemberNotLearner),
+            },
+            Case {
+                name: "promote the learner",
+                change: change(Kind::Promote, 3, &[]),
+                want: Ok(Some(ConfChangeKind::Promote)),
+            },
+            Case {
+                name: "update to a taken URL",
+                change: change(Kind::Update, 3, &["http://a:2380"]),
+                want: Err(EtcdError::PeerUrlExist),
+            },
+            Case {
+                name: "update",
+                change: change(Kind::Update, 3, &["http://c2:2380"]),
+                want: Ok(None),
+            },
+            Case {
+                name: "remove",
+                change: change(Kind::Remove, 2, &[]),
+                want: Ok(Some(ConfChangeKind::Remove)),
+            },
+            Case {
+                name: "remove again",
+                change: change(Kind::Remove, 2, &[]),
+                want: Err(EtcdError::MemberNotFound),
+            },
+            Case {
+                name: "a removed id never comes back",
+                change: change(Kind::Add, 2, &["http://e:2380"]),
+                want: Err(EtcdError::MemberNotFound),
+            },
+            Case {
+                name: "unknown member",
+                change: change(Kind::Update, 9, &["http://z:2380"]),
+                want: Err(EtcdError::MemberNotFound),
+            },
+        ];
+        for c in cases {
+            let before = m.clone();
+            let got = m
+                .apply(&mut *txn, &c.change)
+                .unwrap()
+                .map(|a| a.order.map(|o| o.kind));
+            assert_eq!(got, c.want, "{}", c.name);
+            if got.is_err() {
+                assert_eq!(m, before, "{}: a refused change changes nothing", c.name);
+            }
+        }
+        txn.commit().unwrap();
+        let loaded = Membership::load(&*engine.read().unwrap()).unwrap();
+        assert_eq!(loaded, m, "persisted as applied");
+        let ids: Vec<_> = loaded.list().iter().map(|m| (m.id, m.is_learner)).collect();
+        assert_eq!(ids, [(1, false), (3, false)]);
+        assert_eq!(loaded.get(3).unwrap().peer_urls, ["http://c2:2380"]);
+        assert!(loaded.is_removed(2));
+    }
+
+    #[test]
+    fn attributes_are_published_for_members_only() {
+        let engine = MemEngine::default();
+        let mut txn = engine.write().unwrap();
+        let mut m = Membership::default();
+        m.bootstrap(
+            &mut *txn,
+            vec![MemberRecord {
+                id: 1,
+                peer_urls: vec!["http://a:2380".into()],
+                ..Default::default()
+            }],
+        )
+        .unwrap();
+        let attrs = |id| MemberAttributes {
+            member_id: id,
+            name: "a".into(),
+            client_urls: vec!["http://a:2379".into()],
+        };
+        assert!(m.set_attributes(&mut *txn, &attrs(1)).unwrap().is_some());
+        assert!(m.set_attributes(&mut *txn, &attrs(2)).unwrap().is_none());
+        assert_eq!(m.get(1).unwrap().client_urls, ["http://a:2379"]);
+        assert_eq!(m.list().len(), 1);
+    }
+}
