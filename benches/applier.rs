@@ -67,6 +67,7 @@ fn bench_apply(c: &mut Criterion) {
         let peers = ApplierPeers {
             store: store.recipient(),
             raft: raft.clone().recipient(),
+            install: None,
         };
         (ApplierActor::new(applier, peers).start(), raft)
     });

@@ -178,6 +178,7 @@ impl Fixture {
                 Notify {
                     revision: self.revision,
                     events: vec![put_event(&key(self.revision), self.revision)],
+                    restored: false,
                 }
             })
             .collect()

@@ -17,7 +17,7 @@ use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
 use actcd_mvcc::{ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
-use actcd_transport::{TransportActor, serve_peers};
+use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
 use actcd_types::msg::{
     FlushStore, GetStoreStatus, LeaseGranted, LessorTick, MemberRecord, PeerChange, QuotaUsage,
@@ -382,6 +382,7 @@ fn start_actors(
         revoked: Some(lessor.clone().recipient()),
         checkpointed: Some(lessor.clone().recipient()),
         conf: None,
+        conf_sync: None,
     };
     // With the front on this thread (small machines), the store joins it too: a write then
     // crosses no thread boundary but the fsync's (see `front_threads`).
@@ -417,6 +418,7 @@ fn start_actors(
     let raft = raft_ctx.address();
     let transport = TransportActor::new(cluster_id)
         .reporting_to(raft.clone().recipient())
+        .with_snapshots(mvcc.clone().recipient(), raft.clone().recipient())
         .start();
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
@@ -427,6 +429,8 @@ fn start_actors(
         outbox: Some(transport.clone().recipient()),
         leadership: Some(lessor.clone().recipient()),
         peer_book: Some(transport.clone().recipient()),
+        snapshots: Some(transport.clone().recipient()),
+        install: Some(applier.clone().recipient()),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     raft_ctx.run(
@@ -440,18 +444,25 @@ fn start_actors(
         });
     }
     // Before the applier starts: no membership change is applied unheard.
-    mvcc.do_send(ConnectRaft(raft.clone().recipient()));
+    mvcc.do_send(ConnectRaft(
+        raft.clone().recipient(),
+        raft.clone().recipient(),
+    ));
     serve_peer_urls(
         cfg,
-        raft.clone().recipient(),
+        PeerRoutes {
+            step: raft.clone().recipient(),
+            snapshot: Some(raft.clone().recipient()),
+            members: Some(mvcc.clone().recipient()),
+        },
         cluster_id,
-        mvcc.clone().recipient(),
     );
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
             store: mvcc.clone().recipient(),
             raft: raft.clone().recipient(),
+            install: Some(mvcc.clone().recipient()),
         },
     ));
     let limits = Limits {
@@ -542,12 +553,7 @@ fn start_actors(
 
 /// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
 /// thread: each message is one `Step` into the raft node's mailbox).
-fn serve_peer_urls(
-    cfg: &Config,
-    raft: Recipient<actcd_types::msg::Step>,
-    cluster_id: u64,
-    members: Recipient<actcd_types::msg::GetMembers>,
-) {
+fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
     for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
         let Some(addr) = actcd_front::parse_url(url) else {
             tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
@@ -564,10 +570,9 @@ fn serve_peer_urls(
             }
         };
         tracing::info!(%addr, "listening for peers");
-        let raft = raft.clone();
-        let members = Some(members.clone());
+        let routes = routes.clone();
         actix::spawn(async move {
-            let serve = serve_peers(listener, raft, cluster_id, members, std::future::pending());
+            let serve = serve_peers(listener, routes, cluster_id, std::future::pending());
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "peer server failed");
             }

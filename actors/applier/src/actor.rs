@@ -1,4 +1,5 @@
-use actcd_types::msg::{Applied, Apply, ApplyBatch, Cancel, Register};
+use actcd_types::EtcdError;
+use actcd_types::msg::{Applied, Apply, ApplyBatch, Cancel, InstallSnapshot, Register};
 use actix::prelude::*;
 
 use crate::applier::Applier;
@@ -7,6 +8,8 @@ use crate::applier::Applier;
 pub struct ApplierPeers {
     pub store: Recipient<ApplyBatch>,
     pub raft: Recipient<Applied>,
+    /// The store, for snapshots from the leader.
+    pub install: Option<Recipient<InstallSnapshot>>,
 }
 
 pub struct ApplierActor {
@@ -52,6 +55,26 @@ impl Handler<Apply> for ApplierActor {
                     System::current().stop_with_code(1);
                 }
                 Err(_) => tracing::warn!("store is gone; server stopping"),
+            },
+        )))
+    }
+}
+
+/// A snapshot from the leader replaces the store, in order with the entries before it; the
+/// consistent index moves to the one the snapshot covers.
+impl Handler<InstallSnapshot> for ApplierActor {
+    type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
+
+    fn handle(&mut self, msg: InstallSnapshot, _: &mut Context<Self>) -> Self::Result {
+        let Some(store) = self.peers.install.clone() else {
+            let e = EtcdError::internal("no store to install a snapshot into");
+            return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
+        };
+        AtomicResponse::new(Box::pin(store.send(msg).into_actor(self).map(
+            |res, act, _| {
+                let index = res.map_err(EtcdError::from)??;
+                act.applier.installed(index);
+                Ok(index)
             },
         )))
     }

@@ -91,6 +91,13 @@ impl Applier {
         self.mark_applied(last_index);
     }
 
+    /// The store was replaced by a snapshot covering `consistent_index`: entries up to it are
+    /// in it and are skipped from now on.
+    pub fn installed(&mut self, consistent_index: u64) {
+        self.consistent_index = consistent_index;
+        self.mark_applied(consistent_index);
+    }
+
     fn mark_applied(&mut self, index: u64) {
         self.applied = self.applied.max(index);
     }

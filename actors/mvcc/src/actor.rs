@@ -24,8 +24,9 @@ use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use actcd_types::msg::{
     ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
     ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashKv, HashKvResult, History,
-    HistoryChunk, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, Notify, Range, RangeTo,
-    ReadTxn, StoreStatus, SyncStorage, WatchInterest,
+    HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked,
+    MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus,
+    SyncConf, SyncStorage, WatchInterest,
 };
 use actcd_types::{AuthInfo, EtcdError};
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
@@ -63,8 +64,10 @@ pub struct MvccPeers {
     pub granted: Option<Recipient<LeaseGranted>>,
     pub revoked: Option<Recipient<LeaseRevoked>>,
     pub checkpointed: Option<Recipient<LeaseCheckpointed>>,
-    /// The raft node: membership changes once applied (`ConnectRaft`).
+    /// The raft node: membership changes once applied, and the whole membership after a
+    /// snapshot was installed (`ConnectRaft`).
     pub conf: Option<Recipient<ApplyConfChange>>,
+    pub conf_sync: Option<Recipient<SyncConf>>,
 }
 
 impl MvccActor {
@@ -133,6 +136,7 @@ impl MvccActor {
             w.do_send(Notify {
                 revision: self.store.current_revision(),
                 events: out.events,
+                restored: false,
             });
         }
         for note in out.leases {
@@ -340,17 +344,70 @@ impl Handler<ConnectWatchHub> for MvccActor {
     }
 }
 
+/// A copy of the whole store for a member too far behind for the log, once this member has
+/// applied the snapshot's index: pending applies are committed first, so the copy covers them.
+impl Handler<MakeSnapshot> for MvccActor {
+    type Result = Result<StoreSnapshot, SnapshotError>;
+
+    fn handle(&mut self, msg: MakeSnapshot, _: &mut Self::Context) -> Self::Result {
+        if self.store.consistent_index() < msg.min_index {
+            return Err(SnapshotError::NotReady);
+        }
+        let failed = |e: EtcdError| SnapshotError::Failed(e.to_string());
+        self.store.commit(&mut self.pending).map_err(failed)?;
+        let (consistent_index, data) = self.store.snapshot_blob().map_err(failed)?;
+        Ok(StoreSnapshot {
+            consistent_index,
+            data,
+        })
+    }
+}
+
+/// Replaces the store with a snapshot the leader sent (through the applier, in log order).
+/// Watchers catch up from the new history, the lessor learns the new leases, and raft's
+/// configuration follows the new members.
+impl Handler<InstallSnapshot> for MvccActor {
+    type Result = Result<u64, EtcdError>;
+
+    fn handle(&mut self, msg: InstallSnapshot, _: &mut Self::Context) -> Self::Result {
+        let index = self.store.restore(&mut self.pending, &msg.data)?;
+        tracing::info!(
+            snapshot_index = msg.index,
+            consistent_index = index,
+            revision = self.store.current_revision(),
+            "installed a snapshot from the leader"
+        );
+        if let Some(raft) = &self.peers.conf_sync {
+            raft.do_send(SyncConf {
+                members: self.store.members().list(),
+            });
+        }
+        if self.hub_listening
+            && let Some(w) = &self.peers.watch
+        {
+            w.do_send(Notify {
+                revision: self.store.current_revision(),
+                events: vec![],
+                restored: true,
+            });
+        }
+        self.announce();
+        Ok(index)
+    }
+}
+
 /// Connects the raft node, which follows applied membership changes. Sent before the applier
 /// starts, so no change is applied unheard.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ConnectRaft(pub Recipient<ApplyConfChange>);
+pub struct ConnectRaft(pub Recipient<ApplyConfChange>, pub Recipient<SyncConf>);
 
 impl Handler<ConnectRaft> for MvccActor {
     type Result = ();
 
     fn handle(&mut self, msg: ConnectRaft, _: &mut Self::Context) {
         self.peers.conf = Some(msg.0);
+        self.peers.conf_sync = Some(msg.1);
     }
 }
 

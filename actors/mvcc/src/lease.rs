@@ -122,6 +122,10 @@ impl Leases {
         }
     }
 
+    pub(crate) fn min_ttl(&self) -> i64 {
+        self.min_ttl
+    }
+
     pub(crate) fn set_min_ttl(&mut self, secs: i64) {
         self.min_ttl = secs.max(1);
     }

@@ -120,6 +120,7 @@ mod key_index;
 mod lease;
 mod members;
 mod range;
+mod snapshot;
 mod store;
 mod txn;
 mod write;

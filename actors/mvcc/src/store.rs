@@ -338,6 +338,55 @@ impl Store {
         Ok(())
     }
 
+    /// The committed state as one blob (see `snapshot.rs`) and the consistent index it covers.
+    /// Applies still pending in a batch are not in it: commit them first.
+    pub fn snapshot_blob(&self) -> Result<(u64, Vec<u8>), EtcdError> {
+        let txn = self.engine.read().map_err(Error::from)?;
+        let index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
+        let data = crate::snapshot::encode(&*txn).map_err(Error::from)?;
+        Ok((index, data))
+    }
+
+    /// Replaces the whole state with a snapshot blob, durably (one write transaction, then a
+    /// sync), and rebuilds every index from it. Pending applies are committed first. The
+    /// outbox tells the lessor which leases went and came. Returns the consistent index the
+    /// snapshot covers.
+    pub fn restore(&mut self, pending: &mut Pending, data: &[u8]) -> Result<u64, EtcdError> {
+        self.check_poisoned()?;
+        self.commit(pending)?;
+        let mut txn = self.engine.write().map_err(Error::from)?;
+        crate::snapshot::install(&mut *txn, data).map_err(Error::from)?;
+        txn.commit().map_err(Error::from)?;
+        self.engine.sync().map_err(Error::from)?;
+        let mut next = Self::open_inner(self.engine.clone(), self.identity)?;
+        next.leases.set_min_ttl(self.leases.min_ttl());
+        next.compaction_batch_limit = self.compaction_batch_limit;
+        next.notify = self.notify;
+        let mut outbox = std::mem::take(&mut self.outbox);
+        if next.notify {
+            let kept: HashSet<i64> = next
+                .leases
+                .notes()
+                .iter()
+                .filter_map(|n| match n {
+                    LeaseNote::Granted { id, .. } => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            for note in self.leases.notes() {
+                if let LeaseNote::Granted { id, .. } = note
+                    && !kept.contains(&id)
+                {
+                    outbox.leases.push(LeaseNote::Revoked { id });
+                }
+            }
+            outbox.leases.extend(next.leases.notes());
+        }
+        next.outbox = outbox;
+        *self = next;
+        Ok(self.consistent_index)
+    }
+
     /// What batches applied since the last call changed.
     pub fn take_outbox(&mut self) -> Outbox {
         std::mem::take(&mut self.outbox)

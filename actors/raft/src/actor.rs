@@ -2,9 +2,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, ConfChangeKind, Leadership,
-    PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress, RaftStatus, RaftStatusReply,
-    ReadIndex, ReleaseWal, Step, SyncStorage, Tick, Unreachable,
+    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, ConfChangeKind, InstallSnapshot,
+    Leadership, PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress, RaftStatus,
+    RaftStatusReply, ReadIndex, ReleaseWal, SendSnapshot, SnapshotReport, Step, StepSnapshot,
+    SyncConf, SyncStorage, Tick, Unreachable,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -25,6 +26,10 @@ pub struct RaftPeers {
     pub leadership: Option<Recipient<Leadership>>,
     /// The transport's address book, kept in step with applied membership changes.
     pub peer_book: Option<Recipient<PeerChange>>,
+    /// Where snapshot messages go (the transport attaches a store copy).
+    pub snapshots: Option<Recipient<SendSnapshot>>,
+    /// Where a snapshot from the leader is installed (the applier, in log order).
+    pub install: Option<Recipient<InstallSnapshot>>,
 }
 
 /// The WAL made Ready `number` durable.
@@ -75,6 +80,10 @@ pub struct RaftActor {
     catchup_entries: u64,
     last_snapshot: u64,
     compacting: bool,
+    /// The store copy of the last snapshot message stepped in: (snapshot index, data).
+    incoming: Option<(u64, Vec<u8>)>,
+    /// A snapshot installed by the Ready being persisted: applied once persisted.
+    installed: Option<u64>,
 }
 
 impl RaftActor {
@@ -98,6 +107,8 @@ impl RaftActor {
             catchup_entries,
             last_snapshot,
             compacting: false,
+            incoming: None,
+            installed: None,
         }
     }
 
@@ -144,6 +155,11 @@ impl RaftActor {
             }
         }
         self.send_peers(out.messages);
+        if let Some(tx) = &self.peers.snapshots {
+            for (to, index, message) in out.snapshots_out {
+                tx.do_send(SendSnapshot { to, index, message });
+            }
+        }
         if !out.committed.is_empty() {
             self.peers.applier.do_send(Apply {
                 entries: out.committed,
@@ -172,6 +188,22 @@ impl RaftActor {
             hard_state: out.hard_state,
             entries: out.entries,
         };
+        if let Some((index, term, conf_state)) = out.snapshot {
+            self.install_snapshot(
+                index,
+                term,
+                conf_state,
+                append,
+                number,
+                persisted_messages,
+                ctx,
+            );
+            self.peers.progress.do_send(RaftProgress {
+                committed: self.node.committed(),
+                applied: self.node.applied(),
+            });
+            return;
+        }
         // Every Ready goes through the WAL, even an empty one: persistence is acknowledged in
         // Ready order, and an empty append costs no fsync.
         if append.entries.len() <= INLINE_MAX_ENTRIES
@@ -218,6 +250,69 @@ impl RaftActor {
                     System::current().stop_with_code(1);
                 }
                 Err(_) => act.fail_all(EtcdError::Stopped),
+            })
+            .wait(ctx);
+    }
+
+    /// Raft accepted a snapshot from the leader. Before the Ready is persisted: the store
+    /// replaces its state with the copy that came with the message (durably), then the WAL
+    /// marks the snapshot (dropping the log below it), then the Ready's own writes. A crash in
+    /// between leaves either the old store with the old log, or the new store (whose
+    /// consistent index covers the mark) with a log that replays from it. Nothing else runs on
+    /// this actor meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    fn install_snapshot(
+        &mut self,
+        index: u64,
+        term: u64,
+        conf_state: Vec<u8>,
+        append: Append,
+        number: u64,
+        persisted_messages: Vec<PeerMessage>,
+        ctx: &mut Context<Self>,
+    ) {
+        let data = match self.incoming.take() {
+            Some((i, d)) if i == index => d,
+            _ => {
+                tracing::error!(
+                    index,
+                    "raft accepted a snapshot whose data never arrived; stopping"
+                );
+                System::current().stop_with_code(1);
+                return;
+            }
+        };
+        let Some(install) = self.peers.install.clone() else {
+            tracing::error!("no state machine to install a snapshot into; stopping");
+            System::current().stop_with_code(1);
+            return;
+        };
+        let release = self.peers.release.clone();
+        let work = async move {
+            install
+                .send(InstallSnapshot { index, data })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            release
+                .send(ReleaseWal {
+                    index,
+                    term,
+                    conf_state,
+                })
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        work.into_actor(self)
+            .map(move |res, act, ctx| match res {
+                Ok(()) => {
+                    act.installed = Some(index);
+                    act.append_on_wal_thread(append, number, persisted_messages, ctx);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, index, "installing a snapshot failed; stopping");
+                    System::current().stop_with_code(1);
+                }
             })
             .wait(ctx);
     }
@@ -309,6 +404,11 @@ impl Handler<Persisted> for RaftActor {
 
     fn handle(&mut self, msg: Persisted, ctx: &mut Context<Self>) {
         self.node.on_persisted(msg.number);
+        if let Some(index) = self.installed.take() {
+            self.node.on_applied(index);
+            self.last_snapshot = self.last_snapshot.max(index);
+            self.release_applied_reads();
+        }
         self.send_peers(msg.persisted_messages);
         self.schedule_ready(ctx);
     }
@@ -366,6 +466,63 @@ impl Handler<ApplyConfChange> for RaftActor {
             // etcd's member stops here; its data dir is of no further use to this cluster.
             tracing::warn!("the member has been permanently removed from the cluster; stopping");
             System::current().stop();
+        }
+        self.schedule_ready(ctx);
+    }
+}
+
+/// A snapshot message and the store copy it came with.
+impl Handler<StepSnapshot> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: StepSnapshot, ctx: &mut Context<Self>) {
+        let Some(index) = RaftNode::snapshot_index(&msg.msg) else {
+            return;
+        };
+        self.incoming = Some((index, msg.data));
+        self.node.step(&msg.msg);
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<SnapshotReport> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SnapshotReport, ctx: &mut Context<Self>) {
+        self.node.report_snapshot(msg.to, msg.ok);
+        self.schedule_ready(ctx);
+    }
+}
+
+/// The store was replaced by a snapshot: raft's configuration and the transport follow its
+/// members.
+impl Handler<SyncConf> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SyncConf, ctx: &mut Context<Self>) {
+        let ids = |learner: bool| -> Vec<u64> {
+            msg.members
+                .iter()
+                .filter(|m| m.is_learner == learner)
+                .map(|m| m.id)
+                .collect()
+        };
+        let (voters, learners) = (ids(false), ids(true));
+        let before = self.node.conf_members();
+        self.node.reconcile_conf(&voters, &learners);
+        let me = self.node.id();
+        if let Some(book) = &self.peers.peer_book {
+            for m in msg.members.iter().filter(|m| m.id != me) {
+                book.do_send(PeerChange::Upsert {
+                    id: m.id,
+                    urls: m.peer_urls.clone(),
+                });
+            }
+            for id in before {
+                if id != me && !msg.members.iter().any(|m| m.id == id) {
+                    book.do_send(PeerChange::Remove { id });
+                }
+            }
         }
         self.schedule_ready(ctx);
     }
@@ -560,6 +717,8 @@ mod tests {
             outbox: None,
             leadership: None,
             peer_book: None,
+            snapshots: None,
+            install: None,
         };
         let mut actor = RaftActor::new(node, peers, snapshot_count, 2);
         if let Some(w) = inline {

@@ -3,9 +3,10 @@ use actcd_types::msg::{
     CommittedEntry, ConfChangeKind, EntryKind, HardState, PeerMessage, WalEntry,
 };
 use protobuf::Message as _;
+use raft::SnapshotStatus;
 use raft::prelude::{
     ConfChange, ConfChangeType, ConfState, Entry, EntryType, HardState as RaftHardState, Message,
-    Snapshot,
+    MessageType, Snapshot,
 };
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole, Storage as _};
@@ -47,6 +48,12 @@ pub struct ReadyOutput {
     pub reads: Vec<(Vec<u8>, u64)>,
     /// The leader this node now follows, when it changed.
     pub leader_changed: Option<u64>,
+    /// A snapshot from the leader that raft accepted: (index, term, encoded conf state). The
+    /// state machine must install it before the Ready is persisted or anything after applied.
+    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    /// Snapshot messages to send: (to, snapshot index, encoded message). They travel with a
+    /// store copy, on their own stream.
+    pub snapshots_out: Vec<(u64, u64, Vec<u8>)>,
 }
 
 pub struct RaftNode {
@@ -215,6 +222,12 @@ impl RaftNode {
         }
     }
 
+    /// Every voter and learner of the configuration.
+    pub fn conf_members(&self) -> Vec<u64> {
+        let cs = self.raw.raft.prs().conf().to_conf_state();
+        cs.voters.into_iter().chain(cs.learners).collect()
+    }
+
     /// Whether this member is a learner in its configuration.
     pub fn is_learner(&self) -> bool {
         self.raw.raft.prs().conf().learners().contains(&self.id)
@@ -224,6 +237,46 @@ impl RaftNode {
     pub fn knows(&self, id: u64) -> bool {
         let conf = self.raw.raft.prs().conf();
         conf.voters().contains(id) || conf.learners().contains(&id)
+    }
+
+    /// How sending a snapshot to `to` ended.
+    pub fn report_snapshot(&mut self, to: u64, ok: bool) {
+        let status = if ok {
+            SnapshotStatus::Finish
+        } else {
+            SnapshotStatus::Failure
+        };
+        self.raw.report_snapshot(to, status);
+    }
+
+    /// The snapshot index a snapshot message carries (`None` if it is not one).
+    pub fn snapshot_index(msg: &[u8]) -> Option<u64> {
+        let m = Message::parse_from_bytes(msg).ok()?;
+        (m.get_msg_type() == MessageType::MsgSnapshot)
+            .then(|| m.get_snapshot().get_metadata().index)
+    }
+
+    /// Brings raft's configuration in line with `voters` and `learners` (the members of a
+    /// store installed from a snapshot) one simple change at a time.
+    pub fn reconcile_conf(&mut self, voters: &[u64], learners: &[u64]) {
+        let cs = self.raw.raft.prs().conf().to_conf_state();
+        for &id in voters {
+            if cs.learners.contains(&id) {
+                self.apply_conf_change(ConfChangeKind::Promote, id);
+            } else if !cs.voters.contains(&id) {
+                self.apply_conf_change(ConfChangeKind::AddVoter, id);
+            }
+        }
+        for &id in learners {
+            if !cs.learners.contains(&id) && !cs.voters.contains(&id) {
+                self.apply_conf_change(ConfChangeKind::AddLearner, id);
+            }
+        }
+        for id in cs.voters.iter().chain(&cs.learners) {
+            if !voters.contains(id) && !learners.contains(id) {
+                self.apply_conf_change(ConfChangeKind::Remove, *id);
+            }
+        }
     }
 
     /// The transport lost member `id`.
@@ -272,9 +325,27 @@ impl RaftNode {
             self.leader = ss.leader_id;
             out.leader_changed = Some(ss.leader_id);
         }
-        out.messages = encode_messages(rd.take_messages());
+        let (snaps, msgs): (Vec<Message>, Vec<Message>) = rd
+            .take_messages()
+            .into_iter()
+            .partition(|m| m.get_msg_type() == MessageType::MsgSnapshot);
+        out.messages = encode_messages(msgs);
+        for m in snaps {
+            let index = m.get_snapshot().get_metadata().index;
+            if let Ok(b) = m.write_to_bytes() {
+                out.snapshots_out.push((m.to, index, b));
+            }
+        }
         if !rd.snapshot().is_empty() {
             let snap = rd.snapshot().clone();
+            let meta = snap.get_metadata();
+            out.snapshot = Some((
+                meta.index,
+                meta.term,
+                meta.get_conf_state()
+                    .write_to_bytes()
+                    .map_err(EtcdError::internal)?,
+            ));
             self.raw
                 .mut_store()
                 .wl()

@@ -33,7 +33,10 @@ use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
 use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
 use actcd_proto::actcdpb::{MembersReply, MembersRequest, PeerAck, RaftMessage, SnapshotChunk};
 use actcd_proto::etcdserverpb::Member;
-use actcd_types::msg::{GetMembers, PeerChange, PeerMessage, Step, Unreachable};
+use actcd_types::msg::{
+    GetMembers, MakeSnapshot, PeerChange, PeerMessage, SendSnapshot, SnapshotError, SnapshotReport,
+    Step, StepSnapshot, Unreachable,
+};
 use actix::prelude::*;
 use futures::StreamExt;
 use tokio::sync::{Mutex, mpsc};
@@ -67,6 +70,8 @@ pub struct TransportActor {
     queues: HashMap<u64, (mpsc::Sender<Vec<u8>>, Vec<String>)>,
     /// Told when a stream breaks (for peers added by [`PeerChange`]).
     unreachable: Option<Recipient<Unreachable>>,
+    /// Where store copies for snapshots come from, and who hears how sending one ended.
+    snapshots: Option<(Recipient<MakeSnapshot>, Recipient<SnapshotReport>)>,
 }
 
 impl TransportActor {
@@ -75,7 +80,19 @@ impl TransportActor {
             cluster_id,
             queues: HashMap::new(),
             unreachable: None,
+            snapshots: None,
         }
+    }
+
+    /// Lets the transport send snapshots: `source` makes the store copy, `report` (raft)
+    /// hears whether the peer got it.
+    pub fn with_snapshots(
+        mut self,
+        source: Recipient<MakeSnapshot>,
+        report: Recipient<SnapshotReport>,
+    ) -> Self {
+        self.snapshots = Some((source, report));
+        self
     }
 
     /// Where broken streams to peers added by [`PeerChange`] are reported.
@@ -155,6 +172,106 @@ impl Handler<PeerMessage> for TransportActor {
     }
 }
 
+/// Raft sends a snapshot: attach a store copy and stream both to the peer on a stream of their
+/// own (so appends to other peers, and heartbeats to this one, are not held up), then tell raft
+/// how it went.
+impl Handler<SendSnapshot> for TransportActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SendSnapshot, _: &mut Self::Context) {
+        let Some((source, report)) = self.snapshots.clone() else {
+            return;
+        };
+        let url = self
+            .queues
+            .get(&msg.to)
+            .and_then(|(_, u)| u.first().cloned());
+        let cluster_id = self.cluster_id;
+        actix::spawn(async move {
+            let to = msg.to;
+            let ok = match url {
+                Some(url) => match send_snapshot(&url, cluster_id, source, msg).await {
+                    Ok(bytes) => {
+                        tracing::info!(to = format!("{to:x}"), bytes, "snapshot sent");
+                        true
+                    }
+                    Err(e) => {
+                        tracing::warn!(to = format!("{to:x}"), error = %e, "snapshot not sent");
+                        false
+                    }
+                },
+                None => false,
+            };
+            report.do_send(SnapshotReport { to, ok });
+        });
+    }
+}
+
+/// Bytes of store copy per chunk.
+const SNAPSHOT_CHUNK: usize = 1024 * 1024;
+
+async fn send_snapshot(
+    url: &str,
+    cluster_id: u64,
+    source: Recipient<MakeSnapshot>,
+    msg: SendSnapshot,
+) -> Result<usize, String> {
+    // The store may not have applied the snapshot's index yet: wait for it (briefly).
+    let mut copy = None;
+    for _ in 0..200 {
+        match source
+            .send(MakeSnapshot {
+                min_index: msg.index,
+            })
+            .await
+        {
+            Ok(Ok(c)) => {
+                copy = Some(c);
+                break;
+            }
+            Ok(Err(SnapshotError::NotReady)) => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let copy = copy.ok_or("the store never reached the snapshot's index")?;
+    let total = copy.data.len();
+    let crc = crc32c::crc32c(&copy.data);
+    let mut chunks = vec![SnapshotChunk {
+        raft_message: msg.message,
+        ..Default::default()
+    }];
+    for part in copy.data.chunks(SNAPSHOT_CHUNK) {
+        chunks.push(SnapshotChunk {
+            data: part.to_vec(),
+            ..Default::default()
+        });
+    }
+    chunks.push(SnapshotChunk {
+        last: true,
+        crc32c: crc,
+        ..Default::default()
+    });
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(1))
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut req = Request::new(futures::stream::iter(chunks));
+    if let Ok(v) = format!("{cluster_id:x}").parse() {
+        req.metadata_mut().insert(CLUSTER_ID_HEADER, v);
+    }
+    RaftPeerClient::new(channel)
+        .max_encoding_message_size(usize::MAX)
+        .snapshot(req)
+        .await
+        .map_err(|e| e.message().to_string())?;
+    Ok(total)
+}
+
 /// Keeps one stream open to `url` and feeds it from the queue, reconnecting after failures.
 /// Ends when the queue's sender (the transport) is gone.
 async fn stream_to(
@@ -210,12 +327,42 @@ async fn stream_to(
     }
 }
 
-/// The receiving side: every message read is stepped into the raft node.
-pub struct PeerService {
-    pub raft: Recipient<Step>,
-    pub cluster_id: u64,
+/// Where the peer port delivers what it receives.
+#[derive(Clone)]
+pub struct PeerRoutes {
+    /// Every raft message, stepped into the raft node.
+    pub step: Recipient<Step>,
+    /// Snapshot messages with their store copies.
+    pub snapshot: Option<Recipient<StepSnapshot>>,
     /// The applied membership, for members joining an existing cluster.
     pub members: Option<Recipient<GetMembers>>,
+}
+
+/// The receiving side: every message read is stepped into the raft node.
+pub struct PeerService {
+    pub routes: PeerRoutes,
+    pub cluster_id: u64,
+}
+
+impl PeerService {
+    /// Refuses a sender of another cluster (see [`CLUSTER_ID_HEADER`]).
+    fn check_cluster<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let theirs = req
+            .metadata()
+            .get(CLUSTER_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| u64::from_str_radix(v, 16).ok());
+        if theirs == Some(self.cluster_id) {
+            return Ok(());
+        }
+        let msg = format!(
+            "cluster ID mismatch: this member is in cluster {:x}, the sender in {}",
+            self.cluster_id,
+            theirs.map_or("(none)".to_string(), |c| format!("{c:x}"))
+        );
+        tracing::error!(remote = ?req.remote_addr(), "{msg}");
+        Err(Status::failed_precondition(msg))
+    }
 }
 
 #[tonic::async_trait]
@@ -224,24 +371,11 @@ impl RaftPeer for PeerService {
         &self,
         req: Request<Streaming<RaftMessage>>,
     ) -> Result<Response<PeerAck>, Status> {
-        let theirs = req
-            .metadata()
-            .get(CLUSTER_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| u64::from_str_radix(v, 16).ok());
-        if theirs != Some(self.cluster_id) {
-            let msg = format!(
-                "cluster ID mismatch: this member is in cluster {:x}, the sender in {}",
-                self.cluster_id,
-                theirs.map_or("(none)".to_string(), |c| format!("{c:x}"))
-            );
-            tracing::error!(remote = ?req.remote_addr(), "{msg}");
-            return Err(Status::failed_precondition(msg));
-        }
+        self.check_cluster(&req)?;
         let mut inbound = req.into_inner();
         while let Some(m) = inbound.next().await {
             let m = m?;
-            if self.raft.try_send(Step { msg: m.data }).is_err() {
+            if self.routes.step.try_send(Step { msg: m.data }).is_err() {
                 tracing::debug!("raft mailbox full; peer message dropped");
             }
         }
@@ -249,7 +383,7 @@ impl RaftPeer for PeerService {
     }
 
     async fn members(&self, _: Request<MembersRequest>) -> Result<Response<MembersReply>, Status> {
-        let Some(members) = &self.members else {
+        let Some(members) = &self.routes.members else {
             return Err(Status::unavailable("membership not served here"));
         };
         let list = members
@@ -271,11 +405,42 @@ impl RaftPeer for PeerService {
         }))
     }
 
+    /// A snapshot: the raft message, the store copy in chunks, and its CRC32C. Only a whole,
+    /// intact copy reaches raft.
     async fn snapshot(
         &self,
-        _: Request<Streaming<SnapshotChunk>>,
+        req: Request<Streaming<SnapshotChunk>>,
     ) -> Result<Response<PeerAck>, Status> {
-        Err(Status::unimplemented("snapshots are not received yet"))
+        self.check_cluster(&req)?;
+        let Some(deliver) = &self.routes.snapshot else {
+            return Err(Status::unavailable("snapshots are not taken here"));
+        };
+        let mut inbound = req.into_inner();
+        let mut msg = Vec::new();
+        let mut data = Vec::new();
+        let mut crc = None;
+        while let Some(chunk) = inbound.next().await {
+            let chunk = chunk?;
+            if !chunk.raft_message.is_empty() {
+                msg = chunk.raft_message;
+            }
+            data.extend_from_slice(&chunk.data);
+            if chunk.last {
+                crc = Some(chunk.crc32c);
+                break;
+            }
+        }
+        match crc {
+            Some(c) if c == crc32c::crc32c(&data) && !msg.is_empty() => {}
+            Some(_) => return Err(Status::data_loss("snapshot checksum mismatch")),
+            None => return Err(Status::aborted("snapshot stream ended early")),
+        }
+        tracing::info!(bytes = data.len(), "snapshot received");
+        deliver
+            .send(StepSnapshot { msg, data })
+            .await
+            .map_err(|_| Status::unavailable("server stopping"))?;
+        Ok(Response::new(PeerAck {}))
     }
 }
 
@@ -299,17 +464,12 @@ pub async fn fetch_members(url: &str) -> Result<MembersReply, String> {
 /// Serves the peer port on `listener` until `shutdown` resolves.
 pub async fn serve_peers(
     listener: tokio::net::TcpListener,
-    raft: Recipient<Step>,
+    routes: PeerRoutes,
     cluster_id: u64,
-    members: Option<Recipient<GetMembers>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let service = RaftPeerServer::new(PeerService {
-        raft,
-        cluster_id,
-        members,
-    })
-    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let service = RaftPeerServer::new(PeerService { routes, cluster_id })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(service)
@@ -323,6 +483,14 @@ pub async fn serve_peers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sink_routes(sink: Addr<Sink>) -> PeerRoutes {
+        PeerRoutes {
+            step: sink.recipient(),
+            snapshot: None,
+            members: None,
+        }
+    }
 
     /// Records what it is stepped with.
     struct Sink(tokio::sync::mpsc::UnboundedSender<Vec<u8>>);
@@ -373,7 +541,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink.recipient(), 7, None, async {
+            let _ = serve_peers(listener, sink_routes(sink), 7, async {
                 let _ = stop_rx.await;
             })
             .await;
@@ -395,7 +563,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink.recipient(), 7, None, std::future::pending()).await;
+            let _ = serve_peers(listener, sink_routes(sink), 7, std::future::pending()).await;
         });
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()

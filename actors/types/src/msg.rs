@@ -200,6 +200,74 @@ pub enum PeerChange {
     Remove { id: u64 },
 }
 
+/// The raft configuration the store's members call for, after the store was replaced by a
+/// snapshot: raft's configuration and the transport are brought in line with it.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct SyncConf {
+    pub members: Vec<MemberRecord>,
+}
+
+// ---------------------------------------------------------------- snapshots
+
+/// A consistent copy of the whole state machine, for a member too far behind for the log:
+/// every record of every table, plus the consistent index it covers.
+#[derive(Debug, Clone)]
+pub struct StoreSnapshot {
+    pub consistent_index: u64,
+    pub data: Vec<u8>,
+}
+
+/// Copy the store once it has applied at least `min_index` (else `Err(NotReady)`, try again).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<StoreSnapshot, SnapshotError>")]
+pub struct MakeSnapshot {
+    pub min_index: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("the store has not applied the snapshot's index yet")]
+    NotReady,
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Raft sends a snapshot to `to`: the transport attaches a store copy covering `index` and
+/// streams both, then answers with [`SnapshotReport`].
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct SendSnapshot {
+    pub to: u64,
+    pub index: u64,
+    pub message: Vec<u8>,
+}
+
+/// How sending a snapshot to `to` ended.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct SnapshotReport {
+    pub to: u64,
+    pub ok: bool,
+}
+
+/// A snapshot message from the leader with the store copy it carries.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct StepSnapshot {
+    pub msg: Vec<u8>,
+    pub data: Vec<u8>,
+}
+
+/// Replace the state machine with a snapshot (raft accepted it at `index`); the answer is the
+/// consistent index the installed copy covers (≥ `index`). Durable before it is answered.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<u64, EtcdError>")]
+pub struct InstallSnapshot {
+    pub index: u64,
+    pub data: Vec<u8>,
+}
+
 /// The members as this member has applied them, by id.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Vec<MemberRecord>")]
@@ -548,6 +616,9 @@ pub struct ProposeLeaseOps {
 pub struct Notify {
     pub revision: i64,
     pub events: Vec<actcd_proto::mvccpb::Event>,
+    /// The store was replaced by a snapshot from the leader: `events` is empty, and watchers
+    /// catch up from the new store's history (or learn it was compacted).
+    pub restored: bool,
 }
 
 /// The watch hub tells the store whether it wants `Notify` at all (`on`): with no watcher there

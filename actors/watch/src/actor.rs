@@ -238,7 +238,11 @@ impl Handler<Notify> for WatchHubActor {
 
     /// The store applied a batch: feed synced watchers.
     fn handle(&mut self, msg: Notify, ctx: &mut Context<Self>) {
-        self.hub.notify(msg.revision, msg.events);
+        if msg.restored {
+            self.hub.restore(msg.revision);
+        } else {
+            self.hub.notify(msg.revision, msg.events);
+        }
         self.pump(ctx);
     }
 }

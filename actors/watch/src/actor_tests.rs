@@ -108,6 +108,7 @@ impl Setup {
             .send(Notify {
                 revision: rev,
                 events,
+                restored: false,
             })
             .await
             .unwrap();
@@ -441,12 +442,14 @@ async fn a_hub_without_watchers_stops_listening_and_catches_up_on_the_next_creat
     hub.send(Notify {
         revision: 5,
         events: vec![put("k", 5)],
+        restored: false,
     })
     .await
     .unwrap();
     hub.send(Notify {
         revision: 6,
         events: vec![put("k", 6)],
+        restored: false,
     })
     .await
     .unwrap();

@@ -288,6 +288,22 @@ impl<S: StreamSink> WatchHub<S> {
         self.finish();
     }
 
+    /// The store was replaced by a snapshot and is now at `revision`: the events between were
+    /// never notified, so every synced watcher goes back to catching up from the store's
+    /// history from the first revision it has not seen (or is cancelled if that was compacted).
+    pub fn restore(&mut self, revision: i64) {
+        let next = self.current_rev + 1;
+        let synced: Vec<Handle> = self.synced.members().collect();
+        for h in synced {
+            if let Some(w) = self.watchers.get_mut(&h) {
+                w.min_rev = w.min_rev.max(next);
+            }
+            self.set_state(h, State::Unsynced);
+        }
+        self.current_rev = self.current_rev.max(revision);
+        self.finish();
+    }
+
     /// The history read to issue now, if any: at most one is in flight, and it covers the
     /// oldest unsynced watcher up to the hub's current revision.
     pub fn next_history_read(&mut self) -> Option<History> {

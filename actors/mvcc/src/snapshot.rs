@@ -1,0 +1,122 @@
+//! The state machine as one blob, for a member too far behind for the log.
+//!
+//! The blob is engine-neutral: every record of every table, read in one read transaction (so
+//! it is consistent, and covers exactly the consistent index stored in its `meta` table),
+//! framed as `table (1 byte) · key length (u32 BE) · key · value length (u32 BE) · value`, after a
+//! magic header. Installing it replaces every table's contents in one write transaction: a
+//! crash leaves either the old state or the new one.
+
+use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
+
+const MAGIC: &[u8; 8] = b"actcdsn1";
+
+fn table_code(t: Table) -> u8 {
+    Table::ALL.iter().position(|x| *x == t).unwrap_or(0) as u8
+}
+
+/// Every record of every table.
+pub fn encode<R: ReadTxn + ?Sized>(txn: &R) -> Result<Vec<u8>, StorageError> {
+    let mut out = MAGIC.to_vec();
+    for t in Table::ALL {
+        let code = table_code(t);
+        txn.scan(t, &[], None, &mut |k, v| {
+            out.push(code);
+            out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+            out.extend_from_slice(k);
+            out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+            out.extend_from_slice(v);
+            true
+        })?;
+    }
+    Ok(out)
+}
+
+/// The records of a blob, checked to be whole before anything is written.
+pub fn decode(data: &[u8]) -> Result<Vec<(Table, &[u8], &[u8])>, StorageError> {
+    let bad = |what: &str| StorageError(format!("snapshot: {what}"));
+    let mut rest = data
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| bad("not an actcd snapshot"))?;
+    let mut records = Vec::new();
+    let take_len = |rest: &mut &[u8]| -> Result<usize, StorageError> {
+        let (n, tail) = rest.split_at_checked(4).ok_or_else(|| bad("truncated"))?;
+        *rest = tail;
+        Ok(u32::from_be_bytes([n[0], n[1], n[2], n[3]]) as usize)
+    };
+    while let Some((&code, tail)) = rest.split_first() {
+        rest = tail;
+        let table = *Table::ALL
+            .get(code as usize)
+            .ok_or_else(|| bad("unknown table"))?;
+        let klen = take_len(&mut rest)?;
+        let (k, tail) = rest
+            .split_at_checked(klen)
+            .ok_or_else(|| bad("truncated"))?;
+        rest = tail;
+        let vlen = take_len(&mut rest)?;
+        let (v, tail) = rest
+            .split_at_checked(vlen)
+            .ok_or_else(|| bad("truncated"))?;
+        rest = tail;
+        records.push((table, k, v));
+    }
+    Ok(records)
+}
+
+/// Replaces every table's contents with the blob's records, inside `txn`.
+pub fn install<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), StorageError> {
+    let records = decode(data)?;
+    for t in Table::ALL {
+        let mut keys = Vec::new();
+        txn.scan(t, &[], None, &mut |k, _| {
+            keys.push(k.to_vec());
+            true
+        })?;
+        for k in keys {
+            txn.delete(t, &k)?;
+        }
+    }
+    for (t, k, v) in records {
+        txn.put(t, k, v)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_types::storage::{KvEngine, MemEngine};
+
+    #[test]
+    fn a_snapshot_replaces_everything_and_refuses_damage() {
+        let from = MemEngine::default();
+        let mut w = from.write().unwrap();
+        w.put(Table::Key, b"k1", b"v1").unwrap();
+        w.put(Table::Meta, b"consistent_index", &9u64.to_be_bytes())
+            .unwrap();
+        w.put(Table::Members, b"1", b"").unwrap();
+        w.commit().unwrap();
+        let blob = encode(&*from.read().unwrap()).unwrap();
+
+        let to = MemEngine::default();
+        let mut w = to.write().unwrap();
+        w.put(Table::Key, b"stale", b"x").unwrap();
+        w.put(Table::Alarm, b"a", b"x").unwrap();
+        w.commit().unwrap();
+        let mut w = to.write().unwrap();
+        install(&mut *w, &blob).unwrap();
+        w.commit().unwrap();
+        assert_eq!(
+            encode(&*to.read().unwrap()).unwrap(),
+            blob,
+            "same records, nothing else"
+        );
+
+        for cut in [0, 5, 9, blob.len() - 1] {
+            assert!(decode(&blob[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut wrong_table = blob.clone();
+        wrong_table[8] = 200;
+        assert!(decode(&wrong_table).is_err());
+    }
+}
