@@ -454,6 +454,8 @@ fn start_actors(
             step: raft.clone().recipient(),
             snapshot: Some(raft.clone().recipient()),
             members: Some(mvcc.clone().recipient()),
+            renew_lease: Some(lessor.clone().recipient()),
+            lease_ttl: Some(lessor.clone().recipient()),
         },
         cluster_id,
     );

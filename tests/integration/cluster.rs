@@ -9,16 +9,34 @@ use etcd_client::{Client, GetOptions};
 
 use crate::free_port;
 
-struct Member {
-    name: String,
-    dir: PathBuf,
-    client_port: u16,
-    peer_port: u16,
-    child: Option<Child>,
+pub(crate) struct Member {
+    pub(crate) name: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) client_port: u16,
+    pub(crate) peer_port: u16,
+    pub(crate) child: Option<Child>,
 }
 
 impl Member {
-    fn spawn(&mut self, initial_cluster: &str) {
+    pub(crate) fn new(name: &str, dir: &Path) -> Self {
+        Member {
+            name: name.to_string(),
+            dir: dir.join(name),
+            client_port: free_port(),
+            peer_port: free_port(),
+            child: None,
+        }
+    }
+
+    pub(crate) fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
+    pub(crate) fn spawn(&mut self, initial_cluster: &str) {
+        self.spawn_with(initial_cluster, &[]);
+    }
+
+    pub(crate) fn spawn_with(&mut self, initial_cluster: &str, extra: &[&str]) {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
@@ -31,6 +49,7 @@ impl Member {
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", initial_cluster])
             .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -39,18 +58,18 @@ impl Member {
         self.child = Some(child);
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("127.0.0.1:{}", self.client_port)
     }
 
-    async fn client(&self) -> Client {
+    pub(crate) async fn client(&self) -> Client {
         for _ in 0..400 {
             if let Ok(c) = Client::connect([self.endpoint()], None).await {
                 return c;
@@ -67,15 +86,9 @@ impl Drop for Member {
     }
 }
 
-fn cluster(dir: &Path) -> (Vec<Member>, String) {
+pub(crate) fn cluster(dir: &Path) -> (Vec<Member>, String) {
     let members: Vec<Member> = (1..=3)
-        .map(|i| Member {
-            name: format!("m{i}"),
-            dir: dir.join(format!("m{i}")),
-            client_port: free_port(),
-            peer_port: free_port(),
-            child: None,
-        })
+        .map(|i| Member::new(&format!("m{i}"), dir))
         .collect();
     let initial = members
         .iter()
@@ -86,7 +99,7 @@ fn cluster(dir: &Path) -> (Vec<Member>, String) {
 }
 
 /// Retries `put` until it is acknowledged or 20 s pass (elections take a few timeouts).
-async fn put_eventually(c: &mut Client, key: &str) {
+pub(crate) async fn put_eventually(c: &mut Client, key: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match c.put(key, "v", None).await {
@@ -99,7 +112,7 @@ async fn put_eventually(c: &mut Client, key: &str) {
     }
 }
 
-async fn leader_index(members: &[Member], alive: &[usize]) -> usize {
+pub(crate) async fn leader_index(members: &[Member], alive: &[usize]) -> usize {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         for &i in alive {

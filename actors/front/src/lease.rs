@@ -13,7 +13,7 @@ use actcd_proto::etcdserverpb::{
     LeaseTimeToLiveRequest, LeaseTimeToLiveResponse,
 };
 use actcd_types::EtcdError;
-use actcd_types::msg::{ApplyResponse, LeaseKeys, LeaseTimeToLive, ListLeases, RenewLease};
+use actcd_types::msg::{ApplyResponse, LeaseKeys, ListLeases};
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -36,11 +36,7 @@ impl LeaseService {
         // (or revoked) before the call is seen.
         self.pipeline.linearizable_barrier().await?;
         let p = &self.pipeline;
-        let ttl = p
-            .routes
-            .lease_ttl
-            .send(LeaseTimeToLive { id: req.id })
-            .await?;
+        let ttl = p.lease_ttl(req.id).await;
         let (header, ttl) = match ttl {
             Ok(t) => (p.header(true).await?, t),
             Err(EtcdError::LeaseNotFound) => {
@@ -88,7 +84,7 @@ async fn keep_alive_once(
     req: LeaseKeepAliveRequest,
 ) -> Result<LeaseKeepAliveResponse, EtcdError> {
     let header = p.recent_header().await?;
-    let ttl = match p.routes.renew_lease.send(RenewLease { id: req.id }).await? {
+    let ttl = match p.renew_lease(req.id).await {
         Ok(ttl) => ttl,
         Err(EtcdError::LeaseNotFound) => 0,
         Err(e) => return Err(e),

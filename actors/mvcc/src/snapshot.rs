@@ -31,8 +31,11 @@ pub fn encode<R: ReadTxn + ?Sized>(txn: &R) -> Result<Vec<u8>, StorageError> {
     Ok(out)
 }
 
+/// One record of a blob: its table, key and value.
+pub type Record<'a> = (Table, &'a [u8], &'a [u8]);
+
 /// The records of a blob, checked to be whole before anything is written.
-pub fn decode(data: &[u8]) -> Result<Vec<(Table, &[u8], &[u8])>, StorageError> {
+pub fn decode(data: &[u8]) -> Result<Vec<Record<'_>>, StorageError> {
     let bad = |what: &str| StorageError(format!("snapshot: {what}"));
     let mut rest = data
         .strip_prefix(MAGIC)

@@ -31,11 +31,15 @@ use std::time::Duration;
 
 use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
 use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
-use actcd_proto::actcdpb::{MembersReply, MembersRequest, PeerAck, RaftMessage, SnapshotChunk};
+use actcd_proto::actcdpb::{
+    LeaseRenewReply, LeaseRenewRequest, LeaseTtlReply, MembersReply, MembersRequest, PeerAck,
+    RaftMessage, SnapshotChunk,
+};
 use actcd_proto::etcdserverpb::Member;
+use actcd_types::EtcdError;
 use actcd_types::msg::{
-    GetMembers, MakeSnapshot, PeerChange, PeerMessage, SendSnapshot, SnapshotError, SnapshotReport,
-    Step, StepSnapshot, Unreachable,
+    GetMembers, LeaseTimeToLive, MakeSnapshot, PeerChange, PeerMessage, RenewLease, SendSnapshot,
+    SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
 };
 use actix::prelude::*;
 use futures::StreamExt;
@@ -336,6 +340,14 @@ pub struct PeerRoutes {
     pub snapshot: Option<Recipient<StepSnapshot>>,
     /// The applied membership, for members joining an existing cluster.
     pub members: Option<Recipient<GetMembers>>,
+    /// The lessor, for keepalives and TTL questions followers forward to the leader.
+    pub renew_lease: Option<Recipient<RenewLease>>,
+    pub lease_ttl: Option<Recipient<LeaseTimeToLive>>,
+}
+
+/// A lessor answer as the peer port sends it: etcd's status for the error.
+fn lease_status(e: EtcdError) -> Status {
+    e.to_status()
 }
 
 /// The receiving side: every message read is stepped into the raft node.
@@ -402,6 +414,43 @@ impl RaftPeer for PeerService {
                     is_learner: m.is_learner,
                 })
                 .collect(),
+        }))
+    }
+
+    async fn lease_renew(
+        &self,
+        req: Request<LeaseRenewRequest>,
+    ) -> Result<Response<LeaseRenewReply>, Status> {
+        self.check_cluster(&req)?;
+        let Some(lessor) = &self.routes.renew_lease else {
+            return Err(lease_status(EtcdError::NotLeader));
+        };
+        let id = req.into_inner().id;
+        let ttl = lessor
+            .send(RenewLease { id })
+            .await
+            .map_err(|_| lease_status(EtcdError::Stopped))?
+            .map_err(lease_status)?;
+        Ok(Response::new(LeaseRenewReply { ttl }))
+    }
+
+    async fn lease_ttl(
+        &self,
+        req: Request<LeaseRenewRequest>,
+    ) -> Result<Response<LeaseTtlReply>, Status> {
+        self.check_cluster(&req)?;
+        let Some(lessor) = &self.routes.lease_ttl else {
+            return Err(lease_status(EtcdError::NotLeader));
+        };
+        let id = req.into_inner().id;
+        let t = lessor
+            .send(LeaseTimeToLive { id })
+            .await
+            .map_err(|_| lease_status(EtcdError::Stopped))?
+            .map_err(lease_status)?;
+        Ok(Response::new(LeaseTtlReply {
+            granted_ttl: t.granted_ttl,
+            remaining_ttl: t.remaining_ttl,
         }))
     }
 
@@ -489,6 +538,8 @@ mod tests {
             step: sink.recipient(),
             snapshot: None,
             members: None,
+            renew_lease: None,
+            lease_ttl: None,
         }
     }
 

@@ -1,0 +1,332 @@
+//! Membership on real members: a learner joins an existing cluster, catches up and is
+//! promoted; a member is removed (and stops) and a new one takes its place; a follower too far
+//! behind for the leader's log is brought back by a snapshot; refusals carry etcd's errors.
+
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, GetOptions, MemberAddOptions};
+use tonic::Code;
+
+use crate::cluster::{Member, cluster, leader_index, put_eventually};
+use crate::{Server, code_and_message};
+
+/// `--initial-cluster` naming every member given.
+fn initial_of(members: &[&Member]) -> String {
+    members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Waits until every member answers HashKV at the revision of `key` on `c`, with one hash.
+async fn assert_same_hash(members: &[&Member], c: &mut Client, key: &str) {
+    let rev = c.get(key, None).await.unwrap().header().unwrap().revision();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut hashes = Vec::new();
+        for m in members {
+            let mut mc = m.client().await;
+            hashes.push(mc.hash_kv(rev).await.map(|h| h.hash()).ok());
+        }
+        if hashes.iter().all(|h| h.is_some() && *h == hashes[0]) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members never agreed at revision {rev}: {hashes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Keys under `prefix` as `m` holds them (serializable: what it has applied itself), or
+/// `None` while it does not answer.
+async fn local_keys(m: &Member, prefix: &str) -> Option<Vec<String>> {
+    let got = m
+        .client()
+        .await
+        .get(
+            prefix,
+            Some(GetOptions::new().with_prefix().with_serializable()),
+        )
+        .await
+        .ok()?;
+    Some(
+        got.kvs()
+            .iter()
+            .map(|kv| kv.key_str().unwrap().to_string())
+            .collect(),
+    )
+}
+
+async fn wait_for_keys(m: &Member, prefix: &str, want: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = local_keys(m, prefix).await;
+        if got.as_deref() == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} holds {:?} of {} keys",
+            m.name,
+            got.map(|g| g.len()),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learner_joins_is_promoted_and_a_member_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial) = cluster(dir.path());
+    for m in &mut members {
+        m.spawn(&initial);
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let mut c = members[leader].client().await;
+    let mut acked = Vec::new();
+    for i in 0..30 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+
+    // A learner is added, starts with --initial-cluster-state existing and catches up.
+    let mut m4 = Member::new("m4", dir.path());
+    let added = c
+        .member_add(
+            [m4.peer_url()],
+            Some(MemberAddOptions::new().with_is_learner()),
+        )
+        .await
+        .unwrap();
+    let m4_id = added.member().unwrap().id();
+    assert!(added.member().unwrap().is_learner());
+    assert_eq!(added.member_list().len(), 4);
+    let all = initial_of(&[&members[0], &members[1], &members[2], &m4]);
+    m4.spawn_with(&all, &["--initial-cluster-state", "existing"]);
+    wait_for_keys(&m4, "k/", &acked).await;
+    let status = m4.client().await.status().await.unwrap();
+    assert!(status.is_learner(), "m4 reports itself a learner");
+    assert_eq!(status.header().unwrap().member_id(), m4_id);
+
+    // Promoted once in sync (the leader refuses until then).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.member_promote(m4_id).await {
+            Ok(r) => {
+                assert!(r.members().iter().all(|m| !m.is_learner()));
+                break;
+            }
+            Err(e) => {
+                let (code, msg) = code_and_message(e);
+                assert_eq!(
+                    (code, msg.as_str()),
+                    (
+                        Code::FailedPrecondition,
+                        "etcdserver: can only promote a learner member which is in sync with leader"
+                    )
+                );
+                assert!(Instant::now() < deadline, "never promoted");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    // Every member lists m4 under its published name.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = members[(leader + 1) % 3]
+            .client()
+            .await
+            .member_list()
+            .await
+            .unwrap();
+        let named = list
+            .members()
+            .iter()
+            .any(|m| m.id() == m4_id && m.name() == "m4" && !m.client_urls().is_empty());
+        if list.members().len() == 4 && named {
+            break;
+        }
+        assert!(Instant::now() < deadline, "m4 never listed: {list:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Remove a follower: it stops, and a new member takes its place.
+    let gone = (leader + 1) % 3;
+    let gone_id = members[gone]
+        .client()
+        .await
+        .status()
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .member_id();
+    let removed = c.member_remove(gone_id).await.unwrap();
+    assert!(removed.members().iter().all(|m| m.id() != gone_id));
+    let child = members[gone].child.as_mut().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "a removed member keeps running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut m5 = Member::new("m5", dir.path());
+    c.member_add([m5.peer_url()], None).await.unwrap();
+    let stay: Vec<usize> = (0..3).filter(|&i| i != gone).collect();
+    let now = initial_of(&[&members[stay[0]], &members[stay[1]], &m4, &m5]);
+    m5.spawn_with(&now, &["--initial-cluster-state", "existing"]);
+    for i in 30..40 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+    wait_for_keys(&m5, "k/", &acked).await;
+    let remaining = [&members[stay[0]], &members[stay[1]], &m4, &m5];
+    assert_same_hash(&remaining, &mut c, "k/039").await;
+    // The removed member's data dir stays out: it refuses to start again.
+    members[gone].spawn(&initial);
+    let child = members[gone].child.as_mut().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "a removed member must not start");
+            break;
+        }
+        assert!(Instant::now() < deadline, "a removed member started again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_behind_the_compacted_log_gets_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial) = cluster(dir.path());
+    let small_log = ["--snapshot-count", "20", "--snapshot-catchup-entries", "5"];
+    for m in &mut members {
+        m.spawn_with(&initial, &small_log);
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let behind = (leader + 1) % 3;
+    let mut c = members[leader].client().await;
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+    wait_for_keys(&members[behind], "k/", &acked).await;
+    members[behind].kill();
+    // Leases and deletes travel in the snapshot too.
+    let lease = c.lease_grant(600, None).await.unwrap().id();
+    c.put(
+        "leased",
+        "v",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+    c.delete("k/000", None).await.unwrap();
+    acked.remove(0);
+    for i in 10..200 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+    members[behind].spawn_with(&initial, &small_log);
+    wait_for_keys(&members[behind], "k/", &acked).await;
+    let all: Vec<&Member> = members.iter().collect();
+    assert_same_hash(&all, &mut c, "k/199").await;
+    // The lease came with it: revoking it through the caught-up member deletes its key.
+    let mut b = members[behind].client().await;
+    let ttl = b.lease_time_to_live(lease, None).await.unwrap();
+    assert!(ttl.ttl() > 0, "the lease exists on the restored member");
+    b.lease_revoke(lease).await.unwrap();
+    assert_eq!(c.get("leased", None).await.unwrap().count(), 0);
+    // And it carries on from the log after the snapshot.
+    put_eventually(&mut b, "after").await;
+    assert_same_hash(&all, &mut c, "after").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_refusals_match_etcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let mut c = server.client().await;
+    let me = c.member_list().await.unwrap().members()[0].clone();
+    let taken = me.peer_urls()[0].clone();
+    let learner = c
+        .member_add(
+            ["http://127.0.0.1:1"],
+            Some(MemberAddOptions::new().with_is_learner()),
+        )
+        .await
+        .unwrap()
+        .member()
+        .unwrap()
+        .id();
+    let cases: Vec<(&str, Result<(), etcd_client::Error>, Code, &str)> = vec![
+        (
+            "remove an unknown member",
+            c.member_remove(0x1234).await.map(drop),
+            Code::NotFound,
+            "etcdserver: member not found",
+        ),
+        (
+            "update an unknown member",
+            c.member_update(0x1234, vec!["http://127.0.0.1:2".to_string()])
+                .await
+                .map(drop),
+            Code::NotFound,
+            "etcdserver: member not found",
+        ),
+        (
+            "promote a voter",
+            c.member_promote(me.id()).await.map(drop),
+            Code::FailedPrecondition,
+            "etcdserver: can only promote a learner member",
+        ),
+        (
+            "a peer URL in use",
+            c.member_add([taken.as_str()], None).await.map(drop),
+            Code::FailedPrecondition,
+            "etcdserver: Peer URLs already exists",
+        ),
+        (
+            "a URL without a port",
+            c.member_add(["http://nope"], None).await.map(drop),
+            Code::InvalidArgument,
+            "etcdserver: given member URLs are invalid",
+        ),
+        (
+            "a second learner",
+            c.member_add(
+                ["http://127.0.0.1:3"],
+                Some(MemberAddOptions::new().with_is_learner()),
+            )
+            .await
+            .map(drop),
+            Code::FailedPrecondition,
+            "etcdserver: too many learner members in cluster",
+        ),
+        (
+            // Enough started voters, but the learner has none of the log.
+            "promote a learner that never started",
+            c.member_promote(learner).await.map(drop),
+            Code::FailedPrecondition,
+            "etcdserver: can only promote a learner member which is in sync with leader",
+        ),
+    ];
+    for (name, got, code, msg) in cases {
+        let (got_code, got_msg) = code_and_message(got.expect_err(name));
+        assert_eq!((got_code, got_msg.as_str()), (code, msg), "{name}");
+    }
+    // None of it changed the membership.
+    let list = c.member_list().await.unwrap();
+    let ids: Vec<u64> = list.members().iter().map(|m| m.id()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&me.id()) && ids.contains(&learner));
+}
