@@ -456,6 +456,7 @@ fn start_actors(
             members: Some(mvcc.clone().recipient()),
             renew_lease: Some(lessor.clone().recipient()),
             lease_ttl: Some(lessor.clone().recipient()),
+            learner_ready: Some(raft.clone().recipient()),
         },
         cluster_id,
     );
@@ -537,7 +538,7 @@ fn start_actors(
         hash_kv: mvcc.clone().recipient(),
         read_txn: mvcc.clone().recipient(),
         raft_status: raft.clone().recipient(),
-        after_read_index: raft.recipient(),
+        after_read_index: raft.clone().recipient(),
         range_to: mvcc.clone().recipient(),
         renew_lease: lessor.clone().recipient(),
         lease_ttl: lessor.clone().recipient(),
@@ -550,6 +551,9 @@ fn start_actors(
         auth_password: mvcc.clone().recipient(),
         connect_auth: mvcc.clone().recipient(),
         members: mvcc.recipient(),
+        transfer_leader: raft.clone().recipient(),
+        peer_activity: transport.recipient(),
+        learner_ready: raft.clone().recipient(),
     }
 }
 

@@ -14,7 +14,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$harness"/. "$work"/
 cp "$repo"/tests/compat/*.sh "$work"/scenarios/
-rm -f "$work"/scenarios/run.sh
+rm -f "$work"/scenarios/run.sh "$work"/scenarios/cluster.sh
 # Only etcd 3.5.1 (PyPI) is compared against; skip the Debian 3.4 packages.
 # The harness's installer reads `etcd --version | head -1` under pipefail, which now and then
 # dies of SIGPIPE (exit 141) when etcd is still writing: try it up to three times.

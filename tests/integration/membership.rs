@@ -19,6 +19,30 @@ fn initial_of(members: &[&Member]) -> String {
         .join(",")
 }
 
+/// Retries a membership change while etcd's health rule refuses it (a member's streams must be
+/// up for 5 s first), and returns its answer.
+async fn until_healthy<T, F, Fut>(mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) => {
+                let (code, msg) = code_and_message(e);
+                assert_eq!(
+                    (code, msg.as_str()),
+                    (Code::Unavailable, "etcdserver: unhealthy cluster")
+                );
+                assert!(Instant::now() < deadline, "never healthy");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
 /// Waits until every member answers HashKV at the revision of `key` on `c`, with one hash.
 async fn assert_same_hash(members: &[&Member], c: &mut Client, key: &str) {
     let rev = c.get(key, None).await.unwrap().header().unwrap().revision();
@@ -96,13 +120,16 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
 
     // A learner is added, starts with --initial-cluster-state existing and catches up.
     let mut m4 = Member::new("m4", dir.path());
-    let added = c
-        .member_add(
-            [m4.peer_url()],
-            Some(MemberAddOptions::new().with_is_learner()),
-        )
-        .await
-        .unwrap();
+    let url = m4.peer_url();
+    let added = until_healthy(|| {
+        let mut c = c.clone();
+        let url = url.clone();
+        async move {
+            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
+                .await
+        }
+    })
+    .await;
     let m4_id = added.member().unwrap().id();
     assert!(added.member().unwrap().is_learner());
     assert_eq!(added.member_list().len(), 4);
@@ -166,7 +193,11 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
         .header()
         .unwrap()
         .member_id();
-    let removed = c.member_remove(gone_id).await.unwrap();
+    let removed = until_healthy(|| {
+        let mut c = c.clone();
+        async move { c.member_remove(gone_id).await }
+    })
+    .await;
     assert!(removed.members().iter().all(|m| m.id() != gone_id));
     let child = members[gone].child.as_mut().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -175,7 +206,13 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut m5 = Member::new("m5", dir.path());
-    c.member_add([m5.peer_url()], None).await.unwrap();
+    let url = m5.peer_url();
+    until_healthy(|| {
+        let mut c = c.clone();
+        let url = url.clone();
+        async move { c.member_add([url], None).await }
+    })
+    .await;
     let stay: Vec<usize> = (0..3).filter(|&i| i != gone).collect();
     let now = initial_of(&[&members[stay[0]], &members[stay[1]], &m4, &m5]);
     m5.spawn_with(&now, &["--initial-cluster-state", "existing"]);

@@ -3,8 +3,9 @@
 //! every member alike; the checks that depend on which members have started (etcd's
 //! `--strict-reconfig-check`, on by default) are made here first, against the applied members.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actcd_proto::actcdpb::member_change::Kind;
 use actcd_proto::actcdpb::{InternalRaftRequest, MemberChange};
@@ -14,7 +15,7 @@ use actcd_proto::etcdserverpb::{
     MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
     MemberUpdateRequest, MemberUpdateResponse,
 };
-use actcd_types::msg::{ApplyResponse, MemberRecord};
+use actcd_types::msg::{ApplyResponse, MemberRecord, PeerActivity};
 use actcd_types::{AuthInfo, EtcdError};
 use tonic::{Request, Response, Status};
 
@@ -102,7 +103,60 @@ pub fn ready_to_promote(members: &[MemberRecord]) -> bool {
     started > voters / 2
 }
 
+/// etcd's `HealthInterval`: a peer counts as connected once its stream has been up this long.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How many of `voters` (ids) count as connected: this member always, the others once their
+/// stream has been up for [`HEALTH_INTERVAL`] (etcd's `numConnectedSince`).
+fn connected(voters: &[u64], me: u64, activity: &HashMap<u64, Duration>) -> usize {
+    voters
+        .iter()
+        .filter(|&&id| id == me || activity.get(&id).is_some_and(|d| *d >= HEALTH_INTERVAL))
+        .count()
+}
+
+/// etcd's `mayAddMember` health rule: every voter is connected.
+pub fn healthy_to_add(voters: &[u64], me: u64, activity: &HashMap<u64, Duration>) -> bool {
+    connected(voters, me, activity) == voters.len()
+}
+
+/// etcd's `mayRemoveMember` health rule: a member that is down may go; otherwise the connected
+/// voters without it still make a quorum.
+pub fn healthy_to_remove(
+    voters: &[u64],
+    me: u64,
+    id: u64,
+    activity: &HashMap<u64, Duration>,
+) -> bool {
+    if id != me && !activity.contains_key(&id) {
+        return true;
+    }
+    connected(voters, me, activity) > voters.len().saturating_sub(1) / 2 + 1
+}
+
 impl ClusterService {
+    async fn voters_and_activity(
+        &self,
+        members: &[MemberRecord],
+    ) -> Result<(Vec<u64>, HashMap<u64, Duration>), EtcdError> {
+        let voters = members
+            .iter()
+            .filter(|m| !m.is_learner)
+            .map(|m| m.id)
+            .collect();
+        let activity = self
+            .pipeline
+            .routes
+            .peer_activity
+            .send(PeerActivity)
+            .await?;
+        Ok((voters, activity))
+    }
+
+    fn me(&self) -> u64 {
+        self.pipeline.config.identity.member_id
+    }
+
     /// Membership changes need root when auth is on (etcd's
     /// `checkMembershipOperationPermission`).
     async fn admin<T>(&self, req: &Request<T>) -> Result<AuthInfo, EtcdError> {
@@ -146,8 +200,13 @@ impl Cluster for ClusterService {
         let who = self.admin(&req).await?;
         let r = req.into_inner();
         check_peer_urls(&r.peer_ur_ls)?;
-        if !r.is_learner && !ready_to_add_voter(&self.pipeline.members().await?) {
+        let current = self.pipeline.members().await?;
+        if !r.is_learner && !ready_to_add_voter(&current) {
             return Err(EtcdError::MemberNotEnoughStarted.into());
+        }
+        let (voters, activity) = self.voters_and_activity(&current).await?;
+        if !healthy_to_add(&voters, self.me(), &activity) {
+            return Err(EtcdError::Unhealthy.into());
         }
         let kind = if r.is_learner {
             Kind::AddLearner
@@ -174,6 +233,12 @@ impl Cluster for ClusterService {
         let is_voter = current.iter().any(|m| m.id == id && !m.is_learner);
         if is_voter && !ready_to_remove_voter(&current, id) {
             return Err(EtcdError::MemberNotEnoughStarted.into());
+        }
+        if is_voter {
+            let (voters, activity) = self.voters_and_activity(&current).await?;
+            if !healthy_to_remove(&voters, self.me(), id, &activity) {
+                return Err(EtcdError::Unhealthy.into());
+            }
         }
         let (_, members) = self.change(who, Kind::Remove, id, vec![]).await?;
         let header = self.pipeline.header(false).await?;
@@ -225,6 +290,8 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberPromoteResponse>, Status> {
         let who = self.admin(&req).await?;
         let id = req.get_ref().id;
+        // etcd's order: the leader's view of the learner's log first, then the member checks.
+        self.pipeline.learner_ready(id).await?;
         let current = self.pipeline.members().await?;
         match current.iter().find(|m| m.id == id) {
             None => return Err(EtcdError::MemberNotFound.into()),
@@ -276,6 +343,26 @@ mod tests {
         ] {
             assert_eq!(ok(bad), Err(EtcdError::MemberBadUrls), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn membership_changes_wait_for_connected_peers() {
+        let up = |pairs: &[(u64, u64)]| -> HashMap<u64, Duration> {
+            pairs
+                .iter()
+                .map(|&(id, secs)| (id, Duration::from_secs(secs)))
+                .collect()
+        };
+        let voters = [1, 2, 3];
+        // Just started: the streams are younger than the health interval.
+        assert!(!healthy_to_add(&voters, 1, &up(&[(2, 1), (3, 1)])));
+        assert!(healthy_to_add(&voters, 1, &up(&[(2, 5), (3, 9)])));
+        assert!(!healthy_to_add(&voters, 1, &up(&[(2, 5)])));
+        // A member that is down may be removed; a connected one only if a quorum stays.
+        assert!(healthy_to_remove(&voters, 1, 3, &up(&[(2, 9)])));
+        assert!(healthy_to_remove(&voters, 1, 3, &up(&[(2, 9), (3, 9)])));
+        assert!(!healthy_to_remove(&voters, 1, 3, &up(&[(2, 1), (3, 9)])));
+        assert!(!healthy_to_remove(&voters, 1, 1, &up(&[(2, 9)])));
     }
 
     #[test]

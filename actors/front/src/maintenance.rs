@@ -10,7 +10,7 @@ use actcd_proto::etcdserverpb::{
     StatusRequest, StatusResponse,
 };
 use actcd_types::EtcdError;
-use actcd_types::msg::ApplyResponse;
+use actcd_types::msg::{ApplyResponse, TransferLeader};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -113,11 +113,39 @@ impl Maintenance for MaintenanceService {
         Err(not_yet("Snapshot"))
     }
 
+    /// etcd's MoveLeader: only the leader takes it, the target must be a voting member, and
+    /// the answer waits (up to the request timeout) until the target leads.
     async fn move_leader(
         &self,
-        _: Request<MoveLeaderRequest>,
+        req: Request<MoveLeaderRequest>,
     ) -> Result<Response<MoveLeaderResponse>, Status> {
-        Err(not_yet("MoveLeader"))
+        let who = self.pipeline.who(&req)?;
+        self.pipeline.check_admin(who).await?;
+        let target = req.get_ref().target_id;
+        let p = &self.pipeline;
+        let status = p.raft_status().await?;
+        if status.leader != p.config.identity.member_id {
+            return Err(EtcdError::NotLeader.into());
+        }
+        let members = p.members().await?;
+        if !members.iter().any(|m| m.id == target && !m.is_learner) {
+            return Err(EtcdError::BadLeaderTransferee.into());
+        }
+        p.routes
+            .transfer_leader
+            .send(TransferLeader { to: target })
+            .await
+            .map_err(EtcdError::from)?;
+        let deadline = tokio::time::Instant::now() + p.config.request_timeout;
+        while p.raft_status().await?.leader != target {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EtcdError::LeaderTransferTimeout.into());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        Ok(Response::new(MoveLeaderResponse {
+            header: Some(p.header(false).await?),
+        }))
     }
 
     async fn downgrade(

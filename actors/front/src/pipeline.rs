@@ -2,16 +2,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
-use actcd_proto::actcdpb::{InternalRaftRequest, LeaseRenewRequest, RequestHeader};
+use actcd_proto::actcdpb::{
+    InternalRaftRequest, LeaseRenewRequest, MemberIdRequest, RequestHeader,
+};
 use actcd_proto::etcdserverpb::{
     RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, TxnResponse, request_op,
 };
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, ConnectAuth, GetMembers,
-    GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive, LeaseTtl, ListLeases,
-    MemberRecord, RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease,
-    StoreStatus, Submit,
+    AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, CheckLearner,
+    ConnectAuth, GetMembers, GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive,
+    LeaseTtl, ListLeases, MemberRecord, PeerActivity, RaftStatus, RaftStatusReply, Range, RangeTo,
+    ReadIndex, ReadTxn, RenewLease, StoreStatus, Submit, TransferLeader,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -64,6 +66,12 @@ pub struct PipelineRoutes {
     pub connect_auth: Recipient<ConnectAuth>,
     /// The store's applied membership.
     pub members: Recipient<GetMembers>,
+    /// The raft node, for MoveLeader.
+    pub transfer_leader: Recipient<TransferLeader>,
+    /// The transport: how long each peer's stream has been up.
+    pub peer_activity: Recipient<PeerActivity>,
+    /// The raft node: is a learner in sync (asked of the leader)?
+    pub learner_ready: Recipient<CheckLearner>,
 }
 
 /// Shared by every service: routes, config and the id generator.
@@ -135,6 +143,20 @@ impl Pipeline {
                     granted_ttl: t.granted_ttl,
                     remaining_ttl: t.remaining_ttl,
                 })
+            }
+            other => other,
+        }
+    }
+
+    /// etcd's `isLearnerReady`, asked of this member's raft node if it leads, else of the
+    /// leader over the peer port.
+    pub async fn learner_ready(&self, id: u64) -> Result<(), EtcdError> {
+        match self.routes.learner_ready.send(CheckLearner { id }).await? {
+            Err(EtcdError::NotLeader) => {
+                let req = self.peer_request(MemberIdRequest { id });
+                let mut client = self.leader_client().await?;
+                client.learner_ready(req).await.map_err(from_peer_status)?;
+                Ok(())
             }
             other => other,
         }
@@ -418,6 +440,7 @@ const PEER_CLUSTER_ID_HEADER: &str = "x-actcd-cluster-id";
 fn from_peer_status(s: tonic::Status) -> EtcdError {
     match s.message() {
         m if m == EtcdError::LeaseNotFound.to_string() => EtcdError::LeaseNotFound,
+        m if m == EtcdError::LearnerNotReady.to_string() => EtcdError::LearnerNotReady,
         m if m == EtcdError::NotLeader.to_string() => EtcdError::LeaderChanged,
         _ if s.code() == tonic::Code::Unavailable => EtcdError::LeaderChanged,
         m => EtcdError::Internal(m.to_string()),

@@ -2,10 +2,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, ConfChangeKind, InstallSnapshot,
-    Leadership, PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress, RaftStatus,
-    RaftStatusReply, ReadIndex, ReleaseWal, SendSnapshot, SnapshotReport, Step, StepSnapshot,
-    SyncConf, SyncStorage, Tick, Unreachable,
+    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, CheckLearner, ConfChangeKind,
+    InstallSnapshot, Leadership, PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress,
+    RaftStatus, RaftStatusReply, ReadIndex, ReleaseWal, SendSnapshot, SnapshotReport, Step,
+    StepSnapshot, SyncConf, SyncStorage, Tick, TransferLeader, Unreachable,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -481,6 +481,23 @@ impl Handler<StepSnapshot> for RaftActor {
         };
         self.incoming = Some((index, msg.data));
         self.node.step(&msg.msg);
+        self.schedule_ready(ctx);
+    }
+}
+
+impl Handler<CheckLearner> for RaftActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, msg: CheckLearner, _: &mut Context<Self>) -> Self::Result {
+        self.node.learner_ready(msg.id)
+    }
+}
+
+impl Handler<TransferLeader> for RaftActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: TransferLeader, ctx: &mut Context<Self>) {
+        self.node.transfer_leader(msg.to);
         self.schedule_ready(ctx);
     }
 }

@@ -184,9 +184,25 @@ impl RaftNode {
         Ok(())
     }
 
-    /// Proposes a configuration change carrying `context` (see `ProposeConfChange`). On the
-    /// leader, a promotion is refused unless the learner is in sync (etcd's rule: its log
-    /// matches at least 90% of the leader's).
+    /// etcd's `isLearnerReady`, on the leader: the learner's log matches at least 90% of the
+    /// leader's. Elsewhere `NotLeader` (the caller asks the leader). An id that is not a
+    /// learner passes: the apply-time checks answer for it.
+    pub fn learner_ready(&self, id: u64) -> Result<(), EtcdError> {
+        if !self.is_leader() {
+            return Err(EtcdError::NotLeader);
+        }
+        if !self.raw.raft.prs().conf().learners().contains(&id) {
+            return Ok(());
+        }
+        let leader_match = self.raw.raft.raft_log.last_index();
+        let learner_match = self.raw.raft.prs().get(id).map_or(0, |p| p.matched);
+        if (learner_match as f64) < (leader_match as f64) * 0.9 {
+            return Err(EtcdError::LearnerNotReady);
+        }
+        Ok(())
+    }
+
+    /// Proposes a configuration change carrying `context` (see `ProposeConfChange`).
     pub fn propose_conf_change(
         &mut self,
         kind: ConfChangeKind,
@@ -195,13 +211,6 @@ impl RaftNode {
     ) -> Result<(), EtcdError> {
         if self.raw.raft.leader_id == raft::INVALID_ID {
             return Err(EtcdError::NoLeader);
-        }
-        if kind == ConfChangeKind::Promote && self.is_leader() {
-            let leader_match = self.raw.raft.raft_log.last_index();
-            let learner_match = self.raw.raft.prs().get(node_id).map_or(0, |p| p.matched);
-            if (learner_match as f64) < (leader_match as f64) * 0.9 {
-                return Err(EtcdError::LearnerNotReady);
-            }
         }
         let mut cc = conf_change(kind, node_id);
         cc.context = context.into();
@@ -237,6 +246,13 @@ impl RaftNode {
     pub fn knows(&self, id: u64) -> bool {
         let conf = self.raw.raft.prs().conf();
         conf.voters().contains(id) || conf.learners().contains(&id)
+    }
+
+    /// Starts handing leadership to `to` (ignored unless this member leads).
+    pub fn transfer_leader(&mut self, to: u64) {
+        if self.is_leader() && to != self.id {
+            self.raw.transfer_leader(to);
+        }
     }
 
     /// How sending a snapshot to `to` ended.

@@ -32,14 +32,14 @@ use std::time::Duration;
 use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
 use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
 use actcd_proto::actcdpb::{
-    LeaseRenewReply, LeaseRenewRequest, LeaseTtlReply, MembersReply, MembersRequest, PeerAck,
-    RaftMessage, SnapshotChunk,
+    LeaseRenewReply, LeaseRenewRequest, LeaseTtlReply, MemberIdRequest, MembersReply,
+    MembersRequest, PeerAck, RaftMessage, SnapshotChunk,
 };
 use actcd_proto::etcdserverpb::Member;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    GetMembers, LeaseTimeToLive, MakeSnapshot, PeerChange, PeerMessage, RenewLease, SendSnapshot,
-    SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
+    CheckLearner, GetMembers, LeaseTimeToLive, MakeSnapshot, PeerActivity, PeerChange, PeerMessage,
+    RenewLease, SendSnapshot, SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
 };
 use actix::prelude::*;
 use futures::StreamExt;
@@ -76,6 +76,23 @@ pub struct TransportActor {
     unreachable: Option<Recipient<Unreachable>>,
     /// Where store copies for snapshots come from, and who hears how sending one ended.
     snapshots: Option<(Recipient<MakeSnapshot>, Recipient<SnapshotReport>)>,
+    /// Since when each peer's stream has been up (etcd's `ActiveSince`), for the membership
+    /// checks that protect the quorum.
+    active_since: HashMap<u64, tokio::time::Instant>,
+    /// Streams opened so far (see [`StreamState::generation`]).
+    generation: u64,
+    /// Generation of each peer's current stream.
+    generations: HashMap<u64, u64>,
+}
+
+/// A peer's stream came up or went down (sent by the stream's own task).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct StreamState {
+    id: u64,
+    /// The stream's generation: a replaced stream's late news is ignored.
+    generation: u64,
+    up: bool,
 }
 
 impl TransportActor {
@@ -85,6 +102,9 @@ impl TransportActor {
             queues: HashMap::new(),
             unreachable: None,
             snapshots: None,
+            active_since: HashMap::new(),
+            generation: 0,
+            generations: HashMap::new(),
         }
     }
 
@@ -106,14 +126,27 @@ impl TransportActor {
     }
 
     /// Opens the stream to `id` at `urls`, replacing (and so ending) an earlier one.
-    fn open(&mut self, id: u64, urls: Vec<String>, unreachable: Option<Recipient<Unreachable>>) {
+    fn open(
+        &mut self,
+        id: u64,
+        urls: Vec<String>,
+        unreachable: Option<Recipient<Unreachable>>,
+        me: Option<Recipient<StreamState>>,
+    ) {
         let Some(url) = urls.first().cloned() else {
             return;
         };
         let (tx, rx) = mpsc::channel(PEER_QUEUE);
         self.queues.insert(id, (tx, urls));
-        let report = move || {
-            if let Some(r) = &unreachable {
+        self.active_since.remove(&id);
+        self.generation += 1;
+        let generation = self.generation;
+        self.generations.insert(id, generation);
+        let report = move |up: bool| {
+            if let Some(me) = &me {
+                me.do_send(StreamState { id, generation, up });
+            }
+            if !up && let Some(r) = &unreachable {
                 r.do_send(Unreachable { id });
             }
         };
@@ -137,9 +170,10 @@ impl Actor for TransportActor {
 impl Handler<AddPeer> for TransportActor {
     type Result = ();
 
-    fn handle(&mut self, msg: AddPeer, _: &mut Self::Context) {
+    fn handle(&mut self, msg: AddPeer, ctx: &mut Self::Context) {
         let unreachable = msg.unreachable.or_else(|| self.unreachable.clone());
-        self.open(msg.id, msg.urls, unreachable);
+        let me = ctx.address().recipient();
+        self.open(msg.id, msg.urls, unreachable, Some(me));
     }
 }
 
@@ -148,19 +182,54 @@ impl Handler<AddPeer> for TransportActor {
 impl Handler<PeerChange> for TransportActor {
     type Result = ();
 
-    fn handle(&mut self, msg: PeerChange, _: &mut Self::Context) {
+    fn handle(&mut self, msg: PeerChange, ctx: &mut Self::Context) {
         match msg {
             PeerChange::Upsert { id, urls } => {
                 if self.queues.get(&id).is_some_and(|(_, u)| *u == urls) {
                     return;
                 }
                 let unreachable = self.unreachable.clone();
-                self.open(id, urls, unreachable);
+                let me = ctx.address().recipient();
+                self.open(id, urls, unreachable, Some(me));
             }
             PeerChange::Remove { id } => {
                 self.queues.remove(&id);
+                self.active_since.remove(&id);
+                self.generations.remove(&id);
             }
         }
+    }
+}
+
+impl Handler<StreamState> for TransportActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: StreamState, _: &mut Self::Context) {
+        if self.generations.get(&msg.id) != Some(&msg.generation) {
+            return;
+        }
+        if msg.up {
+            self.active_since
+                .entry(msg.id)
+                .or_insert_with(tokio::time::Instant::now);
+        } else {
+            self.active_since.remove(&msg.id);
+        }
+    }
+}
+
+/// How long each peer's stream has been up; peers whose stream is down are absent.
+impl Handler<PeerActivity> for TransportActor {
+    type Result = MessageResult<PeerActivity>;
+
+    fn handle(&mut self, _: PeerActivity, _: &mut Self::Context) -> Self::Result {
+        let now = tokio::time::Instant::now();
+        MessageResult(
+            self.active_since
+                .iter()
+                .map(|(&id, &since)| (id, now.duration_since(since)))
+                .collect(),
+        )
     }
 }
 
@@ -282,7 +351,7 @@ async fn stream_to(
     url: String,
     cluster_id: u64,
     queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>,
-    report_unreachable: impl Fn(),
+    report: impl Fn(bool),
 ) {
     let mut backoff = BACKOFF_START;
     loop {
@@ -301,6 +370,7 @@ async fn stream_to(
         match connected {
             Ok(channel) => {
                 backoff = BACKOFF_START;
+                report(true);
                 let q = queue.clone();
                 let outbound = futures::stream::unfold(q, |q| async move {
                     let next = q.lock().await.recv().await;
@@ -325,7 +395,7 @@ async fn stream_to(
         if queue.lock().await.is_closed() {
             return;
         }
-        report_unreachable();
+        report(false);
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -343,6 +413,8 @@ pub struct PeerRoutes {
     /// The lessor, for keepalives and TTL questions followers forward to the leader.
     pub renew_lease: Option<Recipient<RenewLease>>,
     pub lease_ttl: Option<Recipient<LeaseTimeToLive>>,
+    /// The raft node, for promotions a follower checks with the leader.
+    pub learner_ready: Option<Recipient<CheckLearner>>,
 }
 
 /// A lessor answer as the peer port sends it: etcd's status for the error.
@@ -454,6 +526,22 @@ impl RaftPeer for PeerService {
         }))
     }
 
+    async fn learner_ready(
+        &self,
+        req: Request<MemberIdRequest>,
+    ) -> Result<Response<PeerAck>, Status> {
+        self.check_cluster(&req)?;
+        let Some(raft) = &self.routes.learner_ready else {
+            return Err(lease_status(EtcdError::NotLeader));
+        };
+        let id = req.into_inner().id;
+        raft.send(CheckLearner { id })
+            .await
+            .map_err(|_| lease_status(EtcdError::Stopped))?
+            .map_err(lease_status)?;
+        Ok(Response::new(PeerAck {}))
+    }
+
     /// A snapshot: the raft message, the store copy in chunks, and its CRC32C. Only a whole,
     /// intact copy reaches raft.
     async fn snapshot(
@@ -540,6 +628,7 @@ mod tests {
             members: None,
             renew_lease: None,
             lease_ttl: None,
+            learner_ready: None,
         }
     }
 

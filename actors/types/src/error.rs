@@ -109,6 +109,10 @@ pub enum EtcdError {
     NotSupportedForLearner,
     #[error("etcdserver: bad leader transferee")]
     BadLeaderTransferee,
+    #[error("etcdserver: unhealthy cluster")]
+    Unhealthy,
+    #[error("etcdserver: request timed out, leader transfer took too long")]
+    LeaderTransferTimeout,
     /// A failure inside the server (storage I/O, a closed mailbox) that etcd would also report as
     /// an unknown error with its own text.
     #[error("{0}")]
@@ -126,9 +130,13 @@ impl EtcdError {
             NoSpace | TooManyRequests => Code::ResourceExhausted,
             LeaseNotFound => Code::NotFound,
             NotLeader | LeaseExists => Code::FailedPrecondition,
-            NoLeader | LeaderChanged | Stopped | Timeout | NotSupportedForLearner => {
-                Code::Unavailable
-            }
+            NoLeader
+            | LeaderChanged
+            | Stopped
+            | Timeout
+            | NotSupportedForLearner
+            | LeaderTransferTimeout
+            | Unhealthy => Code::Unavailable,
             MemberExist
             | PeerUrlExist
             | MemberNotEnoughStarted
@@ -332,6 +340,16 @@ mod tests {
                 err: NotSupportedForLearner,
                 want_code: Code::Unavailable,
                 want_msg: "etcdserver: rpc not supported for learner",
+            },
+            Case {
+                err: Unhealthy,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: unhealthy cluster",
+            },
+            Case {
+                err: LeaderTransferTimeout,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: request timed out, leader transfer took too long",
             },
             Case {
                 err: BadLeaderTransferee,

@@ -268,6 +268,26 @@ pub struct InstallSnapshot {
     pub data: Vec<u8>,
 }
 
+/// Is learner `id` in sync with the leader's log (etcd's rule: it has at least 90% of it)?
+/// `NotLeader` unless asked of the leader, which alone tracks the learner's progress.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<(), EtcdError>")]
+pub struct CheckLearner {
+    pub id: u64,
+}
+
+/// Hand leadership to member `to` (etcd's MoveLeader); only a leader acts on it.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct TransferLeader {
+    pub to: u64,
+}
+
+/// For each peer whose stream is up, how long it has been (etcd's `ActiveSince`).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "std::collections::HashMap<u64, std::time::Duration>")]
+pub struct PeerActivity;
+
 /// The members as this member has applied them, by id.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Vec<MemberRecord>")]
