@@ -414,6 +414,7 @@ fn start_actors(
     // changes as the raft node applies them.
     let others: Vec<_> = members.iter().filter(|m| m.id != cfg.member_id).collect();
     let cluster_id = cfg.cluster_id;
+    let (learner_tx, learner_rx) = tokio::sync::watch::channel(false);
     let raft_ctx: Context<RaftActor> = Context::new();
     let raft = raft_ctx.address();
     let transport = TransportActor::new(cluster_id)
@@ -431,6 +432,7 @@ fn start_actors(
         peer_book: Some(transport.clone().recipient()),
         snapshots: Some(transport.clone().recipient()),
         install: Some(applier.clone().recipient()),
+        learner: Some(learner_tx),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     raft_ctx.run(
@@ -554,6 +556,7 @@ fn start_actors(
         transfer_leader: raft.clone().recipient(),
         peer_activity: transport.recipient(),
         learner_ready: raft.clone().recipient(),
+        learner: learner_rx,
     }
 }
 

@@ -85,6 +85,9 @@ async fn local_keys(m: &Member, prefix: &str) -> Option<Vec<String>> {
 }
 
 async fn wait_for_keys(m: &Member, prefix: &str, want: &[String]) {
+    let mut want = want.to_vec();
+    want.sort();
+    let want = want.as_slice();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let got = local_keys(m, prefix).await;
@@ -136,9 +139,27 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
     let all = initial_of(&[&members[0], &members[1], &members[2], &m4]);
     m4.spawn_with(&all, &["--initial-cluster-state", "existing"]);
     wait_for_keys(&m4, "k/", &acked).await;
-    let status = m4.client().await.status().await.unwrap();
+    let mut l = m4.client().await;
+    let status = l.status().await.unwrap();
     assert!(status.is_learner(), "m4 reports itself a learner");
     assert_eq!(status.header().unwrap().member_id(), m4_id);
+    // A learner serves Status and serializable reads only, as etcd's does.
+    let refused = [
+        l.put("x", "1", None).await.map(drop),
+        l.get("k/000", None).await.map(drop),
+        l.member_list().await.map(drop),
+        l.lease_grant(10, None).await.map(drop),
+    ];
+    for r in refused {
+        let (code, msg) = code_and_message(r.expect_err("refused on a learner"));
+        assert_eq!(
+            (code, msg.as_str()),
+            (
+                Code::Unavailable,
+                "etcdserver: rpc not supported for learner"
+            )
+        );
+    }
 
     // Promoted once in sync (the leader refuses until then).
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -162,6 +183,9 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
             }
         }
     }
+    // Promoted, it serves everything.
+    put_eventually(&mut l, "k/promoted").await;
+    acked.push("k/promoted".to_string());
     // Every member lists m4 under its published name.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

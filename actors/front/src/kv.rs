@@ -24,6 +24,10 @@ fn mismatch(what: &str) -> Status {
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, req: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        // A learner serves serializable reads only (the gate let the method through).
+        if !req.get_ref().serializable && *self.pipeline.routes.learner.borrow() {
+            return Err(EtcdError::NotSupportedForLearner.into());
+        }
         let who = self.pipeline.who(&req)?;
         Ok(Response::new(
             self.pipeline.range(req.into_inner(), who).await?,

@@ -44,6 +44,7 @@ mod auth;
 pub mod authn;
 mod cluster;
 mod kv;
+pub mod learner;
 mod lease;
 mod maintenance;
 mod pipeline;

@@ -72,6 +72,8 @@ pub struct PipelineRoutes {
     pub peer_activity: Recipient<PeerActivity>,
     /// The raft node: is a learner in sync (asked of the leader)?
     pub learner_ready: Recipient<CheckLearner>,
+    /// The raft node: whether this member is a learner (it restricts what is served).
+    pub learner: crate::learner::LearnerFlag,
 }
 
 /// Shared by every service: routes, config and the id generator.

@@ -50,8 +50,12 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
+    let gate = crate::learner::LearnerGate {
+        learner: pipeline.routes.learner.clone(),
+    };
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     server_builder(tls.as_ref())?
+        .layer(gate)
         .add_service(kv)
         .add_service(maintenance)
         .add_service(lease)

@@ -30,6 +30,9 @@ pub struct RaftPeers {
     pub snapshots: Option<Recipient<SendSnapshot>>,
     /// Where a snapshot from the leader is installed (the applier, in log order).
     pub install: Option<Recipient<InstallSnapshot>>,
+    /// Told whether this member is a learner whenever the configuration changes (the front
+    /// serves a learner less).
+    pub learner: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 /// The WAL made Ready `number` durable.
@@ -317,6 +320,13 @@ impl RaftActor {
             .wait(ctx);
     }
 
+    fn publish_role(&self) {
+        if let Some(tx) = &self.peers.learner {
+            let learner = self.node.is_learner();
+            tx.send_if_modified(|v| std::mem::replace(v, learner) != learner);
+        }
+    }
+
     /// Answers the confirmed reads whose index is now applied.
     fn release_applied_reads(&mut self) {
         let applied = self.node.applied();
@@ -374,6 +384,7 @@ impl Actor for RaftActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.publish_role();
         // Raft's work queues can hold a burst of proposals: don't let the mailbox cap them first.
         ctx.set_mailbox_capacity(65536);
         self.schedule_ready(ctx);
@@ -450,6 +461,7 @@ impl Handler<ApplyConfChange> for RaftActor {
 
     fn handle(&mut self, msg: ApplyConfChange, ctx: &mut Context<Self>) {
         self.node.apply_conf_change(msg.kind, msg.node_id);
+        self.publish_role();
         let me = self.node.id();
         if let Some(book) = &self.peers.peer_book
             && msg.node_id != me
@@ -527,6 +539,7 @@ impl Handler<SyncConf> for RaftActor {
         let (voters, learners) = (ids(false), ids(true));
         let before = self.node.conf_members();
         self.node.reconcile_conf(&voters, &learners);
+        self.publish_role();
         let me = self.node.id();
         if let Some(book) = &self.peers.peer_book {
             for m in msg.members.iter().filter(|m| m.id != me) {
@@ -736,6 +749,7 @@ mod tests {
             peer_book: None,
             snapshots: None,
             install: None,
+            learner: None,
         };
         let mut actor = RaftActor::new(node, peers, snapshot_count, 2);
         if let Some(w) = inline {
