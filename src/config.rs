@@ -122,6 +122,28 @@ pub struct Flags {
         value_parser = parse_go_bool
     )]
     pub client_cert_auth: bool,
+    /// Path to the peer server TLS cert file (PEM), served on `https://` peer URLs and
+    /// presented when connecting to `https://` peers.
+    #[arg(long, env = "ETCD_PEER_CERT_FILE", value_parser = parse_path)]
+    pub peer_cert_file: Option<PathBuf>,
+    /// Path to the peer server TLS key file (PEM).
+    #[arg(long, env = "ETCD_PEER_KEY_FILE", value_parser = parse_path)]
+    pub peer_key_file: Option<PathBuf>,
+    /// Path to the peer TLS trusted CA file: peers' certificates must chain to it.
+    #[arg(long, env = "ETCD_PEER_TRUSTED_CA_FILE", value_parser = parse_path)]
+    pub peer_trusted_ca_file: Option<PathBuf>,
+    /// Require peers connecting to this member to present a certificate the CA signed.
+    #[arg(
+        long,
+        env = "ETCD_PEER_CLIENT_CERT_AUTH",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub peer_client_cert_auth: bool,
     /// Token type handed out by Authenticate: `simple`, or
     /// `jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256,ttl=5m`.
     #[arg(long, env = "ETCD_AUTH_TOKEN", default_value = "simple")]
@@ -169,6 +191,11 @@ pub enum ConfigError {
         "TLS key/cert (--cert-file, --key-file) must be provided for client url {0} with HTTPS scheme"
     )]
     TlsKeyCertMissing(String),
+    /// etcd's own message.
+    #[error(
+        "TLS key/cert (--peer-cert-file, --peer-key-file) must be provided for peer url {0} with HTTPS scheme"
+    )]
+    PeerTlsKeyCertMissing(String),
     #[error("{0}")]
     TlsFlags(&'static str),
     /// etcd's message, without its resolver's detail.
@@ -203,6 +230,8 @@ pub struct Config {
     pub advertise_client_urls: Vec<String>,
     /// What `https://` client URLs serve; `Some` whenever there is one.
     pub client_tls: Option<ClientTls>,
+    /// Peer TLS; `Some` whenever a peer URL is `https://`.
+    pub peer_tls: Option<actcd_transport::PeerTls>,
 }
 
 impl Config {
@@ -317,6 +346,73 @@ fn client_tls(flags: &Flags, client_urls: &[String]) -> Result<Option<ClientTls>
             };
             file_error(flag, path, e.reason)
         })
+}
+
+/// The peer TLS settings, checked as the client ones are: an `https://` peer URL (listened on,
+/// or of any member) needs `--peer-cert-file` and `--peer-key-file`; `--peer-client-cert-auth`
+/// needs `--peer-trusted-ca-file`.
+fn peer_tls(
+    flags: &Flags,
+    peer_urls: &[String],
+) -> Result<Option<actcd_transport::PeerTls>, ConfigError> {
+    let Some(https) = peer_urls.iter().find(|u| u.starts_with("https://")) else {
+        if flags.peer_cert_file.is_some() || flags.peer_key_file.is_some() {
+            tracing::warn!(
+                "peer URLs are HTTP while peer key and cert files are present; ignoring them"
+            );
+        }
+        return Ok(None);
+    };
+    let (cert_file, key_file) = match (
+        path_flag(&flags.peer_cert_file),
+        path_flag(&flags.peer_key_file),
+    ) {
+        (Some(cert), Some(key)) => (cert, key),
+        (None, None) => return Err(ConfigError::PeerTlsKeyCertMissing(https.clone())),
+        _ => {
+            return Err(ConfigError::TlsFlags(
+                "--peer-cert-file and --peer-key-file must be given together",
+            ));
+        }
+    };
+    let ca_file = path_flag(&flags.peer_trusted_ca_file);
+    if flags.peer_client_cert_auth && ca_file.is_none() {
+        return Err(ConfigError::TlsFlags(
+            "--peer-client-cert-auth needs --peer-trusted-ca-file, the CA peer certificates must chain to",
+        ));
+    }
+    let read = |flag, path: &Path| {
+        std::fs::read(path).map_err(|e| ConfigError::TlsFile {
+            flag,
+            path: path.display().to_string(),
+            reason: format!("cannot read: {e}"),
+        })
+    };
+    let cert_pem = read("--peer-cert-file", cert_file)?;
+    let key_pem = read("--peer-key-file", key_file)?;
+    let ca_pem = match ca_file {
+        Some(path) => Some(read("--peer-trusted-ca-file", path)?),
+        None => None,
+    };
+    // The same checks as the client port's, so a bad file is named at start-up.
+    ClientTls::new(cert_pem.clone(), key_pem.clone(), ca_pem.clone(), false).map_err(|e| {
+        let (flag, path) = match e.input {
+            PemInput::Cert => ("--peer-cert-file", cert_file),
+            PemInput::Key => ("--peer-key-file", key_file),
+            PemInput::TrustedCa => ("--peer-trusted-ca-file", ca_file.unwrap_or(Path::new(""))),
+        };
+        ConfigError::TlsFile {
+            flag,
+            path: path.display().to_string(),
+            reason: e.reason,
+        }
+    })?;
+    Ok(Some(actcd_transport::PeerTls {
+        cert_pem,
+        key_pem,
+        ca_pem,
+        client_cert_auth: flags.peer_client_cert_auth,
+    }))
 }
 
 /// A URL with `localhost` read as `127.0.0.1` and no trailing slash, for comparisons.
@@ -443,6 +539,11 @@ impl TryFrom<Flags> for Config {
             .unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
         let client_urls = split_urls(&flags.listen_client_urls);
         let client_tls = client_tls(&flags, &client_urls)?;
+        let peer_urls: Vec<String> = split_urls(&flags.listen_peer_urls)
+            .into_iter()
+            .chain(members.iter().flat_map(|m| m.peer_urls.clone()))
+            .collect();
+        let peer_tls = peer_tls(&flags, &peer_urls)?;
         actcd_auth::check_cost(flags.bcrypt_cost).map_err(|reason| ConfigError::Invalid {
             flag: "--bcrypt-cost",
             value: flags.bcrypt_cost.to_string(),
@@ -451,6 +552,7 @@ impl TryFrom<Flags> for Config {
         let cfg = Config {
             client_urls,
             client_tls,
+            peer_tls,
             advertise_client_urls: split_urls(&flags.advertise_client_urls),
             data_dir,
             member_id,
@@ -547,6 +649,55 @@ mod tests {
         ] {
             std::fs::write(dir.join(name), body).unwrap();
         }
+    }
+
+    #[test]
+    fn peer_tls_flags_are_checked_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        tls_files(dir.path());
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        let peer = "https://127.0.0.1:2380";
+        let base = |extra: &[String]| {
+            let mut argv = vec![
+                "actcd".to_string(),
+                "--listen-peer-urls".into(),
+                peer.into(),
+                "--initial-advertise-peer-urls".into(),
+                peer.into(),
+            ];
+            argv.extend(extra.iter().cloned());
+            Config::try_from(Flags::parse_from(argv))
+                .map(|c| c.peer_tls.map(|t| t.client_cert_auth))
+                .map_err(|e| e.to_string())
+        };
+        let pair = vec![
+            "--peer-cert-file".to_string(),
+            path("server.pem"),
+            "--peer-key-file".to_string(),
+            path("server.key"),
+        ];
+        assert_eq!(
+            base(&[]),
+            Err(format!(
+                "TLS key/cert (--peer-cert-file, --peer-key-file) must be provided for peer url {peer} with HTTPS scheme"
+            ))
+        );
+        assert_eq!(base(&pair), Ok(Some(false)));
+        let mut auth = pair.clone();
+        auth.push("--peer-client-cert-auth".into());
+        assert!(
+            base(&auth)
+                .unwrap_err()
+                .starts_with("--peer-client-cert-auth needs")
+        );
+        auth.extend(["--peer-trusted-ca-file".to_string(), path("ca.pem")]);
+        assert_eq!(base(&auth), Ok(Some(true)));
+        let mut bad = pair.clone();
+        bad[3] = path("other.key");
+        assert!(
+            base(&bad).unwrap_err().starts_with("--peer-key-file"),
+            "a key of another pair"
+        );
     }
 
     #[test]

@@ -267,7 +267,7 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
     let mut last_error = "no other member in --initial-cluster".to_string();
     let mut remote = None;
     for url in &others {
-        match rt.block_on(actcd_transport::fetch_members(url)) {
+        match rt.block_on(actcd_transport::fetch_members(url, cfg.peer_tls.as_ref())) {
             Ok(r) => {
                 remote = Some(r);
                 break;
@@ -418,6 +418,7 @@ fn start_actors(
     let raft_ctx: Context<RaftActor> = Context::new();
     let raft = raft_ctx.address();
     let transport = TransportActor::new(cluster_id)
+        .with_tls(cfg.peer_tls.clone())
         .reporting_to(raft.clone().recipient())
         .with_snapshots(mvcc.clone().recipient(), raft.clone().recipient())
         .start();
@@ -554,9 +555,10 @@ fn start_actors(
         connect_auth: mvcc.clone().recipient(),
         members: mvcc.recipient(),
         transfer_leader: raft.clone().recipient(),
-        peer_activity: transport.recipient(),
+        peer_activity: transport.clone().recipient(),
         learner_ready: raft.clone().recipient(),
         learner: learner_rx,
+        leader_call: transport.clone().recipient(),
     }
 }
 
@@ -580,8 +582,15 @@ fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
         };
         tracing::info!(%addr, "listening for peers");
         let routes = routes.clone();
+        let tls = cfg.peer_tls.clone().filter(|_| url.starts_with("https://"));
         actix::spawn(async move {
-            let serve = serve_peers(listener, routes, cluster_id, std::future::pending());
+            let serve = serve_peers(
+                listener,
+                routes,
+                cluster_id,
+                tls.as_ref(),
+                std::future::pending(),
+            );
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "peer server failed");
             }

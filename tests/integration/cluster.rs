@@ -15,6 +15,8 @@ pub(crate) struct Member {
     pub(crate) client_port: u16,
     pub(crate) peer_port: u16,
     pub(crate) child: Option<Child>,
+    /// `http` or `https` (peer TLS).
+    pub(crate) peer_scheme: &'static str,
 }
 
 impl Member {
@@ -25,11 +27,12 @@ impl Member {
             client_port: free_port(),
             peer_port: free_port(),
             child: None,
+            peer_scheme: "http",
         }
     }
 
     pub(crate) fn peer_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.peer_port)
+        format!("{}://127.0.0.1:{}", self.peer_scheme, self.peer_port)
     }
 
     pub(crate) fn spawn(&mut self, initial_cluster: &str) {
@@ -38,7 +41,7 @@ impl Member {
 
     pub(crate) fn spawn_with(&mut self, initial_cluster: &str, extra: &[&str]) {
         let client = format!("http://127.0.0.1:{}", self.client_port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let peer = self.peer_url();
         let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
             .args(["--name", &self.name])
             .arg("--data-dir")
@@ -92,7 +95,7 @@ pub(crate) fn cluster(dir: &Path) -> (Vec<Member>, String) {
         .collect();
     let initial = members
         .iter()
-        .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+        .map(|m| format!("{}={}", m.name, m.peer_url()))
         .collect::<Vec<_>>()
         .join(",");
     (members, initial)

@@ -58,6 +58,24 @@ impl Ca {
     }
 }
 
+impl Ca {
+    /// Writes `<name>.pem` and `<name>.key` for a member's peer port: it serves with the
+    /// certificate and presents it when it connects to other members.
+    fn issue_peer(&self, dir: &Path, name: &str) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+}
+
 /// `ca.pem`; `server` and `alice` signed by it; `mallory` signed by another CA.
 struct Pki {
     dir: tempfile::TempDir,
@@ -380,5 +398,79 @@ async fn the_certificate_name_is_the_user_when_no_token_is_sent() {
     assert_eq!(
         crate::code_and_message(refused).0,
         tonic::Code::PermissionDenied
+    );
+}
+
+/// Three members talking over `https://` peer URLs with `--peer-client-cert-auth`: they elect,
+/// replicate and agree; a member whose certificate another CA signed is kept out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_talk_over_peer_tls() {
+    use crate::cluster::{Member, cluster, leader_index, put_eventually};
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new("peer CA");
+    std::fs::write(pki.path().join("ca.pem"), ca.cert.pem()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, _) = cluster(dir.path());
+    for m in &mut members {
+        m.peer_scheme = "https";
+        ca.issue_peer(pki.path(), &m.name);
+    }
+    let initial = members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let path = |f: String| pki.path().join(f).display().to_string();
+    let flags = |m: &Member, ca_file: &str| {
+        vec![
+            "--peer-cert-file".to_string(),
+            path(format!("{}.pem", m.name)),
+            "--peer-key-file".to_string(),
+            path(format!("{}.key", m.name)),
+            "--peer-trusted-ca-file".to_string(),
+            path(ca_file.to_string()),
+            "--peer-client-cert-auth".to_string(),
+        ]
+    };
+    // m3's certificate comes from another CA: the others refuse it, and it refuses them.
+    let stranger = Ca::new("stranger CA");
+    stranger.issue_peer(pki.path(), "m3");
+    std::fs::write(pki.path().join("stranger.pem"), stranger.cert.pem()).unwrap();
+    for (i, m) in members.iter_mut().enumerate() {
+        let f = flags(m, if i == 2 { "stranger.pem" } else { "ca.pem" });
+        let args: Vec<&str> = f.iter().map(String::as_str).collect();
+        m.spawn_with(&initial, &args);
+    }
+    // Two of three make a quorum: writes go through; m3 never catches up.
+    let leader = leader_index(&members, &[0, 1]).await;
+    let mut c = members[leader].client().await;
+    for i in 0..20 {
+        put_eventually(&mut c, &format!("k/{i}")).await;
+    }
+    let follower = 1 - leader;
+    let got = members[follower]
+        .client()
+        .await
+        .get("k/", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(got.count(), 20, "replicated over TLS");
+    let outsider = members[2]
+        .client()
+        .await
+        .get(
+            "k/",
+            Some(
+                etcd_client::GetOptions::new()
+                    .with_prefix()
+                    .with_serializable(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        outsider.count(),
+        0,
+        "a member with a foreign certificate gets nothing"
     );
 }

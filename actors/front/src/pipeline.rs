@@ -1,19 +1,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
-use actcd_proto::actcdpb::{
-    InternalRaftRequest, LeaseRenewRequest, MemberIdRequest, RequestHeader,
-};
+use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
 use actcd_proto::etcdserverpb::{
     RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, TxnResponse, request_op,
 };
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
     AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, CheckLearner,
-    ConnectAuth, GetMembers, GetStoreStatus, HashKv, HashKvResult, LeaseKeys, LeaseTimeToLive,
-    LeaseTtl, ListLeases, MemberRecord, PeerActivity, RaftStatus, RaftStatusReply, Range, RangeTo,
-    ReadIndex, ReadTxn, RenewLease, StoreStatus, Submit, TransferLeader,
+    ConnectAuth, GetMembers, GetStoreStatus, HashKv, HashKvResult, LeaderCall, LeaseKeys,
+    LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
+    RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus,
+    Submit, TransferLeader,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -74,6 +72,8 @@ pub struct PipelineRoutes {
     pub learner_ready: Recipient<CheckLearner>,
     /// The raft node: whether this member is a learner (it restricts what is served).
     pub learner: crate::learner::LearnerFlag,
+    /// The transport: questions only the leader answers.
+    pub leader_call: Recipient<LeaderCall>,
 }
 
 /// Shared by every service: routes, config and the id generator.
@@ -91,9 +91,6 @@ pub struct Pipeline {
     recent: std::sync::Mutex<Option<(std::time::Instant, ResponseHeader)>>,
     /// Set while one caller refreshes `recent`.
     refreshing: std::sync::atomic::AtomicBool,
-    /// Channels to other members' peer ports, by URL (lease calls a follower forwards to the
-    /// leader). Front-local.
-    peers: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
 }
 
 /// How old a header [`Pipeline::recent_header`] may hand out.
@@ -115,20 +112,17 @@ impl Pipeline {
             closing: tokio::sync::watch::Sender::new(false),
             recent: std::sync::Mutex::new(None),
             refreshing: std::sync::atomic::AtomicBool::new(false),
-            peers: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
-    /// A keepalive: answered by this member's lessor if it leads, else forwarded to the
-    /// leader's peer port (leases are kept, and expire, on the leader only).
+    /// A keepalive: answered by this member's lessor if it leads, else by the leader's (leases
+    /// are kept, and expire, on the leader only).
     pub async fn renew_lease(&self, id: i64) -> Result<i64, EtcdError> {
         match self.routes.renew_lease.send(RenewLease { id }).await? {
-            Err(EtcdError::NotLeader) => {
-                let req = self.peer_request(LeaseRenewRequest { id });
-                let mut client = self.leader_client().await?;
-                let reply = client.lease_renew(req).await.map_err(from_peer_status)?;
-                Ok(reply.into_inner().ttl)
-            }
+            Err(EtcdError::NotLeader) => match self.ask_leader(PeerCall::RenewLease(id)).await? {
+                PeerAnswer::Renewed(ttl) => Ok(ttl),
+                other => Err(unexpected(other)),
+            },
             other => other,
         }
     }
@@ -136,69 +130,35 @@ impl Pipeline {
     /// A lease's TTLs, from the leader (see [`Self::renew_lease`]).
     pub async fn lease_ttl(&self, id: i64) -> Result<LeaseTtl, EtcdError> {
         match self.routes.lease_ttl.send(LeaseTimeToLive { id }).await? {
-            Err(EtcdError::NotLeader) => {
-                let req = self.peer_request(LeaseRenewRequest { id });
-                let mut client = self.leader_client().await?;
-                let t = client.lease_ttl(req).await.map_err(from_peer_status)?;
-                let t = t.into_inner();
-                Ok(LeaseTtl {
-                    granted_ttl: t.granted_ttl,
-                    remaining_ttl: t.remaining_ttl,
-                })
-            }
+            Err(EtcdError::NotLeader) => match self.ask_leader(PeerCall::LeaseTtl(id)).await? {
+                PeerAnswer::Ttl(t) => Ok(t),
+                other => Err(unexpected(other)),
+            },
             other => other,
         }
     }
 
     /// etcd's `isLearnerReady`, asked of this member's raft node if it leads, else of the
-    /// leader over the peer port.
+    /// leader's.
     pub async fn learner_ready(&self, id: u64) -> Result<(), EtcdError> {
         match self.routes.learner_ready.send(CheckLearner { id }).await? {
             Err(EtcdError::NotLeader) => {
-                let req = self.peer_request(MemberIdRequest { id });
-                let mut client = self.leader_client().await?;
-                client.learner_ready(req).await.map_err(from_peer_status)?;
-                Ok(())
+                self.ask_leader(PeerCall::LearnerReady(id)).await.map(drop)
             }
             other => other,
         }
     }
 
-    fn peer_request<T>(&self, msg: T) -> tonic::Request<T> {
-        let mut req = tonic::Request::new(msg);
-        req.set_timeout(self.config.request_timeout);
-        if let Ok(v) = format!("{:x}", self.config.identity.cluster_id).parse() {
-            req.metadata_mut().insert(PEER_CLUSTER_ID_HEADER, v);
-        }
-        req
-    }
-
-    /// A client of the current leader's peer port.
-    async fn leader_client(&self) -> Result<RaftPeerClient<tonic::transport::Channel>, EtcdError> {
+    /// Asks the current leader, through the transport.
+    async fn ask_leader(&self, call: PeerCall) -> Result<PeerAnswer, EtcdError> {
         let leader = self.raft_status().await?.leader;
         if leader == 0 {
             return Err(EtcdError::NoLeader);
         }
-        let url = self
-            .members()
+        self.routes
+            .leader_call
+            .send(LeaderCall { leader, call })
             .await?
-            .into_iter()
-            .find(|m| m.id == leader)
-            .and_then(|m| m.peer_urls.into_iter().next())
-            .ok_or(EtcdError::NoLeader)?;
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let channel = match peers.get(&url) {
-            Some(c) => c.clone(),
-            None => {
-                let c = tonic::transport::Endpoint::from_shared(url.clone())
-                    .map_err(EtcdError::internal)?
-                    .connect_timeout(std::time::Duration::from_secs(1))
-                    .connect_lazy();
-                peers.insert(url, c.clone());
-                c
-            }
-        };
-        Ok(RaftPeerClient::new(channel))
     }
 
     /// Follows the store's auth changes (it sends the current state at once) until the store
@@ -434,19 +394,8 @@ impl Pipeline {
     }
 }
 
-/// The gRPC metadata naming the sender's cluster on the peer port (the transport's).
-const PEER_CLUSTER_ID_HEADER: &str = "x-actcd-cluster-id";
-
-/// The leader's answer on the peer port, back to the error it was (its status carries etcd's
-/// text); an unreachable leader is a leader change to the client.
-fn from_peer_status(s: tonic::Status) -> EtcdError {
-    match s.message() {
-        m if m == EtcdError::LeaseNotFound.to_string() => EtcdError::LeaseNotFound,
-        m if m == EtcdError::LearnerNotReady.to_string() => EtcdError::LearnerNotReady,
-        m if m == EtcdError::NotLeader.to_string() => EtcdError::LeaderChanged,
-        _ if s.code() == tonic::Code::Unavailable => EtcdError::LeaderChanged,
-        m => EtcdError::Internal(m.to_string()),
-    }
+fn unexpected(a: PeerAnswer) -> EtcdError {
+    EtcdError::internal(format!("unexpected answer from the leader: {a:?}"))
 }
 
 /// No put and no delete anywhere in the txn, nested txns included.

@@ -25,6 +25,10 @@
 //! - Inbound messages are bounded in size (`MAX_MESSAGE_BYTES`): raft-rs's codec is not
 //!   hardened against hostile input, and only members should reach this port.
 
+mod tls;
+
+pub use tls::PeerTls;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,8 +42,9 @@ use actcd_proto::actcdpb::{
 use actcd_proto::etcdserverpb::Member;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    CheckLearner, GetMembers, LeaseTimeToLive, MakeSnapshot, PeerActivity, PeerChange, PeerMessage,
-    RenewLease, SendSnapshot, SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
+    CheckLearner, GetMembers, LeaderCall, LeaseTimeToLive, LeaseTtl, MakeSnapshot, PeerActivity,
+    PeerAnswer, PeerCall, PeerChange, PeerMessage, RenewLease, SendSnapshot, SnapshotError,
+    SnapshotReport, Step, StepSnapshot, Unreachable,
 };
 use actix::prelude::*;
 use futures::StreamExt;
@@ -83,6 +88,10 @@ pub struct TransportActor {
     generation: u64,
     /// Generation of each peer's current stream.
     generations: HashMap<u64, u64>,
+    /// Peer TLS, for `https://` peers.
+    tls: Option<Arc<PeerTls>>,
+    /// Channels for questions to the leader, by URL.
+    calls: HashMap<String, tonic::transport::Channel>,
 }
 
 /// A peer's stream came up or went down (sent by the stream's own task).
@@ -105,7 +114,15 @@ impl TransportActor {
             active_since: HashMap::new(),
             generation: 0,
             generations: HashMap::new(),
+            tls: None,
+            calls: HashMap::new(),
         }
+    }
+
+    /// Peer TLS settings, for peers with `https://` URLs.
+    pub fn with_tls(mut self, tls: Option<PeerTls>) -> Self {
+        self.tls = tls.map(Arc::new);
+        self
     }
 
     /// Lets the transport send snapshots: `source` makes the store copy, `report` (raft)
@@ -153,6 +170,7 @@ impl TransportActor {
         actix::spawn(stream_to(
             url,
             self.cluster_id,
+            self.tls.clone(),
             Arc::new(Mutex::new(rx)),
             report,
         ));
@@ -260,10 +278,11 @@ impl Handler<SendSnapshot> for TransportActor {
             .get(&msg.to)
             .and_then(|(_, u)| u.first().cloned());
         let cluster_id = self.cluster_id;
+        let tls = self.tls.clone();
         actix::spawn(async move {
             let to = msg.to;
             let ok = match url {
-                Some(url) => match send_snapshot(&url, cluster_id, source, msg).await {
+                Some(url) => match send_snapshot(&url, cluster_id, tls, source, msg).await {
                     Ok(bytes) => {
                         tracing::info!(to = format!("{to:x}"), bytes, "snapshot sent");
                         true
@@ -280,12 +299,96 @@ impl Handler<SendSnapshot> for TransportActor {
     }
 }
 
+/// A question for the leader, over its peer port (leases live there; only it knows a
+/// learner's progress).
+impl Handler<LeaderCall> for TransportActor {
+    type Result = ResponseFuture<Result<PeerAnswer, EtcdError>>;
+
+    fn handle(&mut self, msg: LeaderCall, _: &mut Self::Context) -> Self::Result {
+        let Some(url) = self
+            .queues
+            .get(&msg.leader)
+            .and_then(|(_, u)| u.first().cloned())
+        else {
+            return Box::pin(async { Err(EtcdError::NoLeader) });
+        };
+        let channel = match self.calls.get(&url) {
+            Some(c) => c.clone(),
+            None => match tls::endpoint(&url, self.tls.as_deref()) {
+                Ok(e) => {
+                    let c = e.connect_lazy();
+                    self.calls.insert(url, c.clone());
+                    c
+                }
+                Err(e) => return Box::pin(async move { Err(EtcdError::Internal(e)) }),
+            },
+        };
+        let cluster_id = self.cluster_id;
+        Box::pin(async move {
+            let mut client = RaftPeerClient::new(channel);
+            let req = |m| call_request(m, cluster_id);
+            let answer = match msg.call {
+                PeerCall::RenewLease(id) => client
+                    .lease_renew(req(LeaseRenewRequest { id }))
+                    .await
+                    .map(|r| PeerAnswer::Renewed(r.into_inner().ttl)),
+                PeerCall::LeaseTtl(id) => client
+                    .lease_ttl(req(LeaseRenewRequest { id }))
+                    .await
+                    .map(|r| {
+                        let t = r.into_inner();
+                        PeerAnswer::Ttl(LeaseTtl {
+                            granted_ttl: t.granted_ttl,
+                            remaining_ttl: t.remaining_ttl,
+                        })
+                    }),
+                PeerCall::LearnerReady(id) => client
+                    .learner_ready(call_request(MemberIdRequest { id }, cluster_id))
+                    .await
+                    .map(|_| PeerAnswer::Ready),
+            };
+            answer.map_err(from_leader_status)
+        })
+    }
+}
+
+fn call_request<T>(msg: T, cluster_id: u64) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.set_timeout(CALL_TIMEOUT);
+    if let Ok(v) = format!("{cluster_id:x}").parse() {
+        r.metadata_mut().insert(CLUSTER_ID_HEADER, v);
+    }
+    r
+}
+
+/// How long a question to the leader may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The leader's answer back to the error it was (its status carries etcd's text); a leader
+/// that can't be reached, or is no longer leader, is a leader change to the client.
+fn from_leader_status(s: Status) -> EtcdError {
+    match s.message() {
+        m if m == EtcdError::LeaseNotFound.to_string() => EtcdError::LeaseNotFound,
+        m if m == EtcdError::LearnerNotReady.to_string() => EtcdError::LearnerNotReady,
+        m if m == EtcdError::NotLeader.to_string() => EtcdError::LeaderChanged,
+        _ if matches!(
+            s.code(),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+        ) =>
+        {
+            EtcdError::LeaderChanged
+        }
+        m => EtcdError::Internal(m.to_string()),
+    }
+}
+
 /// Bytes of store copy per chunk.
 const SNAPSHOT_CHUNK: usize = 1024 * 1024;
 
 async fn send_snapshot(
     url: &str,
     cluster_id: u64,
+    tls: Option<Arc<PeerTls>>,
     source: Recipient<MakeSnapshot>,
     msg: SendSnapshot,
 ) -> Result<usize, String> {
@@ -327,9 +430,7 @@ async fn send_snapshot(
         crc32c: crc,
         ..Default::default()
     });
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| e.to_string())?
-        .connect_timeout(Duration::from_secs(1))
+    let channel = tls::endpoint(url, tls.as_deref())?
         .connect()
         .await
         .map_err(|e| e.to_string())?;
@@ -350,18 +451,14 @@ async fn send_snapshot(
 async fn stream_to(
     url: String,
     cluster_id: u64,
+    tls: Option<Arc<PeerTls>>,
     queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>,
     report: impl Fn(bool),
 ) {
     let mut backoff = BACKOFF_START;
     loop {
-        let connected = match tonic::transport::Endpoint::from_shared(url.clone()) {
-            Ok(e) => {
-                e.connect_timeout(Duration::from_secs(1))
-                    .tcp_nodelay(true)
-                    .connect()
-                    .await
-            }
+        let connected = match tls::endpoint(&url, tls.as_deref()) {
+            Ok(e) => e.connect().await,
             Err(e) => {
                 tracing::error!(%url, error = %e, "bad peer URL; not sending to it");
                 return;
@@ -583,10 +680,8 @@ impl RaftPeer for PeerService {
 
 /// Asks the member at `url` for the cluster's members (how a member joining an existing
 /// cluster learns its id and the cluster's).
-pub async fn fetch_members(url: &str) -> Result<MembersReply, String> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| e.to_string())?
-        .connect_timeout(Duration::from_secs(1))
+pub async fn fetch_members(url: &str, tls: Option<&PeerTls>) -> Result<MembersReply, String> {
+    let channel = tls::endpoint(url, tls)?
         .timeout(Duration::from_secs(5))
         .connect()
         .await
@@ -603,12 +698,12 @@ pub async fn serve_peers(
     listener: tokio::net::TcpListener,
     routes: PeerRoutes,
     cluster_id: u64,
+    tls: Option<&PeerTls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let service = RaftPeerServer::new(PeerService { routes, cluster_id })
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    tonic::transport::Server::builder()
-        .tcp_nodelay(true)
+    tls::server(tls)?
         .add_service(service)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
@@ -681,7 +776,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink_routes(sink), 7, async {
+            let _ = serve_peers(listener, sink_routes(sink), 7, None, async {
                 let _ = stop_rx.await;
             })
             .await;
@@ -703,7 +798,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         actix::spawn(async move {
-            let _ = serve_peers(listener, sink_routes(sink), 7, std::future::pending()).await;
+            let _ = serve_peers(listener, sink_routes(sink), 7, None, std::future::pending()).await;
         });
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()

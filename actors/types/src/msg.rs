@@ -276,6 +276,30 @@ pub struct CheckLearner {
     pub id: u64,
 }
 
+/// A question only the leader can answer, asked over its peer port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerCall {
+    RenewLease(i64),
+    LeaseTtl(i64),
+    LearnerReady(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAnswer {
+    /// A keepalive's granted TTL.
+    Renewed(i64),
+    Ttl(LeaseTtl),
+    Ready,
+}
+
+/// Ask member `leader` (the transport knows its peer URL and how to reach it securely).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<PeerAnswer, EtcdError>")]
+pub struct LeaderCall {
+    pub leader: u64,
+    pub call: PeerCall,
+}
+
 /// Hand leadership to member `to` (etcd's MoveLeader); only a leader acts on it.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
