@@ -54,6 +54,8 @@
 
 mod actor;
 mod node;
+#[cfg(test)]
+mod sim_tests;
 
 pub use actor::{INLINE_MAX_ENTRIES, InlineAppend, RaftActor, RaftPeers};
 pub use node::{NodeConfig, RaftNode, ReadyOutput, Recovered};

@@ -1,0 +1,507 @@
+//! A deterministic in-process cluster of [`RaftNode`]s: logical ticks, a simulated network that
+//! drops, delays, duplicates, reorders and partitions, crashes and restarts from a simulated
+//! WAL — and the safety invariants checked after every step. Everything comes from one seed, so
+//! a failing run is replayed by its seed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use actcd_types::msg::{EntryKind, HardState, WalEntry};
+
+use crate::node::{NodeConfig, RaftNode, Recovered};
+
+/// A small seeded generator (xorshift64*): reproducible, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// True with probability `per_mille`/1000.
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.next() % 1000 < per_mille
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+/// How the network misbehaves.
+#[derive(Debug, Clone, Copy, Default)]
+struct Faults {
+    drop: u64,
+    duplicate: u64,
+    /// Messages arrive 0..=max_delay steps late (so they reorder too).
+    max_delay: u64,
+}
+
+/// One member: its raft node (none while crashed), what it made durable, and what it applied.
+struct Member {
+    node: Option<RaftNode>,
+    hard_state: HardState,
+    /// The durable log, by index (a later write at an index replaces it and everything after).
+    wal: BTreeMap<u64, WalEntry>,
+    /// (index, data) of every entry applied, in order; kept across crashes (the backend).
+    applied: Vec<(u64, Vec<u8>)>,
+    applied_index: u64,
+}
+
+struct Sim {
+    ids: Vec<u64>,
+    members: BTreeMap<u64, Member>,
+    rng: Rng,
+    faults: Faults,
+    /// Groups that can talk; empty = no partition.
+    groups: Vec<BTreeSet<u64>>,
+    /// (deliver at step, to, message).
+    in_flight: Vec<(u64, u64, Vec<u8>)>,
+    step: u64,
+    /// Who led each term.
+    leaders: HashMap<u64, u64>,
+    seed: u64,
+    next_proposal: u64,
+}
+
+fn config(id: u64, ids: &[u64], applied: u64) -> NodeConfig {
+    NodeConfig {
+        id,
+        voters: ids.to_vec(),
+        learners: vec![],
+        election_tick: 10,
+        heartbeat_tick: 1,
+        applied,
+    }
+}
+
+impl Sim {
+    fn new(n: u64, seed: u64, faults: Faults) -> Self {
+        let ids: Vec<u64> = (1..=n).collect();
+        let members = ids
+            .iter()
+            .map(|&id| {
+                let node = RaftNode::new(&config(id, &ids, 0), Recovered::default()).unwrap();
+                let m = Member {
+                    node: Some(node),
+                    hard_state: HardState::default(),
+                    wal: BTreeMap::new(),
+                    applied: Vec::new(),
+                    applied_index: 0,
+                };
+                (id, m)
+            })
+            .collect();
+        Self {
+            ids,
+            members,
+            rng: Rng::new(seed),
+            faults,
+            groups: Vec::new(),
+            in_flight: Vec::new(),
+            step: 0,
+            leaders: HashMap::new(),
+            seed,
+            next_proposal: 0,
+        }
+    }
+
+    fn connected(&self, a: u64, b: u64) -> bool {
+        self.groups.is_empty() || self.groups.iter().any(|g| g.contains(&a) && g.contains(&b))
+    }
+
+    fn partition(&mut self, groups: &[&[u64]]) {
+        self.groups = groups.iter().map(|g| g.iter().copied().collect()).collect();
+    }
+
+    fn heal(&mut self) {
+        self.groups.clear();
+    }
+
+    fn send(&mut self, from: u64, to: u64, msg: Vec<u8>) {
+        if !self.connected(from, to) || self.rng.chance(self.faults.drop) {
+            return;
+        }
+        let copies = if self.rng.chance(self.faults.duplicate) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = self.step + self.rng.below(self.faults.max_delay + 1);
+            self.in_flight.push((at, to, msg.clone()));
+        }
+        let _ = from;
+    }
+
+    /// Runs one member's Readies to quiescence: persist, then send, then apply.
+    fn drive(&mut self, id: u64) {
+        loop {
+            let Some(node) = self.members.get_mut(&id).and_then(|m| m.node.as_mut()) else {
+                return;
+            };
+            let Some(out) = node.ready().unwrap() else {
+                return;
+            };
+            assert!(out.snapshot.is_none(), "no snapshots in these runs");
+            let m = self.members.get_mut(&id).unwrap();
+            for e in &out.entries {
+                let _ = m.wal.split_off(&e.index);
+                m.wal.insert(e.index, e.clone());
+            }
+            if let Some(hs) = out.hard_state {
+                m.hard_state = hs;
+            }
+            let node = m.node.as_mut().unwrap();
+            node.on_persisted(out.number);
+            let mut applied = Vec::new();
+            for e in &out.committed {
+                if e.kind == EntryKind::Normal && !e.data.is_empty() {
+                    applied.push((e.index, e.data.clone()));
+                }
+            }
+            if let Some(last) = out.committed.last() {
+                m.applied.extend(applied);
+                m.applied_index = m.applied_index.max(last.index);
+                node.on_applied(last.index);
+            }
+            for pm in out.messages.into_iter().chain(out.persisted_messages) {
+                self.send(id, pm.to, pm.msg);
+            }
+        }
+    }
+
+    /// One logical step: deliver what is due, tick everyone, drive everyone, check.
+    fn tick(&mut self) {
+        self.step += 1;
+        let now = self.step;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .partition(|(at, _, _)| *at <= now);
+        self.in_flight = later;
+        for (_, to, msg) in due {
+            if let Some(node) = self.members.get_mut(&to).and_then(|m| m.node.as_mut()) {
+                node.step(&msg);
+            }
+        }
+        for id in self.ids.clone() {
+            if let Some(node) = self.members.get_mut(&id).and_then(|m| m.node.as_mut()) {
+                node.tick();
+            }
+            self.drive(id);
+        }
+        self.check();
+    }
+
+    fn run(&mut self, steps: u64) {
+        for _ in 0..steps {
+            self.tick();
+        }
+    }
+
+    /// Proposes a fresh value on `id`; returns it if raft took it.
+    fn propose(&mut self, id: u64) -> Option<Vec<u8>> {
+        self.next_proposal += 1;
+        let data = format!("p{}", self.next_proposal).into_bytes();
+        let node = self.members.get_mut(&id)?.node.as_mut()?;
+        node.propose(data.clone()).ok()?;
+        self.drive(id);
+        Some(data)
+    }
+
+    fn crash(&mut self, id: u64) {
+        self.members.get_mut(&id).unwrap().node = None;
+        self.in_flight.retain(|(_, to, _)| *to != id);
+    }
+
+    /// Rebuilds the node from its WAL, with the state machine's applied index (the backend's
+    /// consistent index, as the daemon does).
+    fn restart(&mut self, id: u64) {
+        let m = self.members.get_mut(&id).unwrap();
+        if m.node.is_some() {
+            return;
+        }
+        let rec = Recovered {
+            snapshot: None,
+            hard_state: m.hard_state,
+            entries: m.wal.values().cloned().collect(),
+        };
+        let node = RaftNode::new(&config(id, &self.ids, m.applied_index), rec).unwrap();
+        m.node = Some(node);
+    }
+
+    fn leader(&self) -> Option<u64> {
+        let mut leaders: Vec<(u64, u64)> = self
+            .members
+            .iter()
+            .filter_map(|(&id, m)| {
+                let n = m.node.as_ref()?;
+                n.is_leader().then(|| (n.term(), id))
+            })
+            .collect();
+        leaders.sort();
+        leaders.last().map(|&(_, id)| id)
+    }
+
+    fn term_of(&self, id: u64) -> u64 {
+        self.members[&id].node.as_ref().map_or(0, RaftNode::term)
+    }
+
+    /// The invariants, after every step.
+    fn check(&mut self) {
+        let seed = self.seed;
+        for (&id, m) in &self.members {
+            if let Some(n) = m.node.as_ref().filter(|n| n.is_leader()) {
+                let prev = self.leaders.entry(n.term()).or_insert(id);
+                assert_eq!(*prev, id, "seed {seed}: two leaders in term {}", n.term());
+            }
+        }
+        // State machine safety: whatever two members applied at an index is the same.
+        let mut at: HashMap<u64, (&Vec<u8>, u64)> = HashMap::new();
+        for (&id, m) in &self.members {
+            for (index, data) in &m.applied {
+                if let Some((other, who)) = at.insert(*index, (data, id)) {
+                    assert_eq!(
+                        other, data,
+                        "seed {seed}: members {who} and {id} applied different entries at {index}"
+                    );
+                }
+            }
+        }
+        // Each member applies in index order, each index once.
+        for (&id, m) in &self.members {
+            assert!(
+                m.applied.windows(2).all(|w| w[0].0 < w[1].0),
+                "seed {seed}: member {id} applied out of order"
+            );
+        }
+    }
+
+    /// After healing and restarting everyone: all members applied the same sequence, and it
+    /// holds everything any member ever applied.
+    fn assert_converged(&mut self) {
+        self.heal();
+        self.faults = Faults::default();
+        for id in self.ids.clone() {
+            self.restart(id);
+        }
+        // A no-op proposal through the leader commits everything of its term.
+        self.run(60);
+        if let Some(l) = self.leader() {
+            self.propose(l);
+        }
+        self.run(60);
+        let seed = self.seed;
+        let logs: Vec<&Vec<(u64, Vec<u8>)>> = self.members.values().map(|m| &m.applied).collect();
+        for l in &logs {
+            assert_eq!(*l, logs[0], "seed {seed}: members did not converge");
+        }
+    }
+
+    fn applied_anywhere(&self, data: &[u8]) -> bool {
+        self.members
+            .values()
+            .any(|m| m.applied.iter().any(|(_, d)| d == data))
+    }
+}
+
+/// Runs until some member leads, returning it and the steps taken.
+fn elect(sim: &mut Sim, within: u64) -> (u64, u64) {
+    for s in 1..=within {
+        sim.tick();
+        if let Some(l) = sim.leader() {
+            return (l, s);
+        }
+    }
+    panic!("seed {}: no leader within {within} steps", sim.seed);
+}
+
+#[test]
+fn scenarios() {
+    type Script = fn(&mut Sim);
+    let cases: Vec<(&str, u64, Faults, Script)> = vec![
+        ("election from a cold start", 3, Faults::default(), |sim| {
+            let (_, steps) = elect(sim, 60);
+            assert!(steps <= 60);
+            sim.run(30);
+            let leaders = sim
+                .members
+                .values()
+                .filter(|m| m.node.as_ref().is_some_and(RaftNode::is_leader))
+                .count();
+            assert_eq!(leaders, 1, "exactly one leader");
+        }),
+        (
+            "re-election after the leader is isolated",
+            3,
+            Faults::default(),
+            |sim| {
+                let (old, _) = elect(sim, 60);
+                let old_term = sim.term_of(old);
+                let others: Vec<u64> = sim.ids.iter().copied().filter(|&i| i != old).collect();
+                sim.partition(&[&[old], &others]);
+                sim.run(80);
+                let new = sim.leader().expect("a new leader");
+                assert!(others.contains(&new), "the majority elects");
+                assert!(sim.term_of(new) > old_term);
+                // check-quorum: the isolated leader has stepped down by now.
+                assert!(!sim.members[&old].node.as_ref().unwrap().is_leader());
+                sim.assert_converged();
+            },
+        ),
+        (
+            "re-election after the leader crashes",
+            5,
+            Faults::default(),
+            |sim| {
+                let (old, _) = elect(sim, 60);
+                for _ in 0..5 {
+                    sim.propose(old);
+                }
+                sim.run(10);
+                sim.crash(old);
+                sim.run(80);
+                let new = sim.leader().expect("a new leader");
+                assert_ne!(new, old);
+                sim.propose(new).expect("the new leader takes proposals");
+                sim.assert_converged();
+            },
+        ),
+        (
+            "a minority partition cannot commit",
+            5,
+            Faults::default(),
+            |sim| {
+                let (old, _) = elect(sim, 60);
+                sim.run(5);
+                let rest: Vec<u64> = sim.ids.iter().copied().filter(|&i| i != old).collect();
+                let buddy = rest[0];
+                let majority: Vec<u64> = rest[1..].to_vec();
+                sim.partition(&[&[old, buddy], &majority]);
+                let stranded: Vec<Vec<u8>> = (0..3).filter_map(|_| sim.propose(old)).collect();
+                assert!(
+                    !stranded.is_empty(),
+                    "the old leader still takes proposals at first"
+                );
+                sim.run(80);
+                for d in &stranded {
+                    assert!(!sim.applied_anywhere(d), "a minority committed {d:?}");
+                }
+                let new = sim.leader().expect("the majority elects");
+                assert!(majority.contains(&new));
+                sim.propose(new);
+                sim.assert_converged();
+                for d in &stranded {
+                    assert!(
+                        !sim.applied_anywhere(d),
+                        "stranded proposals are gone after healing"
+                    );
+                }
+            },
+        ),
+        (
+            "a healed partition converges",
+            5,
+            Faults::default(),
+            |sim| {
+                elect(sim, 60);
+                sim.partition(&[&[1, 2], &[3, 4, 5]]);
+                sim.run(60);
+                for _ in 0..10 {
+                    if let Some(l) = sim.leader() {
+                        sim.propose(l);
+                    }
+                    sim.run(3);
+                }
+                sim.assert_converged();
+                assert!(
+                    sim.members[&1].applied.len() >= 10,
+                    "the minority caught up"
+                );
+            },
+        ),
+        (
+            "a follower and then the leader crash and restart under load",
+            3,
+            Faults::default(),
+            |sim| {
+                let (leader, _) = elect(sim, 60);
+                let follower = sim.ids.iter().copied().find(|&i| i != leader).unwrap();
+                for round in 0..20 {
+                    if round == 5 {
+                        sim.crash(follower);
+                    }
+                    if round == 10 {
+                        sim.restart(follower);
+                    }
+                    if round == 12
+                        && let Some(l) = sim.leader()
+                    {
+                        sim.crash(l);
+                    }
+                    if let Some(l) = sim.leader() {
+                        sim.propose(l);
+                    }
+                    sim.run(6);
+                }
+                sim.assert_converged();
+            },
+        ),
+    ];
+    for (name, n, faults, script) in cases {
+        for seed in 1..=3 {
+            let mut sim = Sim::new(n, seed, faults);
+            script(&mut sim);
+            let _ = name;
+        }
+    }
+}
+
+/// Drops, duplicates, delays and reorders messages, cuts the cluster into random partitions and
+/// crashes members, over many seeds; proposals go to random members all along. Every step is
+/// checked, and at the end, healed, all members agree on everything ever applied.
+#[test]
+fn chaos_keeps_the_invariants() {
+    for seed in 1..=40u64 {
+        let faults = Faults {
+            drop: 50,
+            duplicate: 50,
+            max_delay: 4,
+        };
+        let n = if seed % 2 == 0 { 3 } else { 5 };
+        let mut sim = Sim::new(n, seed, faults);
+        for step in 0..300u64 {
+            let r = sim.rng.below(100);
+            if r < 30 {
+                let id = 1 + sim.rng.below(n);
+                sim.propose(id);
+            }
+            if step % 50 == 25 {
+                let cut = 1 + sim.rng.below(n - 1);
+                let ids = sim.ids.clone();
+                let (a, b) = ids.split_at(cut as usize);
+                sim.partition(&[a, b]);
+            }
+            if step % 50 == 45 {
+                sim.heal();
+            }
+            if sim.rng.chance(10) {
+                let id = 1 + sim.rng.below(n);
+                sim.crash(id);
+            }
+            if sim.rng.chance(40) {
+                let id = 1 + sim.rng.below(n);
+                sim.restart(id);
+            }
+            sim.tick();
+        }
+        sim.assert_converged();
+        assert!(
+            !sim.members[&1].applied.is_empty(),
+            "seed {seed}: nothing was ever committed"
+        );
+    }
+}
