@@ -14,6 +14,7 @@ use std::time::Duration;
 mod auth;
 mod cluster;
 mod lease;
+mod linearizability;
 mod membership;
 mod tls;
 mod watch;
