@@ -199,9 +199,11 @@ pub fn check(history: &[Op]) -> Result<(), String> {
     }
     for (key, ops) in by_key {
         if !linearizable(&ops) {
+            let clients: HashSet<usize> = ops.iter().map(|o| o.client).collect();
             return Err(format!(
-                "key {key:?}: {} operations, not linearizable",
-                ops.len()
+                "key {key:?}: {} operations from {} clients, not linearizable",
+                ops.len(),
+                clients.len()
             ));
         }
     }
