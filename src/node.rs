@@ -438,6 +438,7 @@ fn start_actors(
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     raft_ctx.run(
         RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
+            .with_proposal_ttl(cfg.request_timeout())
             .with_inline_wal(Box::new(move |append| inline_wal.append(append))),
     );
     for m in &others {
@@ -649,6 +650,7 @@ fn serve_clients(
             member_id: cfg.member_id,
         },
         request_timeout: cfg.request_timeout(),
+        election_timeout: Duration::from_millis(cfg.flags.election_timeout),
         version: API_VERSION.to_string(),
         max_txn_ops: cfg.flags.max_txn_ops,
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,

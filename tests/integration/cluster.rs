@@ -225,3 +225,69 @@ async fn three_members_fail_over_and_catch_up() {
         assert_eq!(keys, acked, "every acknowledged write on {}", m.name);
     }
 }
+
+/// With no leader, writes and linearizable reads wait as etcd's do and then time out with
+/// `etcdserver: request timed out` (etcd 3.5 names no-leader timeouts so too); serializable
+/// reads still answer. Once a quorum is back, a write goes through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_leader_requests_time_out_as_etcds_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial) = cluster(dir.path());
+    for m in &mut members {
+        m.spawn(&initial);
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let mut c = members[leader].client().await;
+    put_eventually(&mut c, "before").await;
+    let survivor = leader;
+    for i in (0..3).filter(|&i| i != survivor) {
+        members[i].kill();
+    }
+    // check-quorum makes the lone leader step down within an election timeout or two.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = c.status().await.unwrap();
+        if s.leader() == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lone member kept leading");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let started = Instant::now();
+    let (put, get) = tokio::join!(
+        async {
+            let mut c = c.clone();
+            c.put("during", "x", None).await
+        },
+        async {
+            let mut c = c.clone();
+            c.get("before", None).await
+        }
+    );
+    for (what, r) in [("put", put.map(drop)), ("get", get.map(drop))] {
+        let (code, msg) = crate::code_and_message(r.expect_err(what));
+        assert_eq!(
+            (code, msg.as_str()),
+            (tonic::Code::Unavailable, "etcdserver: request timed out"),
+            "{what}"
+        );
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(5),
+        "answered after {waited:?}: requests wait for a leader first"
+    );
+    let got = c
+        .get("before", Some(GetOptions::new().with_serializable()))
+        .await
+        .unwrap();
+    assert_eq!(
+        got.count(),
+        1,
+        "serializable reads are served without a leader"
+    );
+    for i in (0..3).filter(|&i| i != survivor) {
+        members[i].spawn(&initial);
+    }
+    put_eventually(&mut c, "after").await;
+}

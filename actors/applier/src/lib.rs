@@ -11,6 +11,9 @@
 //!   each request's id, and the store answers it as soon as the request is applied: the reply
 //!   goes store → caller, not store → applier → caller, which took one thread wake-up off every
 //!   write. Then `Applied{index}` goes back to the raft node.
+//! - takes `InstallSnapshot` from the raft node (a leader's snapshot): forwarded to the store
+//!   behind the batches before it; the consistent index moves to the one the snapshot covers.
+//!   Conf-change entries carry their request in their context and are applied like the rest.
 //! - takes `Register{id, reply}` / `Cancel{id}` from preflight. (Linearizable reads wait in the
 //!   raft node, which hears `Applied` too.)
 //!

@@ -12,11 +12,18 @@
 //!   `RangeTo` to the store once the confirmed index is applied; the store answers the front.
 //!   Serializable reads go straight to the store. Reads never enter the log.
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
-//!   ask the lessor; TimeToLive's keys come from the store.
+//!   ask the lessor; TimeToLive's keys come from the store. On a follower the lessor answers
+//!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).
 //! - Watch (`watch.rs`): one task per stream between the client and the watch hub; it adds the
 //!   raft term and, for `prev_kv` watchers, each event's previous value read from the store.
-//! - Maintenance `Status`/`HashKV`/`Alarm` and Cluster `MemberList` read the raft node, the
-//!   store and the static membership.
+//! - Maintenance `Status`/`HashKV`/`Alarm` read the raft node and the store; `MoveLeader` asks
+//!   the raft node to transfer leadership and waits until the target leads.
+//! - Cluster (`cluster.rs`): membership changes are entries (adds, removals and promotions as
+//!   raft conf changes) validated by the store when applied; etcd's `--strict-reconfig-check`
+//!   rules (started members, peer streams up 5 s, a learner in sync with the leader) are
+//!   checked here first. `MemberList` reads the store's applied members.
+//! - Learners (`learner.rs`): a tower layer in front of every service refuses what etcd's
+//!   learners refuse (all but Status and serializable Range).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
 //!   store's auth state; passwords are bcrypt-hashed on the blocking pool first. Authenticate
 //!   checks the password here against the store's hash, proposes the login, and issues the
@@ -38,7 +45,8 @@
 //! ## Layout
 //! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
 //! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
-//! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN.
+//! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
+//! · `learner.rs` what a learner serves.
 
 mod auth;
 pub mod authn;

@@ -24,6 +24,8 @@ pub struct FrontConfig {
     pub identity: MemberIdentity,
     /// How long a write waits to be applied (etcd: 5 s + 2 × election timeout).
     pub request_timeout: Duration,
+    /// `--election-timeout`, for naming why a write timed out.
+    pub election_timeout: Duration,
     /// The etcd API version reported by Status.
     pub version: String,
     /// `--max-txn-ops`, for txns the front serves without proposing.
@@ -243,6 +245,7 @@ impl Pipeline {
             username: auth.username,
             auth_revision: auth.revision,
         });
+        let started = tokio::time::Instant::now();
         let (tx, rx) = oneshot::channel();
         let submit = Submit {
             request: req,
@@ -258,7 +261,51 @@ impl Pipeline {
             }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        self.answer(rx).await
+        match self.answer(rx).await {
+            Err(EtcdError::Timeout) => Err(self.why_timed_out(started).await),
+            other => other,
+        }
+    }
+
+    /// etcd's reading of a write that timed out: the leader changed while it waited (it was
+    /// made within two election timeouts before the current leader was elected), or the
+    /// connection to the leader (or, on the leader, to a quorum) broke since it was made, or
+    /// plainly timed out — also when there is no leader now, as etcd 3.5 answers.
+    async fn why_timed_out(&self, started: tokio::time::Instant) -> EtcdError {
+        let Ok(status) = self.raft_status().await else {
+            return EtcdError::Timeout;
+        };
+        let Some(leader_for) = status.leader_for else {
+            return EtcdError::Timeout;
+        };
+        let now = tokio::time::Instant::now();
+        if let Some(elected) = now.checked_sub(leader_for)
+            && started < elected
+            && started + 2 * self.config.election_timeout > elected
+        {
+            return EtcdError::TimeoutDueToLeaderFail;
+        }
+        let waited = now.duration_since(started);
+        let Ok(activity) = self.routes.peer_activity.send(PeerActivity).await else {
+            return EtcdError::Timeout;
+        };
+        let up_since_start = |id: u64| activity.get(&id).is_some_and(|d| *d >= waited);
+        let me = self.config.identity.member_id;
+        if status.leader == me {
+            let Ok(members) = self.members().await else {
+                return EtcdError::Timeout;
+            };
+            let connected = members
+                .iter()
+                .filter(|m| m.id == me || up_since_start(m.id))
+                .count();
+            if connected < members.len() / 2 + 1 {
+                return EtcdError::TimeoutDueToConnectionLost;
+            }
+        } else if !up_since_start(status.leader) {
+            return EtcdError::TimeoutDueToConnectionLost;
+        }
+        EtcdError::Timeout
     }
 
     /// Waits until this member has applied everything committed before the call (ReadIndex).

@@ -19,6 +19,12 @@
 //!   from the key records on open). Grant, revoke (every attached key deleted at one revision)
 //!   and checkpoint are applied here, in log order with the writes they race; the lessor actor
 //!   only keeps time.
+//! - the **members** (`members.rs`): the cluster's membership as applied state, in etcd's
+//!   `members`/`members_removed` tables; a membership change is validated here, in log order, by
+//!   every member alike (etcd's `ValidateConfigurationChange`), and only an applied change
+//!   reaches raft's configuration; published names and client URLs too.
+//! - **whole-store snapshots** (`snapshot.rs`): every record of every table as one blob, made
+//!   from one read transaction, installed in one write transaction.
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
 //! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
@@ -31,12 +37,17 @@
 //!   (events by revision, for watchers catching up, `history.rs`); `LeaseKeys{id}`.
 //! - `FlushStore` (every 100 ms) and `SyncStorage` (before WAL release): commit the batched
 //!   applies, and for `SyncStorage` also sync the backend.
+//! - `GetMembers`; `MakeSnapshot{min_index}` (commits pending applies, then copies the store,
+//!   once it has applied `min_index`); `InstallSnapshot{data}` (replaces everything durably and
+//!   rebuilds every index; watchers are told to catch up from the new history, the lessor
+//!   which leases went and came, raft the new members); `ConnectRaft`.
 //!
 //! ## Messages sent ([`MvccPeers`])
 //! After each applied batch, before its results go out: `Notify{revision, events}` to the
 //! watch hub (one Put or Delete event per record written, in revision order), and
-//! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor. Sending before answering
-//! means a client that saw its write acknowledged and then watches finds the hub past it.
+//! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor, and `ApplyConfChange` to
+//! the raft node for each applied membership change. Sending before answering means a client
+//! that saw its write acknowledged and then watches finds the hub past it.
 //!
 //! Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the

@@ -87,7 +87,17 @@ pub struct RaftActor {
     incoming: Option<(u64, Vec<u8>)>,
     /// A snapshot installed by the Ready being persisted: applied once persisted.
     installed: Option<u64>,
+    /// Proposals made while no leader was known, with when they came: proposed as soon as one
+    /// is, unless older than `proposal_ttl` (their callers have given up by then). etcd's raft
+    /// node holds proposals the same way, and its callers time out.
+    waiting_for_leader: Vec<(tokio::time::Instant, Vec<u8>)>,
+    proposal_ttl: std::time::Duration,
+    /// When this member learned of the current leader.
+    leader_since: Option<tokio::time::Instant>,
 }
+
+/// Proposals held while there is no leader, at most.
+const MAX_WAITING_FOR_LEADER: usize = 16_384;
 
 impl RaftActor {
     pub fn new(
@@ -112,7 +122,16 @@ impl RaftActor {
             compacting: false,
             incoming: None,
             installed: None,
+            waiting_for_leader: Vec::new(),
+            proposal_ttl: std::time::Duration::from_secs(5),
+            leader_since: None,
         }
+    }
+
+    /// How long a proposal made without a leader waits for one (the front's request timeout).
+    pub fn with_proposal_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.proposal_ttl = ttl;
+        self
     }
 
     /// Lets the node write small Readies itself (see [`INLINE_MAX_ENTRIES`]).
@@ -145,6 +164,12 @@ impl RaftActor {
     }
 
     fn handle_ready(&mut self, out: ReadyOutput, ctx: &mut Context<Self>) {
+        if let Some(leader) = out.leader_changed {
+            self.leader_since = (leader != 0).then(tokio::time::Instant::now);
+            if leader != 0 {
+                self.propose_waiting(ctx);
+            }
+        }
         if out.leader_changed.is_some() {
             let leader = self.node.is_leader();
             if let Some(l) = &self.peers.leadership {
@@ -327,6 +352,20 @@ impl RaftActor {
         }
     }
 
+    /// A leader is known again: propose what waited for one, and start the reads that did.
+    fn propose_waiting(&mut self, ctx: &mut Context<Self>) {
+        let now = tokio::time::Instant::now();
+        for (at, data) in std::mem::take(&mut self.waiting_for_leader) {
+            if now.duration_since(at) < self.proposal_ttl {
+                let _ = self.node.propose(data);
+            }
+        }
+        if !self.queued_reads.is_empty() {
+            ctx.notify(FlushReads);
+        }
+        self.schedule_ready(ctx);
+    }
+
     /// Answers the confirmed reads whose index is now applied.
     fn release_applied_reads(&mut self) {
         let applied = self.node.applied();
@@ -438,6 +477,14 @@ impl Handler<Propose> for RaftActor {
     type Result = Result<(), EtcdError>;
 
     fn handle(&mut self, msg: Propose, ctx: &mut Context<Self>) -> Self::Result {
+        if self.node.leader() == 0 {
+            if self.waiting_for_leader.len() >= MAX_WAITING_FOR_LEADER {
+                return Err(EtcdError::NoLeader);
+            }
+            self.waiting_for_leader
+                .push((tokio::time::Instant::now(), msg.data));
+            return Ok(());
+        }
         self.node.propose(msg.data)?;
         self.schedule_ready(ctx);
         Ok(())
@@ -588,7 +635,8 @@ impl Handler<FlushReads> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, _: FlushReads, ctx: &mut Context<Self>) {
-        if self.queued_reads.is_empty() {
+        // Without a leader, reads wait for one (their callers time out, as etcd's do).
+        if self.queued_reads.is_empty() || self.node.leader() == 0 {
             return;
         }
         let id = self.next_read_ctx;
@@ -653,6 +701,7 @@ impl Handler<RaftStatus> for RaftActor {
             applied: self.node.applied(),
             last_index: self.node.last_index(),
             is_learner: self.node.is_learner(),
+            leader_for: self.leader_since.map(|t| t.elapsed()),
         })
     }
 }

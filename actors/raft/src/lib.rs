@@ -11,9 +11,32 @@
 //! here once applied: the front's linearizable Range goes on to the store from this thread),
 //! `Step` (peer messages), `Unreachable` (the transport lost a peer), `Applied` (from the
 //! applier), `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
-//! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` to the applier, `RaftProgress` to
-//! preflight, `SyncStorage` to the MVCC store, `PeerMessage`s to the outbox, and
-//! `Leadership{leader}` to the lessor when this member gains or loses leadership.
+//! Membership and snapshots: `ProposeConfChange` (from preflight), `ApplyConfChange` (from the
+//! store, once a change is applied), `SyncConf` (the store's members after it installed a
+//! snapshot), `StepSnapshot` (a leader's snapshot message with its store copy),
+//! `SnapshotReport` (how sending one went), `CheckLearner` and `TransferLeader`.
+//! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
+//! applier, `RaftProgress` to preflight, `SyncStorage` to the MVCC store, `PeerMessage`s and
+//! `SendSnapshot` to the transport with `PeerChange`s for its address book,
+//! `Leadership{leader}` to the lessor when this member gains or loses leadership, and whether
+//! it is a learner on a watch channel the front reads.
+//!
+//! ## Membership
+//! Raft's configuration follows the *applied* membership: a committed conf change is applied to
+//! raft-rs only when the store has applied (validated and recorded) it, in log order, as etcd
+//! does; a change the store refuses never reaches raft. On start the configuration is the
+//! store's members at its consistent index, and conf changes above it are applied again as the
+//! applier reaches them. A member that applies its own removal stops.
+//!
+//! ## Snapshots
+//! Sending: raft-rs asks for a snapshot of a follower whose next entry is compacted away; its
+//! message goes to the transport, which attaches a copy of the whole store made once the store
+//! has applied the snapshot's index (the copy's consistent index may be later, which the
+//! follower's applier then skips). Receiving: the transport steps the message with its copy;
+//! if raft accepts it, the Ready carrying it is persisted only after the store installed the
+//! copy durably (through the applier, behind the entries before it) and the WAL marked the
+//! snapshot, so a crash leaves the old state with the old log or the new state with a log that
+//! continues from it. The store's members then become raft's configuration (`SyncConf`).
 //!
 //! ## Handling a Ready (raft-rs's documented order, asynchronous persistence)
 //! 1. send `messages` to peers at once (a leader may send before its own fsync);
@@ -50,7 +73,9 @@
 //!   advisory on hostile input, so peer messages are size-bounded by the transport before decoding.
 //!
 //! ## Layout
-//! `node.rs` the pure `RaftNode` and its tests · `actor.rs` the actor glue.
+//! `node.rs` the pure `RaftNode` and its tests · `actor.rs` the actor glue · `sim_tests.rs` a
+//! deterministic simulated cluster of `RaftNode`s (seeded network faults, partitions, crashes)
+//! with table-driven scenarios and a chaos run.
 
 mod actor;
 mod node;

@@ -1,4 +1,4 @@
-//! # actcd-transport — raft messages between members
+//! # actcd-transport — the peer port: raft messages, snapshots and leader calls between members
 //!
 //! Owns the connections to the other members. The raft node's outbox is a [`TransportActor`]:
 //! it takes `PeerMessage{to, msg}` and hands each to the queue of that peer, without waiting.
@@ -8,9 +8,22 @@
 //! reads into the local raft node (`Step`).
 //!
 //! ## Messages
-//! - takes `PeerMessage` (from the raft node) and [`AddPeer`] (a member's URLs, at start-up);
-//! - sends `Step` to the raft node for every message a peer sends us, and `Unreachable{id}`
-//!   whenever the stream to a peer breaks or cannot be opened.
+//! - takes `PeerMessage` (from the raft node), `PeerChange` (membership: open, re-point or drop
+//!   a member's stream; [`AddPeer`] at start-up in tests), `SendSnapshot` (a snapshot message:
+//!   a store copy is asked of the store with `MakeSnapshot` and streamed with it on
+//!   `RaftPeer.Snapshot`, in 1 MiB chunks closed by a CRC32C; the raft node hears
+//!   `SnapshotReport`), `LeaderCall` (keepalives, lease TTLs and learner progress, asked of the
+//!   leader's peer port for a follower's front) and `PeerActivity` (how long each peer's stream
+//!   has been up: etcd's health rule for membership changes);
+//! - its peer port ([`serve_peers`], routes in [`PeerRoutes`]) steps every message a peer sends
+//!   into the raft node (`Step`), hands snapshots with their copy to it (`StepSnapshot`) once
+//!   whole and intact, answers `Members` (how a member joining an existing cluster learns its
+//!   id: [`fetch_members`]) from the store, and leader calls from the lessor and the raft node;
+//! - sends `Unreachable{id}` whenever the stream to a peer breaks or cannot be opened.
+//!
+//! Peer TLS ([`PeerTls`]): `https://` peer URLs are served with the peer key pair and dialled
+//! with it as the client certificate, verifying the peer against `--peer-trusted-ca-file`;
+//! with `--peer-client-cert-auth` the port requires a certificate that CA signed.
 //!
 //! Every stream names the sender's cluster id ([`CLUSTER_ID_HEADER`]); the receiver refuses a
 //! stream from another cluster (a different `--initial-cluster-token` or peer list) with

@@ -48,6 +48,10 @@ pub enum EtcdError {
     Stopped,
     #[error("etcdserver: request timed out")]
     Timeout,
+    #[error("etcdserver: request timed out, possibly due to previous leader failure")]
+    TimeoutDueToLeaderFail,
+    #[error("etcdserver: request timed out, possibly due to connection lost")]
+    TimeoutDueToConnectionLost,
     #[error("etcdserver: permission denied")]
     PermissionDenied,
     // Auth. etcd 3.5.1 maps the last two to no gRPC error of its own: they reach clients with
@@ -134,6 +138,8 @@ impl EtcdError {
             | LeaderChanged
             | Stopped
             | Timeout
+            | TimeoutDueToLeaderFail
+            | TimeoutDueToConnectionLost
             | NotSupportedForLearner
             | LeaderTransferTimeout
             | Unhealthy => Code::Unavailable,
@@ -340,6 +346,16 @@ mod tests {
                 err: NotSupportedForLearner,
                 want_code: Code::Unavailable,
                 want_msg: "etcdserver: rpc not supported for learner",
+            },
+            Case {
+                err: TimeoutDueToLeaderFail,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: request timed out, possibly due to previous leader failure",
+            },
+            Case {
+                err: TimeoutDueToConnectionLost,
+                want_code: Code::Unavailable,
+                want_msg: "etcdserver: request timed out, possibly due to connection lost",
             },
             Case {
                 err: Unhealthy,

@@ -108,6 +108,8 @@ pub struct RaftStatusReply {
     pub last_index: u64,
     /// This member is a learner in its own configuration.
     pub is_learner: bool,
+    /// How long ago this member learned of the current leader (`None` without one).
+    pub leader_for: Option<std::time::Duration>,
 }
 
 // ---------------------------------------------------------------- WAL writer
