@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use actcd_types::msg::{EntryKind, HardState, WalEntry};
+use actcd_types::msg::{ConfChangeKind, EntryKind, HardState, WalEntry};
 
 use crate::node::{NodeConfig, RaftNode, Recovered};
 
@@ -49,6 +49,28 @@ struct Member {
     /// (index, data) of every entry applied, in order; kept across crashes (the backend).
     applied: Vec<(u64, Vec<u8>)>,
     applied_index: u64,
+    /// The membership as applied (voters, learners): the configuration a restart starts from.
+    voters: BTreeSet<u64>,
+    learners: BTreeSet<u64>,
+    /// The WAL's snapshot mark, after installing a snapshot.
+    mark: Option<(u64, u64, Vec<u8>)>,
+    /// Snapshots installed.
+    installs: usize,
+    /// Removed from the cluster: it stops and is left out of the final comparison.
+    removed: bool,
+}
+
+/// A message on the network: (deliver at step, from, to, message, the store copy a snapshot
+/// message carries).
+type InFlight = (u64, u64, u64, Vec<u8>, Option<Copy>);
+
+/// A state machine copy travelling with a snapshot message.
+#[derive(Clone)]
+struct Copy {
+    applied: Vec<(u64, Vec<u8>)>,
+    applied_index: u64,
+    voters: BTreeSet<u64>,
+    learners: BTreeSet<u64>,
 }
 
 struct Sim {
@@ -58,8 +80,9 @@ struct Sim {
     faults: Faults,
     /// Groups that can talk; empty = no partition.
     groups: Vec<BTreeSet<u64>>,
-    /// (deliver at step, to, message).
-    in_flight: Vec<(u64, u64, Vec<u8>)>,
+    in_flight: Vec<InFlight>,
+    /// The store copy of the last snapshot message each member stepped.
+    incoming: HashMap<u64, (u64, Copy)>,
     step: u64,
     /// Who led each term.
     leaders: HashMap<u64, u64>,
@@ -67,15 +90,59 @@ struct Sim {
     next_proposal: u64,
 }
 
-fn config(id: u64, ids: &[u64], applied: u64) -> NodeConfig {
+fn config(id: u64, voters: &[u64], learners: &[u64], applied: u64) -> NodeConfig {
     NodeConfig {
         id,
-        voters: ids.to_vec(),
-        learners: vec![],
+        voters: voters.to_vec(),
+        learners: learners.to_vec(),
         election_tick: 10,
         heartbeat_tick: 1,
         applied,
     }
+}
+
+impl Member {
+    /// A member starting with `voters` as its configuration.
+    fn fresh(id: u64, voters: &[u64]) -> Self {
+        let node = RaftNode::new(&config(id, voters, &[], 0), Recovered::default()).unwrap();
+        Member {
+            node: Some(node),
+            hard_state: HardState::default(),
+            wal: BTreeMap::new(),
+            applied: Vec::new(),
+            applied_index: 0,
+            voters: voters.iter().copied().collect(),
+            learners: BTreeSet::new(),
+            mark: None,
+            installs: 0,
+            removed: false,
+        }
+    }
+}
+
+/// A conf change's context in these runs: "cc <kind> <id>".
+fn conf_context(kind: ConfChangeKind, id: u64) -> Vec<u8> {
+    let k = match kind {
+        ConfChangeKind::AddVoter => "add",
+        ConfChangeKind::AddLearner => "learner",
+        ConfChangeKind::Remove => "remove",
+        ConfChangeKind::Promote => "promote",
+    };
+    format!("cc {k} {id}").into_bytes()
+}
+
+fn parse_conf(data: &[u8]) -> Option<(ConfChangeKind, u64)> {
+    let s = std::str::from_utf8(data).ok()?;
+    let mut parts = s.split(' ');
+    (parts.next()? == "cc").then_some(())?;
+    let kind = match parts.next()? {
+        "add" => ConfChangeKind::AddVoter,
+        "learner" => ConfChangeKind::AddLearner,
+        "remove" => ConfChangeKind::Remove,
+        "promote" => ConfChangeKind::Promote,
+        _ => return None,
+    };
+    Some((kind, parts.next()?.parse().ok()?))
 }
 
 impl Sim {
@@ -83,17 +150,7 @@ impl Sim {
         let ids: Vec<u64> = (1..=n).collect();
         let members = ids
             .iter()
-            .map(|&id| {
-                let node = RaftNode::new(&config(id, &ids, 0), Recovered::default()).unwrap();
-                let m = Member {
-                    node: Some(node),
-                    hard_state: HardState::default(),
-                    wal: BTreeMap::new(),
-                    applied: Vec::new(),
-                    applied_index: 0,
-                };
-                (id, m)
-            })
+            .map(|&id| (id, Member::fresh(id, &ids)))
             .collect();
         Self {
             ids,
@@ -102,6 +159,7 @@ impl Sim {
             faults,
             groups: Vec::new(),
             in_flight: Vec::new(),
+            incoming: HashMap::new(),
             step: 0,
             leaders: HashMap::new(),
             seed,
@@ -121,8 +179,14 @@ impl Sim {
         self.groups.clear();
     }
 
-    fn send(&mut self, from: u64, to: u64, msg: Vec<u8>) {
+    /// Puts a message on the network (a snapshot message with the store copy it carries).
+    fn send(&mut self, from: u64, to: u64, msg: Vec<u8>, copy: Option<Copy>) {
         if !self.connected(from, to) || self.rng.chance(self.faults.drop) {
+            if copy.is_some()
+                && let Some(node) = self.members.get_mut(&from).and_then(|m| m.node.as_mut())
+            {
+                node.report_snapshot(to, false);
+            }
             return;
         }
         let copies = if self.rng.chance(self.faults.duplicate) {
@@ -132,9 +196,9 @@ impl Sim {
         };
         for _ in 0..copies {
             let at = self.step + self.rng.below(self.faults.max_delay + 1);
-            self.in_flight.push((at, to, msg.clone()));
+            self.in_flight
+                .push((at, from, to, msg.clone(), copy.clone()));
         }
-        let _ = from;
     }
 
     /// Runs one member's Readies to quiescence: persist, then send, then apply.
@@ -146,8 +210,24 @@ impl Sim {
             let Some(out) = node.ready().unwrap() else {
                 return;
             };
-            assert!(out.snapshot.is_none(), "no snapshots in these runs");
             let m = self.members.get_mut(&id).unwrap();
+            if let Some((index, term, cs)) = out.snapshot.clone() {
+                // Install the copy that came with it, durably, before the Ready is persisted.
+                let (i, copy) = self.incoming.remove(&id).expect("a snapshot's copy");
+                assert_eq!(i, index, "seed {}: the copy is the snapshot's", self.seed);
+                m.applied = copy.applied;
+                m.applied_index = copy.applied_index;
+                m.voters = copy.voters;
+                m.learners = copy.learners;
+                m.wal = m.wal.split_off(&(index + 1));
+                m.mark = Some((index, term, cs));
+                m.installs += 1;
+                let (v, l): (Vec<u64>, Vec<u64>) = (
+                    m.voters.iter().copied().collect(),
+                    m.learners.iter().copied().collect(),
+                );
+                m.node.as_mut().unwrap().reconcile_conf(&v, &l);
+            }
             for e in &out.entries {
                 let _ = m.wal.split_off(&e.index);
                 m.wal.insert(e.index, e.clone());
@@ -157,19 +237,56 @@ impl Sim {
             }
             let node = m.node.as_mut().unwrap();
             node.on_persisted(out.number);
-            let mut applied = Vec::new();
+            if let Some((index, _, _)) = out.snapshot {
+                node.on_applied(index);
+            }
+            let mut removed_self = false;
             for e in &out.committed {
-                if e.kind == EntryKind::Normal && !e.data.is_empty() {
-                    applied.push((e.index, e.data.clone()));
+                // What the state machine holds already (a snapshot's copy) is skipped, as the
+                // applier skips entries at or below the consistent index.
+                if e.index <= m.applied_index || e.data.is_empty() {
+                    continue;
+                }
+                m.applied.push((e.index, e.data.clone()));
+                if e.kind == EntryKind::ConfChange
+                    && let Some((kind, who)) = parse_conf(&e.data)
+                {
+                    match kind {
+                        ConfChangeKind::AddVoter | ConfChangeKind::Promote => {
+                            m.learners.remove(&who);
+                            m.voters.insert(who);
+                        }
+                        ConfChangeKind::AddLearner => {
+                            m.learners.insert(who);
+                        }
+                        ConfChangeKind::Remove => {
+                            m.voters.remove(&who);
+                            m.learners.remove(&who);
+                            removed_self |= who == id;
+                        }
+                    }
+                    node.apply_conf_change(kind, who);
                 }
             }
             if let Some(last) = out.committed.last() {
-                m.applied.extend(applied);
                 m.applied_index = m.applied_index.max(last.index);
                 node.on_applied(last.index);
             }
+            let copy = Copy {
+                applied: m.applied.clone(),
+                applied_index: m.applied_index,
+                voters: m.voters.clone(),
+                learners: m.learners.clone(),
+            };
+            if removed_self {
+                m.removed = true;
+                m.node = None;
+            }
             for pm in out.messages.into_iter().chain(out.persisted_messages) {
-                self.send(id, pm.to, pm.msg);
+                self.send(id, pm.to, pm.msg, None);
+            }
+            for (to, _, msg) in out.snapshots_out {
+                self.send(id, to, msg, Some(copy.clone()));
             }
         }
     }
@@ -180,14 +297,24 @@ impl Sim {
         let now = self.step;
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
             .into_iter()
-            .partition(|(at, _, _)| *at <= now);
+            .partition(|(at, ..)| *at <= now);
         self.in_flight = later;
-        for (_, to, msg) in due {
-            if let Some(node) = self.members.get_mut(&to).and_then(|m| m.node.as_mut()) {
+        for (_, from, to, msg, copy) in due {
+            let Some(node) = self.members.get_mut(&to).and_then(|m| m.node.as_mut()) else {
+                continue;
+            };
+            if let Some(copy) = copy {
+                let index = RaftNode::snapshot_index(&msg).unwrap();
+                self.incoming.insert(to, (index, copy));
+                node.step(&msg);
+                if let Some(sender) = self.members.get_mut(&from).and_then(|m| m.node.as_mut()) {
+                    sender.report_snapshot(to, true);
+                }
+            } else {
                 node.step(&msg);
             }
         }
-        for id in self.ids.clone() {
+        for id in self.members.keys().copied().collect::<Vec<_>>() {
             if let Some(node) = self.members.get_mut(&id).and_then(|m| m.node.as_mut()) {
                 node.tick();
             }
@@ -214,7 +341,40 @@ impl Sim {
 
     fn crash(&mut self, id: u64) {
         self.members.get_mut(&id).unwrap().node = None;
-        self.in_flight.retain(|(_, to, _)| *to != id);
+        self.in_flight.retain(|(_, _, to, ..)| *to != id);
+    }
+
+    /// Proposes a membership change on `on`.
+    fn propose_conf(&mut self, on: u64, kind: ConfChangeKind, who: u64) -> bool {
+        let Some(node) = self.members.get_mut(&on).and_then(|m| m.node.as_mut()) else {
+            return false;
+        };
+        let ok = node
+            .propose_conf_change(kind, who, conf_context(kind, who))
+            .is_ok();
+        self.drive(on);
+        ok
+    }
+
+    /// Starts a new member `id` that joins with the configuration `voters` (what a joining
+    /// member learns from the cluster).
+    fn join(&mut self, id: u64, voters: &[u64]) {
+        self.ids.push(id);
+        self.members.insert(id, Member::fresh(id, voters));
+    }
+
+    /// Compacts a member's log down to its last `keep` applied entries (WAL release too).
+    fn compact(&mut self, id: u64, keep: u64) {
+        let m = self.members.get_mut(&id).unwrap();
+        let applied = m.applied_index;
+        if let Some(node) = m.node.as_mut()
+            && let Some((index, term, cs)) = node.compact_log(applied, keep)
+        {
+            // As the daemon's WAL release: the mark drops every entry at or below it; the raft
+            // node keeps `keep` of them in memory for slow followers.
+            m.wal = m.wal.split_off(&(index + 1));
+            m.mark = Some((index, term, cs));
+        }
     }
 
     /// Rebuilds the node from its WAL, with the state machine's applied index (the backend's
@@ -224,12 +384,22 @@ impl Sim {
         if m.node.is_some() {
             return;
         }
+        if m.removed {
+            return;
+        }
         let rec = Recovered {
-            snapshot: None,
+            snapshot: m.mark.clone(),
             hard_state: m.hard_state,
-            entries: m.wal.values().cloned().collect(),
+            entries: m
+                .wal
+                .values()
+                .filter(|e| m.mark.as_ref().is_none_or(|(i, _, _)| e.index > *i))
+                .cloned()
+                .collect(),
         };
-        let node = RaftNode::new(&config(id, &self.ids, m.applied_index), rec).unwrap();
+        let voters: Vec<u64> = m.voters.iter().copied().collect();
+        let learners: Vec<u64> = m.learners.iter().copied().collect();
+        let node = RaftNode::new(&config(id, &voters, &learners, m.applied_index), rec).unwrap();
         m.node = Some(node);
     }
 
@@ -295,7 +465,12 @@ impl Sim {
         }
         self.run(60);
         let seed = self.seed;
-        let logs: Vec<&Vec<(u64, Vec<u8>)>> = self.members.values().map(|m| &m.applied).collect();
+        let logs: Vec<&Vec<(u64, Vec<u8>)>> = self
+            .members
+            .values()
+            .filter(|m| !m.removed)
+            .map(|m| &m.applied)
+            .collect();
         for l in &logs {
             assert_eq!(*l, logs[0], "seed {seed}: members did not converge");
         }
@@ -447,6 +622,72 @@ fn scenarios() {
                     }
                     sim.run(6);
                 }
+                sim.assert_converged();
+            },
+        ),
+        (
+            "a membership change during a partition",
+            3,
+            Faults::default(),
+            |sim| {
+                let (leader, _) = elect(sim, 60);
+                let others: Vec<u64> = sim.ids.iter().copied().filter(|&i| i != leader).collect();
+                // One follower is cut off while the majority adds member 4.
+                sim.partition(&[&[leader, others[0], 4], &[others[1]]]);
+                assert!(sim.propose_conf(leader, ConfChangeKind::AddVoter, 4));
+                sim.run(10);
+                sim.join(4, &[1, 2, 3, 4]);
+                for _ in 0..5 {
+                    if let Some(l) = sim.leader() {
+                        sim.propose(l);
+                    }
+                    sim.run(5);
+                }
+                sim.heal();
+                sim.run(40);
+                // Then the member that was cut off is removed; it stops.
+                let l = sim.leader().expect("a leader");
+                assert!(sim.propose_conf(l, ConfChangeKind::Remove, others[1]));
+                sim.run(40);
+                assert!(
+                    sim.members[&others[1]].removed,
+                    "the removed member stopped"
+                );
+                if let Some(l) = sim.leader() {
+                    sim.propose(l);
+                }
+                sim.assert_converged();
+                assert!(sim.members[&4].voters.contains(&4));
+                assert!(!sim.members[&leader].voters.contains(&others[1]));
+            },
+        ),
+        (
+            "a member behind the compacted log catches up by snapshot",
+            3,
+            Faults::default(),
+            |sim| {
+                let (leader, _) = elect(sim, 60);
+                let behind = sim.ids.iter().copied().find(|&i| i != leader).unwrap();
+                sim.crash(behind);
+                for _ in 0..30 {
+                    sim.propose(leader);
+                    sim.run(2);
+                }
+                for id in sim.ids.clone() {
+                    if id != behind {
+                        sim.compact(id, 3);
+                    }
+                }
+                sim.restart(behind);
+                sim.run(60);
+                assert!(
+                    sim.members[&behind].installs >= 1,
+                    "a snapshot was installed"
+                );
+                // It restarts from its snapshot mark and carries on from the log.
+                sim.crash(behind);
+                sim.restart(behind);
+                sim.propose(sim.leader().unwrap());
                 sim.assert_converged();
             },
         ),
