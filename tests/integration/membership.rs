@@ -479,3 +479,41 @@ async fn rolling_restart_under_load_loses_nothing() {
         );
     }
 }
+
+/// `MoveLeader` as etcd answers it: only the leader takes it, the target must be a voting
+/// member, and the answer comes once the target leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial) = cluster(dir.path());
+    for m in &mut members {
+        m.spawn(&initial);
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let target = (leader + 1) % 3;
+    let id_of = |s: etcd_client::StatusResponse| s.header().unwrap().member_id();
+    let target_id = id_of(members[target].client().await.status().await.unwrap());
+    let mut follower = members[(leader + 2) % 3].client().await;
+    let (code, msg) = code_and_message(follower.move_leader(target_id).await.unwrap_err());
+    assert_eq!(
+        (code, msg.as_str()),
+        (Code::FailedPrecondition, "etcdserver: not leader")
+    );
+    let mut c = members[leader].client().await;
+    let (code, msg) = code_and_message(c.move_leader(0x1234).await.unwrap_err());
+    assert_eq!(
+        (code, msg.as_str()),
+        (
+            Code::FailedPrecondition,
+            "etcdserver: bad leader transferee"
+        )
+    );
+    c.move_leader(target_id).await.unwrap();
+    let now = members[target].client().await.status().await.unwrap();
+    assert_eq!(
+        now.leader(),
+        target_id,
+        "the target leads once MoveLeader answers"
+    );
+    put_eventually(&mut c, "after-move").await;
+}
