@@ -47,6 +47,8 @@ pub enum StartError {
     Runtime(String),
     #[error("cannot join the existing cluster: {0}")]
     Join(String),
+    #[error("{0}")]
+    Identity(String),
 }
 
 fn now_ms() -> u64 {
@@ -173,6 +175,27 @@ pub fn run_until(
         return Err(StartError::Raft(
             "the member has been permanently removed from the cluster".into(),
         ));
+    }
+    // A data dir belongs to one member: the peer URLs the cluster knows it by must be the ones
+    // this process advertises, or the data dir is another member's (or another cluster's).
+    if !fresh && let Some(me) = store.members().get(cfg.member_id) {
+        let advertised: Vec<String> = cfg
+            .flags
+            .initial_advertise_peer_urls
+            .split(',')
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if !crate::config::same_urls(&me.peer_urls, &advertised) {
+            return Err(StartError::Identity(format!(
+                "the data dir {} belongs to member {:x} of cluster {:x}, known by peer URLs {}; this member advertises {} (a data dir of another member or cluster?)",
+                cfg.data_dir.display(),
+                cfg.member_id,
+                cfg.cluster_id,
+                me.peer_urls.join(","),
+                advertised.join(",")
+            )));
+        }
     }
 
     let node_cfg = NodeConfig {
