@@ -47,8 +47,6 @@ pub enum StartError {
     Runtime(String),
     #[error("cannot join the existing cluster: {0}")]
     Join(String),
-    #[error("{0}")]
-    Identity(String),
 }
 
 fn now_ms() -> u64 {
@@ -176,8 +174,9 @@ pub fn run_until(
             "the member has been permanently removed from the cluster".into(),
         ));
     }
-    // A data dir belongs to one member: the peer URLs the cluster knows it by must be the ones
-    // this process advertises, or the data dir is another member's (or another cluster's).
+    // A restarted member keeps the identity in its data dir whatever the flags say, as etcd's
+    // does; if it now advertises other peer URLs than the cluster knows it by, say so: the
+    // others keep dialling the old ones until `member update`.
     if !fresh && let Some(me) = store.members().get(cfg.member_id) {
         let advertised: Vec<String> = cfg
             .flags
@@ -187,14 +186,13 @@ pub fn run_until(
             .filter(|u| !u.is_empty())
             .collect();
         if !crate::config::same_urls(&me.peer_urls, &advertised) {
-            return Err(StartError::Identity(format!(
-                "the data dir {} belongs to member {:x} of cluster {:x}, known by peer URLs {}; this member advertises {} (a data dir of another member or cluster?)",
-                cfg.data_dir.display(),
-                cfg.member_id,
-                cfg.cluster_id,
-                me.peer_urls.join(","),
-                advertised.join(",")
-            )));
+            tracing::warn!(
+                data_dir = %cfg.data_dir.display(),
+                member_id = format!("{:x}", cfg.member_id),
+                known_peer_urls = %me.peer_urls.join(","),
+                advertised = %advertised.join(","),
+                "this data dir's member is known by other peer URLs than the ones advertised; peers keep using the known ones (etcdctl member update changes them)"
+            );
         }
     }
 

@@ -292,43 +292,6 @@ async fn without_a_leader_requests_time_out_as_etcds_do() {
     put_eventually(&mut c, "after").await;
 }
 
-/// A data dir is one member's: started with other peer URLs (another member's flags, another
-/// cluster's), it is refused at start-up with a message naming both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_data_dir_of_another_member_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut m = Member::new("m1", dir.path());
-    let initial = format!("m1={}", m.peer_url());
-    m.spawn(&initial);
-    let mut c = m.client().await;
-    put_eventually(&mut c, "k").await;
-    m.stop();
-    // Same data dir, another peer URL (as another member's flags would give).
-    m.peer_port = crate::free_port();
-    let initial = format!("m1={}", m.peer_url());
-    let client = format!("http://127.0.0.1:{}", m.client_port);
-    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
-        .args(["--name", "m1", "--data-dir"])
-        .arg(&m.dir)
-        .args([
-            "--listen-client-urls",
-            &client,
-            "--advertise-client-urls",
-            &client,
-        ])
-        .args(["--listen-peer-urls", &m.peer_url()])
-        .args(["--initial-advertise-peer-urls", &m.peer_url()])
-        .args(["--initial-cluster", &initial])
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "a foreign data dir must not start");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("belongs to member") && err.contains("a data dir of another member"),
-        "{err}"
-    );
-}
-
 /// Lease expiry follows the leader: a lease granted before the leader dies still expires,
 /// revoked by the new leader, and its key goes with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
