@@ -85,6 +85,13 @@ pub struct Flags {
     /// Backend size quota in bytes (0: the default of 2 GiB).
     #[arg(long, env = "ETCD_QUOTA_BACKEND_BYTES", default_value_t = 0)]
     pub quota_backend_bytes: u64,
+    /// Auto-compaction: `periodic` (retention a duration, or hours) or `revision` (retention a
+    /// revision count).
+    #[arg(long, env = "ETCD_AUTO_COMPACTION_MODE", default_value = "periodic")]
+    pub auto_compaction_mode: String,
+    /// How much history auto-compaction keeps; 0 turns it off.
+    #[arg(long, env = "ETCD_AUTO_COMPACTION_RETENTION", default_value = "0")]
+    pub auto_compaction_retention: String,
     /// Log level: debug, info, warn, error.
     #[arg(long, env = "ETCD_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
@@ -232,6 +239,8 @@ pub struct Config {
     pub client_tls: Option<ClientTls>,
     /// Peer TLS; `Some` whenever a peer URL is `https://`.
     pub peer_tls: Option<actcd_transport::PeerTls>,
+    /// Auto-compaction, if on.
+    pub auto_compaction: Option<actcd_compactor::Mode>,
 }
 
 impl Config {
@@ -544,6 +553,18 @@ impl TryFrom<Flags> for Config {
             .chain(members.iter().flat_map(|m| m.peer_urls.clone()))
             .collect();
         let peer_tls = peer_tls(&flags, &peer_urls)?;
+        let auto_compaction = actcd_compactor::Mode::parse(
+            &flags.auto_compaction_mode,
+            &flags.auto_compaction_retention,
+        )
+        .map_err(|reason| ConfigError::Invalid {
+            flag: "--auto-compaction-retention",
+            value: format!(
+                "{} {}",
+                flags.auto_compaction_mode, flags.auto_compaction_retention
+            ),
+            reason,
+        })?;
         actcd_auth::check_cost(flags.bcrypt_cost).map_err(|reason| ConfigError::Invalid {
             flag: "--bcrypt-cost",
             value: flags.bcrypt_cost.to_string(),
@@ -553,6 +574,7 @@ impl TryFrom<Flags> for Config {
             client_urls,
             client_tls,
             peer_tls,
+            auto_compaction,
             advertise_client_urls: split_urls(&flags.advertise_client_urls),
             data_dir,
             member_id,

@@ -524,6 +524,38 @@ fn start_actors(
             }
         }
     });
+    // Auto-compaction: its ticker is the only place real time enters it.
+    if let Some(mode) = cfg.auto_compaction {
+        let started = std::time::Instant::now();
+        let schedule = actcd_compactor::Schedule::new(mode, Duration::ZERO);
+        let every = schedule.tick_interval();
+        let compactor = actcd_compactor::CompactorActor::new(
+            schedule,
+            actcd_compactor::CompactorPeers {
+                raft: raft.clone().recipient(),
+                store: mvcc.clone().recipient(),
+                submit: preflight.clone().recipient(),
+                member_id: cfg.member_id,
+            },
+            // Request ids of its own: the front's carry the member id's low bits on top.
+            actcd_types::ids::IdGenerator::new(cfg.member_id ^ 0x8000, now_ms()),
+        )
+        .start();
+        tracing::info!(?mode, "auto compaction on");
+        actix::spawn(async move {
+            // A first tick at once records the starting revision.
+            let mut interval = actix_rt::time::interval(every);
+            loop {
+                interval.tick().await;
+                let tick = actcd_compactor::CompactorTick {
+                    now: started.elapsed(),
+                };
+                if compactor.send(tick).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
     // The lessor looks for expired leases every 500 ms (etcd's loop).
     let lessor_ticker = lessor.clone();
     actix::spawn(async move {

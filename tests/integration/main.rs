@@ -1174,3 +1174,75 @@ async fn quota_raises_nospace_until_disarmed() {
     }
     assert_eq!(last, None, "puts still refused after compaction and disarm");
 }
+
+/// `--auto-compaction-mode periodic --auto-compaction-retention 1s`: history older than about
+/// a second is compacted away while writes go on; a bad retention stops start-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_compaction_keeps_only_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(
+        dir.path(),
+        &[
+            "--auto-compaction-mode",
+            "periodic",
+            "--auto-compaction-retention",
+            "1s",
+        ],
+    );
+    let mut c = srv.client().await;
+    let first = c
+        .put("k", "0", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut i = 0;
+    loop {
+        i += 1;
+        c.put("k", format!("{i}"), None).await.unwrap();
+        match c
+            .get("k", Some(GetOptions::new().with_revision(first)))
+            .await
+        {
+            Err(e) => {
+                let (_, msg) = code_and_message(e);
+                assert_eq!(
+                    msg,
+                    "etcdserver: mvcc: required revision has been compacted"
+                );
+                break;
+            }
+            Ok(_) => {
+                assert!(std::time::Instant::now() < deadline, "never compacted");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    // What was written in the last moment is still readable at its revision.
+    let recent = c
+        .put("k", "last", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    assert!(
+        c.get("k", Some(GetOptions::new().with_revision(recent)))
+            .await
+            .is_ok()
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .args(["--auto-compaction-mode", "sometimes", "--data-dir"])
+        .arg(dir.path().join("other"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown auto-compaction-mode \"sometimes\""),
+        "{err}"
+    );
+}
