@@ -8,9 +8,16 @@ fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
+/// (mode, retention, what parsing gives).
+type ParseCase = (
+    &'static str,
+    &'static str,
+    Result<Option<Mode>, &'static str>,
+);
+
 #[test]
 fn flags_parse_as_etcds() {
-    let cases: Vec<(&str, &str, Result<Option<Mode>, &str>)> = vec![
+    let cases: Vec<ParseCase> = vec![
         ("periodic", "1", Ok(Some(Mode::Periodic(secs(3600))))),
         ("periodic", "30m", Ok(Some(Mode::Periodic(secs(1800))))),
         ("periodic", "1h30m", Ok(Some(Mode::Periodic(secs(5400))))),
