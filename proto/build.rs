@@ -21,6 +21,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
 
     let fds = protox::compile(PROTO_FILES, [PROTO_ROOT])?;
+    // The descriptors themselves, for the JSON gateway's proto3 JSON mapping.
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
 
     tonic_prost_build::configure()
         .build_server(true)

@@ -104,7 +104,8 @@ pub struct Flags {
         value_parser = actcd_types::duration::parse_go_duration
     )]
     pub experimental_watch_progress_notify_interval: Duration,
-    /// URLs for the metrics endpoint (accepted for compatibility; not served yet).
+    /// Extra URLs serving `/metrics` and `/health` (plain HTTP/1.1); the client URLs serve
+    /// them too.
     #[arg(long, env = "ETCD_LISTEN_METRICS_URLS")]
     pub listen_metrics_urls: Option<String>,
     /// Path to the client server TLS cert file (PEM), served on `https://` client URLs.

@@ -776,6 +776,33 @@ fn serve_clients(
                 tracing::info!(address = %addr, "serving client traffic insecurely");
             }
         }
+        // `--listen-metrics-urls`: `/metrics`, `/health` and friends on a port of their own.
+        for url in cfg
+            .flags
+            .listen_metrics_urls
+            .iter()
+            .flat_map(|u| u.split(','))
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
+            let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
+                url: url.to_string(),
+                reason: "not an http://host:port URL".into(),
+            })?;
+            let listener =
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| StartError::Listen {
+                        url: url.to_string(),
+                        reason: e.to_string(),
+                    })?;
+            let mut stop = stop_tx.subscribe();
+            let p = pipeline.clone();
+            tokio::spawn(actcd_front::serve_metrics(listener, p, async move {
+                let _ = stop.recv().await;
+            }));
+            tracing::info!(address = %addr, "serving metrics");
+        }
         tracing::info!("ready to serve client requests");
         let publishing = tokio::spawn(publish_attributes(
             pipeline.clone(),

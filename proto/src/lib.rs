@@ -39,6 +39,10 @@ pub mod actcdpb {
     tonic::include_proto!("actcdpb");
 }
 
+/// The encoded `FileDescriptorSet` of every proto above (for proto3 JSON, as etcd's gRPC
+/// gateway speaks it).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
+
 #[cfg(test)]
 mod tests {
     use prost::Message;

@@ -24,7 +24,7 @@ for attempt in 1 2 3; do
 done
 bin="${ACTCD_BIN:-$repo/target/release/actcd}"
 [ -x "$bin" ] || (cd "$repo" && cargo build --release)
-"$work"/compare.sh --no-http "$@" --candidate-cmd "$bin --name default --data-dir {datadir} \
+"$work"/compare.sh "$@" --candidate-cmd "$bin --name default --data-dir {datadir} \
 --listen-client-urls http://127.0.0.1:{port} --advertise-client-urls http://127.0.0.1:{port} \
 --listen-peer-urls http://127.0.0.1:{peerport} --initial-advertise-peer-urls http://127.0.0.1:{peerport} \
 --initial-cluster default=http://127.0.0.1:{peerport}"

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 mod auth;
 mod cluster;
+mod http;
 mod lease;
 mod linearizability;
 mod membership;
@@ -1125,6 +1126,14 @@ async fn quota_raises_nospace_until_disarmed() {
         status.errors(),
         [format!("memberID:{member} alarm:NOSPACE")]
     );
+    // /health says why (etcd's reason), unless told to leave NOSPACE out.
+    let (status, body) = http::get(&srv.endpoint(), "/health").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (503, r#"{"health":"false","reason":"ALARM NOSPACE"}"#)
+    );
+    let (status, _) = http::get(&srv.endpoint(), "/health?exclude=NOSPACE").await;
+    assert_eq!(status, 200);
     // Capped: even a small put is refused at apply time; deletes run.
     let (_, msg) = code_and_message(c.put("small", "v", None).await.unwrap_err());
     assert_eq!(msg, "etcdserver: mvcc: database space exceeded");

@@ -51,6 +51,8 @@
 mod auth;
 pub mod authn;
 mod cluster;
+pub mod gateway;
+pub mod http;
 mod kv;
 pub mod learner;
 mod lease;
@@ -62,5 +64,5 @@ mod watch;
 
 pub use cluster::check_peer_urls;
 pub use pipeline::{FrontConfig, Pipeline, PipelineRoutes};
-pub use server::{parse_url, serve};
+pub use server::{parse_url, serve, serve_metrics};
 pub use tls::{ClientTls, PemInput, TlsError, client_common_name};

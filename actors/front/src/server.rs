@@ -53,6 +53,7 @@ pub async fn serve(
     let gate = crate::learner::LearnerGate {
         learner: pipeline.routes.learner.clone(),
     };
+    let http = pipeline.clone();
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     server_builder(tls.as_ref())?
         .layer(gate)
@@ -62,8 +63,78 @@ pub async fn serve(
         .add_service(watch)
         .add_service(cluster)
         .add_service(auth)
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(sniffed(listener, tls.is_none().then_some(http)), shutdown)
         .await
+}
+
+/// Accepted connections for tonic. With `http1` (plain TCP), each connection's first bytes are
+/// looked at first, on a task of its own: HTTP/2 (gRPC) goes to tonic, anything else is served
+/// as HTTP/1.1 (`/health`, `/metrics`…), as etcd serves both on its client port.
+fn sniffed(
+    listener: TcpListener,
+    http1: Option<Arc<Pipeline>>,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    let Some(pipeline) = http1 else {
+        return incoming(listener).boxed();
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(128);
+    tokio::spawn(async move {
+        let mut accepted = incoming(listener);
+        while let Some(conn) = accepted.next().await {
+            let Ok(stream) = conn else {
+                continue;
+            };
+            let (to_grpc, pipeline) = (tx.clone(), pipeline.clone());
+            tokio::spawn(async move {
+                let mut first = [0u8; 3];
+                let peeked = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+                    loop {
+                        match stream.peek(&mut first).await {
+                            Ok(n) if n >= first.len() => return true,
+                            Ok(0) | Err(_) => return false,
+                            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
+                        }
+                    }
+                })
+                .await;
+                match peeked {
+                    Ok(true) if crate::http::is_http2_preface(&first) => {
+                        let _ = to_grpc.send(Ok(stream)).await;
+                    }
+                    Ok(true) => crate::http::serve_connection(stream, pipeline).await,
+                    _ => {}
+                }
+            });
+            if tx.is_closed() {
+                break;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx).boxed()
+}
+
+/// Serves HTTP/1.1 only (`--listen-metrics-urls`): `/health`, `/metrics` and friends.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    pipeline: Arc<Pipeline>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    use futures::StreamExt;
+    let mut accepted = incoming(listener);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            conn = accepted.next() => match conn {
+                Some(Ok(stream)) => {
+                    tokio::spawn(crate::http::serve_connection(stream, pipeline.clone()));
+                }
+                Some(Err(_)) => continue,
+                None => return,
+            },
+        }
+    }
 }
 
 /// Accepted connections with Nagle's algorithm off: `Server::tcp_nodelay` only applies to

@@ -164,6 +164,56 @@ async fn refuse_watch(
     })
 }
 
+/// One watch stream: requests from `inbound` go to the hub (create requests checked for read
+/// permission first), the hub's responses come out of the returned channel. The stream ends
+/// when `inbound` ends, the receiver is dropped, or the server shuts down. The gRPC service and
+/// the JSON gateway share it.
+pub(crate) async fn open_stream(
+    p: Arc<Pipeline>,
+    creds: Credentials,
+    inbound: impl futures::Stream<Item = WatchRequest> + Send + 'static,
+) -> Result<mpsc::Receiver<Result<WatchResponse, Status>>, EtcdError> {
+    let opened = p
+        .routes
+        .open_watch
+        .send(OpenStream {
+            capacity: HUB_QUEUE,
+        })
+        .await?;
+    let (stream, mut responses) = (opened.stream, opened.responses);
+    let (tx, rx) = mpsc::channel(SEND_QUEUE);
+    tokio::spawn(async move {
+        let mut inbound = std::pin::pin!(inbound);
+        loop {
+            tokio::select! {
+                next = inbound.next() => {
+                    let Some(request) = next else { break };
+                    if let Some(refusal) = refuse_watch(&p, &creds, &request).await {
+                        if tx.send(Ok(refusal)).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                    let msg = WatchRequestMsg { stream, request };
+                    if p.routes.watch_request.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+                out = responses.recv() => {
+                    let Some(first) = out else { break };
+                    if forward(&p, first, &mut responses, &tx).await.is_err() {
+                        break;
+                    }
+                }
+                () = tx.closed() => break,
+                () = p.closed() => break,
+            }
+        }
+        p.routes.close_watch.do_send(CloseStream { stream });
+    });
+    Ok(rx)
+}
+
 #[tonic::async_trait]
 impl Watch for WatchService {
     type WatchStream = WatchStream;
@@ -175,45 +225,12 @@ impl Watch for WatchService {
         // Who is asking is settled per create request, as etcd does, so the auth revision a
         // check uses is current.
         let creds = self.pipeline.auth.credentials(&req);
-        let mut inbound = req.into_inner();
-        let p = self.pipeline.clone();
-        let opened = p
-            .routes
-            .open_watch
-            .send(OpenStream {
-                capacity: HUB_QUEUE,
-            })
-            .await
-            .map_err(EtcdError::from)?;
-        let (stream, mut responses) = (opened.stream, opened.responses);
-        let (tx, rx) = mpsc::channel(SEND_QUEUE);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    next = inbound.next() => {
-                        let Some(Ok(request)) = next else { break };
-                        if let Some(refusal) = refuse_watch(&p, &creds, &request).await {
-                            if tx.send(Ok(refusal)).await.is_err() {
-                                break;
-                            }
-                            continue;
-                        }
-                        let msg = WatchRequestMsg { stream, request };
-                        if p.routes.watch_request.send(msg).await.is_err() {
-                            break;
-                        }
-                    }
-                    out = responses.recv() => {
-                        let Some(first) = out else { break };
-                        if forward(&p, first, &mut responses, &tx).await.is_err() {
-                            break;
-                        }
-                    }
-                    () = p.closed() => break,
-                }
-            }
-            p.routes.close_watch.do_send(CloseStream { stream });
-        });
+        // A broken client stream ends the watch stream, as before.
+        let inbound = req
+            .into_inner()
+            .take_while(|r| futures::future::ready(r.is_ok()))
+            .filter_map(|r| futures::future::ready(r.ok()));
+        let rx = open_stream(self.pipeline.clone(), creds, inbound).await?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }

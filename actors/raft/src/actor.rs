@@ -94,6 +94,8 @@ pub struct RaftActor {
     proposal_ttl: std::time::Duration,
     /// When this member learned of the current leader.
     leader_since: Option<tokio::time::Instant>,
+    /// Leaders seen since start.
+    leader_changes: u64,
 }
 
 /// Proposals held while there is no leader, at most.
@@ -125,6 +127,7 @@ impl RaftActor {
             waiting_for_leader: Vec::new(),
             proposal_ttl: std::time::Duration::from_secs(5),
             leader_since: None,
+            leader_changes: 0,
         }
     }
 
@@ -167,6 +170,7 @@ impl RaftActor {
         if let Some(leader) = out.leader_changed {
             self.leader_since = (leader != 0).then(tokio::time::Instant::now);
             if leader != 0 {
+                self.leader_changes += 1;
                 self.propose_waiting(ctx);
             }
         }
@@ -702,6 +706,7 @@ impl Handler<RaftStatus> for RaftActor {
             last_index: self.node.last_index(),
             is_learner: self.node.is_learner(),
             leader_for: self.leader_since.map(|t| t.elapsed()),
+            leader_changes: self.leader_changes,
         })
     }
 }

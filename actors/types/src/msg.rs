@@ -110,6 +110,9 @@ pub struct RaftStatusReply {
     pub is_learner: bool,
     /// How long ago this member learned of the current leader (`None` without one).
     pub leader_for: Option<std::time::Duration>,
+    /// Leader changes this member has seen since it started (etcd's
+    /// `etcd_server_leader_changes_seen_total`).
+    pub leader_changes: u64,
 }
 
 // ---------------------------------------------------------------- WAL writer

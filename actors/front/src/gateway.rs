@@ -1,0 +1,531 @@
+//! etcd's JSON gateway (grpc-gateway) on the client port: `POST /v3/<service>/<method>` with a
+//! JSON body in, the gRPC method's answer as JSON out. The mapping is proto3 JSON as etcd's
+//! gateway writes it: original (snake_case) field names, 64-bit integers as strings, bytes in
+//! base64, enums by name, default values left out; requests take either field-name form. Each
+//! call runs the same service code as its gRPC twin, so errors, auth and limits are the same;
+//! the `Authorization` header carries the token, as etcd's gateway passes it on. Errors come as
+//! `{"error","code","message"}` with grpc-gateway's HTTP status for the code.
+
+use std::sync::{Arc, LazyLock};
+
+use actcd_proto::etcdserverpb::auth_server::Auth;
+use actcd_proto::etcdserverpb::cluster_server::Cluster;
+use actcd_proto::etcdserverpb::kv_server::Kv;
+use actcd_proto::etcdserverpb::lease_server::Lease;
+use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
+use http::StatusCode;
+use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, SerializeOptions};
+use tonic::Status;
+
+use crate::auth::AuthService;
+use crate::cluster::ClusterService;
+use crate::kv::KvService;
+use crate::lease::LeaseService;
+use crate::maintenance::MaintenanceService;
+use crate::pipeline::Pipeline;
+
+static POOL: LazyLock<Option<DescriptorPool>> =
+    LazyLock::new(|| DescriptorPool::decode(actcd_proto::FILE_DESCRIPTOR_SET).ok());
+
+/// A gateway answer: HTTP status and JSON body.
+pub type Answer = (StatusCode, String);
+
+/// grpc-gateway's `HTTPStatusFromCode`.
+pub fn http_status(code: tonic::Code) -> StatusCode {
+    use tonic::Code::*;
+    match code {
+        Ok => StatusCode::OK,
+        Cancelled => StatusCode::REQUEST_TIMEOUT,
+        InvalidArgument | FailedPrecondition | OutOfRange => StatusCode::BAD_REQUEST,
+        DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        NotFound => StatusCode::NOT_FOUND,
+        AlreadyExists | Aborted => StatusCode::CONFLICT,
+        PermissionDenied => StatusCode::FORBIDDEN,
+        Unauthenticated => StatusCode::UNAUTHORIZED,
+        ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Unknown | Internal | DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// grpc-gateway's error body.
+pub fn error_answer(s: &Status) -> Answer {
+    let msg = serde_json::Value::String(s.message().to_string());
+    (
+        http_status(s.code()),
+        format!(
+            "{{\"error\":{msg},\"code\":{},\"message\":{msg}}}",
+            s.code() as i32
+        ),
+    )
+}
+
+/// Decodes a JSON body into the request message `name` (an `etcdserverpb` message).
+fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
+    let pool = POOL
+        .as_ref()
+        .ok_or_else(|| Status::internal("descriptors unavailable"))?;
+    let desc = pool
+        .get_message_by_name(&format!("etcdserverpb.{name}"))
+        .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))?;
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        &b"{}"[..]
+    } else {
+        body
+    };
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let dynamic = DynamicMessage::deserialize_with_options(
+        desc,
+        &mut de,
+        &DeserializeOptions::new().deny_unknown_fields(false),
+    )
+    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    M::decode(prost::Message::encode_to_vec(&dynamic).as_slice())
+        .map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+/// Encodes a response message `name` as etcd's gateway does.
+pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status> {
+    let pool = POOL
+        .as_ref()
+        .ok_or_else(|| Status::internal("descriptors unavailable"))?;
+    let desc = pool
+        .get_message_by_name(&format!("etcdserverpb.{name}"))
+        .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))?;
+    let dynamic = DynamicMessage::decode(desc, msg.encode_to_vec().as_slice())
+        .map_err(|e| Status::internal(e.to_string()))?;
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::new(&mut out);
+    dynamic
+        .serialize_with_options(
+            &mut ser,
+            &SerializeOptions::new()
+                .use_proto_field_name(true)
+                .skip_default_fields(true),
+        )
+        .map_err(|e| Status::internal(e.to_string()))?;
+    String::from_utf8(out).map_err(|e| Status::internal(e.to_string()))
+}
+
+/// Runs one unary method: JSON in, the service's answer out.
+macro_rules! unary {
+    ($svc:expr, $method:ident, $req:literal, $resp:literal, $body:expr, $token:expr) => {{
+        let request = from_json($body, $req)?;
+        let mut request = tonic::Request::new(request);
+        if let Some(t) = $token {
+            request.metadata_mut().insert("token", t);
+        }
+        let response = $svc.$method(request).await?;
+        to_json(&response.into_inner(), $resp)
+    }};
+}
+
+/// `POST /v3/watch`: the body is one `WatchRequest`; the answer streams every `WatchResponse`
+/// as a line `{"result":…}` until the client goes away (grpc-gateway's streaming form).
+pub async fn watch(
+    p: &Arc<Pipeline>,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Result<crate::http::Body, Answer> {
+    use futures::StreamExt;
+    use http_body_util::BodyExt;
+    let request: actcd_proto::etcdserverpb::WatchRequest =
+        from_json(body, "WatchRequest").map_err(|s| error_answer(&s))?;
+    let mut probe = tonic::Request::new(());
+    if let Some(t) = authorization.and_then(|a| a.parse().ok()) {
+        probe.metadata_mut().insert("token", t);
+    }
+    let creds = p.auth.credentials(&probe);
+    // The request, then nothing more: the stream lives until the client hangs up.
+    let inbound = futures::stream::iter([request]).chain(futures::stream::pending());
+    let rx = crate::watch::open_stream(p.clone(), creds, inbound)
+        .await
+        .map_err(|e| error_answer(&e.to_status()))?;
+    let lines = tokio_stream::wrappers::ReceiverStream::new(rx).map(|r| {
+        let line = match r {
+            Ok(resp) => match to_json(&resp, "WatchResponse") {
+                Ok(json) => format!("{{\"result\":{json}}}\n"),
+                Err(s) => format!("{}\n", error_answer(&s).1),
+            },
+            Err(s) => format!("{}\n", error_answer(&s).1),
+        };
+        Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(line)))
+    });
+    Ok(BodyExt::boxed(http_body_util::StreamBody::new(lines)))
+}
+
+/// The gateway's routes; `None` for a path it doesn't serve.
+pub async fn call(
+    p: &Arc<Pipeline>,
+    path: &str,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Option<Answer> {
+    let token = authorization.and_then(|a| a.parse().ok());
+    let result = route(p, path, body, token).await?;
+    Some(match result {
+        Ok(json) => (StatusCode::OK, json),
+        Err(s) => error_answer(&s),
+    })
+}
+
+async fn route(
+    p: &Arc<Pipeline>,
+    path: &str,
+    body: &[u8],
+    token: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+) -> Option<Result<String, Status>> {
+    let kv = KvService {
+        pipeline: p.clone(),
+    };
+    let lease = LeaseService {
+        pipeline: p.clone(),
+    };
+    let cluster = ClusterService {
+        pipeline: p.clone(),
+    };
+    let maintenance = MaintenanceService {
+        pipeline: p.clone(),
+    };
+    let auth = AuthService {
+        pipeline: p.clone(),
+    };
+    let t = token;
+    let r: Result<String, Status> = async {
+        match path {
+            "/v3/kv/range" => unary!(kv, range, "RangeRequest", "RangeResponse", body, t),
+            "/v3/kv/put" => unary!(kv, put, "PutRequest", "PutResponse", body, t),
+            "/v3/kv/deleterange" => unary!(
+                kv,
+                delete_range,
+                "DeleteRangeRequest",
+                "DeleteRangeResponse",
+                body,
+                t
+            ),
+            "/v3/kv/txn" => unary!(kv, txn, "TxnRequest", "TxnResponse", body, t),
+            "/v3/kv/compaction" => unary!(
+                kv,
+                compact,
+                "CompactionRequest",
+                "CompactionResponse",
+                body,
+                t
+            ),
+            "/v3/lease/grant" => unary!(
+                lease,
+                lease_grant,
+                "LeaseGrantRequest",
+                "LeaseGrantResponse",
+                body,
+                t
+            ),
+            "/v3/lease/revoke" | "/v3/kv/lease/revoke" => unary!(
+                lease,
+                lease_revoke,
+                "LeaseRevokeRequest",
+                "LeaseRevokeResponse",
+                body,
+                t
+            ),
+            "/v3/lease/timetolive" | "/v3/kv/lease/timetolive" => unary!(
+                lease,
+                lease_time_to_live,
+                "LeaseTimeToLiveRequest",
+                "LeaseTimeToLiveResponse",
+                body,
+                t
+            ),
+            "/v3/lease/leases" | "/v3/kv/lease/leases" => unary!(
+                lease,
+                lease_leases,
+                "LeaseLeasesRequest",
+                "LeaseLeasesResponse",
+                body,
+                t
+            ),
+            "/v3/cluster/member/add" => unary!(
+                cluster,
+                member_add,
+                "MemberAddRequest",
+                "MemberAddResponse",
+                body,
+                t
+            ),
+            "/v3/cluster/member/remove" => unary!(
+                cluster,
+                member_remove,
+                "MemberRemoveRequest",
+                "MemberRemoveResponse",
+                body,
+                t
+            ),
+            "/v3/cluster/member/update" => unary!(
+                cluster,
+                member_update,
+                "MemberUpdateRequest",
+                "MemberUpdateResponse",
+                body,
+                t
+            ),
+            "/v3/cluster/member/list" => unary!(
+                cluster,
+                member_list,
+                "MemberListRequest",
+                "MemberListResponse",
+                body,
+                t
+            ),
+            "/v3/cluster/member/promote" => unary!(
+                cluster,
+                member_promote,
+                "MemberPromoteRequest",
+                "MemberPromoteResponse",
+                body,
+                t
+            ),
+            "/v3/maintenance/alarm" => {
+                unary!(maintenance, alarm, "AlarmRequest", "AlarmResponse", body, t)
+            }
+            "/v3/maintenance/status" => unary!(
+                maintenance,
+                status,
+                "StatusRequest",
+                "StatusResponse",
+                body,
+                t
+            ),
+            "/v3/maintenance/defragment" => unary!(
+                maintenance,
+                defragment,
+                "DefragmentRequest",
+                "DefragmentResponse",
+                body,
+                t
+            ),
+            "/v3/maintenance/hash" => {
+                unary!(maintenance, hash, "HashRequest", "HashResponse", body, t)
+            }
+            "/v3/maintenance/hashkv" => unary!(
+                maintenance,
+                hash_kv,
+                "HashKvRequest",
+                "HashKvResponse",
+                body,
+                t
+            ),
+            "/v3/maintenance/transfer-leadership" => unary!(
+                maintenance,
+                move_leader,
+                "MoveLeaderRequest",
+                "MoveLeaderResponse",
+                body,
+                t
+            ),
+            "/v3/auth/enable" => unary!(
+                auth,
+                auth_enable,
+                "AuthEnableRequest",
+                "AuthEnableResponse",
+                body,
+                t
+            ),
+            "/v3/auth/disable" => unary!(
+                auth,
+                auth_disable,
+                "AuthDisableRequest",
+                "AuthDisableResponse",
+                body,
+                t
+            ),
+            "/v3/auth/status" => unary!(
+                auth,
+                auth_status,
+                "AuthStatusRequest",
+                "AuthStatusResponse",
+                body,
+                t
+            ),
+            "/v3/auth/authenticate" => unary!(
+                auth,
+                authenticate,
+                "AuthenticateRequest",
+                "AuthenticateResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/add" => unary!(
+                auth,
+                user_add,
+                "AuthUserAddRequest",
+                "AuthUserAddResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/get" => unary!(
+                auth,
+                user_get,
+                "AuthUserGetRequest",
+                "AuthUserGetResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/list" => unary!(
+                auth,
+                user_list,
+                "AuthUserListRequest",
+                "AuthUserListResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/delete" => unary!(
+                auth,
+                user_delete,
+                "AuthUserDeleteRequest",
+                "AuthUserDeleteResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/changepw" => unary!(
+                auth,
+                user_change_password,
+                "AuthUserChangePasswordRequest",
+                "AuthUserChangePasswordResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/grant" => unary!(
+                auth,
+                user_grant_role,
+                "AuthUserGrantRoleRequest",
+                "AuthUserGrantRoleResponse",
+                body,
+                t
+            ),
+            "/v3/auth/user/revoke" => unary!(
+                auth,
+                user_revoke_role,
+                "AuthUserRevokeRoleRequest",
+                "AuthUserRevokeRoleResponse",
+                body,
+                t
+            ),
+            "/v3/auth/role/add" => unary!(
+                auth,
+                role_add,
+                "AuthRoleAddRequest",
+                "AuthRoleAddResponse",
+                body,
+                t
+            ),
+            "/v3/auth/role/get" => unary!(
+                auth,
+                role_get,
+                "AuthRoleGetRequest",
+                "AuthRoleGetResponse",
+                body,
+                t
+            ),
+            "/v3/auth/role/list" => unary!(
+                auth,
+                role_list,
+                "AuthRoleListRequest",
+                "AuthRoleListResponse",
+                body,
+                t
+            ),
+            "/v3/auth/role/delete" => unary!(
+                auth,
+                role_delete,
+                "AuthRoleDeleteRequest",
+                "AuthRoleDeleteResponse",
+                body,
+                t
+            ),
+            "/v3/auth/role/grant" => unary!(
+                auth,
+                role_grant_permission,
+                "AuthRoleGrantPermissionRequest",
+                "AuthRoleGrantPermissionResponse",
+                body,
+                t
+            ),
+            "/v3/auth/role/revoke" => unary!(
+                auth,
+                role_revoke_permission,
+                "AuthRoleRevokePermissionRequest",
+                "AuthRoleRevokePermissionResponse",
+                body,
+                t
+            ),
+            _ => Err(Status::not_found("")),
+        }
+    }
+    .await;
+    match r {
+        Err(s) if s.code() == tonic::Code::NotFound && s.message().is_empty() => None,
+        other => Some(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actcd_proto::etcdserverpb::{PutRequest, RangeResponse, ResponseHeader};
+    use actcd_proto::mvccpb::KeyValue;
+
+    use super::*;
+
+    #[test]
+    fn json_is_etcds_gateway_json() {
+        let resp = RangeResponse {
+            header: Some(ResponseHeader {
+                cluster_id: 14841639068965178418,
+                member_id: 10276657743932975437,
+                revision: 2,
+                raft_term: 2,
+            }),
+            kvs: vec![KeyValue {
+                key: b"foo".to_vec(),
+                create_revision: 2,
+                mod_revision: 2,
+                version: 1,
+                value: b"bar".to_vec(),
+                lease: 0,
+            }],
+            more: false,
+            count: 1,
+        };
+        assert_eq!(
+            to_json(&resp, "RangeResponse").unwrap(),
+            r#"{"header":{"cluster_id":"14841639068965178418","member_id":"10276657743932975437","revision":"2","raft_term":"2"},"kvs":[{"key":"Zm9v","create_revision":"2","mod_revision":"2","version":"1","value":"YmFy"}],"count":"1"}"#
+        );
+        // Requests take proto names, JSON names and strings or numbers for 64-bit fields.
+        let put: PutRequest = from_json(
+            br#"{"key":"Zm9v","value":"YmFy","prev_kv":true,"lease":"7"}"#,
+            "PutRequest",
+        )
+        .unwrap();
+        assert_eq!(
+            (put.key.as_slice(), put.prev_kv, put.lease),
+            (&b"foo"[..], true, 7)
+        );
+        let put: PutRequest = from_json(br#"{"key":"Zm9v","prevKv":true}"#, "PutRequest").unwrap();
+        assert!(put.prev_kv);
+        assert!(from_json::<PutRequest>(b"{not json", "PutRequest").is_err());
+    }
+
+    #[test]
+    fn errors_carry_grpc_gateways_status() {
+        let (status, body) = error_answer(&actcd_types::EtcdError::EmptyKey.to_status());
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            body,
+            r#"{"error":"etcdserver: key is not provided","code":3,"message":"etcdserver: key is not provided"}"#
+        );
+        assert_eq!(
+            http_status(tonic::Code::Unauthenticated),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+}

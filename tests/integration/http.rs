@@ -1,0 +1,212 @@
+//! HTTP/1.1 beside gRPC on the client port: `/health`, `/version`, `/metrics` (parsed as
+//! Prometheus text), the JSON gateway (JSON in and out, etcd's errors, the `Authorization`
+//! token, a streamed watch), and `--listen-metrics-urls`. A tiny HTTP client keeps the test
+//! free of another dependency.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::{Server, free_port};
+
+/// One request with `Connection: close`: (status, body).
+async fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    auth: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let auth = auth.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, rest.to_string())
+}
+
+/// `GET path`: (status, body).
+pub(crate) async fn get(addr: &str, path: &str) -> (u16, String) {
+    request(addr, "GET", path, "", None).await
+}
+
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Prometheus text: every sample as `name{labels}` → value; HELP/TYPE lines must be well formed.
+fn parse_prometheus(text: &str) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(meta) = line.strip_prefix("# ") {
+            let mut parts = meta.splitn(3, ' ');
+            let kind = parts.next().unwrap();
+            assert!(kind == "HELP" || kind == "TYPE", "{line}");
+            assert!(parts.next().is_some_and(|n| !n.is_empty()), "{line}");
+            if kind == "TYPE" {
+                let t = parts.next().unwrap();
+                assert!(
+                    ["gauge", "counter", "histogram", "summary", "untyped"].contains(&t),
+                    "{line}"
+                );
+            }
+            continue;
+        }
+        let (name, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line}"));
+        assert!(
+            name.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_'),
+            "{line}"
+        );
+        out.insert(name.to_string(), value);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_metrics_and_the_json_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_port = free_port();
+    let metrics_url = format!("http://127.0.0.1:{metrics_port}");
+    let srv = Server::start_with(dir.path(), &["--listen-metrics-urls", &metrics_url]);
+    let _ = srv.client().await;
+    let addr = srv.endpoint();
+
+    let (status, body) = request(&addr, "GET", "/health", "", None).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, r#"{"health":"true","reason":""}"#)
+    );
+    let (status, body) = request(&addr, "GET", "/version", "", None).await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with(r#"{"etcdserver":"3.5."#), "{body}");
+
+    // The gateway: JSON in, etcd's JSON out.
+    let put = format!(r#"{{"key":"{}","value":"{}"}}"#, b64("foo"), b64("bar"));
+    let (status, body) = request(&addr, "POST", "/v3/kv/put", &put, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""revision":"2""#),
+        "64-bit integers as strings: {body}"
+    );
+    let range = format!(r#"{{"key":"{}"}}"#, b64("foo"));
+    let (_, body) = request(&addr, "POST", "/v3/kv/range", &range, None).await;
+    assert!(
+        body.contains(&format!(r#""value":"{}""#, b64("bar"))),
+        "{body}"
+    );
+    assert!(body.contains(r#""count":"1""#), "{body}");
+    let (status, body) = request(&addr, "POST", "/v3/kv/put", r#"{"value":"eA=="}"#, None).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            r#"{"error":"etcdserver: key is not provided","code":3,"message":"etcdserver: key is not provided"}"#
+        )
+    );
+    let (status, _) = request(&addr, "POST", "/v3/nope", "{}", None).await;
+    assert_eq!(status, 404);
+
+    // A streamed watch: created, then the event, one JSON line each.
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    let watch = format!(r#"{{"create_request":{{"key":"{}"}}}}"#, b64("foo"));
+    let req = format!(
+        "POST /v3/watch HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{watch}",
+        watch.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let put = format!(r#"{{"key":"{}","value":"{}"}}"#, b64("foo"), b64("baz"));
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut put_done = false;
+    while !seen.contains(&b64("baz")) {
+        let n = tokio::time::timeout_at(deadline, s.read(&mut buf))
+            .await
+            .expect("the watch streams its event")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if seen.contains(r#""created":true"#) && !put_done {
+            request(&addr, "POST", "/v3/kv/put", &put, None).await;
+            put_done = true;
+        }
+    }
+    assert!(seen.contains(r#"{"result":{"#), "{seen}");
+
+    // Metrics on the client port and on --listen-metrics-urls, in Prometheus text.
+    for a in [addr.clone(), format!("127.0.0.1:{metrics_port}")] {
+        let (status, body) = request(&a, "GET", "/metrics", "", None).await;
+        assert_eq!(status, 200);
+        let samples = parse_prometheus(&body);
+        assert_eq!(samples["etcd_server_has_leader"], 1.0);
+        assert_eq!(samples["etcd_server_is_leader"], 1.0);
+        assert!(samples["etcd_debugging_mvcc_current_revision"] >= 3.0);
+        assert!(samples["etcd_mvcc_db_total_size_in_bytes"] > 0.0);
+        assert!(
+            samples
+                .keys()
+                .any(|k| k.starts_with("actcd_authn_outcomes_total"))
+        );
+        let (status, _) = request(&a, "GET", "/health", "", None).await;
+        assert_eq!(status, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_takes_the_token_from_authorization() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let _ = srv.client().await;
+    let addr = srv.endpoint();
+    for (path, body) in [
+        (
+            "/v3/auth/user/add",
+            r#"{"name":"root","password":"rootpw"}"#,
+        ),
+        ("/v3/auth/role/add", r#"{"name":"root"}"#),
+        ("/v3/auth/user/grant", r#"{"user":"root","role":"root"}"#),
+        ("/v3/auth/enable", "{}"),
+    ] {
+        let (status, out) = request(&addr, "POST", path, body, None).await;
+        assert_eq!(status, 200, "{path}: {out}");
+    }
+    let put = format!(r#"{{"key":"{}","value":"{}"}}"#, b64("k"), b64("v"));
+    let (status, body) = request(&addr, "POST", "/v3/kv/put", &put, None).await;
+    // etcd's answer (the shared http-auth scenario compares it): InvalidArgument, so 400.
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("etcdserver: user name is empty"), "{body}");
+    let (_, body) = request(
+        &addr,
+        "POST",
+        "/v3/auth/authenticate",
+        r#"{"name":"root","password":"rootpw"}"#,
+        None,
+    )
+    .await;
+    let token = body
+        .split(r#""token":""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_string();
+    let (status, body) = request(&addr, "POST", "/v3/kv/put", &put, Some(&token)).await;
+    assert_eq!(status, 200, "{body}");
+}
