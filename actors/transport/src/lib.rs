@@ -3,9 +3,10 @@
 //! Owns the connections to the other members. The raft node's outbox is a [`TransportActor`]:
 //! it takes `PeerMessage{to, msg}` and hands each to the queue of that peer, without waiting.
 //! One task per peer drains its queue into one long-lived gRPC client stream
-//! (`RaftPeer.Send`) to the peer's first peer URL, reconnecting with backoff (100 ms doubling
-//! to 500 ms: a restarted member hears from its peers soon) when the stream breaks. The receiving side, [`serve_peers`], steps every message it
-//! reads into the local raft node (`Step`).
+//! (`RaftPeer.Send`) to the peer's first peer URL, reconnecting with backoff when the stream
+//! breaks (100 ms doubling to 500 ms, so a restarted member hears from its peers soon). The
+//! receiving side, [`serve_peers`], steps every message it reads into the local raft node
+//! (`Step`).
 //!
 //! ## Messages
 //! - takes `PeerMessage` (from the raft node), `PeerChange` (membership: open, re-point or drop
