@@ -180,6 +180,7 @@ impl RaftActor {
                 l.do_send(Leadership { leader });
             }
             // Reads of the old term can no longer be confirmed.
+            self.node.forget_reads();
             for (_, waiters) in self.read_rounds.drain() {
                 for w in waiters {
                     w(Err(EtcdError::LeaderChanged));

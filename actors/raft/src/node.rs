@@ -60,7 +60,15 @@ pub struct RaftNode {
     raw: RawNode<MemStorage>,
     id: u64,
     leader: u64,
+    /// Read requests not answered yet, by context, with the ticks since last asked. raft-rs
+    /// drops a read index asked of a leader that has not committed an entry in its term yet
+    /// (and a follower's forwarded one with it) without a word, so unanswered reads are asked
+    /// again every [`READ_RETRY_TICKS`], as etcd re-sends its read index.
+    pending_reads: std::collections::HashMap<Vec<u8>, u32>,
 }
+
+/// Ticks an unanswered read index waits before it is asked again.
+pub const READ_RETRY_TICKS: u32 = 5;
 
 fn to_raft_hs(hs: &HardState) -> RaftHardState {
     RaftHardState {
@@ -159,11 +167,31 @@ impl RaftNode {
             raw,
             id: cfg.id,
             leader: 0,
+            pending_reads: std::collections::HashMap::new(),
         })
     }
 
     pub fn tick(&mut self) {
         self.raw.tick();
+        if self.pending_reads.is_empty() || self.raw.raft.leader_id == raft::INVALID_ID {
+            return;
+        }
+        let mut again = Vec::new();
+        for (ctx, age) in &mut self.pending_reads {
+            *age += 1;
+            if *age >= READ_RETRY_TICKS {
+                *age = 0;
+                again.push(ctx.clone());
+            }
+        }
+        for ctx in again {
+            self.raw.read_index(ctx);
+        }
+    }
+
+    /// Stops asking again for reads not answered yet (their callers were failed).
+    pub fn forget_reads(&mut self) {
+        self.pending_reads.clear();
     }
 
     pub fn propose(&mut self, data: Vec<u8>) -> Result<(), EtcdError> {
@@ -180,6 +208,7 @@ impl RaftNode {
         if self.raw.raft.leader_id == raft::INVALID_ID {
             return Err(EtcdError::NoLeader);
         }
+        self.pending_reads.insert(ctx.clone(), 0);
         self.raw.read_index(ctx);
         Ok(())
     }
@@ -394,6 +423,9 @@ impl RaftNode {
             .into_iter()
             .map(|r| (r.request_ctx, r.index))
             .collect();
+        for (ctx, _) in &out.reads {
+            self.pending_reads.remove(ctx);
+        }
         let entries = rd.take_entries();
         if !entries.is_empty() {
             self.raw

@@ -56,6 +56,8 @@ struct Member {
     mark: Option<(u64, u64, Vec<u8>)>,
     /// Snapshots installed.
     installs: usize,
+    /// Read contexts answered, with their read index.
+    reads: Vec<(Vec<u8>, u64)>,
     /// Removed from the cluster: it stops and is left out of the final comparison.
     removed: bool,
 }
@@ -115,6 +117,7 @@ impl Member {
             learners: BTreeSet::new(),
             mark: None,
             installs: 0,
+            reads: Vec::new(),
             removed: false,
         }
     }
@@ -235,6 +238,7 @@ impl Sim {
             if let Some(hs) = out.hard_state {
                 m.hard_state = hs;
             }
+            m.reads.extend(out.reads.iter().cloned());
             let node = m.node.as_mut().unwrap();
             node.on_persisted(out.number);
             if let Some((index, _, _)) = out.snapshot {
@@ -342,6 +346,20 @@ impl Sim {
     fn crash(&mut self, id: u64) {
         self.members.get_mut(&id).unwrap().node = None;
         self.in_flight.retain(|(_, _, to, ..)| *to != id);
+    }
+
+    /// Asks `on` for a read index under `ctx`.
+    fn read(&mut self, on: u64, ctx: &[u8]) -> bool {
+        let Some(node) = self.members.get_mut(&on).and_then(|m| m.node.as_mut()) else {
+            return false;
+        };
+        let ok = node.read_index(ctx.to_vec()).is_ok();
+        self.drive(on);
+        ok
+    }
+
+    fn answered(&self, on: u64, ctx: &[u8]) -> bool {
+        self.members[&on].reads.iter().any(|(c, _)| c == ctx)
     }
 
     /// Proposes a membership change on `on`.
@@ -622,6 +640,42 @@ fn scenarios() {
                     }
                     sim.run(6);
                 }
+                sim.assert_converged();
+            },
+        ),
+        (
+            "a read asked right after an election is answered",
+            3,
+            Faults::default(),
+            |sim| {
+                // raft-rs drops a read index at a leader that has not committed in its term
+                // yet; the node asks again until answered.
+                let (old, _) = elect(sim, 60);
+                sim.run(5);
+                sim.crash(old);
+                let new = loop {
+                    sim.tick();
+                    if let Some(l) = sim.leader().filter(|&l| l != old) {
+                        break l;
+                    }
+                };
+                let follower = sim
+                    .ids
+                    .iter()
+                    .copied()
+                    .find(|&i| i != old && i != new)
+                    .unwrap();
+                assert!(sim.read(new, b"on-leader"));
+                assert!(sim.read(follower, b"on-follower"));
+                sim.run(60);
+                assert!(
+                    sim.answered(new, b"on-leader"),
+                    "the leader's read was lost"
+                );
+                assert!(
+                    sim.answered(follower, b"on-follower"),
+                    "the follower's read was lost"
+                );
                 sim.assert_converged();
             },
         ),
