@@ -38,6 +38,7 @@ fn leader() -> RaftNode {
         voters: vec![1],
         learners: vec![],
         election_tick: 10,
+        fixed_election_timeout: None,
         heartbeat_tick: 1,
         applied: 0,
     };

@@ -209,6 +209,7 @@ pub fn run_until(
             .map(|m| m.id)
             .collect(),
         election_tick: cfg.election_ticks(),
+        fixed_election_timeout: None,
         heartbeat_tick: 1,
         applied: consistent_index,
     };

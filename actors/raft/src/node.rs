@@ -21,6 +21,10 @@ pub struct NodeConfig {
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
     pub election_tick: usize,
+    /// Ticks without a leader before this member campaigns, instead of raft-rs's random pick in
+    /// `[election_tick, 2 × election_tick)` (drawn from a thread-local generator, which no seed
+    /// reaches): deterministic simulations set it per member.
+    pub fixed_election_timeout: Option<usize>,
     pub heartbeat_tick: usize,
     /// Apply entries up to this index are already in the state machine (its consistent index).
     pub applied: u64,
@@ -149,6 +153,8 @@ impl RaftNode {
         let config = Config {
             id: cfg.id,
             election_tick: cfg.election_tick,
+            min_election_tick: cfg.fixed_election_timeout.unwrap_or(0),
+            max_election_tick: cfg.fixed_election_timeout.map_or(0, |t| t + 1),
             heartbeat_tick: cfg.heartbeat_tick,
             applied: cfg.applied.min(commit).max(floor),
             max_size_per_msg: 1024 * 1024,
@@ -508,6 +514,7 @@ mod tests {
             voters: vec![1],
             learners: vec![],
             election_tick: 10,
+            fixed_election_timeout: None,
             heartbeat_tick: 1,
             applied,
         };

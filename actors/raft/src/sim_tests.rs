@@ -97,6 +97,9 @@ fn config(id: u64, voters: &[u64], learners: &[u64], applied: u64) -> NodeConfig
         id,
         voters: voters.to_vec(),
         learners: learners.to_vec(),
+        // Each member's own timeout in [10, 20), fixed by its id: raft-rs would draw it from a
+        // generator no seed reaches, and a run must replay from its seed.
+        fixed_election_timeout: Some(10 + (id.wrapping_mul(7) % 10) as usize),
         election_tick: 10,
         heartbeat_tick: 1,
         applied,
