@@ -608,12 +608,13 @@ fn start_actors(
         auth_check: mvcc.clone().recipient(),
         auth_password: mvcc.clone().recipient(),
         connect_auth: mvcc.clone().recipient(),
-        members: mvcc.recipient(),
+        members: mvcc.clone().recipient(),
         transfer_leader: raft.clone().recipient(),
         peer_activity: transport.clone().recipient(),
         learner_ready: raft.clone().recipient(),
         learner: learner_rx,
         leader_call: transport.clone().recipient(),
+        hash_backend: mvcc.recipient(),
     }
 }
 

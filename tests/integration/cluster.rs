@@ -224,6 +224,27 @@ async fn three_members_fail_over_and_catch_up() {
             .collect();
         assert_eq!(keys, acked, "every acknowledged write on {}", m.name);
     }
+    // The whole backend (etcd's Maintenance.Hash: every table, not just the keys) agrees too,
+    // once every member has applied the same entries; a write changes it.
+    let backend_hashes = || async {
+        let mut hs = Vec::new();
+        for m in &members {
+            hs.push(m.client().await.hash().await.map(|h| h.hash()).ok());
+        }
+        hs
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let agreed = loop {
+        let hs = backend_hashes().await;
+        if hs.iter().all(|h| h.is_some() && *h == hs[0]) {
+            break hs[0].unwrap();
+        }
+        assert!(Instant::now() < deadline, "backend hashes differ: {hs:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    put_eventually(&mut c, "k/changed").await;
+    let after = c.hash().await.unwrap().hash();
+    assert_ne!(after, agreed, "a write changes the backend hash");
 }
 
 /// With no leader, writes and linearizable reads wait as etcd's do and then time out with

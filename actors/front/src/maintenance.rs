@@ -10,7 +10,7 @@ use actcd_proto::etcdserverpb::{
     StatusRequest, StatusResponse,
 };
 use actcd_types::EtcdError;
-use actcd_types::msg::{ApplyResponse, TransferLeader};
+use actcd_types::msg::{ApplyResponse, HashBackend, TransferLeader};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -79,8 +79,27 @@ impl Maintenance for MaintenanceService {
         Err(not_yet("Defragment"))
     }
 
-    async fn hash(&self, _: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
-        Err(not_yet("Hash"))
+    /// etcd's Hash: the whole backend (all tables), for admins.
+    async fn hash(&self, req: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        let (hash, revision) = self
+            .pipeline
+            .routes
+            .hash_backend
+            .send(HashBackend)
+            .await
+            .map_err(EtcdError::from)??;
+        let raft = self.pipeline.raft_status().await?;
+        let id = self.pipeline.config.identity;
+        Ok(Response::new(HashResponse {
+            header: Some(ResponseHeader {
+                cluster_id: id.cluster_id,
+                member_id: id.member_id,
+                revision,
+                raft_term: raft.term,
+            }),
+            hash,
+        }))
     }
 
     async fn hash_kv(

@@ -23,10 +23,10 @@ use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use actcd_types::msg::{
     ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
-    ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashKv, HashKvResult, History,
-    HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked,
-    MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus,
-    SyncConf, SyncStorage, WatchInterest,
+    ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
+    History, HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted, LeaseKeys,
+    LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot,
+    StoreStatus, SyncConf, SyncStorage, WatchInterest,
 };
 use actcd_types::{AuthInfo, EtcdError};
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
@@ -341,6 +341,16 @@ impl Handler<ConnectWatchHub> for MvccActor {
     fn handle(&mut self, msg: ConnectWatchHub, _: &mut Self::Context) {
         self.store.set_notify(true);
         self.peers.watch = Some(msg.0);
+    }
+}
+
+/// etcd's `Hash` of the whole backend, with pending applies committed first.
+impl Handler<HashBackend> for MvccActor {
+    type Result = Result<(u32, i64), EtcdError>;
+
+    fn handle(&mut self, _: HashBackend, _: &mut Self::Context) -> Self::Result {
+        self.store.commit(&mut self.pending)?;
+        Ok((self.store.hash_backend()?, self.store.current_revision()))
     }
 }
 

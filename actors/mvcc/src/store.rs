@@ -338,6 +338,30 @@ impl Store {
         Ok(())
     }
 
+    /// etcd's backend `Hash` over the committed state: tables in name order (as bbolt keeps
+    /// buckets), each name then each record's key and value, all through one CRC32C; the meta
+    /// table's consistent index and term are left out (etcd's `DefaultIgnores`), so members
+    /// that applied the same entries agree. Commit pending applies first.
+    pub fn hash_backend(&self) -> Result<u32, EtcdError> {
+        let txn = self.engine.read().map_err(Error::from)?;
+        let mut tables = Table::ALL.to_vec();
+        tables.sort_by_key(|t| t.name());
+        let mut crc = 0u32;
+        for t in tables {
+            crc = crc32c::crc32c_append(crc, t.name().as_bytes());
+            txn.scan(t, &[], None, &mut |k, v| {
+                let ignored = t == Table::Meta && (k == META_CONSISTENT_INDEX || k == META_TERM);
+                if !ignored {
+                    crc = crc32c::crc32c_append(crc, k);
+                    crc = crc32c::crc32c_append(crc, v);
+                }
+                true
+            })
+            .map_err(Error::from)?;
+        }
+        Ok(crc)
+    }
+
     /// The committed state as one blob (see `snapshot.rs`) and the consistent index it covers.
     /// Applies still pending in a batch are not in it: commit them first.
     pub fn snapshot_blob(&self) -> Result<(u64, Vec<u8>), EtcdError> {

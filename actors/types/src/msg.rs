@@ -551,6 +551,12 @@ pub struct HashKv {
     pub revision: i64,
 }
 
+/// etcd's `Hash`: a CRC32C over the whole backend — every table, by name, then its records
+/// (the consistent index and term left out) — and the revision it was taken at.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<(u32, i64), EtcdError>")]
+pub struct HashBackend;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HashKvResult {
     pub hash: u32,
