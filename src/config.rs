@@ -92,6 +92,10 @@ pub struct Flags {
     /// How much history auto-compaction keeps; 0 turns it off.
     #[arg(long, env = "ETCD_AUTO_COMPACTION_RETENTION", default_value = "0")]
     pub auto_compaction_retention: String,
+    /// Log lines as `text` (human-readable) or `json` (one object a line: level, ts, caller,
+    /// msg, then the event's fields, as etcd's zap logger writes them).
+    #[arg(long, env = "ETCD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
     /// Log level: debug, info, warn, error.
     #[arg(long, env = "ETCD_LOG_LEVEL", default_value = "info")]
     pub log_level: String,

@@ -20,4 +20,5 @@
 //! - the main thread waits for a signal.
 
 pub mod config;
+pub mod logging;
 pub mod node;

@@ -16,20 +16,26 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn init_logging(level: &str) {
+fn init_logging(level: &str, format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder
+            .with_ansi(false)
+            .event_format(actcd::logging::JsonLines)
+            .init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
 }
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
-    init_logging(&flags.log_level);
+    init_logging(&flags.log_level, &flags.log_format);
     let config = match Config::try_from(flags) {
         Ok(c) => c,
         Err(e) => {
