@@ -1255,3 +1255,56 @@ async fn auto_compaction_keeps_only_the_retention() {
         "{err}"
     );
 }
+
+/// Downgrade answers as etcd answers targets it can't reach (actcd has no older storage version
+/// to run as), and there is never a job to cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downgrade_is_refused_as_etcd_refuses_it() {
+    use actcd_proto::etcdserverpb::DowngradeRequest;
+    use actcd_proto::etcdserverpb::downgrade_request::DowngradeAction;
+    use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let _ = srv.client().await;
+    let mut m = MaintenanceClient::connect(format!("http://{}", srv.endpoint()))
+        .await
+        .unwrap();
+    let cases = [
+        (
+            DowngradeAction::Validate,
+            "3.4",
+            tonic::Code::InvalidArgument,
+            "etcdserver: invalid downgrade target version",
+        ),
+        (
+            DowngradeAction::Enable,
+            "3.4.0",
+            tonic::Code::InvalidArgument,
+            "etcdserver: invalid downgrade target version",
+        ),
+        (
+            DowngradeAction::Validate,
+            "three",
+            tonic::Code::InvalidArgument,
+            "etcdserver: wrong downgrade target version format",
+        ),
+        (
+            DowngradeAction::Cancel,
+            "",
+            tonic::Code::FailedPrecondition,
+            "etcdserver: no inflight downgrade job",
+        ),
+    ];
+    for (action, version, code, msg) in cases {
+        let req = DowngradeRequest {
+            action: action as i32,
+            version: version.into(),
+        };
+        let err = m.downgrade(req).await.unwrap_err();
+        assert_eq!(
+            (err.code(), err.message()),
+            (code, msg),
+            "{action:?} {version}"
+        );
+    }
+}

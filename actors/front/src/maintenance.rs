@@ -24,6 +24,15 @@ fn not_yet(what: &str) -> Status {
     Status::unimplemented(format!("actcd: {what} is not supported by this version"))
 }
 
+/// etcd's downgrade targets: `major.minor` or `major.minor.patch`.
+fn is_downgrade_version(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn alarm_name(alarm: i32) -> &'static str {
     AlarmType::try_from(alarm).map_or("UNKNOWN", |a| a.as_str_name())
 }
@@ -167,10 +176,26 @@ impl Maintenance for MaintenanceService {
         }))
     }
 
+    /// etcd's Downgrade, answered as etcd answers a target it can't go to: actcd has no
+    /// earlier storage version to run as, so every target is refused (after etcd's format
+    /// check), and there is never a downgrade job to cancel. For admins.
     async fn downgrade(
         &self,
-        _: Request<DowngradeRequest>,
+        req: Request<DowngradeRequest>,
     ) -> Result<Response<DowngradeResponse>, Status> {
-        Err(not_yet("Downgrade"))
+        use actcd_proto::etcdserverpb::downgrade_request::DowngradeAction;
+        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        let r = req.into_inner();
+        match DowngradeAction::try_from(r.action) {
+            Ok(DowngradeAction::Validate | DowngradeAction::Enable) => {
+                if !is_downgrade_version(&r.version) {
+                    return Err(EtcdError::WrongDowngradeVersionFormat.into());
+                }
+                self.pipeline.linearizable_barrier().await?;
+                Err(EtcdError::InvalidDowngradeTargetVersion.into())
+            }
+            Ok(DowngradeAction::Cancel) => Err(EtcdError::NoInflightDowngrade.into()),
+            Err(_) => Err(EtcdError::UnknownMethod.into()),
+        }
     }
 }

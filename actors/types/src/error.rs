@@ -115,6 +115,15 @@ pub enum EtcdError {
     BadLeaderTransferee,
     #[error("etcdserver: unhealthy cluster")]
     Unhealthy,
+    // Downgrade.
+    #[error("etcdserver: wrong downgrade target version format")]
+    WrongDowngradeVersionFormat,
+    #[error("etcdserver: invalid downgrade target version")]
+    InvalidDowngradeTargetVersion,
+    #[error("etcdserver: no inflight downgrade job")]
+    NoInflightDowngrade,
+    #[error("etcdserver: unknown method")]
+    UnknownMethod,
     #[error("etcdserver: request timed out, leader transfer took too long")]
     LeaderTransferTimeout,
     /// A failure inside the server (storage I/O, a closed mailbox) that etcd would also report as
@@ -150,7 +159,11 @@ impl EtcdError {
             | LearnerNotReady
             | TooManyLearners
             | BadLeaderTransferee => Code::FailedPrecondition,
-            MemberBadUrls => Code::InvalidArgument,
+            MemberBadUrls | WrongDowngradeVersionFormat | InvalidDowngradeTargetVersion => {
+                Code::InvalidArgument
+            }
+            NoInflightDowngrade => Code::FailedPrecondition,
+            UnknownMethod => Code::Unknown,
             MemberNotFound => Code::NotFound,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
@@ -356,6 +369,16 @@ mod tests {
                 err: TimeoutDueToConnectionLost,
                 want_code: Code::Unavailable,
                 want_msg: "etcdserver: request timed out, possibly due to connection lost",
+            },
+            Case {
+                err: InvalidDowngradeTargetVersion,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: invalid downgrade target version",
+            },
+            Case {
+                err: NoInflightDowngrade,
+                want_code: Code::FailedPrecondition,
+                want_msg: "etcdserver: no inflight downgrade job",
             },
             Case {
                 err: Unhealthy,
