@@ -332,6 +332,7 @@ async fn metrics(p: &Pipeline) -> String {
             c.nanos as f64 / 1e9
         );
     }
+    out.push_str(&p.requests.render());
     out
 }
 

@@ -57,6 +57,7 @@ mod kv;
 pub mod learner;
 mod lease;
 mod maintenance;
+pub mod metrics;
 mod pipeline;
 mod server;
 mod tls;

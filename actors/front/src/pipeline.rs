@@ -95,6 +95,8 @@ pub struct Pipeline {
     recent: std::sync::Mutex<Option<(std::time::Instant, ResponseHeader)>>,
     /// Set while one caller refreshes `recent`.
     refreshing: std::sync::atomic::AtomicBool,
+    /// Every gRPC call counted and timed (`/metrics`).
+    pub requests: Arc<crate::metrics::RequestStats>,
 }
 
 /// How old a header [`Pipeline::recent_header`] may hand out.
@@ -116,6 +118,7 @@ impl Pipeline {
             closing: tokio::sync::watch::Sender::new(false),
             recent: std::sync::Mutex::new(None),
             refreshing: std::sync::atomic::AtomicBool::new(false),
+            requests: Arc::default(),
         })
     }
 

@@ -53,9 +53,13 @@ pub async fn serve(
     let gate = crate::learner::LearnerGate {
         learner: pipeline.routes.learner.clone(),
     };
+    let accounting = crate::metrics::Accounting {
+        stats: pipeline.requests.clone(),
+    };
     let http = pipeline.clone();
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     server_builder(tls.as_ref())?
+        .layer(accounting)
         .layer(gate)
         .add_service(kv)
         .add_service(maintenance)

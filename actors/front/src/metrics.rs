@@ -1,0 +1,261 @@
+//! Request accounting for every gRPC call, as a tower layer in front of the services:
+//! `grpc_server_handled_total{grpc_service,grpc_method,grpc_code}` and the
+//! `grpc_server_handling_seconds` histogram (go-grpc-prometheus's names and buckets, which
+//! etcd exports), and a warning naming the client for a unary request slower than etcd's
+//! 100 ms "took too long" threshold. Front-local counters; `/metrics` renders them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
+/// go-grpc-prometheus's default histogram buckets, seconds.
+pub const BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// etcd's warning threshold for a slow request.
+pub const SLOW: Duration = Duration::from_millis(100);
+
+/// The streaming methods: their "handling time" is until the stream opens.
+fn is_stream(path: &str) -> bool {
+    matches!(
+        path,
+        "/etcdserverpb.Watch/Watch"
+            | "/etcdserverpb.Lease/LeaseKeepAlive"
+            | "/etcdserverpb.Maintenance/Snapshot"
+    )
+}
+
+#[derive(Debug, Default, Clone)]
+struct Method {
+    /// Answers by gRPC code name.
+    codes: BTreeMap<&'static str, u64>,
+    /// Cumulative counts per bucket, then the total count and sum.
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// Per-method counters.
+#[derive(Debug, Default)]
+pub struct RequestStats {
+    methods: Mutex<BTreeMap<String, Method>>,
+}
+
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "Canceled",
+        Unknown => "Unknown",
+        InvalidArgument => "InvalidArgument",
+        DeadlineExceeded => "DeadlineExceeded",
+        NotFound => "NotFound",
+        AlreadyExists => "AlreadyExists",
+        PermissionDenied => "PermissionDenied",
+        ResourceExhausted => "ResourceExhausted",
+        FailedPrecondition => "FailedPrecondition",
+        Aborted => "Aborted",
+        OutOfRange => "OutOfRange",
+        Unimplemented => "Unimplemented",
+        Internal => "Internal",
+        Unavailable => "Unavailable",
+        DataLoss => "DataLoss",
+        Unauthenticated => "Unauthenticated",
+    }
+}
+
+impl RequestStats {
+    /// Records one answered call.
+    pub fn record(&self, path: &str, code: tonic::Code, took: Duration) {
+        let secs = took.as_secs_f64();
+        let mut methods = self.methods.lock().unwrap_or_else(|e| e.into_inner());
+        if !methods.contains_key(path) {
+            methods.insert(path.to_string(), Method::default());
+        }
+        let Some(m) = methods.get_mut(path) else {
+            return;
+        };
+        *m.codes.entry(code_name(code)).or_default() += 1;
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                m.buckets[i] += 1;
+            }
+        }
+        m.count += 1;
+        m.sum += secs;
+    }
+
+    /// The counters in Prometheus text.
+    pub fn render(&self) -> String {
+        let methods = self
+            .methods
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut out = String::new();
+        let labels = |path: &str| {
+            let (service, method) = path
+                .trim_start_matches('/')
+                .split_once('/')
+                .unwrap_or(("", path));
+            format!("grpc_method=\"{method}\",grpc_service=\"{service}\"")
+        };
+        let _ = writeln!(
+            out,
+            "# HELP grpc_server_handled_total Total number of RPCs completed on the server, regardless of success or failure."
+        );
+        let _ = writeln!(out, "# TYPE grpc_server_handled_total counter");
+        for (path, m) in &methods {
+            for (code, n) in &m.codes {
+                let _ = writeln!(
+                    out,
+                    "grpc_server_handled_total{{grpc_code=\"{code}\",{}}} {n}",
+                    labels(path)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP grpc_server_handling_seconds Histogram of response latency (seconds) of gRPC that had been application-level handled by the server."
+        );
+        let _ = writeln!(out, "# TYPE grpc_server_handling_seconds histogram");
+        for (path, m) in &methods {
+            let l = labels(path);
+            for (le, n) in BUCKETS.iter().zip(m.buckets) {
+                let _ = writeln!(
+                    out,
+                    "grpc_server_handling_seconds_bucket{{{l},le=\"{le}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "grpc_server_handling_seconds_bucket{{{l},le=\"+Inf\"}} {}",
+                m.count
+            );
+            let _ = writeln!(out, "grpc_server_handling_seconds_sum{{{l}}} {}", m.sum);
+            let _ = writeln!(out, "grpc_server_handling_seconds_count{{{l}}} {}", m.count);
+        }
+        out
+    }
+}
+
+#[derive(Clone)]
+pub struct Accounting {
+    pub stats: Arc<RequestStats>,
+}
+
+impl<S> tower_layer::Layer<S> for Accounting {
+    type Service = Accounted<S>;
+
+    fn layer(&self, inner: S) -> Accounted<S> {
+        Accounted {
+            inner,
+            stats: self.stats.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Accounted<S> {
+    inner: S,
+    stats: Arc<RequestStats>,
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for Accounted<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let path = req.uri().path().to_string();
+        let remote = req
+            .extensions()
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(|c| c.remote_addr());
+        let stats = self.stats.clone();
+        let started = Instant::now();
+        let answer = self.inner.call(req);
+        async move {
+            let res = answer.await;
+            let took = started.elapsed();
+            if let Ok(resp) = &res {
+                // A failed unary call is a trailers-only answer: its status is in the headers.
+                let code = resp
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .map_or(tonic::Code::Ok, tonic::Code::from);
+                stats.record(&path, code, took);
+                if took > SLOW && !is_stream(&path) {
+                    tracing::warn!(
+                        method = %path,
+                        remote = ?remote,
+                        took = ?took,
+                        code = code_name(code),
+                        "request took too long"
+                    );
+                }
+            }
+            res
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_buckets_render_as_prometheus_text() {
+        let s = RequestStats::default();
+        s.record(
+            "/etcdserverpb.KV/Put",
+            tonic::Code::Ok,
+            Duration::from_millis(3),
+        );
+        s.record(
+            "/etcdserverpb.KV/Put",
+            tonic::Code::Ok,
+            Duration::from_millis(30),
+        );
+        s.record(
+            "/etcdserverpb.KV/Put",
+            tonic::Code::InvalidArgument,
+            Duration::from_millis(1),
+        );
+        let text = s.render();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        assert!(has(
+            r#"grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="etcdserverpb.KV"} 2"#
+        ));
+        assert!(has(
+            r#"grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Put",grpc_service="etcdserverpb.KV"} 1"#
+        ));
+        assert!(has(
+            r#"grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="etcdserverpb.KV",le="0.005"} 2"#
+        ));
+        assert!(has(
+            r#"grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="etcdserverpb.KV",le="0.05"} 3"#
+        ));
+        assert!(has(
+            r#"grpc_server_handling_seconds_count{grpc_method="Put",grpc_service="etcdserverpb.KV"} 3"#
+        ));
+    }
+}
