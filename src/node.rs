@@ -444,6 +444,7 @@ fn start_actors(
         .reporting_to(raft.clone().recipient())
         .with_snapshots(mvcc.clone().recipient(), raft.clone().recipient())
         .start();
+    let wal_stats = wal.clone().recipient();
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
@@ -615,6 +616,7 @@ fn start_actors(
         learner: learner_rx,
         leader_call: transport.clone().recipient(),
         hash_backend: mvcc.recipient(),
+        fsync_stats: wal_stats,
     }
 }
 

@@ -332,6 +332,25 @@ async fn metrics(p: &Pipeline) -> String {
             c.nanos as f64 / 1e9
         );
     }
+    if let Ok(f) = p
+        .routes
+        .fsync_stats
+        .send(actcd_types::msg::GetFsyncStats)
+        .await
+    {
+        let name = "etcd_disk_wal_fsync_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} The latency distributions of fsync called by WAL."
+        );
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        for (le, n) in actcd_types::msg::FSYNC_BUCKETS.iter().zip(&f.buckets) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", f.count);
+        let _ = writeln!(out, "{name}_sum {}", f.sum_secs);
+        let _ = writeln!(out, "{name}_count {}", f.count);
+    }
     out.push_str(&p.requests.render());
     out
 }

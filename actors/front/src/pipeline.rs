@@ -8,10 +8,10 @@ use actcd_proto::etcdserverpb::{
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
     AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, CheckLearner,
-    ConnectAuth, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult, LeaderCall,
-    LeaseKeys, LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity, PeerAnswer,
-    PeerCall, RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease,
-    StoreStatus, Submit, TransferLeader,
+    ConnectAuth, GetFsyncStats, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
+    LeaderCall, LeaseKeys, LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity,
+    PeerAnswer, PeerCall, RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn,
+    RenewLease, StoreStatus, Submit, TransferLeader,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -78,6 +78,8 @@ pub struct PipelineRoutes {
     pub leader_call: Recipient<LeaderCall>,
     /// The store: etcd's whole-backend hash.
     pub hash_backend: Recipient<HashBackend>,
+    /// The WAL writer: its fsync latencies.
+    pub fsync_stats: Recipient<GetFsyncStats>,
 }
 
 /// Shared by every service: routes, config and the id generator.

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use actcd_types::msg::{Append, ReleaseWal};
+use actcd_types::msg::{Append, GetFsyncStats, ReleaseWal};
 use actix::{Actor, Addr, Arbiter, Context, Handler};
 use tracing::error;
 
@@ -73,6 +73,15 @@ impl Actor for WalActor {
 }
 
 /// Writes entries then the hard state, one fsync; `Ok` means durable.
+/// The fsync latencies so far, for `/metrics` (asked behind the appends already queued).
+impl Handler<GetFsyncStats> for WalActor {
+    type Result = actix::MessageResult<GetFsyncStats>;
+
+    fn handle(&mut self, _: GetFsyncStats, _: &mut Context<Self>) -> Self::Result {
+        actix::MessageResult::<GetFsyncStats>(lock(&self.wal).fsync_stats())
+    }
+}
+
 impl Handler<Append> for WalActor {
     type Result = Result<(), String>;
 

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use actcd_types::msg::{HardState, WalEntry};
+use actcd_types::msg::{FsyncStats, HardState, WalEntry};
 use tracing::{debug, info, warn};
 
 use crate::record::{self, DecodeError, DecodeErrorKind, MAX_PAYLOAD, Record};
@@ -53,9 +53,16 @@ pub struct Wal {
     last_index: Option<u64>,
     snapshot: Option<SnapshotMark>,
     failed: bool,
+    /// How long each fsync took (for `/metrics`).
+    fsyncs: FsyncStats,
 }
 
 impl Wal {
+    /// The fsync latencies so far.
+    pub fn fsync_stats(&self) -> FsyncStats {
+        self.fsyncs.clone()
+    }
+
     /// Creates a WAL in `dir` (made if missing) whose first segment holds `metadata` and an empty
     /// hard state. Refuses if `dir` already holds segments.
     pub fn create(dir: impl AsRef<Path>, metadata: &[u8]) -> Result<Wal, WalError> {
@@ -104,6 +111,7 @@ impl Wal {
             last_index: None,
             snapshot: None,
             failed: false,
+            fsyncs: FsyncStats::default(),
             hard_state_unwritten: false,
         })
     }
@@ -219,6 +227,7 @@ impl Wal {
             last_index: replay.last_index(),
             snapshot: replay.snapshot().cloned(),
             failed: false,
+            fsyncs: FsyncStats::default(),
             hard_state_unwritten: false,
         };
         let contents = replay.finish(metadata);
@@ -393,7 +402,16 @@ impl Wal {
             .unwrap_or(&self.dir);
         // After a failed write or fsync the file's contents are unknown: stop until reopened.
         let written = self.file.write_all_at(&buf, self.size);
-        if let Err(e) = written.and_then(|()| if sync { self.file.sync_data() } else { Ok(()) }) {
+        let synced = written.and_then(|()| {
+            if !sync {
+                return Ok(());
+            }
+            let started = std::time::Instant::now();
+            let r = self.file.sync_data();
+            self.fsyncs.observe(started.elapsed().as_secs_f64());
+            r
+        });
+        if let Err(e) = synced {
             self.failed = true;
             return Err(WalError::io("append to", path)(e));
         }

@@ -818,3 +818,21 @@ fn repeated_releases_keep_the_chain() {
     assert_eq!(ids(&got.entries), seq(96, 100, 1));
     assert_eq!(got.hard_state, hs(1, 100));
 }
+
+#[test]
+fn every_fsync_is_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = Wal::create(dir.path(), b"meta").unwrap();
+    let before = w.fsync_stats().count;
+    w.append(Some(hs(1, 0)), &[e(1, 1), e(2, 1)]).unwrap();
+    w.append(Some(hs(1, 2)), &[]).unwrap();
+    let stats = w.fsync_stats();
+    assert!(stats.count > before, "the append was synced and counted");
+    assert_eq!(stats.buckets.len(), actcd_types::msg::FSYNC_BUCKETS.len());
+    assert_eq!(
+        stats.buckets.last().copied(),
+        Some(stats.count),
+        "every sync under 8 s"
+    );
+    assert!(stats.sum_secs > 0.0);
+}
