@@ -615,8 +615,9 @@ fn start_actors(
         learner_ready: raft.clone().recipient(),
         learner: learner_rx,
         leader_call: transport.clone().recipient(),
-        hash_backend: mvcc.recipient(),
+        hash_backend: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
+        commit_stats: mvcc.recipient(),
     }
 }
 

@@ -152,6 +152,20 @@ async fn gateway(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
+/// One histogram in Prometheus text.
+fn histogram(out: &mut String, name: &str, help: &str, h: &actcd_types::msg::DiskLatency) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (i, le) in actcd_types::msg::DISK_BUCKETS.iter().enumerate() {
+        let n = h.buckets.get(i).copied().unwrap_or(0);
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum {}", h.sum_secs);
+    let _ = writeln!(out, "{name}_count {}", h.count);
+}
+
 /// etcd reports the cluster version as major.minor.0.
 fn cluster_version(v: &str) -> String {
     let mut parts = v.split('.');
@@ -338,18 +352,25 @@ async fn metrics(p: &Pipeline) -> String {
         .send(actcd_types::msg::GetFsyncStats)
         .await
     {
-        let name = "etcd_disk_wal_fsync_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} The latency distributions of fsync called by WAL."
+        histogram(
+            &mut out,
+            "etcd_disk_wal_fsync_duration_seconds",
+            "The latency distributions of fsync called by WAL.",
+            &f,
         );
-        let _ = writeln!(out, "# TYPE {name} histogram");
-        for (le, n) in actcd_types::msg::FSYNC_BUCKETS.iter().zip(&f.buckets) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", f.count);
-        let _ = writeln!(out, "{name}_sum {}", f.sum_secs);
-        let _ = writeln!(out, "{name}_count {}", f.count);
+    }
+    if let Ok(c) = p
+        .routes
+        .commit_stats
+        .send(actcd_types::msg::GetCommitStats)
+        .await
+    {
+        histogram(
+            &mut out,
+            "etcd_disk_backend_commit_duration_seconds",
+            "The latency distributions of commit called by backend.",
+            &c,
+        );
     }
     out.push_str(&p.requests.render());
     out

@@ -80,6 +80,8 @@ pub struct PipelineRoutes {
     pub hash_backend: Recipient<HashBackend>,
     /// The WAL writer: its fsync latencies.
     pub fsync_stats: Recipient<GetFsyncStats>,
+    /// The store: its backend commit latencies.
+    pub commit_stats: Recipient<actcd_types::msg::GetCommitStats>,
 }
 
 /// Shared by every service: routes, config and the id generator.

@@ -344,6 +344,19 @@ impl Handler<ConnectWatchHub> for MvccActor {
     }
 }
 
+/// The backend commit latencies so far.
+impl Handler<actcd_types::msg::GetCommitStats> for MvccActor {
+    type Result = actix::MessageResult<actcd_types::msg::GetCommitStats>;
+
+    fn handle(
+        &mut self,
+        _: actcd_types::msg::GetCommitStats,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        actix::MessageResult(self.store.commit_stats())
+    }
+}
+
 /// etcd's `Hash` of the whole backend, with pending applies committed first.
 impl Handler<HashBackend> for MvccActor {
     type Result = Result<(u32, i64), EtcdError>;

@@ -142,6 +142,8 @@ pub struct Store {
     compaction: Option<CompactionJob>,
     /// Raised alarms; NOSPACE caps writes.
     alarms: Alarms,
+    /// How long each commit of applied batches took (for `/metrics`).
+    commits: actcd_types::msg::DiskLatency,
     /// Set when a pending transaction had to be abandoned: memory is ahead of disk, and only a
     /// restart (replaying the WAL) brings them together again.
     poisoned: bool,
@@ -280,6 +282,7 @@ impl Store {
             compaction: None,
             poisoned: false,
             alarms,
+            commits: Default::default(),
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
@@ -317,6 +320,11 @@ impl Store {
             enabled: self.auth.is_enabled(),
             revision: self.auth.revision(),
         }
+    }
+
+    /// How long commits of applied batches have taken.
+    pub fn commit_stats(&self) -> actcd_types::msg::DiskLatency {
+        self.commits.clone()
     }
 
     /// The cluster's members as applied.
@@ -721,7 +729,10 @@ impl Store {
         let Some(txn) = pending.txn.take() else {
             return Ok(());
         };
-        txn.commit().map_err(|e| {
+        let started = std::time::Instant::now();
+        let committed = txn.commit();
+        self.commits.observe(started.elapsed().as_secs_f64());
+        committed.map_err(|e| {
             self.poisoned = true;
             tracing::error!(error = %e, "backend commit failed");
             EtcdError::from(Error::from(e))

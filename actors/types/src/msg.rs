@@ -119,30 +119,35 @@ pub struct RaftStatusReply {
 
 /// The WAL's fsync latencies so far (etcd's `etcd_disk_wal_fsync_duration_seconds`).
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "FsyncStats")]
+#[rtype(result = "DiskLatency")]
 pub struct GetFsyncStats;
 
-/// A latency histogram: cumulative counts at each of [`FSYNC_BUCKETS`], the count, the sum.
+/// The backend's commit latencies so far (etcd's `etcd_disk_backend_commit_duration_seconds`).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "DiskLatency")]
+pub struct GetCommitStats;
+
+/// A disk latency histogram: cumulative counts at each of [`DISK_BUCKETS`], the count, the sum.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FsyncStats {
+pub struct DiskLatency {
     pub buckets: Vec<u64>,
     pub count: u64,
     pub sum_secs: f64,
 }
 
-/// etcd's buckets for WAL fsync durations: 1 ms doubling to 8.192 s.
-pub const FSYNC_BUCKETS: [f64; 14] = [
+/// etcd's buckets for WAL fsync and backend commit durations: 1 ms doubling to 8.192 s.
+pub const DISK_BUCKETS: [f64; 14] = [
     0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096,
     8.192,
 ];
 
-impl FsyncStats {
+impl DiskLatency {
     /// Counts one fsync that took `secs`.
     pub fn observe(&mut self, secs: f64) {
-        if self.buckets.len() != FSYNC_BUCKETS.len() {
-            self.buckets = vec![0; FSYNC_BUCKETS.len()];
+        if self.buckets.len() != DISK_BUCKETS.len() {
+            self.buckets = vec![0; DISK_BUCKETS.len()];
         }
-        for (b, le) in self.buckets.iter_mut().zip(FSYNC_BUCKETS) {
+        for (b, le) in self.buckets.iter_mut().zip(DISK_BUCKETS) {
             if secs <= le {
                 *b += 1;
             }

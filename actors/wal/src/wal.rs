@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use actcd_types::msg::{FsyncStats, HardState, WalEntry};
+use actcd_types::msg::{DiskLatency, HardState, WalEntry};
 use tracing::{debug, info, warn};
 
 use crate::record::{self, DecodeError, DecodeErrorKind, MAX_PAYLOAD, Record};
@@ -54,12 +54,12 @@ pub struct Wal {
     snapshot: Option<SnapshotMark>,
     failed: bool,
     /// How long each fsync took (for `/metrics`).
-    fsyncs: FsyncStats,
+    fsyncs: DiskLatency,
 }
 
 impl Wal {
     /// The fsync latencies so far.
-    pub fn fsync_stats(&self) -> FsyncStats {
+    pub fn fsync_stats(&self) -> DiskLatency {
         self.fsyncs.clone()
     }
 
@@ -111,7 +111,7 @@ impl Wal {
             last_index: None,
             snapshot: None,
             failed: false,
-            fsyncs: FsyncStats::default(),
+            fsyncs: DiskLatency::default(),
             hard_state_unwritten: false,
         })
     }
@@ -227,7 +227,7 @@ impl Wal {
             last_index: replay.last_index(),
             snapshot: replay.snapshot().cloned(),
             failed: false,
-            fsyncs: FsyncStats::default(),
+            fsyncs: DiskLatency::default(),
             hard_state_unwritten: false,
         };
         let contents = replay.finish(metadata);

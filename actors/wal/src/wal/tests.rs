@@ -828,7 +828,7 @@ fn every_fsync_is_timed() {
     w.append(Some(hs(1, 2)), &[]).unwrap();
     let stats = w.fsync_stats();
     assert!(stats.count > before, "the append was synced and counted");
-    assert_eq!(stats.buckets.len(), actcd_types::msg::FSYNC_BUCKETS.len());
+    assert_eq!(stats.buckets.len(), actcd_types::msg::DISK_BUCKETS.len());
     assert_eq!(
         stats.buckets.last().copied(),
         Some(stats.count),
