@@ -142,14 +142,42 @@ pub(crate) async fn leader_index(members: &[Member], alive: &[usize]) -> usize {
     }
 }
 
+/// Three members started with `extra` flags, once one leads: (members, `--initial-cluster`,
+/// the leader's index).
+pub(crate) async fn running_cluster(dir: &Path, extra: &[&str]) -> (Vec<Member>, String, usize) {
+    let (mut members, initial) = cluster(dir);
+    for m in &mut members {
+        m.spawn_with(&initial, extra);
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    (members, initial, leader)
+}
+
+/// Waits until every member answers HashKV at the revision of `key` on `c`, with one hash.
+pub(crate) async fn assert_same_hash(members: &[&Member], c: &mut Client, key: &str) {
+    let rev = c.get(key, None).await.unwrap().header().unwrap().revision();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut hashes = Vec::new();
+        for m in members {
+            let mut mc = m.client().await;
+            hashes.push(mc.hash_kv(rev).await.map(|h| h.hash()).ok());
+        }
+        if hashes.iter().all(|h| h.is_some() && *h == hashes[0]) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members never agreed at revision {rev}: {hashes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_members_fail_over_and_catch_up() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, initial, leader) = running_cluster(dir.path(), &[]).await;
     let follower = (leader + 1) % 3;
 
     // Writes through a follower are forwarded to the leader; reads anywhere see them.
@@ -183,30 +211,8 @@ async fn three_members_fail_over_and_catch_up() {
 
     // The killed member comes back and catches up: same keys, same HashKV at one revision.
     members[leader].spawn(&initial);
-    let rev = c
-        .get("k/099", None)
-        .await
-        .unwrap()
-        .header()
-        .unwrap()
-        .revision();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut hashes;
-    loop {
-        hashes = Vec::new();
-        for m in &members {
-            let mut mc = m.client().await;
-            hashes.push(mc.hash_kv(rev).await.map(|h| h.hash()).ok());
-        }
-        if hashes.iter().all(|h| h.is_some() && *h == hashes[0]) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "members never agreed: {hashes:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let all: Vec<&Member> = members.iter().collect();
+    assert_same_hash(&all, &mut c, "k/099").await;
     for m in &members {
         let got = m
             .client()
@@ -253,11 +259,7 @@ async fn three_members_fail_over_and_catch_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_leader_requests_time_out_as_etcds_do() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, initial, leader) = running_cluster(dir.path(), &[]).await;
     let mut c = members[leader].client().await;
     put_eventually(&mut c, "before").await;
     let survivor = leader;
@@ -318,11 +320,7 @@ async fn without_a_leader_requests_time_out_as_etcds_do() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_expires_after_its_leader_dies() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, _, leader) = running_cluster(dir.path(), &[]).await;
     let mut c = members[leader].client().await;
     let lease = c.lease_grant(2, None).await.unwrap().id();
     let opts = etcd_client::PutOptions::new().with_lease(lease);

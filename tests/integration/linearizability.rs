@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
 
-use crate::cluster::{Member, cluster, leader_index};
+use crate::cluster::{Member, leader_index, running_cluster};
 
 // ------------------------------------------------------------------ the checker
 
@@ -557,11 +557,7 @@ async fn watch_member(m_endpoint: String, prefix: String, until: Instant) -> Vec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn linearizable_under_member_kills() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    let first_leader = leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, initial, first_leader) = running_cluster(dir.path(), &[]).await;
     let keys: Vec<String> = (0..4).map(|i| format!("lin/{i}")).collect();
     let base = Instant::now();
     let run_for = Duration::from_secs(7);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, GetOptions, MemberAddOptions};
 use tonic::Code;
 
-use crate::cluster::{Member, cluster, leader_index, put_eventually};
+use crate::cluster::{Member, assert_same_hash, leader_index, put_eventually, running_cluster};
 use crate::{Server, code_and_message};
 
 /// `--initial-cluster` naming every member given.
@@ -43,27 +43,6 @@ where
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-    }
-}
-
-/// Waits until every member answers HashKV at the revision of `key` on `c`, with one hash.
-async fn assert_same_hash(members: &[&Member], c: &mut Client, key: &str) {
-    let rev = c.get(key, None).await.unwrap().header().unwrap().revision();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut hashes = Vec::new();
-        for m in members {
-            let mut mc = m.client().await;
-            hashes.push(mc.hash_kv(rev).await.map(|h| h.hash()).ok());
-        }
-        if hashes.iter().all(|h| h.is_some() && *h == hashes[0]) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "members never agreed at revision {rev}: {hashes:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -111,11 +90,7 @@ async fn wait_for_keys(m: &Member, prefix: &str, want: &[String]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learner_joins_is_promoted_and_a_member_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, initial, leader) = running_cluster(dir.path(), &[]).await;
     let mut c = members[leader].client().await;
     let mut acked = Vec::new();
     for i in 0..30 {
@@ -268,12 +243,8 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_the_compacted_log_gets_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
     let small_log = ["--snapshot-count", "20", "--snapshot-catchup-entries", "5"];
-    for m in &mut members {
-        m.spawn_with(&initial, &small_log);
-    }
-    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, initial, leader) = running_cluster(dir.path(), &small_log).await;
     let behind = (leader + 1) % 3;
     let mut c = members[leader].client().await;
     let mut acked = Vec::new();
@@ -400,11 +371,7 @@ async fn membership_refusals_match_etcd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_under_load_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    leader_index(&members, &[0, 1, 2]).await;
+    let (mut members, initial, _) = running_cluster(dir.path(), &[]).await;
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(Mutex::new(Vec::new()));
     let mut writers = Vec::new();
@@ -485,11 +452,7 @@ async fn rolling_restart_under_load_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_moves_on_request() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut members, initial) = cluster(dir.path());
-    for m in &mut members {
-        m.spawn(&initial);
-    }
-    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let (members, _, leader) = running_cluster(dir.path(), &[]).await;
     let target = (leader + 1) % 3;
     let id_of = |s: etcd_client::StatusResponse| s.header().unwrap().member_id();
     let target_id = id_of(members[target].client().await.status().await.unwrap());
