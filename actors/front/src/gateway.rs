@@ -61,14 +61,17 @@ pub fn error_answer(s: &Status) -> Answer {
     )
 }
 
+/// The descriptor of the `etcdserverpb` message `name`.
+fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, Status> {
+    POOL.as_ref()
+        .ok_or_else(|| Status::internal("descriptors unavailable"))?
+        .get_message_by_name(&format!("etcdserverpb.{name}"))
+        .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))
+}
+
 /// Decodes a JSON body into the request message `name` (an `etcdserverpb` message).
 fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
-    let pool = POOL
-        .as_ref()
-        .ok_or_else(|| Status::internal("descriptors unavailable"))?;
-    let desc = pool
-        .get_message_by_name(&format!("etcdserverpb.{name}"))
-        .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))?;
+    let desc = descriptor(name)?;
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         &b"{}"[..]
     } else {
@@ -87,12 +90,7 @@ fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, 
 
 /// Encodes a response message `name` as etcd's gateway does.
 pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status> {
-    let pool = POOL
-        .as_ref()
-        .ok_or_else(|| Status::internal("descriptors unavailable"))?;
-    let desc = pool
-        .get_message_by_name(&format!("etcdserverpb.{name}"))
-        .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))?;
+    let desc = descriptor(name)?;
     let dynamic = DynamicMessage::decode(desc, msg.encode_to_vec().as_slice())
         .map_err(|e| Status::internal(e.to_string()))?;
     let mut out = Vec::new();
