@@ -1,4 +1,5 @@
-//! Request accounting for every gRPC call, as a tower layer in front of the services:
+//! The tower layer in front of every gRPC service: it refuses on a learner what etcd's
+//! learners refuse (`learner.rs`), and accounts for every call:
 //! `grpc_server_handled_total{grpc_service,grpc_method,grpc_code}` and the
 //! `grpc_server_handling_seconds` histogram (go-grpc-prometheus's names and buckets, which
 //! etcd exports), and a warning naming the client for a unary request slower than etcd's
@@ -148,6 +149,8 @@ impl RequestStats {
 #[derive(Clone)]
 pub struct Accounting {
     pub stats: Arc<RequestStats>,
+    /// Whether this member is a learner.
+    pub learner: crate::learner::LearnerFlag,
 }
 
 impl<S> tower_layer::Layer<S> for Accounting {
@@ -157,6 +160,7 @@ impl<S> tower_layer::Layer<S> for Accounting {
         Accounted {
             inner,
             stats: self.stats.clone(),
+            learner: self.learner.clone(),
         }
     }
 }
@@ -165,6 +169,7 @@ impl<S> tower_layer::Layer<S> for Accounting {
 pub struct Accounted<S> {
     inner: S,
     stats: Arc<RequestStats>,
+    learner: crate::learner::LearnerFlag,
 }
 
 impl<S, B> tower_service::Service<http::Request<B>> for Accounted<S>
@@ -189,6 +194,11 @@ where
             .and_then(|c| c.remote_addr());
         let stats = self.stats.clone();
         let started = Instant::now();
+        if *self.learner.borrow() && !crate::learner::allowed_for_learner(&path) {
+            let refusal = actcd_types::EtcdError::NotSupportedForLearner.to_status();
+            stats.record(&path, refusal.code(), started.elapsed());
+            return futures::future::ready(Ok(refusal.into_http())).boxed();
+        }
         let answer = self.inner.call(req);
         async move {
             let res = answer.await;

@@ -50,17 +50,14 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
-    let gate = crate::learner::LearnerGate {
-        learner: pipeline.routes.learner.clone(),
-    };
-    let accounting = crate::metrics::Accounting {
+    let front_layer = crate::metrics::Accounting {
         stats: pipeline.requests.clone(),
+        learner: pipeline.routes.learner.clone(),
     };
     let http = pipeline.clone();
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     server_builder(tls.as_ref())?
-        .layer(accounting)
-        .layer(gate)
+        .layer(front_layer)
         .add_service(kv)
         .add_service(maintenance)
         .add_service(lease)
