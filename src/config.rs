@@ -332,6 +332,36 @@ fn client_tls(flags: &Flags, client_urls: &[String]) -> Result<Option<ClientTls>
             "--client-cert-auth needs --trusted-ca-file, the CA client certificates must chain to",
         ));
     }
+    let names = TlsFlagNames {
+        cert: "--cert-file",
+        key: "--key-file",
+        ca: "--trusted-ca-file",
+    };
+    let files = (cert_file, key_file, trusted_ca_file);
+    load_tls(&names, files, flags.client_cert_auth).map(|(tls, _)| Some(tls))
+}
+
+/// The flags naming one set of TLS files, for errors.
+struct TlsFlagNames {
+    cert: &'static str,
+    key: &'static str,
+    ca: &'static str,
+}
+
+/// The PEM files as read.
+struct Pems {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    ca: Option<Vec<u8>>,
+}
+
+/// Reads a key pair and an optional CA and checks them as the client port uses them, naming
+/// the flag and the file of whatever is wrong.
+fn load_tls(
+    names: &TlsFlagNames,
+    (cert_file, key_file, ca_file): (&Path, &Path, Option<&Path>),
+    client_cert_auth: bool,
+) -> Result<(ClientTls, Pems), ConfigError> {
     let file_error = |flag, path: &Path, reason: String| ConfigError::TlsFile {
         flag,
         path: path.display().to_string(),
@@ -340,26 +370,30 @@ fn client_tls(flags: &Flags, client_urls: &[String]) -> Result<Option<ClientTls>
     let read = |flag, path: &Path| {
         std::fs::read(path).map_err(|e| file_error(flag, path, format!("cannot read: {e}")))
     };
-    let cert_pem = read("--cert-file", cert_file)?;
-    let key_pem = read("--key-file", key_file)?;
-    let ca_pem = match trusted_ca_file {
-        Some(path) => Some(read("--trusted-ca-file", path)?),
-        None => None,
+    let pems = Pems {
+        cert: read(names.cert, cert_file)?,
+        key: read(names.key, key_file)?,
+        ca: match ca_file {
+            Some(path) => Some(read(names.ca, path)?),
+            None => None,
+        },
     };
-    ClientTls::new(cert_pem, key_pem, ca_pem, flags.client_cert_auth)
-        .map(Some)
-        .map_err(|e| {
-            let (flag, path) = match e.input {
-                PemInput::Cert => ("--cert-file", cert_file),
-                PemInput::Key => ("--key-file", key_file),
-                // Without a CA file only --client-cert-auth fails, and that was refused above.
-                PemInput::TrustedCa => (
-                    "--trusted-ca-file",
-                    trusted_ca_file.unwrap_or(Path::new("")),
-                ),
-            };
-            file_error(flag, path, e.reason)
-        })
+    let tls = ClientTls::new(
+        pems.cert.clone(),
+        pems.key.clone(),
+        pems.ca.clone(),
+        client_cert_auth,
+    )
+    .map_err(|e| {
+        let (flag, path) = match e.input {
+            PemInput::Cert => (names.cert, cert_file),
+            PemInput::Key => (names.key, key_file),
+            // Without a CA file only client-cert-auth fails, and callers refuse that first.
+            PemInput::TrustedCa => (names.ca, ca_file.unwrap_or(Path::new(""))),
+        };
+        file_error(flag, path, e.reason)
+    })?;
+    Ok((tls, pems))
 }
 
 /// The peer TLS settings, checked as the client ones are: an `https://` peer URL (listened on,
@@ -395,36 +429,17 @@ fn peer_tls(
             "--peer-client-cert-auth needs --peer-trusted-ca-file, the CA peer certificates must chain to",
         ));
     }
-    let read = |flag, path: &Path| {
-        std::fs::read(path).map_err(|e| ConfigError::TlsFile {
-            flag,
-            path: path.display().to_string(),
-            reason: format!("cannot read: {e}"),
-        })
-    };
-    let cert_pem = read("--peer-cert-file", cert_file)?;
-    let key_pem = read("--peer-key-file", key_file)?;
-    let ca_pem = match ca_file {
-        Some(path) => Some(read("--peer-trusted-ca-file", path)?),
-        None => None,
+    let names = TlsFlagNames {
+        cert: "--peer-cert-file",
+        key: "--peer-key-file",
+        ca: "--peer-trusted-ca-file",
     };
     // The same checks as the client port's, so a bad file is named at start-up.
-    ClientTls::new(cert_pem.clone(), key_pem.clone(), ca_pem.clone(), false).map_err(|e| {
-        let (flag, path) = match e.input {
-            PemInput::Cert => ("--peer-cert-file", cert_file),
-            PemInput::Key => ("--peer-key-file", key_file),
-            PemInput::TrustedCa => ("--peer-trusted-ca-file", ca_file.unwrap_or(Path::new(""))),
-        };
-        ConfigError::TlsFile {
-            flag,
-            path: path.display().to_string(),
-            reason: e.reason,
-        }
-    })?;
+    let (_, pems) = load_tls(&names, (cert_file, key_file, ca_file), false)?;
     Ok(Some(actcd_transport::PeerTls {
-        cert_pem,
-        key_pem,
-        ca_pem,
+        cert_pem: pems.cert,
+        key_pem: pems.key,
+        ca_pem: pems.ca,
         client_cert_auth: flags.peer_client_cert_auth,
     }))
 }
