@@ -616,6 +616,7 @@ fn start_actors(
         learner: learner_rx,
         leader_call: transport.clone().recipient(),
         hash_backend: mvcc.clone().recipient(),
+        make_snapshot: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
         commit_stats: mvcc.recipient(),
     }

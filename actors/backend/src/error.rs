@@ -28,6 +28,10 @@ pub enum BackendError {
     #[error("backend: cannot copy the environment to {path}: {source}")]
     Copy { path: PathBuf, source: heed::Error },
 
+    /// A bbolt file (etcd's backend format) that cannot be read or written.
+    #[error("backend: bolt: {0}")]
+    Bolt(String),
+
     #[error("backend: lmdb: {0}")]
     Lmdb(heed::Error),
 }

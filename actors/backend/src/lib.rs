@@ -74,6 +74,7 @@
 //! `error.rs` `BackendError` · `tests.rs` engine behaviour through the traits.
 
 mod actor;
+pub mod bolt;
 mod engine;
 mod error;
 mod txn;

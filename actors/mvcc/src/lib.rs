@@ -131,7 +131,7 @@ mod key_index;
 mod lease;
 mod members;
 mod range;
-mod snapshot;
+pub mod snapshot;
 mod store;
 mod txn;
 mod write;

@@ -6,7 +6,14 @@
 //! magic header. Installing it replaces every table's contents in one write transaction: a
 //! crash leaves either the old state or the new one.
 
+use actcd_proto::etcdserverpb::Member;
+use actcd_proto::mvccpb::KeyValue;
+use actcd_types::Revision;
+use actcd_types::msg::MemberRecord;
 use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
+use prost::Message;
+
+use crate::store::{META_FINISHED_COMPACT, META_SCHEDULED_COMPACT};
 
 const MAGIC: &[u8; 8] = b"actcdsn1";
 
@@ -30,6 +37,9 @@ pub fn encode<R: ReadTxn + ?Sized>(txn: &R) -> Result<Vec<u8>, StorageError> {
     }
     Ok(out)
 }
+
+/// A record with its own bytes.
+pub type OwnedRecord = (Table, Vec<u8>, Vec<u8>);
 
 /// One record of a blob: its table, key and value.
 pub type Record<'a> = (Table, &'a [u8], &'a [u8]);
@@ -85,6 +95,167 @@ pub fn install<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), Sto
     Ok(())
 }
 
+// ---- etcd's backend layout ------------------------------------------------------------------
+
+/// One of etcd's buckets: its name and its pairs.
+pub type EtcdBucket = (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// etcd 3.5's `cluster` bucket: the cluster version it records once all members run 3.5.
+const CLUSTER_BUCKET: &[u8] = b"cluster";
+const CLUSTER_VERSION: (&[u8], &[u8]) = (b"clusterVersion", b"3.5.0");
+const CONF_STATE: &[u8] = b"confState";
+const AUTH_REVISION: &[u8] = b"authRevision";
+
+fn is_compact_mark(k: &[u8]) -> bool {
+    k == META_SCHEDULED_COMPACT || k == META_FINISHED_COMPACT
+}
+
+/// A JSON string, escaped.
+fn json_str(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+fn json_strs(v: &[String]) -> String {
+    let items: Vec<String> = v.iter().map(|s| json_str(s)).collect();
+    format!("[{}]", items.join(","))
+}
+
+fn json_ids(v: &[u64]) -> String {
+    let items: Vec<String> = v.iter().map(u64::to_string).collect();
+    format!("[{}]", items.join(","))
+}
+
+/// A member record as etcd's backend keeps it: JSON of the id, raft attributes and
+/// attributes, in etcd's field order, empty optional fields left out.
+fn member_json(m: &MemberRecord) -> Vec<u8> {
+    let mut o = format!("{{\"id\":{},\"peerURLs\":{}", m.id, json_strs(&m.peer_urls));
+    if m.is_learner {
+        o.push_str(",\"isLearner\":true");
+    }
+    if !m.name.is_empty() {
+        o.push_str(&format!(",\"name\":{}", json_str(&m.name)));
+    }
+    if !m.client_urls.is_empty() {
+        o.push_str(&format!(",\"clientURLs\":{}", json_strs(&m.client_urls)));
+    }
+    o.push('}');
+    o.into_bytes()
+}
+
+/// raft's configuration as etcd records it in `meta`/`confState`.
+fn conf_state_json(voters: &[u64], learners: &[u64]) -> Vec<u8> {
+    let mut o = format!("{{\"voters\":{}", json_ids(voters));
+    if !learners.is_empty() {
+        o.push_str(&format!(",\"learners\":{}", json_ids(learners)));
+    }
+    o.push_str(",\"auto_leave\":false}");
+    o.into_bytes()
+}
+
+/// The records of a blob as etcd 3.5's buckets, so etcd's tools (`etcdutl snapshot status`,
+/// `restore`) read a snapshot of ours like one of their own: members as etcd's JSON, the
+/// compaction marks as 17-byte revisions, and the `confState` and `cluster` entries etcd keeps.
+pub fn to_etcd_buckets(records: &[Record<'_>]) -> Result<Vec<EtcdBucket>, StorageError> {
+    let mut buckets: Vec<EtcdBucket> = Table::ALL
+        .iter()
+        .map(|t| (t.name().as_bytes().to_vec(), Vec::new()))
+        .collect();
+    let mut voters = Vec::new();
+    let mut learners = Vec::new();
+    for (t, k, v) in records {
+        let pairs = &mut buckets[table_code(*t) as usize].1;
+        match t {
+            Table::Meta if is_compact_mark(k) => {
+                let rev = <[u8; 8]>::try_from(*v)
+                    .map(i64::from_be_bytes)
+                    .map_err(|_| {
+                        StorageError("snapshot: a compaction mark is not 8 bytes".into())
+                    })?;
+                pairs.push((k.to_vec(), Revision { main: rev, sub: 0 }.to_bytes(false)));
+            }
+            Table::Members => {
+                let m = Member::decode(*v)
+                    .map_err(|e| StorageError(format!("snapshot: member record: {e}")))?;
+                let m = crate::members::record_from_pb(m);
+                if m.is_learner {
+                    learners.push(m.id);
+                } else {
+                    voters.push(m.id);
+                }
+                pairs.push((k.to_vec(), member_json(&m)));
+            }
+            _ => pairs.push((k.to_vec(), v.to_vec())),
+        }
+    }
+    let meta = &mut buckets[table_code(Table::Meta) as usize].1;
+    meta.push((CONF_STATE.to_vec(), conf_state_json(&voters, &learners)));
+    // etcd writes the auth revision (1) when it first starts; ours is implied until auth
+    // changes.
+    let auth = &mut buckets[table_code(Table::Auth) as usize].1;
+    if !auth.iter().any(|(k, _)| k == AUTH_REVISION) {
+        auth.push((AUTH_REVISION.to_vec(), 1u64.to_be_bytes().to_vec()));
+    }
+    buckets.push((
+        CLUSTER_BUCKET.to_vec(),
+        vec![(CLUSTER_VERSION.0.to_vec(), CLUSTER_VERSION.1.to_vec())],
+    ));
+    Ok(buckets)
+}
+
+/// A blob from [`encode`] as etcd's buckets.
+pub fn blob_to_etcd_buckets(blob: &[u8]) -> Result<Vec<EtcdBucket>, StorageError> {
+    to_etcd_buckets(&decode(blob)?)
+}
+
+/// etcd's buckets (ours, or etcd's own backend) as records of our tables, for restoring a
+/// snapshot into a new data dir: the key space, leases, auth state and alarms are kept;
+/// membership is left out (a restore starts a new cluster, as etcd's does), and so are the
+/// consistent index and term, which belong to the old cluster's log. Buckets actcd does not
+/// keep (`cluster`, and anything unknown) are dropped.
+pub fn from_etcd_buckets(buckets: &[EtcdBucket]) -> Result<Vec<OwnedRecord>, StorageError> {
+    let mut out = Vec::new();
+    for (name, pairs) in buckets {
+        let Some(t) = Table::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().as_bytes() == name)
+        else {
+            continue;
+        };
+        if matches!(t, Table::Members | Table::MembersRemoved) {
+            continue;
+        }
+        for (k, v) in pairs {
+            let v = match t {
+                Table::Meta if is_compact_mark(k) => {
+                    let (rev, _) = Revision::from_bytes(v).ok_or_else(|| {
+                        StorageError("snapshot: a compaction mark is not a revision".into())
+                    })?;
+                    rev.main.to_be_bytes().to_vec()
+                }
+                Table::Meta => continue,
+                Table::Key => {
+                    let (rev, tombstone) = Revision::from_bytes(k).ok_or_else(|| {
+                        StorageError("snapshot: a key record is not at a revision".into())
+                    })?;
+                    let mut kv = KeyValue::decode(v.as_slice())
+                        .map_err(|e| StorageError(format!("snapshot: key record: {e}")))?;
+                    // etcd's tombstones hold only the key; ours carry the deletion revision.
+                    if tombstone && kv.mod_revision == 0 {
+                        kv.mod_revision = rev.main;
+                        kv.encode_to_vec()
+                    } else {
+                        v.clone()
+                    }
+                }
+                _ => v.clone(),
+            };
+            out.push((t, k.clone(), v));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +292,100 @@ mod tests {
         let mut wrong_table = blob.clone();
         wrong_table[8] = 200;
         assert!(decode(&wrong_table).is_err());
+    }
+
+    #[test]
+    fn etcd_layout_round_trip_keeps_data_and_drops_identity() {
+        let from = MemEngine::default();
+        let mut w = from.write().unwrap();
+        let put = KeyValue {
+            key: b"a".to_vec(),
+            create_revision: 2,
+            mod_revision: 2,
+            version: 1,
+            value: b"1".to_vec(),
+            lease: 0,
+        };
+        let r2 = Revision { main: 2, sub: 0 };
+        let r3 = Revision { main: 3, sub: 0 };
+        w.put(Table::Key, &r2.to_bytes(false), &put.encode_to_vec())
+            .unwrap();
+        let tomb = KeyValue {
+            key: b"a".to_vec(),
+            mod_revision: 3,
+            ..Default::default()
+        };
+        w.put(Table::Key, &r3.to_bytes(true), &tomb.encode_to_vec())
+            .unwrap();
+        w.put(Table::Meta, b"consistent_index", &9u64.to_be_bytes())
+            .unwrap();
+        w.put(Table::Meta, META_FINISHED_COMPACT, &2i64.to_be_bytes())
+            .unwrap();
+        let m = Member {
+            id: 0xabc,
+            name: "n\"1".into(),
+            peer_ur_ls: vec!["http://p:1".into()],
+            client_ur_ls: vec![],
+            is_learner: true,
+        };
+        w.put(Table::Members, b"abc", &m.encode_to_vec()).unwrap();
+        w.put(Table::Lease, &7i64.to_be_bytes(), b"lease").unwrap();
+        w.commit().unwrap();
+        let blob = encode(&*from.read().unwrap()).unwrap();
+
+        let buckets = blob_to_etcd_buckets(&blob).unwrap();
+        let get = |b: &str, k: &[u8]| {
+            buckets
+                .iter()
+                .find(|x| x.0 == b.as_bytes())
+                .and_then(|x| x.1.iter().find(|p| p.0 == k))
+                .map(|p| p.1.clone())
+        };
+        assert_eq!(
+            get("members", b"abc").unwrap(),
+            br#"{"id":2748,"peerURLs":["http://p:1"],"isLearner":true,"name":"n\"1"}"#
+        );
+        assert_eq!(
+            get("meta", b"confState").unwrap(),
+            br#"{"voters":[],"learners":[2748],"auto_leave":false}"#
+        );
+        assert_eq!(
+            get("meta", META_FINISHED_COMPACT).unwrap(),
+            r2.to_bytes(false)
+        );
+        assert_eq!(get("auth", AUTH_REVISION).unwrap(), 1u64.to_be_bytes());
+        assert_eq!(get("cluster", b"clusterVersion").unwrap(), b"3.5.0");
+
+        // Back: data kept, membership and the old log's position gone, marks as ours again.
+        let mut back = from_etcd_buckets(&buckets).unwrap();
+        back.sort();
+        let tables: Vec<Table> = back.iter().map(|r| r.0).collect();
+        assert!(!tables.contains(&Table::Members));
+        assert!(!back.iter().any(|r| r.1 == b"consistent_index"));
+        assert!(back.contains(&(
+            Table::Meta,
+            META_FINISHED_COMPACT.to_vec(),
+            2i64.to_be_bytes().to_vec()
+        )));
+        assert!(back.contains(&(Table::Key, r2.to_bytes(false), put.encode_to_vec())));
+        assert!(back.contains(&(Table::Lease, 7i64.to_be_bytes().to_vec(), b"lease".to_vec())));
+
+        // etcd's own tombstones carry only the key: the deletion revision is filled in.
+        let etcd_tomb = vec![(
+            b"key".to_vec(),
+            vec![(
+                r3.to_bytes(true),
+                KeyValue {
+                    key: b"a".to_vec(),
+                    ..Default::default()
+                }
+                .encode_to_vec(),
+            )],
+        )];
+        let got = from_etcd_buckets(&etcd_tomb).unwrap();
+        assert_eq!(got[0].2, tomb.encode_to_vec());
+        // Damage is an error.
+        let bad = vec![(b"key".to_vec(), vec![(b"short".to_vec(), vec![])])];
+        assert!(from_etcd_buckets(&bad).is_err());
     }
 }
