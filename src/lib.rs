@@ -22,3 +22,4 @@
 pub mod config;
 pub mod logging;
 pub mod node;
+pub mod snapshot;

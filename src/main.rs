@@ -34,6 +34,18 @@ fn init_logging(level: &str, format: &str) {
 }
 
 fn main() -> ExitCode {
+    // `actcd snapshot save|status|restore`: etcdctl's and etcdutl's snapshot commands.
+    if std::env::args().nth(1).as_deref() == Some("snapshot") {
+        let cli = actcd::snapshot::SnapshotCli::parse_from(std::env::args().skip(1));
+        init_logging("info", "text");
+        return match actcd::snapshot::run(cli) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let flags = Flags::parse();
     init_logging(&flags.log_level, &flags.log_format);
     let config = match Config::try_from(flags) {

@@ -23,7 +23,7 @@ use actcd_types::msg::{
     FlushStore, GetStoreStatus, LeaseGranted, LessorTick, MemberRecord, PeerChange, QuotaUsage,
     Tick,
 };
-use actcd_types::storage::KvEngine;
+use actcd_types::storage::{KvEngine, Table};
 use actcd_wal::{Wal, WalActor};
 use actcd_watch::{HubConfig, WatchHubActor};
 use actix::prelude::*;
@@ -70,6 +70,82 @@ fn parse_wal_metadata(m: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// Runs the member until SIGINT/SIGTERM.
+/// Opens (creating) the member's backend; returns it with the backend and WAL directories.
+fn open_backend(
+    cfg: &Config,
+) -> Result<(Arc<LmdbEngine>, std::path::PathBuf, std::path::PathBuf), StartError> {
+    let member_dir = cfg.data_dir.join("member");
+    let snap_dir = member_dir.join("snap");
+    let wal_dir = member_dir.join("wal");
+    let backend_error = |path: &std::path::Path, e: &dyn std::fmt::Display| StartError::Backend {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    std::fs::create_dir_all(&member_dir).map_err(|e| backend_error(&member_dir, &e))?;
+    // The map is address space only; keep it well above the quota.
+    let map_size =
+        BackendOptions::DEFAULT_MAP_SIZE.max((cfg.quota_bytes() as usize).saturating_mul(2));
+    let options = BackendOptions {
+        map_size,
+        ..BackendOptions::default()
+    };
+    let engine = LmdbEngine::open(&snap_dir, options).map_err(|e| backend_error(&snap_dir, &e))?;
+    Ok((Arc::new(engine), snap_dir, wal_dir))
+}
+
+/// The members `--initial-cluster` names, as a new cluster records them.
+fn initial_members(cfg: &Config) -> Vec<MemberRecord> {
+    cfg.members
+        .iter()
+        .map(|m| MemberRecord {
+            id: m.id,
+            name: m.name.clone(),
+            peer_urls: m.peer_urls.clone(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Makes `cfg.data_dir` a new member of a new cluster (the one `cfg`'s `--initial-cluster`
+/// and token describe) whose state is `records`: what a snapshot restore does. The data dir
+/// must be empty or absent. The records go in with one commit; the new cluster's members are
+/// recorded as a fresh start records them; the WAL is created last, so a crash part-way
+/// leaves a directory that is refused (not empty) rather than a member with half its state.
+/// Starting the member from it then starts the cluster from an empty log at that state.
+pub fn restore(cfg: &Config, records: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), StartError> {
+    let not_empty = std::fs::read_dir(&cfg.data_dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if not_empty {
+        return Err(StartError::Runtime(format!(
+            "data-dir {:?} not empty or could not be read",
+            cfg.data_dir.display().to_string()
+        )));
+    }
+    let (engine, snap_dir, wal_dir) = open_backend(cfg)?;
+    let backend_error = |e: &dyn std::fmt::Display| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    };
+    let mut txn = engine.write().map_err(|e| backend_error(&e))?;
+    for (t, k, v) in records {
+        txn.put(*t, k, v).map_err(|e| backend_error(&e))?;
+    }
+    txn.commit().map_err(|e| backend_error(&e))?;
+    let identity = MemberIdentity {
+        cluster_id: cfg.cluster_id,
+        member_id: cfg.member_id,
+    };
+    let mut store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity)
+        .map_err(|e| backend_error(&e))?;
+    store
+        .bootstrap_members(initial_members(cfg))
+        .map_err(|e| backend_error(&e))?;
+    engine.force_sync().map_err(|e| backend_error(&e))?;
+    Wal::create(&wal_dir, &wal_metadata(cfg)).map_err(|e| StartError::Wal(e.to_string()))?;
+    Ok(())
+}
+
 pub fn run(cfg: Config) -> Result<(), StartError> {
     run_until(cfg, wait_for_signal())
 }
@@ -80,26 +156,7 @@ pub fn run_until(
     mut cfg: Config,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
-    let member_dir = cfg.data_dir.join("member");
-    let snap_dir = member_dir.join("snap");
-    let wal_dir = member_dir.join("wal");
-    std::fs::create_dir_all(&member_dir).map_err(|e| StartError::Backend {
-        path: member_dir.display().to_string(),
-        reason: e.to_string(),
-    })?;
-
-    // The map is address space only; keep it well above the quota.
-    let map_size =
-        BackendOptions::DEFAULT_MAP_SIZE.max((cfg.quota_bytes() as usize).saturating_mul(2));
-    let options = BackendOptions {
-        map_size,
-        ..BackendOptions::default()
-    };
-    let engine = LmdbEngine::open(&snap_dir, options).map_err(|e| StartError::Backend {
-        path: snap_dir.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    let engine = Arc::new(engine);
+    let (engine, snap_dir, wal_dir) = open_backend(&cfg)?;
     // A member that has a WAL keeps the identity it was created with, whatever the
     // --initial-cluster flags say now (etcd ignores them on restart too).
     let fresh = !Wal::exists(&wal_dir);
@@ -150,17 +207,7 @@ pub fn run_until(
     // The membership is applied state: a new member records the initial cluster (or the one
     // it joined) once; after that the store's copy is the truth, and raft's configuration
     // starts from it.
-    let initial = joined.unwrap_or_else(|| {
-        cfg.members
-            .iter()
-            .map(|m| MemberRecord {
-                id: m.id,
-                name: m.name.clone(),
-                peer_urls: m.peer_urls.clone(),
-                ..Default::default()
-            })
-            .collect()
-    });
+    let initial = joined.unwrap_or_else(|| initial_members(&cfg));
     store
         .bootstrap_members(initial)
         .map_err(|e| StartError::Backend {

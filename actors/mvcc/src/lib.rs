@@ -72,8 +72,8 @@
 //!
 //! ## On disk
 //! `key`: revision (17 bytes; 18 with a trailing `t` for a tombstone, see
-//! [`actcd_types::Revision`]) → encoded `mvccpb.KeyValue`. A tombstone's record holds the key and
-//! the deletion revision as `mod_revision`. `meta`: `consistent_index`, `term`,
+//! [`actcd_types::Revision`]) → encoded `mvccpb.KeyValue`. A tombstone's record holds only the key,
+//! as etcd's does (its revision is the record's key). `meta`: `consistent_index`, `term`,
 //! `scheduledCompactRev`, `finishedCompactRev`, each an 8-byte big-endian integer.
 //!
 //! ## One key through its life

@@ -235,18 +235,14 @@ pub fn from_etcd_buckets(buckets: &[EtcdBucket]) -> Result<Vec<OwnedRecord>, Sto
                 }
                 Table::Meta => continue,
                 Table::Key => {
-                    let (rev, tombstone) = Revision::from_bytes(k).ok_or_else(|| {
+                    // Both sides keep etcd's records (a tombstone holds only its key), so they
+                    // go over unchanged; check them, so a damaged file fails here, not at start.
+                    Revision::from_bytes(k).ok_or_else(|| {
                         StorageError("snapshot: a key record is not at a revision".into())
                     })?;
-                    let mut kv = KeyValue::decode(v.as_slice())
+                    KeyValue::decode(v.as_slice())
                         .map_err(|e| StorageError(format!("snapshot: key record: {e}")))?;
-                    // etcd's tombstones hold only the key; ours carry the deletion revision.
-                    if tombstone && kv.mod_revision == 0 {
-                        kv.mod_revision = rev.main;
-                        kv.encode_to_vec()
-                    } else {
-                        v.clone()
-                    }
+                    v.clone()
                 }
                 _ => v.clone(),
             };
@@ -312,7 +308,6 @@ mod tests {
             .unwrap();
         let tomb = KeyValue {
             key: b"a".to_vec(),
-            mod_revision: 3,
             ..Default::default()
         };
         w.put(Table::Key, &r3.to_bytes(true), &tomb.encode_to_vec())
@@ -368,22 +363,9 @@ mod tests {
             2i64.to_be_bytes().to_vec()
         )));
         assert!(back.contains(&(Table::Key, r2.to_bytes(false), put.encode_to_vec())));
+        assert!(back.contains(&(Table::Key, r3.to_bytes(true), tomb.encode_to_vec())));
         assert!(back.contains(&(Table::Lease, 7i64.to_be_bytes().to_vec(), b"lease".to_vec())));
 
-        // etcd's own tombstones carry only the key: the deletion revision is filled in.
-        let etcd_tomb = vec![(
-            b"key".to_vec(),
-            vec![(
-                r3.to_bytes(true),
-                KeyValue {
-                    key: b"a".to_vec(),
-                    ..Default::default()
-                }
-                .encode_to_vec(),
-            )],
-        )];
-        let got = from_etcd_buckets(&etcd_tomb).unwrap();
-        assert_eq!(got[0].2, tomb.encode_to_vec());
         // Damage is an error.
         let bad = vec![(b"key".to_vec(), vec![(b"short".to_vec(), vec![])])];
         assert!(from_etcd_buckets(&bad).is_err());

@@ -1,0 +1,172 @@
+//! Maintenance on a real server: `actcd snapshot save` → `status` → `restore` into a new data
+//! dir gives a new cluster with the same key space (equal HashKV at the same revision, old
+//! revisions readable, leases kept); bad snapshot files and used data dirs are refused.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use etcd_client::{Client, GetOptions, PutOptions};
+
+use crate::{Server, free_port};
+
+fn actcd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run actcd")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A server on a data dir made by `restore`, advertising the peer URL the restore was given.
+fn start_restored(dir: &Path, peer_port: u16) -> Server {
+    let mut s = Server {
+        child: None,
+        dir: dir.to_path_buf(),
+        port: free_port(),
+        peer_port,
+        extra: Vec::new(),
+        env: Vec::new(),
+        scheme: "http",
+    };
+    s.spawn();
+    s
+}
+
+async fn hash_kv(c: &mut Client) -> (u32, i64, i64) {
+    let r = c.hash_kv(0).await.unwrap();
+    (
+        r.hash(),
+        r.header().unwrap().revision(),
+        r.compact_version(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_save_restore_gives_the_same_key_space_in_a_new_cluster() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Server::start(&tmp.path().join("a"));
+    let mut c = a.client().await;
+    for i in 0..300 {
+        c.put(format!("k/{i:03}"), format!("v{i}"), None)
+            .await
+            .unwrap();
+    }
+    for i in (0..300).step_by(3) {
+        c.delete(format!("k/{i:03}"), None).await.unwrap();
+    }
+    let lease = c.lease_grant(600, None).await.unwrap().id();
+    c.put("leased", "x", Some(PutOptions::new().with_lease(lease)))
+        .await
+        .unwrap();
+    let mid = c.put("k/000", "again", None).await.unwrap();
+    let mid = mid.header().unwrap().revision();
+    c.compact(mid - 50, None).await.unwrap();
+    c.put("last", "1", None).await.unwrap();
+    let before = hash_kv(&mut c).await;
+    let old_members = c.member_list().await.unwrap();
+    let old_cluster = old_members.header().unwrap().cluster_id();
+
+    let file = tmp.path().join("snap.db");
+    let file_s = file.to_str().unwrap();
+    let out = actcd(&["snapshot", "save", file_s, "--endpoints", &a.endpoint()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("Snapshot saved at {file_s}")
+    );
+    assert!(!tmp.path().join("snap.db.part").exists());
+
+    let out = actcd(&["snapshot", "status", file_s, "-w", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["revision"].as_i64(), Some(before.1), "{status}");
+    assert!(status["totalKey"].as_u64().unwrap() > 200, "{status}");
+
+    // Restore into a new data dir, as a new one-member cluster, and start it.
+    let peer = free_port();
+    let dir = tmp.path().join("b");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let cluster = format!("default={peer_url}");
+    let restore = |dir: &Path, file: &str| {
+        actcd(&[
+            "snapshot",
+            "restore",
+            file,
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--initial-cluster",
+            &cluster,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+            "--initial-cluster-token",
+            "restored",
+        ])
+    };
+    let out = restore(&dir, file_s);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    drop(a);
+    let b = start_restored(&dir, peer);
+    let mut c = b.client().await;
+    assert_eq!(
+        hash_kv(&mut c).await,
+        before,
+        "same hash, revision, compaction"
+    );
+    let keys = c
+        .get(
+            "k/",
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys.count(), 201);
+    let old = c
+        .get("k/000", Some(GetOptions::new().with_revision(mid - 1)))
+        .await
+        .unwrap();
+    assert!(old.kvs().is_empty(), "deleted at that revision");
+    let again = c.get("k/000", None).await.unwrap();
+    assert_eq!(again.kvs()[0].value(), b"again");
+    let leases = c.leases().await.unwrap();
+    assert!(leases.leases().iter().any(|l| l.id() == lease));
+    let members = c.member_list().await.unwrap();
+    assert_eq!(members.members().len(), 1);
+    assert_ne!(members.header().unwrap().cluster_id(), old_cluster);
+    assert_eq!(members.members()[0].peer_urls(), [peer_url.clone()]);
+    // It is a working cluster: writes go on from the restored revision.
+    let w = c.put("after", "restore", None).await.unwrap();
+    assert_eq!(w.header().unwrap().revision(), before.1 + 1);
+
+    // A used data dir is refused, and so are damaged files.
+    let out = restore(&dir, file_s);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    let mut data = std::fs::read(&file).unwrap();
+    let n = data.len();
+    data[n / 2] ^= 0xff;
+    let bad = tmp.path().join("bad.db");
+    std::fs::write(&bad, &data).unwrap();
+    let out = restore(&tmp.path().join("c"), bad.to_str().unwrap());
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("expected sha256"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!tmp.path().join("c").join("member").exists());
+    std::fs::write(&bad, &data[..n - 32]).unwrap();
+    let out = restore(&tmp.path().join("d"), bad.to_str().unwrap());
+    assert!(
+        text(&out.stderr).contains("snapshot missing hash but --skip-hash-check=false"),
+        "{}",
+        text(&out.stderr)
+    );
+}
