@@ -136,7 +136,7 @@ async fn snapshot_save_restore_gives_the_same_key_space_in_a_new_cluster() {
     let members = c.member_list().await.unwrap();
     assert_eq!(members.members().len(), 1);
     assert_ne!(members.header().unwrap().cluster_id(), old_cluster);
-    assert_eq!(members.members()[0].peer_urls(), [peer_url.clone()]);
+    assert_eq!(members.members()[0].peer_urls(), std::slice::from_ref(&peer_url));
     // It is a working cluster: writes go on from the restored revision.
     let w = c.put("after", "restore", None).await.unwrap();
     assert_eq!(w.header().unwrap().revision(), before.1 + 1);
