@@ -664,6 +664,7 @@ fn start_actors(
         leader_call: transport.clone().recipient(),
         hash_backend: mvcc.clone().recipient(),
         make_snapshot: mvcc.clone().recipient(),
+        defragment: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
         commit_stats: mvcc.recipient(),
     }

@@ -1079,8 +1079,9 @@ async fn raw_protocol_oddities_are_answered() {
 }
 
 /// `--quota-backend-bytes`: writes past the quota are refused with etcd's error and raise the
-/// NOSPACE alarm, which caps puts until disarmed; deletes still run; after making room and
-/// disarming, writes go through again. The alarm survives a restart.
+/// NOSPACE alarm, which caps puts until disarmed; deletes still run; after making room
+/// (delete, compact, defragment) and disarming, writes go through again. The alarm survives a
+/// restart.
 #[tokio::test]
 async fn quota_raises_nospace_until_disarmed() {
     use etcd_client::{AlarmAction, AlarmOptions, AlarmType};
@@ -1157,12 +1158,21 @@ async fn quota_raises_nospace_until_disarmed() {
     )
     .await
     .unwrap();
-    let st = c.status().await.unwrap();
-    eprintln!(
-        "after compaction: size {} in use {}",
-        st.db_size(),
-        st.raft_used_db_size()
+    // Defragmentation gives the freed pages back to the file system; it doesn't disarm.
+    let before = c.status().await.unwrap();
+    c.defragment().await.unwrap();
+    let after = c.status().await.unwrap();
+    assert!(
+        after.db_size() < before.db_size() / 2,
+        "defragmentation shrinks the file: {} -> {}",
+        before.db_size(),
+        after.db_size()
     );
+    let r = c
+        .alarm(AlarmAction::Get, AlarmType::None, None)
+        .await
+        .unwrap();
+    assert_eq!(r.alarms().len(), 1, "defragmentation leaves the alarm");
     let mut opts = AlarmOptions::new();
     opts.with_member(member);
     let r = c

@@ -3,7 +3,8 @@
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use actcd_types::storage::{KvEngine, ReadTxn, StorageResult, Table, WriteTxn};
 use heed::types::Bytes;
@@ -87,18 +88,37 @@ impl Default for BackendOptions {
 
 /// The backend: one LMDB environment and a handle on each table's named database. Shared by
 /// reference (`Arc`) between the threads that read and the one that writes; see the crate doc.
+///
+/// The environment itself is a [`Generation`] that [`Self::defragment`] replaces with a
+/// compacted one; every transaction holds the generation it began in, so a swap waits for
+/// the transactions of the old one to end and new ones wait for the swap.
 pub struct LmdbEngine {
-    env: Env<WithoutTls>,
-    /// Indexed by [`table_index`].
-    tables: Box<[Db]>,
+    /// `None` only after a defragmentation could not reopen the environment: every operation
+    /// then fails until a restart.
+    current: RwLock<Option<Arc<Generation>>>,
+    dir: PathBuf,
+    opts: BackendOptions,
     map_size: usize,
     max_key_size: usize,
+}
+
+/// An open environment and its databases.
+pub(crate) struct Generation {
+    pub(crate) env: Env<WithoutTls>,
+    /// Indexed by [`table_index`].
+    tables: Box<[Db]>,
+}
+
+impl Generation {
+    pub(crate) fn db(&self, table: Table) -> Db {
+        self.tables[table_index(table)]
+    }
 }
 
 impl std::fmt::Debug for LmdbEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LmdbEngine")
-            .field("path", &self.env.path())
+            .field("path", &self.dir)
             .finish_non_exhaustive()
     }
 }
@@ -119,6 +139,44 @@ impl OnCommit for Created<'_> {
     }
 }
 
+/// The compacted copy a defragmentation swaps in, beside the data file (same file system, so
+/// the swap is one atomic rename). Found at open, it is a defragmentation that crashed before
+/// its swap: the data file is still whole, and the copy is deleted.
+const DEFRAG_FILE: &str = "data.mdb.defrag";
+
+/// How long a defragmentation waits for the old environment's transactions to end.
+const DEFRAG_DRAIN: Duration = Duration::from_secs(10);
+
+/// Opens the environment in `dir` and its databases, creating what is missing.
+fn open_generation(
+    dir: &Path,
+    opts: &BackendOptions,
+    map_size: usize,
+) -> Result<Generation, BackendError> {
+    let env = open_env(dir, opts, map_size).map_err(|source| BackendError::Open {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let lmdb = |e| BackendError::lmdb(e, map_size);
+    let wtxn = env.write_txn().map_err(lmdb)?;
+    let tables = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| -> heed::Result<_> {
+            let mut dbs = Vec::with_capacity(Table::ALL.len());
+            for table in Table::ALL {
+                dbs.push(opener.create_database(wtxn, Some(table.name()))?);
+            }
+            Ok(CommitOrAbort::<_, ()>::Commit(Created(dbs)))
+        })
+        .map_err(lmdb)?
+        .unwrap_commit()
+        .into_boxed_slice();
+    Ok(Generation { env, tables })
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
 impl LmdbEngine {
     /// Opens (creating it and its databases if needed) the environment in `dir`.
     ///
@@ -129,44 +187,44 @@ impl LmdbEngine {
             path: dir.to_owned(),
             source,
         })?;
+        // Leftovers of a defragmentation that crashed before its swap.
+        for leftover in [DEFRAG_FILE, "data.mdb.defrag.tmp"] {
+            let path = dir.join(leftover);
+            if path.exists() {
+                tracing::warn!(path = %path.display(), "removing an unfinished defragmentation's copy");
+                let _ = fs::remove_file(&path);
+            }
+        }
         let map_size = opts.map_size.max(1).next_multiple_of(MAP_SIZE_ALIGN);
-        let env = open_env(dir, &opts, map_size).map_err(|source| BackendError::Open {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let lmdb = |e| BackendError::lmdb(e, map_size);
-
-        let wtxn = env.write_txn().map_err(lmdb)?;
-        let tables = env
-            .create_databases_and_commit(wtxn, |opener, wtxn| -> heed::Result<_> {
-                let mut dbs = Vec::with_capacity(Table::ALL.len());
-                for table in Table::ALL {
-                    dbs.push(opener.create_database(wtxn, Some(table.name()))?);
-                }
-                Ok(CommitOrAbort::<_, ()>::Commit(Created(dbs)))
-            })
-            .map_err(lmdb)?
-            .unwrap_commit()
-            .into_boxed_slice();
-
+        let generation = open_generation(dir, &opts, map_size)?;
         tracing::info!(
-            path = %env.path().display(),
+            path = %generation.env.path().display(),
             map_size,
             durability = ?opts.durability,
             "backend opened"
         );
-        let max_key_size = env.max_key_size();
+        let max_key_size = generation.env.max_key_size();
         Ok(Self {
-            env,
-            tables,
+            dir: generation.env.path().to_owned(),
+            current: RwLock::new(Some(Arc::new(generation))),
+            opts,
             map_size,
             max_key_size,
         })
     }
 
+    /// The environment in use; waits while a defragmentation swaps it.
+    pub(crate) fn generation(&self) -> Result<Arc<Generation>, BackendError> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(BackendError::Closed)
+    }
+
     /// Where the environment lives (canonicalized).
     pub fn path(&self) -> &Path {
-        self.env.path()
+        &self.dir
     }
 
     /// The map size in effect, after rounding.
@@ -186,7 +244,10 @@ impl LmdbEngine {
 
     /// Flushes every committed transaction (data and meta pages) to stable storage.
     pub fn force_sync(&self) -> Result<(), BackendError> {
-        self.env.force_sync().map_err(|e| self.lmdb(e))
+        self.generation()?
+            .env
+            .force_sync()
+            .map_err(|e| self.lmdb(e))
     }
 
     /// `(bytes the data file occupies, bytes in pages that hold live data)`.
@@ -196,11 +257,13 @@ impl LmdbEngine {
     /// that a compacting copy ([`Self::copy_to`]) drops (etcd's `dbSize` vs `dbSizeInUse`).
     pub fn disk_size(&self) -> Result<(u64, u64), BackendError> {
         let lmdb = |e| self.lmdb(e);
-        let on_disk = self.env.real_disk_size().map_err(lmdb)?;
-        let txn = self.env.read_txn().map_err(lmdb)?;
-        let main = self.env.unnamed_database_stat();
+        let generation = self.generation()?;
+        let env = &generation.env;
+        let on_disk = env.real_disk_size().map_err(lmdb)?;
+        let txn = env.read_txn().map_err(lmdb)?;
+        let main = env.unnamed_database_stat();
         let mut in_use = main.non_free_page_size() as u64 + 2 * u64::from(main.page_size);
-        for db in self.tables.iter() {
+        for db in generation.tables.iter() {
             in_use += db.stat(&txn).map_err(lmdb)?.non_free_page_size() as u64;
         }
         Ok((on_disk, in_use))
@@ -222,6 +285,7 @@ impl LmdbEngine {
         let tmp = PathBuf::from(tmp);
 
         let file = self
+            .generation()?
             .env
             .copy_to_path(&tmp, CompactionOption::Enabled)
             .map_err(|e| BackendError::copy(target.clone(), e))?;
@@ -229,7 +293,7 @@ impl LmdbEngine {
             file.sync_all()?;
             fs::rename(&tmp, &target)?;
             if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
-                File::open(parent)?.sync_all()?;
+                sync_dir(parent)?;
             }
             Ok(())
         };
@@ -241,12 +305,74 @@ impl LmdbEngine {
         Ok(target)
     }
 
-    pub(crate) fn db(&self, table: Table) -> Db {
-        self.tables[table_index(table)]
-    }
-
-    pub(crate) fn env(&self) -> &Env<WithoutTls> {
-        &self.env
+    /// Defragments the data file (etcd's `Defragment`): writes a compacted copy of the last
+    /// commit (only live pages), then swaps it in for the data file and reopens the
+    /// environment. Returns the file's size before and after.
+    ///
+    /// The caller must hold no transaction and have committed everything it wants kept (the
+    /// store does both first); a write transaction begun meanwhile on another thread would
+    /// make the copy stale, which is why the one writer calls this. Reads and writes asked for
+    /// during the swap wait for it. If a transaction of the old environment is still open
+    /// after a few seconds, the copy is dropped and the old environment stays, unchanged.
+    ///
+    /// Crash safety: the copy is synced under a name of its own, then renamed over the data
+    /// file in one atomic step and the directory synced. Before the rename the old file is
+    /// whole (the copy is deleted at the next open); after it, the new one is, and it holds
+    /// every commit, since the copy was made after the last.
+    pub fn defragment(&self) -> Result<(u64, u64), BackendError> {
+        let (before, _) = self.disk_size()?;
+        let copy = self.dir.join(DEFRAG_FILE);
+        self.copy_to(&copy)?;
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let Some(old) = current.take() else {
+            let _ = fs::remove_file(&copy);
+            return Err(BackendError::Closed);
+        };
+        // Wait for the old environment's transactions to end.
+        let deadline = Instant::now() + DEFRAG_DRAIN;
+        let mut old = old;
+        let generation = loop {
+            match Arc::try_unwrap(old) {
+                Ok(g) => break g,
+                Err(still_shared) if Instant::now() < deadline => {
+                    old = still_shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(still_shared) => {
+                    *current = Some(still_shared);
+                    let _ = fs::remove_file(&copy);
+                    return Err(BackendError::Defragment(
+                        "transactions of the old environment are still open".into(),
+                    ));
+                }
+            }
+        };
+        let Generation { env, tables } = generation;
+        drop(tables);
+        // Every transaction held the generation, so this environment is the last handle.
+        env.prepare_for_closing().wait();
+        let swapped =
+            fs::rename(&copy, self.dir.join(DATA_FILE)).and_then(|()| sync_dir(&self.dir));
+        if swapped.is_err() {
+            let _ = fs::remove_file(&copy);
+        }
+        // Reopen whichever file is in place: the copy, or the old file if the rename failed.
+        match open_generation(&self.dir, &self.opts, self.map_size) {
+            Ok(g) => *current = Some(Arc::new(g)),
+            Err(e) => {
+                tracing::error!(error = %e, "the environment did not reopen after defragmentation");
+                return Err(e);
+            }
+        }
+        drop(current);
+        if let Err(e) = swapped {
+            return Err(BackendError::Defragment(format!(
+                "cannot swap in the copy: {e}"
+            )));
+        }
+        let (after, _) = self.disk_size()?;
+        tracing::info!(before, after, "backend defragmented");
+        Ok((before, after))
     }
 
     pub(crate) fn lmdb(&self, e: heed::Error) -> BackendError {
@@ -255,7 +381,10 @@ impl LmdbEngine {
 
     #[cfg(test)]
     pub(crate) fn env_flags(&self) -> u32 {
-        self.env.get_flags().expect("flags of an open environment")
+        self.generation()
+            .ok()
+            .and_then(|g| g.env.get_flags().ok())
+            .expect("flags of an open environment")
     }
 }
 
@@ -287,14 +416,12 @@ fn open_env(dir: &Path, opts: &BackendOptions, map_size: usize) -> heed::Result<
 
 impl KvEngine for LmdbEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
-        let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
-        Ok(Box::new(LmdbRead::new(self, txn)))
+        Ok(Box::new(LmdbRead::new(self)?))
     }
 
     /// Blocks while another write transaction is open (LMDB's writer mutex).
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>> {
-        let txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
-        Ok(Box::new(LmdbWrite::new(self, txn)))
+        Ok(Box::new(LmdbWrite::new(self, None)?))
     }
 
     fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
@@ -307,5 +434,9 @@ impl KvEngine for LmdbEngine {
 
     fn size(&self) -> StorageResult<(u64, u64)> {
         Ok(self.disk_size()?)
+    }
+
+    fn defragment(&self) -> StorageResult<(u64, u64)> {
+        Ok(LmdbEngine::defragment(self)?)
     }
 }

@@ -28,6 +28,14 @@ pub enum BackendError {
     #[error("backend: cannot copy the environment to {path}: {source}")]
     Copy { path: PathBuf, source: heed::Error },
 
+    /// A defragmentation that did not happen; the data file is unchanged.
+    #[error("backend: defragment: {0}")]
+    Defragment(String),
+
+    /// The environment could not be reopened after a defragmentation.
+    #[error("backend: the environment is closed (restart the member)")]
+    Closed,
+
     /// A bbolt file (etcd's backend format) that cannot be read or written.
     #[error("backend: bolt: {0}")]
     Bolt(String),

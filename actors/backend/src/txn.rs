@@ -6,25 +6,38 @@ use std::sync::Arc;
 use actcd_types::storage::{ReadTxn, ScanFn, StorageResult, Table, WriteTxn};
 use heed::{RoTxn, RwTxn, WithoutTls};
 
-use crate::engine::{Db, LmdbEngine};
+use crate::engine::{Db, Generation, LmdbEngine};
 use crate::error::BackendError;
 
 /// A read transaction: a consistent snapshot of the last commit before it began. It holds a
-/// reader slot and keeps the pages of its snapshot from being reused, so drop it promptly.
+/// reader slot and keeps the pages of its snapshot from being reused, so drop it promptly. It
+/// holds the environment generation it began in (a defragmentation waits for it).
 pub(crate) struct LmdbRead<'e> {
     engine: &'e LmdbEngine,
-    txn: RoTxn<'e, WithoutTls>,
+    // heed's owned read transaction keeps its own handle on the environment.
+    txn: RoTxn<'static, WithoutTls>,
+    generation: Arc<Generation>,
 }
 
 impl<'e> LmdbRead<'e> {
-    pub(crate) fn new(engine: &'e LmdbEngine, txn: RoTxn<'e, WithoutTls>) -> Self {
-        Self { engine, txn }
+    pub(crate) fn new(engine: &'e LmdbEngine) -> Result<Self, BackendError> {
+        let generation = engine.generation()?;
+        let txn = generation
+            .env
+            .clone()
+            .static_read_txn()
+            .map_err(|e| engine.lmdb(e))?;
+        Ok(Self {
+            engine,
+            txn,
+            generation,
+        })
     }
 }
 
 impl ReadTxn for LmdbRead<'_> {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
-        Ok(get(self.engine, &self.txn, table, key)?)
+        Ok(get(self.engine, self.generation.db(table), &self.txn, key)?)
     }
 
     fn scan(
@@ -34,7 +47,8 @@ impl ReadTxn for LmdbRead<'_> {
         to: Option<&[u8]>,
         f: &mut ScanFn<'_>,
     ) -> StorageResult<()> {
-        Ok(scan(self.engine, &self.txn, table, from, to, f)?)
+        let db = self.generation.db(table);
+        Ok(scan(self.engine, db, &self.txn, from, to, f)?)
     }
 }
 
@@ -43,20 +57,34 @@ impl ReadTxn for LmdbRead<'_> {
 /// (the boxed trait object is not `Send`, which keeps it there).
 pub(crate) struct LmdbWrite<'e> {
     engine: &'e LmdbEngine,
-    // Declared before `_owner`: fields drop in order, so the transaction ends first.
-    txn: RwTxn<'e>,
+    // Declared before `generation` and `_owner`: fields drop in order, so the transaction ends
+    // before the environment it borrows from can go.
+    txn: RwTxn<'static>,
+    generation: Arc<Generation>,
     /// For a transaction that outlives its caller's borrow ([`LmdbWrite::owned`]): the handle
     /// that keeps the engine `engine` points into alive.
     _owner: Option<Arc<LmdbEngine>>,
 }
 
 impl<'e> LmdbWrite<'e> {
-    pub(crate) fn new(engine: &'e LmdbEngine, txn: RwTxn<'e>) -> Self {
-        Self {
+    #[allow(unsafe_code)]
+    pub(crate) fn new(
+        engine: &'e LmdbEngine,
+        owner: Option<Arc<LmdbEngine>>,
+    ) -> Result<Self, BackendError> {
+        let generation = engine.generation()?;
+        // SAFETY: `env` points into the `Arc`'s heap allocation, which never moves. The
+        // transaction holds that `Arc` (`generation`) for as long as it borrows from it: the
+        // transaction field drops first (field order), and `commit` consumes it before the
+        // handle goes. So the `'static` borrow never dangles.
+        let env: &'static heed::Env<WithoutTls> = unsafe { &(*Arc::as_ptr(&generation)).env };
+        let txn = env.write_txn().map_err(|e| engine.lmdb(e))?;
+        Ok(Self {
             engine,
             txn,
-            _owner: None,
-        }
+            generation,
+            _owner: owner,
+        })
     }
 }
 
@@ -65,23 +93,16 @@ impl LmdbWrite<'static> {
     /// it open across applies and commit several batches at once.
     #[allow(unsafe_code)]
     pub(crate) fn owned(engine: Arc<LmdbEngine>) -> Result<Self, BackendError> {
-        // SAFETY: `shared` points into the `Arc`'s heap allocation, which never moves. The
-        // transaction holds that `Arc` (`_owner`) for as long as it borrows from it: the
-        // transaction field drops first (field order), and `commit` consumes it before the
-        // handle goes. So the `'static` borrow never dangles.
+        // SAFETY: as in `new`: `shared` points into the `Arc`'s allocation, and the transaction
+        // keeps that `Arc` (`_owner`) until after its own fields are gone.
         let shared: &'static LmdbEngine = unsafe { &*Arc::as_ptr(&engine) };
-        let txn = shared.env().write_txn().map_err(|e| shared.lmdb(e))?;
-        Ok(Self {
-            engine: shared,
-            txn,
-            _owner: Some(engine),
-        })
+        Self::new(shared, Some(engine))
     }
 }
 
 impl ReadTxn for LmdbWrite<'_> {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
-        Ok(get(self.engine, &self.txn, table, key)?)
+        Ok(get(self.engine, self.generation.db(table), &self.txn, key)?)
     }
 
     fn scan(
@@ -91,7 +112,8 @@ impl ReadTxn for LmdbWrite<'_> {
         to: Option<&[u8]>,
         f: &mut ScanFn<'_>,
     ) -> StorageResult<()> {
-        Ok(scan(self.engine, &self.txn, table, from, to, f)?)
+        let db = self.generation.db(table);
+        Ok(scan(self.engine, db, &self.txn, from, to, f)?)
     }
 }
 
@@ -105,7 +127,7 @@ impl WriteTxn for LmdbWrite<'_> {
             }
             .into());
         }
-        let db = self.engine.db(table);
+        let db = self.generation.db(table);
         Ok(db
             .put(&mut self.txn, key, value)
             .map_err(|e| self.engine.lmdb(e))?)
@@ -116,7 +138,7 @@ impl WriteTxn for LmdbWrite<'_> {
         if !self.engine.key_fits(key) {
             return Ok(());
         }
-        let db = self.engine.db(table);
+        let db = self.generation.db(table);
         db.delete(&mut self.txn, key)
             .map_err(|e| self.engine.lmdb(e))?;
         Ok(())
@@ -126,9 +148,11 @@ impl WriteTxn for LmdbWrite<'_> {
         let Self {
             engine,
             txn,
+            generation,
             _owner,
         } = *self;
         let done = txn.commit().map_err(|e| engine.lmdb(e));
+        drop(generation);
         drop(_owner);
         Ok(done?)
     }
@@ -136,14 +160,13 @@ impl WriteTxn for LmdbWrite<'_> {
 
 fn get(
     engine: &LmdbEngine,
+    db: Db,
     txn: &RoTxn,
-    table: Table,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, BackendError> {
     if !engine.key_fits(key) {
         return Ok(None);
     }
-    let db: Db = engine.db(table);
     Ok(db
         .get(txn, key)
         .map_err(|e| engine.lmdb(e))?
@@ -152,8 +175,8 @@ fn get(
 
 fn scan(
     engine: &LmdbEngine,
+    db: Db,
     txn: &RoTxn,
-    table: Table,
     from: &[u8],
     to: Option<&[u8]>,
     f: &mut ScanFn<'_>,
@@ -173,7 +196,7 @@ fn scan(
     };
     let bounds = (start, to.map_or(Bound::Unbounded, Bound::Excluded));
     let lmdb = |e| engine.lmdb(e);
-    for entry in engine.db(table).range(txn, &bounds).map_err(lmdb)? {
+    for entry in db.range(txn, &bounds).map_err(lmdb)? {
         let (key, value) = entry.map_err(lmdb)?;
         if key < from {
             continue;

@@ -10,7 +10,7 @@ use actcd_proto::etcdserverpb::{
     StatusRequest, StatusResponse,
 };
 use actcd_types::EtcdError;
-use actcd_types::msg::{ApplyResponse, HashBackend, MakeSnapshot, TransferLeader};
+use actcd_types::msg::{ApplyResponse, Defragment, HashBackend, MakeSnapshot, TransferLeader};
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -18,10 +18,6 @@ use crate::pipeline::Pipeline;
 
 pub struct MaintenanceService {
     pub pipeline: Arc<Pipeline>,
-}
-
-fn not_yet(what: &str) -> Status {
-    Status::unimplemented(format!("actcd: {what} is not supported by this version"))
 }
 
 /// etcd's downgrade targets: `major.minor` or `major.minor.patch`.
@@ -91,11 +87,31 @@ impl Maintenance for MaintenanceService {
         }))
     }
 
+    /// etcd's Defragment, for admins: this member's backend only (not through the log), as
+    /// etcd does it; writes wait until it is done.
     async fn defragment(
         &self,
-        _: Request<DefragmentRequest>,
+        req: Request<DefragmentRequest>,
     ) -> Result<Response<DefragmentResponse>, Status> {
-        Err(not_yet("Defragment"))
+        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        tracing::info!("starting defragmentation");
+        let started = std::time::Instant::now();
+        let (before, after) = self
+            .pipeline
+            .routes
+            .defragment
+            .send(Defragment)
+            .await
+            .map_err(EtcdError::from)??;
+        tracing::info!(
+            current_db_size_bytes = before,
+            current_db_size_bytes_after = after,
+            took_ms = started.elapsed().as_millis() as u64,
+            "finished defragmentation"
+        );
+        Ok(Response::new(DefragmentResponse {
+            header: Some(self.pipeline.header(true).await?),
+        }))
     }
 
     /// etcd's Hash: the whole backend (all tables), for admins.

@@ -78,6 +78,8 @@ pub struct PipelineRoutes {
     pub leader_call: Recipient<LeaderCall>,
     /// The store: etcd's whole-backend hash.
     pub hash_backend: Recipient<HashBackend>,
+    /// The store: defragment the backend.
+    pub defragment: Recipient<actcd_types::msg::Defragment>,
     /// The store: a copy of everything, for the Snapshot RPC.
     pub make_snapshot: Recipient<actcd_types::msg::MakeSnapshot>,
     /// The WAL writer: its fsync latencies.

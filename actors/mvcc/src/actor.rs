@@ -21,6 +21,7 @@
 use actcd_auth::Perm;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use actcd_types::msg::Defragment;
 use actcd_types::msg::{
     ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
     ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
@@ -364,6 +365,18 @@ impl Handler<HashBackend> for MvccActor {
     fn handle(&mut self, _: HashBackend, _: &mut Self::Context) -> Self::Result {
         self.store.commit(&mut self.pending)?;
         Ok((self.store.hash_backend()?, self.store.current_revision()))
+    }
+}
+
+/// Defragmentation runs here, on the one thread that writes, after committing what is pending:
+/// no transaction of the old file is open on this thread, and none begins until the swap is
+/// done (applies wait in the mailbox, as etcd's defragmentation blocks them).
+impl Handler<Defragment> for MvccActor {
+    type Result = Result<(u64, u64), EtcdError>;
+
+    fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
+        self.store.commit(&mut self.pending)?;
+        self.store.defragment()
     }
 }
 

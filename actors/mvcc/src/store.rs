@@ -346,6 +346,14 @@ impl Store {
         Ok(())
     }
 
+    /// Gives the backend's free pages back (the caller committed everything pending).
+    /// Returns the on-disk size before and after.
+    pub fn defragment(&mut self) -> Result<(u64, u64), EtcdError> {
+        self.engine
+            .defragment()
+            .map_err(|e| EtcdError::from(Error::from(e)))
+    }
+
     /// etcd's backend `Hash` over the committed state: tables in name order (as bbolt keeps
     /// buckets), each name then each record's key and value, all through one CRC32C; the meta
     /// table's consistent index and term are left out (etcd's `DefaultIgnores`), so members

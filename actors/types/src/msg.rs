@@ -597,6 +597,13 @@ pub struct HashKv {
 #[rtype(result = "Result<(u32, i64), EtcdError>")]
 pub struct HashBackend;
 
+/// Defragment the backend (etcd's `Defragment`, local to this member): pending applies are
+/// committed, then the engine gives its free pages back. Answers the on-disk size before and
+/// after. Nothing is applied meanwhile.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<(u64, u64), EtcdError>")]
+pub struct Defragment;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HashKvResult {
     pub hash: u32,

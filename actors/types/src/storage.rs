@@ -93,6 +93,13 @@ pub trait KvEngine: Send + Sync + 'static {
     fn sync(&self) -> StorageResult<()>;
     /// Bytes the engine occupies on disk and bytes in use by live pages.
     fn size(&self) -> StorageResult<(u64, u64)>;
+    /// Gives the space of freed pages back: afterwards the on-disk size is about the size in
+    /// use. Returns the on-disk size before and after. The caller holds no transaction. An
+    /// engine with nothing to give back (in memory) just reports its size twice.
+    fn defragment(&self) -> StorageResult<(u64, u64)> {
+        let (size, _) = self.size()?;
+        Ok((size, size))
+    }
 }
 
 type Tables = BTreeMap<Table, BTreeMap<Vec<u8>, Vec<u8>>>;
