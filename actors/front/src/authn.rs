@@ -7,8 +7,12 @@
 //! matters). Every answer is counted and timed per authenticator for the metrics endpoint.
 //!
 //! The order is etcd's: a `token` in the gRPC metadata, then the common name of a verified
-//! client certificate (only with `--client-cert-auth`). The JSON gateway will add
-//! `Authorization: Bearer` and `Basic` behind them.
+//! client certificate (only with `--client-cert-auth`), then, for the JSON gateway, HTTP Basic
+//! credentials. The gateway passes `Authorization: <token>` and `Authorization: Bearer <token>`
+//! on as the token; for `Authorization: Basic`, it checks the password against the store's
+//! hash first (bcrypt is slow, so it runs on the blocking pool and good answers are
+//! remembered per user, password digest and auth revision, [`BasicCache`]) and hands the chain
+//! the outcome ([`BasicOutcome`]), which the `basic` authenticator turns into a verdict.
 //!
 //! With auth disabled nobody is authenticated: every request runs as the empty user and a
 //! token, even a bad one, is ignored, as etcd does.
@@ -43,6 +47,64 @@ pub struct Credentials {
     pub token: Option<String>,
     /// The common name of the client certificate the TLS layer verified.
     pub cert_cn: Option<String>,
+    /// HTTP Basic credentials, already checked by the gateway.
+    pub basic: Option<BasicOutcome>,
+}
+
+/// What checking an HTTP Basic user and password gave: the user (at the auth revision whose
+/// hash was checked) or the refusal. Rides on the request as an extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicOutcome(pub Result<AuthInfo, EtcdError>);
+
+/// Passwords already checked: (user, SHA-256 of the password) → the auth revision at which
+/// the password matched. A change of password (or any auth change) moves the revision, so an
+/// entry only answers for the revision it was made at. Bounded; cleared when full.
+#[derive(Debug, Default)]
+pub struct BasicCache {
+    entries: std::sync::Mutex<std::collections::HashMap<(String, [u8; 32]), u64>>,
+}
+
+impl BasicCache {
+    const MAX_ENTRIES: usize = 1024;
+
+    fn digest(password: &str) -> [u8; 32] {
+        let d = ring::digest::digest(&ring::digest::SHA256, password.as_bytes());
+        let mut out = [0u8; 32];
+        out.copy_from_slice(d.as_ref());
+        out
+    }
+
+    /// Whether this password matched at `revision`.
+    pub fn matched(&self, user: &str, password: &str, revision: u64) -> bool {
+        let key = (user.to_string(), Self::digest(password));
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get(&key) == Some(&revision)
+    }
+
+    pub fn remember(&self, user: &str, password: &str, revision: u64) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= Self::MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert((user.to_string(), Self::digest(password)), revision);
+    }
+}
+
+/// HTTP Basic credentials the gateway checked.
+pub struct BasicAuthenticator;
+
+impl Authenticator for BasicAuthenticator {
+    fn name(&self) -> &'static str {
+        "basic"
+    }
+
+    fn authenticate(&self, creds: &Credentials, _: u64) -> Verdict {
+        match &creds.basic {
+            None => Verdict::NotMine,
+            Some(BasicOutcome(Ok(info))) => Verdict::User(info.clone()),
+            Some(BasicOutcome(Err(e))) => Verdict::Rejected(e.clone()),
+        }
+    }
 }
 
 /// One link of the chain.
@@ -116,6 +178,8 @@ pub struct AuthnCounts {
 pub struct AuthGate {
     chain: Vec<(Box<dyn Authenticator>, AuthnStats)>,
     pub tokens: Arc<TokenProvider>,
+    /// HTTP Basic passwords already checked.
+    pub basic: BasicCache,
     enabled: AtomicBool,
     revision: AtomicU64,
     /// Whether a client certificate's name can identify a caller (`--client-cert-auth`): only
@@ -144,6 +208,7 @@ impl AuthGate {
         if client_cert_auth {
             chain.push(Box::new(ClientCertAuthenticator));
         }
+        chain.push(Box::new(BasicAuthenticator));
         let mut gate = Self::with_chain(tokens, chain);
         gate.reads_certificates = client_cert_auth;
         gate
@@ -156,6 +221,7 @@ impl AuthGate {
                 .map(|a| (a, AuthnStats::default()))
                 .collect(),
             tokens,
+            basic: BasicCache::default(),
             enabled: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             reads_certificates: false,
@@ -249,6 +315,7 @@ impl AuthGate {
             } else {
                 None
             },
+            basic: req.extensions().get::<BasicOutcome>().cloned(),
         }
     }
 
@@ -385,8 +452,8 @@ mod tests {
     fn certificate_names_are_users_at_the_current_revision() {
         let a = ClientCertAuthenticator;
         let creds = Credentials {
-            token: None,
             cert_cn: Some("alice".into()),
+            ..Default::default()
         };
         assert_eq!(
             a.authenticate(&creds, 9),
@@ -396,5 +463,36 @@ mod tests {
             })
         );
         assert_eq!(a.authenticate(&Credentials::default(), 9), Verdict::NotMine);
+    }
+
+    #[test]
+    fn basic_outcomes_become_verdicts_and_the_cache_follows_the_revision() {
+        let a = BasicAuthenticator;
+        assert_eq!(a.authenticate(&Credentials::default(), 3), Verdict::NotMine);
+        let alice = AuthInfo {
+            username: "alice".into(),
+            revision: 3,
+        };
+        let creds = Credentials {
+            basic: Some(BasicOutcome(Ok(alice.clone()))),
+            ..Default::default()
+        };
+        assert_eq!(a.authenticate(&creds, 3), Verdict::User(alice));
+        let creds = Credentials {
+            basic: Some(BasicOutcome(Err(EtcdError::AuthFailed))),
+            ..Default::default()
+        };
+        assert_eq!(
+            a.authenticate(&creds, 3),
+            Verdict::Rejected(EtcdError::AuthFailed)
+        );
+
+        let cache = BasicCache::default();
+        assert!(!cache.matched("alice", "pw", 3));
+        cache.remember("alice", "pw", 3);
+        assert!(cache.matched("alice", "pw", 3));
+        assert!(!cache.matched("alice", "other", 3), "another password");
+        assert!(!cache.matched("alice", "pw", 4), "the auth state moved on");
+        assert!(!cache.matched("bob", "pw", 3));
     }
 }

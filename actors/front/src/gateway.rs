@@ -3,8 +3,11 @@
 //! gateway writes it: original (snake_case) field names, 64-bit integers as strings, bytes in
 //! base64, enums by name, default values left out; requests take either field-name form. Each
 //! call runs the same service code as its gRPC twin, so errors, auth and limits are the same;
-//! the `Authorization` header carries the token, as etcd's gateway passes it on. Errors come as
-//! `{"error","code","message"}` with grpc-gateway's HTTP status for the code.
+//! the `Authorization` header carries the token, as etcd's gateway passes it on, or
+//! `Bearer <token>`, or HTTP `Basic` credentials (checked here, then named by the authenticator
+//! chain, `authn.rs`). Errors come as `{"error","code","message"}` with grpc-gateway's HTTP
+//! status for the code. Server-streaming methods (`/v3/watch`, `/v3/lease/keepalive`,
+//! `/v3/maintenance/snapshot`) answer one `{"result":…}` line per message.
 
 use std::sync::{Arc, LazyLock};
 
@@ -17,7 +20,11 @@ use http::StatusCode;
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, SerializeOptions};
 use tonic::Status;
 
+use actcd_types::msg::AuthPassword;
+use actcd_types::{AuthInfo, EtcdError};
+
 use crate::auth::AuthService;
+use crate::authn::BasicOutcome;
 use crate::cluster::ClusterService;
 use crate::kv::KvService;
 use crate::lease::LeaseService;
@@ -108,49 +115,219 @@ pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status>
 
 /// Runs one unary method: JSON in, the service's answer out.
 macro_rules! unary {
-    ($svc:expr, $method:ident, $req:literal, $resp:literal, $body:expr, $token:expr) => {{
+    ($svc:expr, $method:ident, $req:literal, $resp:literal, $body:expr, $auth:expr) => {{
         let request = from_json($body, $req)?;
         let mut request = tonic::Request::new(request);
-        if let Some(t) = $token {
-            request.metadata_mut().insert("token", t);
-        }
+        $auth.apply(&mut request);
         let response = $svc.$method(request).await?;
         to_json(&response.into_inner(), $resp)
     }};
 }
 
+/// How a request's `Authorization` header reaches the authenticator chain.
+pub enum GatewayAuth {
+    None,
+    /// `Authorization: <token>` (etcd's gateway) or `Authorization: Bearer <token>`.
+    Token(tonic::metadata::MetadataValue<tonic::metadata::Ascii>),
+    /// `Authorization: Basic …`, checked.
+    Basic(BasicOutcome),
+}
+
+impl GatewayAuth {
+    /// Reads the header; Basic credentials are checked against the store's password hash
+    /// (only while auth is on: otherwise nobody is authenticated anyway).
+    pub async fn from_header(p: &Pipeline, header: Option<&str>) -> Self {
+        let Some(h) = header.map(str::trim).filter(|h| !h.is_empty()) else {
+            return GatewayAuth::None;
+        };
+        let scheme = |name: &str| {
+            h.get(..name.len())
+                .filter(|s| s.eq_ignore_ascii_case(name))
+                .map(|_| h[name.len()..].trim_start())
+        };
+        if let Some(encoded) = scheme("Basic ") {
+            if !p.auth.enabled() {
+                return GatewayAuth::None;
+            }
+            return GatewayAuth::Basic(BasicOutcome(check_basic(p, encoded).await));
+        }
+        let token = scheme("Bearer ").unwrap_or(h);
+        match token.parse() {
+            Ok(t) => GatewayAuth::Token(t),
+            Err(_) => GatewayAuth::None,
+        }
+    }
+
+    pub fn apply<T>(&self, request: &mut tonic::Request<T>) {
+        match self {
+            GatewayAuth::None => {}
+            GatewayAuth::Token(t) => {
+                request.metadata_mut().insert("token", t.clone());
+            }
+            GatewayAuth::Basic(outcome) => {
+                request.extensions_mut().insert(outcome.clone());
+            }
+        }
+    }
+}
+
+/// HTTP Basic: `base64(user:password)`, checked as Authenticate checks a password (bcrypt on
+/// the blocking pool), remembered per auth revision.
+async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|_| EtcdError::AuthFailed)?;
+    let raw = String::from_utf8(raw).map_err(|_| EtcdError::AuthFailed)?;
+    let (user, password) = raw.split_once(':').ok_or(EtcdError::AuthFailed)?;
+    let revision = p.auth.revision();
+    if p.auth.basic.matched(user, password, revision) {
+        return Ok(AuthInfo {
+            username: user.to_string(),
+            revision,
+        });
+    }
+    let (hash, checked) = p
+        .routes
+        .auth_password
+        .send(AuthPassword { name: user.into() })
+        .await
+        .map_err(EtcdError::from)??;
+    let candidate = password.to_string();
+    let ok = tokio::task::spawn_blocking(move || actcd_auth::verify_password(&candidate, &hash))
+        .await
+        .map_err(EtcdError::internal)?;
+    if !ok {
+        return Err(EtcdError::AuthFailed);
+    }
+    p.auth.basic.remember(user, password, checked);
+    Ok(AuthInfo {
+        username: user.to_string(),
+        revision: checked,
+    })
+}
+
+/// Messages as grpc-gateway streams them: one `{"result":…}` line each, an error as its
+/// `{"error","code","message"}` line.
+fn json_lines<M, S>(messages: S, name: &'static str) -> crate::http::Body
+where
+    M: prost::Message + 'static,
+    S: futures::Stream<Item = Result<M, Status>> + Send + 'static,
+{
+    use futures::StreamExt;
+    use http_body_util::BodyExt;
+    // A task turns messages into lines; the body reads them off a channel (a body must be
+    // `Sync`, which a stream of futures is not). The task ends when the client goes away.
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut messages = std::pin::pin!(messages);
+        while let Some(r) = messages.next().await {
+            let line = match r.and_then(|m| to_json(&m, name)) {
+                Ok(json) => format!("{{\"result\":{json}}}\n"),
+                Err(s) => format!("{}\n", error_answer(&s).1),
+            };
+            if tx.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+    let lines = tokio_stream::wrappers::ReceiverStream::new(rx).map(|line| {
+        Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(line)))
+    });
+    BodyExt::boxed(http_body_util::StreamBody::new(lines))
+}
+
+/// Every JSON request in a streamed call's body (grpc-gateway reads them one after another).
+fn requests<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<Vec<M>, Answer> {
+    let mut out = Vec::new();
+    for value in serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>() {
+        let value = value.map_err(|e| error_answer(&Status::unknown(e.to_string())))?;
+        let bytes = serde_json::to_vec(&value)
+            .map_err(|e| error_answer(&Status::internal(e.to_string())))?;
+        out.push(from_json(&bytes, name).map_err(|s| error_answer(&s))?);
+    }
+    Ok(out)
+}
+
+/// The gateway's server-streaming routes; `None` for a path that isn't one.
+pub async fn stream(
+    p: &Arc<Pipeline>,
+    path: &str,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Option<Result<crate::http::Body, Answer>> {
+    Some(match path {
+        "/v3/watch" => watch(p, body, authorization).await,
+        "/v3/lease/keepalive" => keep_alive(p, body).await,
+        "/v3/maintenance/snapshot" => snapshot(p, body, authorization).await,
+        _ => return None,
+    })
+}
+
 /// `POST /v3/watch`: the body is one `WatchRequest`; the answer streams every `WatchResponse`
-/// as a line `{"result":…}` until the client goes away (grpc-gateway's streaming form).
-pub async fn watch(
+/// until the client goes away.
+async fn watch(
     p: &Arc<Pipeline>,
     body: &[u8],
     authorization: Option<&str>,
 ) -> Result<crate::http::Body, Answer> {
     use futures::StreamExt;
-    use http_body_util::BodyExt;
     let request: actcd_proto::etcdserverpb::WatchRequest =
         from_json(body, "WatchRequest").map_err(|s| error_answer(&s))?;
     let mut probe = tonic::Request::new(());
-    if let Some(t) = authorization.and_then(|a| a.parse().ok()) {
-        probe.metadata_mut().insert("token", t);
-    }
+    GatewayAuth::from_header(p, authorization)
+        .await
+        .apply(&mut probe);
     let creds = p.auth.credentials(&probe);
     // The request, then nothing more: the stream lives until the client hangs up.
     let inbound = futures::stream::iter([request]).chain(futures::stream::pending());
     let rx = crate::watch::open_stream(p.clone(), creds, inbound)
         .await
         .map_err(|e| error_answer(&e.to_status()))?;
-    let lines = tokio_stream::wrappers::ReceiverStream::new(rx).map(|r| {
-        let line = match r {
-            Ok(resp) => match to_json(&resp, "WatchResponse") {
-                Ok(json) => format!("{{\"result\":{json}}}\n"),
-                Err(s) => format!("{}\n", error_answer(&s).1),
-            },
-            Err(s) => format!("{}\n", error_answer(&s).1),
-        };
-        Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(line)))
+    Ok(json_lines(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+        "WatchResponse",
+    ))
+}
+
+/// `POST /v3/lease/keepalive`: one answer per `LeaseKeepAliveRequest` in the body, then the
+/// stream ends, as the gRPC stream does when the client stops sending.
+async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<crate::http::Body, Answer> {
+    use futures::StreamExt;
+    let reqs: Vec<actcd_proto::etcdserverpb::LeaseKeepAliveRequest> =
+        requests(body, "LeaseKeepAliveRequest")?;
+    let p = p.clone();
+    let answers = futures::stream::iter(reqs).then(move |r| {
+        let p = p.clone();
+        async move {
+            crate::lease::keep_alive_once(&p, r)
+                .await
+                .map_err(|e| e.to_status())
+        }
     });
-    Ok(BodyExt::boxed(http_body_util::StreamBody::new(lines)))
+    Ok(json_lines(answers, "LeaseKeepAliveResponse"))
+}
+
+/// `POST /v3/maintenance/snapshot`: the backend in base64 chunks, then its checksum.
+async fn snapshot(
+    p: &Arc<Pipeline>,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Result<crate::http::Body, Answer> {
+    let request = from_json(body, "SnapshotRequest").map_err(|s| error_answer(&s))?;
+    let mut request = tonic::Request::new(request);
+    GatewayAuth::from_header(p, authorization)
+        .await
+        .apply(&mut request);
+    let service = MaintenanceService {
+        pipeline: p.clone(),
+    };
+    let chunks = service
+        .snapshot(request)
+        .await
+        .map_err(|s| error_answer(&s))?
+        .into_inner();
+    Ok(json_lines(chunks, "SnapshotResponse"))
 }
 
 /// The gateway's routes; `None` for a path it doesn't serve.
@@ -160,8 +337,8 @@ pub async fn call(
     body: &[u8],
     authorization: Option<&str>,
 ) -> Option<Answer> {
-    let token = authorization.and_then(|a| a.parse().ok());
-    let result = route(p, path, body, token).await?;
+    let auth = GatewayAuth::from_header(p, authorization).await;
+    let result = route(p, path, body, &auth).await?;
     Some(match result {
         Ok(json) => (StatusCode::OK, json),
         Err(s) => error_answer(&s),
@@ -172,7 +349,7 @@ async fn route(
     p: &Arc<Pipeline>,
     path: &str,
     body: &[u8],
-    token: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    credentials: &GatewayAuth,
 ) -> Option<Result<String, Status>> {
     let kv = KvService {
         pipeline: p.clone(),
@@ -189,7 +366,7 @@ async fn route(
     let auth = AuthService {
         pipeline: p.clone(),
     };
-    let t = token;
+    let t = credentials;
     let r: Result<String, Status> = async {
         match path {
             "/v3/kv/range" => unary!(kv, range, "RangeRequest", "RangeResponse", body, t),

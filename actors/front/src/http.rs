@@ -136,8 +136,9 @@ async fn gateway(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
             return reply(status, "application/json", body);
         }
     };
-    if path == "/v3/watch" {
-        return match crate::gateway::watch(p, &body, authorization.as_deref()).await {
+    if let Some(streamed) = crate::gateway::stream(p, &path, &body, authorization.as_deref()).await
+    {
+        return match streamed {
             Ok(stream) => Response::builder()
                 .status(StatusCode::OK)
                 .header("content-type", "application/json")

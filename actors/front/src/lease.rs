@@ -79,7 +79,7 @@ impl LeaseService {
 /// One keepalive: the header is taken before the renew, so its revision is never above the one
 /// at which the lease was renewed (etcd's rule: a client must not see a keepalive succeed at a
 /// revision after the lease's revoke).
-async fn keep_alive_once(
+pub(crate) async fn keep_alive_once(
     p: &Pipeline,
     req: LeaseKeepAliveRequest,
 ) -> Result<LeaseKeepAliveResponse, EtcdError> {
