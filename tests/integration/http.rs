@@ -158,6 +158,10 @@ async fn health_metrics_and_the_json_gateway() {
         assert_eq!(samples["etcd_server_is_leader"], 1.0);
         assert!(samples["etcd_debugging_mvcc_current_revision"] >= 3.0);
         assert!(samples["etcd_mvcc_db_total_size_in_bytes"] > 0.0);
+        assert!(samples["etcd_debugging_mvcc_keys_total"] >= 1.0);
+        assert_eq!(samples["etcd_server_proposals_failed_total"], 0.0);
+        assert!(samples["etcd_network_client_grpc_received_bytes_total"] > 0.0);
+        assert!(samples["etcd_network_client_grpc_sent_bytes_total"] > 0.0);
         assert!(
             samples
                 .keys()

@@ -19,7 +19,6 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use crate::pipeline::Pipeline;
 
@@ -29,7 +28,10 @@ pub fn is_http2_preface(first: &[u8]) -> bool {
 }
 
 /// Serves one HTTP/1.1 connection until the client closes it.
-pub async fn serve_connection(stream: TcpStream, pipeline: Arc<Pipeline>) {
+pub async fn serve_connection<IO>(stream: IO, pipeline: Arc<Pipeline>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |req| {
         let p = pipeline.clone();
         async move { Ok::<_, std::convert::Infallible>(handle(&p, req).await) }
@@ -309,6 +311,34 @@ async fn metrics(p: &Pipeline) -> String {
             "The revision of the last compaction in store.",
             "gauge",
             s.compact_revision.to_string(),
+        );
+        gauge(
+            "etcd_debugging_mvcc_keys_total",
+            "Total number of keys.",
+            "gauge",
+            s.keys.to_string(),
+        );
+    }
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &p.counters;
+        gauge(
+            "etcd_server_proposals_failed_total",
+            "The total number of failed proposals seen.",
+            "counter",
+            c.proposals_failed.load(Relaxed).to_string(),
+        );
+        gauge(
+            "etcd_network_client_grpc_received_bytes_total",
+            "The total number of bytes received from grpc clients.",
+            "counter",
+            c.received_bytes.load(Relaxed).to_string(),
+        );
+        gauge(
+            "etcd_network_client_grpc_sent_bytes_total",
+            "The total number of bytes sent to grpc clients.",
+            "counter",
+            c.sent_bytes.load(Relaxed).to_string(),
         );
     }
     let _ = writeln!(

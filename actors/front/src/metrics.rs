@@ -42,6 +42,104 @@ struct Method {
     sum: f64,
 }
 
+/// Counters the front keeps besides the per-method ones.
+#[derive(Debug, Default)]
+pub struct FrontCounters {
+    /// Writes that failed to get through the log (timeouts, no leader, too many requests).
+    pub proposals_failed: std::sync::atomic::AtomicU64,
+    /// Bytes read from and written to client connections (gRPC and HTTP, TLS included).
+    pub received_bytes: Arc<std::sync::atomic::AtomicU64>,
+    pub sent_bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A client connection that adds what it reads and writes to the front's byte counters.
+pub struct Counted<IO> {
+    inner: IO,
+    received: Arc<std::sync::atomic::AtomicU64>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<IO> Counted<IO> {
+    pub fn new(inner: IO, counters: &FrontCounters) -> Self {
+        Self {
+            inner,
+            received: counters.received_bytes.clone(),
+            sent: counters.sent_bytes.clone(),
+        }
+    }
+}
+
+impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<IO> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len().saturating_sub(before) as u64;
+        if n > 0 {
+            self.received
+                .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<IO> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.sent
+                .fetch_add(*n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.sent
+                .fetch_add(*n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<IO: tonic::transport::server::Connected> tonic::transport::server::Connected for Counted<IO> {
+    type ConnectInfo = IO::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
 /// Per-method counters.
 #[derive(Debug, Default)]
 pub struct RequestStats {

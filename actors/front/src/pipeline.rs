@@ -105,6 +105,8 @@ pub struct Pipeline {
     refreshing: std::sync::atomic::AtomicBool,
     /// Every gRPC call counted and timed (`/metrics`).
     pub requests: Arc<crate::metrics::RequestStats>,
+    /// Front-local counters: failed proposals, client bytes in and out.
+    pub counters: Arc<crate::metrics::FrontCounters>,
 }
 
 /// How old a header [`Pipeline::recent_header`] may hand out.
@@ -127,6 +129,7 @@ impl Pipeline {
             recent: std::sync::Mutex::new(None),
             refreshing: std::sync::atomic::AtomicBool::new(false),
             requests: Arc::default(),
+            counters: Arc::default(),
         })
     }
 
@@ -274,10 +277,26 @@ impl Pipeline {
             }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        match self.answer(rx).await {
+        let outcome = match self.answer(rx).await {
             Err(EtcdError::Timeout) => Err(self.why_timed_out(started).await),
             other => other,
+        };
+        // etcd counts proposals that never made it through the log (not those the state
+        // machine refused when applying them).
+        if let Err(
+            EtcdError::Timeout
+            | EtcdError::TimeoutDueToLeaderFail
+            | EtcdError::TimeoutDueToConnectionLost
+            | EtcdError::NoLeader
+            | EtcdError::Stopped
+            | EtcdError::TooManyRequests,
+        ) = &outcome
+        {
+            self.counters
+                .proposals_failed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+        outcome
     }
 
     /// etcd's reading of a write that timed out: the leader changed while it waited (it was

@@ -15,6 +15,7 @@ use crate::cluster::ClusterService;
 use crate::kv::KvService;
 use crate::lease::LeaseService;
 use crate::maintenance::MaintenanceService;
+use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
 use crate::tls::{ClientTls, server_builder};
 use crate::watch::WatchService;
@@ -55,6 +56,7 @@ pub async fn serve(
         learner: pipeline.routes.learner.clone(),
     };
     let http = pipeline.clone();
+    let counters = pipeline.counters.clone();
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     server_builder(tls.as_ref())?
         .layer(front_layer)
@@ -64,20 +66,27 @@ pub async fn serve(
         .add_service(watch)
         .add_service(cluster)
         .add_service(auth)
-        .serve_with_incoming_shutdown(sniffed(listener, tls.is_none().then_some(http)), shutdown)
+        .serve_with_incoming_shutdown(
+            sniffed(listener, counters, tls.is_none().then_some(http)),
+            shutdown,
+        )
         .await
 }
 
 /// Accepted connections for tonic. With `http1` (plain TCP), each connection's first bytes are
 /// looked at first, on a task of its own: HTTP/2 (gRPC) goes to tonic, anything else is served
 /// as HTTP/1.1 (`/health`, `/metrics`…), as etcd serves both on its client port.
+/// Every connection counts its bytes into the front's counters.
 fn sniffed(
     listener: TcpListener,
+    counters: Arc<crate::metrics::FrontCounters>,
     http1: Option<Arc<Pipeline>>,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+) -> impl futures::Stream<Item = std::io::Result<Counted<tokio::net::TcpStream>>> {
     use futures::StreamExt;
     let Some(pipeline) = http1 else {
-        return incoming(listener).boxed();
+        return incoming(listener)
+            .map(move |conn| conn.map(|s| Counted::new(s, &counters)))
+            .boxed();
     };
     let (tx, rx) = tokio::sync::mpsc::channel(128);
     tokio::spawn(async move {
@@ -99,6 +108,7 @@ fn sniffed(
                     }
                 })
                 .await;
+                let stream = Counted::new(stream, &pipeline.counters);
                 match peeked {
                     Ok(true) if crate::http::is_http2_preface(&first) => {
                         let _ = to_grpc.send(Ok(stream)).await;

@@ -484,6 +484,7 @@ impl Store {
             term: self.term,
             db_size,
             db_size_in_use,
+            keys: self.index().len() as u64,
             alarms: self.alarms.list(AlarmType::None as i32),
         })
     }

@@ -574,6 +574,8 @@ pub struct StoreStatus {
     pub term: u64,
     pub db_size: u64,
     pub db_size_in_use: u64,
+    /// Keys in the index (live, or with history not yet compacted away).
+    pub keys: u64,
     /// Raised alarms, as Status reports them.
     pub alarms: Vec<AlarmMember>,
 }
