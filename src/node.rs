@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
 use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, SyncBackend};
 use actcd_front::authn::AuthGate;
-use actcd_front::{FrontConfig, Pipeline, PipelineRoutes};
+use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
 use actcd_mvcc::{ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
@@ -492,6 +492,18 @@ fn start_actors(
         .with_snapshots(mvcc.clone().recipient(), raft.clone().recipient())
         .start();
     let wal_stats = wal.clone().recipient();
+    // Every actor answers `MailboxProbe` for /metrics.
+    let actors = vec![
+        ActorProbe::of("preflight", &preflight),
+        ActorProbe::of("raft", &raft),
+        ActorProbe::of("wal", &wal),
+        ActorProbe::of("applier", &applier),
+        ActorProbe::of("mvcc", &mvcc),
+        ActorProbe::of("watch", &hub),
+        ActorProbe::of("transport", &transport),
+        ActorProbe::of("backend", &backend),
+        ActorProbe::of("lessor", &lessor),
+    ];
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
         release: wal.recipient(),
@@ -666,6 +678,7 @@ fn start_actors(
         make_snapshot: mvcc.clone().recipient(),
         defragment: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
+        actors,
         commit_stats: mvcc.recipient(),
     }
 }

@@ -162,6 +162,26 @@ async fn health_metrics_and_the_json_gateway() {
         assert_eq!(samples["etcd_server_proposals_failed_total"], 0.0);
         assert!(samples["etcd_network_client_grpc_received_bytes_total"] > 0.0);
         assert!(samples["etcd_network_client_grpc_sent_bytes_total"] > 0.0);
+        // Every actor answers its mailbox probe; the store has applied batches.
+        for actor in [
+            "preflight",
+            "raft",
+            "wal",
+            "applier",
+            "mvcc",
+            "watch",
+            "lessor",
+        ] {
+            let wait = samples[&format!(r#"actcd_actor_mailbox_wait_seconds{{actor="{actor}"}}"#)];
+            assert!(wait < 2.0, "{actor} answered its probe");
+            assert!(
+                samples.contains_key(&format!(r#"actcd_actor_mailbox_depth{{actor="{actor}"}}"#))
+            );
+        }
+        assert!(
+            samples[r#"actcd_actor_handle_seconds_count{actor="mvcc",message="ApplyBatch"}"#]
+                >= 1.0
+        );
         assert!(
             samples
                 .keys()

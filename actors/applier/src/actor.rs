@@ -13,13 +13,19 @@ pub struct ApplierPeers {
 }
 
 pub struct ApplierActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     applier: Applier,
     peers: ApplierPeers,
 }
 
 impl ApplierActor {
     pub fn new(applier: Applier, peers: ApplierPeers) -> Self {
-        Self { applier, peers }
+        Self {
+            meter: actcd_types::meter::Meter::new(),
+            applier,
+            peers,
+        }
     }
 }
 
@@ -36,6 +42,7 @@ impl Handler<Apply> for ApplierActor {
 
     /// Writes one Ready's committed entries through the store; the next Apply waits for it.
     fn handle(&mut self, msg: Apply, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("Apply");
         let Some(prepared) = self.applier.prepare(msg.entries) else {
             self.peers.raft.do_send(Applied {
                 index: self.applier.applied(),
@@ -66,6 +73,7 @@ impl Handler<InstallSnapshot> for ApplierActor {
     type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
 
     fn handle(&mut self, msg: InstallSnapshot, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("InstallSnapshot");
         let Some(store) = self.peers.install.clone() else {
             let e = EtcdError::internal("no store to install a snapshot into");
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
@@ -95,3 +103,5 @@ impl Handler<Cancel> for ApplierActor {
         self.applier.cancel(msg.id, msg.error);
     }
 }
+
+actcd_types::impl_mailbox_probe!(ApplierActor, meter);

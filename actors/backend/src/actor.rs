@@ -31,12 +31,17 @@ pub struct CopyTo {
 
 /// Runs in a `SyncArbiter`: `SyncArbiter::start(1, move || BackendActor::new(engine.clone()))`.
 pub struct BackendActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     engine: Arc<LmdbEngine>,
 }
 
 impl BackendActor {
     pub fn new(engine: Arc<LmdbEngine>) -> Self {
-        Self { engine }
+        Self {
+            meter: actcd_types::meter::Meter::new(),
+            engine,
+        }
     }
 }
 
@@ -50,6 +55,7 @@ impl Handler<SyncBackend> for BackendActor {
     /// `fdatasync`s the data file. An error here means committed state may not be durable:
     /// the caller must not release WAL segments.
     fn handle(&mut self, _: SyncBackend, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("SyncBackend");
         self.engine.force_sync().map_err(|e| {
             tracing::error!(error = %e, "backend sync failed");
             e.to_string()
@@ -62,6 +68,7 @@ impl Handler<DbSize> for BackendActor {
 
     /// Reads the file size and page counts in a short read transaction.
     fn handle(&mut self, _: DbSize, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("DbSize");
         self.engine.disk_size().map_err(|e| e.to_string())
     }
 }
@@ -72,6 +79,7 @@ impl Handler<CopyTo> for BackendActor {
     /// Copies inside one read transaction: writers go on, and the copy is the state of the
     /// last commit when it began (its consistent index says which entries it covers).
     fn handle(&mut self, msg: CopyTo, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("CopyTo");
         match self.engine.copy_to(&msg.path) {
             Ok(file) => {
                 tracing::info!(path = %file.display(), "backend copied");
@@ -166,3 +174,5 @@ mod tests {
         );
     }
 }
+
+actcd_types::impl_mailbox_probe!(BackendActor, meter);

@@ -404,7 +404,104 @@ async fn metrics(p: &Pipeline) -> String {
         );
     }
     out.push_str(&p.requests.render());
+    actor_metrics(p, &mut out).await;
     out
+}
+
+/// How long `/metrics` waits for an actor's answer to its probe.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Each actor's mailbox (depth and wait, as a probe sent through it found them) and the
+/// handling time of its timed messages.
+async fn actor_metrics(p: &Pipeline, out: &mut String) {
+    use actcd_types::meter::{GetMeter, HANDLE_BUCKETS, MailboxProbe};
+    use std::fmt::Write;
+    let actors = &p.routes.actors;
+    let meters = p
+        .actor_meters
+        .get_or_init(|| async {
+            let mut meters = Vec::with_capacity(actors.len());
+            for a in actors {
+                match a.meter.send(GetMeter).await {
+                    Ok(m) => meters.push(m),
+                    Err(_) => return Vec::new(),
+                }
+            }
+            meters
+        })
+        .await;
+    let probes = actors.iter().enumerate().map(|(i, a)| async move {
+        let probe = MailboxProbe {
+            sent_at: std::time::Instant::now(),
+            handled_at_send: meters.get(i).map(|m| m.handled()),
+        };
+        let started = probe.sent_at;
+        let answer = tokio::time::timeout(PROBE_TIMEOUT, a.probe.send(probe)).await;
+        (a.name, answer.ok().and_then(Result::ok), started.elapsed())
+    });
+    let answers = futures::future::join_all(probes).await;
+    let _ = writeln!(
+        out,
+        "# HELP actcd_actor_mailbox_depth Timed messages queued ahead of a probe sent through the actor's mailbox."
+    );
+    let _ = writeln!(out, "# TYPE actcd_actor_mailbox_depth gauge");
+    for (name, snap, _) in &answers {
+        if let Some(s) = snap {
+            let _ = writeln!(
+                out,
+                "actcd_actor_mailbox_depth{{actor=\"{name}\"}} {}",
+                s.depth
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP actcd_actor_mailbox_wait_seconds How long a probe waited in the actor's mailbox (the timeout if it got no answer)."
+    );
+    let _ = writeln!(out, "# TYPE actcd_actor_mailbox_wait_seconds gauge");
+    for (name, snap, waited) in &answers {
+        let wait = snap
+            .as_ref()
+            .map_or(waited.as_secs_f64(), |s| s.wait_seconds);
+        let _ = writeln!(
+            out,
+            "actcd_actor_mailbox_wait_seconds{{actor=\"{name}\"}} {wait}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP actcd_actor_handle_seconds Time the actor spent handling each timed message type."
+    );
+    let _ = writeln!(out, "# TYPE actcd_actor_handle_seconds histogram");
+    for (name, snap, _) in &answers {
+        let Some(s) = snap else { continue };
+        for (message, h) in &s.by_message {
+            let labels = format!("actor=\"{name}\",message=\"{message}\"");
+            let mut cumulative = 0;
+            for (i, le) in HANDLE_BUCKETS.iter().enumerate() {
+                cumulative += h.buckets[i];
+                let _ = writeln!(
+                    out,
+                    "actcd_actor_handle_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "actcd_actor_handle_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "actcd_actor_handle_seconds_sum{{{labels}}} {}",
+                h.seconds
+            );
+            let _ = writeln!(
+                out,
+                "actcd_actor_handle_seconds_count{{{labels}}} {}",
+                h.count
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,6 @@ mod tls;
 mod watch;
 
 pub use cluster::check_peer_urls;
-pub use pipeline::{FrontConfig, Pipeline, PipelineRoutes};
+pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve, serve_metrics};
 pub use tls::{ClientTls, PemInput, TlsError, client_common_name};

@@ -82,10 +82,37 @@ pub struct PipelineRoutes {
     pub defragment: Recipient<actcd_types::msg::Defragment>,
     /// The store: a copy of everything, for the Snapshot RPC.
     pub make_snapshot: Recipient<actcd_types::msg::MakeSnapshot>,
+    /// Every actor, for its mailbox and handler timings (`/metrics`).
+    pub actors: Vec<ActorProbe>,
     /// The WAL writer: its fsync latencies.
     pub fsync_stats: Recipient<GetFsyncStats>,
     /// The store: its backend commit latencies.
     pub commit_stats: Recipient<actcd_types::msg::GetCommitStats>,
+}
+
+/// One actor as `/metrics` asks it: its name, and where its probe and meter questions go.
+#[derive(Clone)]
+pub struct ActorProbe {
+    pub name: &'static str,
+    pub probe: Recipient<actcd_types::meter::MailboxProbe>,
+    pub meter: Recipient<actcd_types::meter::GetMeter>,
+}
+
+impl ActorProbe {
+    pub fn of<A>(name: &'static str, addr: &actix::Addr<A>) -> Self
+    where
+        A: actix::Actor
+            + actix::Handler<actcd_types::meter::MailboxProbe>
+            + actix::Handler<actcd_types::meter::GetMeter>,
+        A::Context: actix::dev::ToEnvelope<A, actcd_types::meter::MailboxProbe>
+            + actix::dev::ToEnvelope<A, actcd_types::meter::GetMeter>,
+    {
+        Self {
+            name,
+            probe: addr.clone().recipient(),
+            meter: addr.clone().recipient(),
+        }
+    }
 }
 
 /// Shared by every service: routes, config and the id generator.
@@ -105,6 +132,8 @@ pub struct Pipeline {
     refreshing: std::sync::atomic::AtomicBool,
     /// Every gRPC call counted and timed (`/metrics`).
     pub requests: Arc<crate::metrics::RequestStats>,
+    /// The actors' meters, fetched once (`/metrics` reads their handled counts as it probes).
+    pub actor_meters: tokio::sync::OnceCell<Vec<std::sync::Arc<actcd_types::meter::Meter>>>,
     /// Front-local counters: failed proposals, client bytes in and out.
     pub counters: Arc<crate::metrics::FrontCounters>,
 }
@@ -130,6 +159,7 @@ impl Pipeline {
             refreshing: std::sync::atomic::AtomicBool::new(false),
             requests: Arc::default(),
             counters: Arc::default(),
+            actor_meters: tokio::sync::OnceCell::new(),
         })
     }
 

@@ -29,6 +29,8 @@ impl Clock for TokioClock {
 
 /// Runs on the System thread: every handler is a map lookup or a few B-tree operations.
 pub struct LessorActor<C: Clock = TokioClock> {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     lessor: Lessor,
     clock: C,
     /// Takes expired leases' revokes and checkpoints to propose through raft.
@@ -41,6 +43,7 @@ impl<C: Clock> LessorActor<C> {
     /// `Leadership{leader: true}`.
     pub fn new(config: LessorConfig, clock: C, propose: Recipient<ProposeLeaseOps>) -> Self {
         Self {
+            meter: actcd_types::meter::Meter::new(),
             lessor: Lessor::new(config),
             clock,
             propose,
@@ -57,6 +60,7 @@ impl<C: Clock> Handler<LeaseGranted> for LessorActor<C> {
     type Result = ();
 
     fn handle(&mut self, m: LeaseGranted, _: &mut Context<Self>) {
+        let _timer = self.meter.start("LeaseGranted");
         let now = self.clock.now();
         self.lessor.granted(m.id, m.ttl, m.remaining_ttl, now);
     }
@@ -67,6 +71,7 @@ impl<C: Clock> Handler<LeaseRevoked> for LessorActor<C> {
     type Result = ();
 
     fn handle(&mut self, m: LeaseRevoked, _: &mut Context<Self>) {
+        let _timer = self.meter.start("LeaseRevoked");
         self.lessor.revoked(m.id);
     }
 }
@@ -86,6 +91,7 @@ impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
     type Result = Result<i64, EtcdError>;
 
     fn handle(&mut self, m: RenewLease, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("RenewLease");
         let now = self.clock.now();
         self.lessor.renew(m.id, now)
     }
@@ -96,6 +102,7 @@ impl<C: Clock> Handler<LeaseTimeToLive> for LessorActor<C> {
     type Result = Result<LeaseTtl, EtcdError>;
 
     fn handle(&mut self, m: LeaseTimeToLive, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("LeaseTimeToLive");
         self.lessor.time_to_live(m.id, self.clock.now())
     }
 }
@@ -132,6 +139,7 @@ impl<C: Clock> Handler<LessorTick> for LessorActor<C> {
     type Result = ();
 
     fn handle(&mut self, _: LessorTick, _: &mut Context<Self>) {
+        let _timer = self.meter.start("LessorTick");
         let ops = self.lessor.tick(self.clock.now());
         if ops.revokes.is_empty() && ops.checkpoints.is_empty() {
             return;
@@ -148,3 +156,23 @@ impl<C: Clock> Handler<LessorTick> for LessorActor<C> {
 #[cfg(test)]
 #[path = "actor_tests.rs"]
 mod tests;
+
+impl<C: Clock> Handler<actcd_types::meter::MailboxProbe> for LessorActor<C> {
+    type Result = actix::MessageResult<actcd_types::meter::MailboxProbe>;
+
+    fn handle(
+        &mut self,
+        probe: actcd_types::meter::MailboxProbe,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        actix::MessageResult(self.meter.answer(&probe))
+    }
+}
+
+impl<C: Clock> Handler<actcd_types::meter::GetMeter> for LessorActor<C> {
+    type Result = actix::MessageResult<actcd_types::meter::GetMeter>;
+
+    fn handle(&mut self, _: actcd_types::meter::GetMeter, _: &mut Self::Context) -> Self::Result {
+        actix::MessageResult(self.meter.clone())
+    }
+}

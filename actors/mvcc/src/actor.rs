@@ -44,6 +44,8 @@ const COMPACTION_SLICE: usize = 1000;
 const MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
 
 pub struct MvccActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     store: Store,
     pending: Pending,
     /// Commit once this many requests are pending; 1 commits every batch.
@@ -81,6 +83,7 @@ impl MvccActor {
     /// `max_pending_ops` pending requests.
     pub fn batched(store: Store, max_pending_ops: usize) -> Self {
         Self {
+            meter: actcd_types::meter::Meter::new(),
             store,
             pending: Pending::default(),
             max_pending_ops: max_pending_ops.max(1),
@@ -239,6 +242,7 @@ impl Handler<ApplyBatch> for MvccActor {
     type Result = Result<Vec<ApplyResult>, EtcdError>;
 
     fn handle(&mut self, msg: ApplyBatch, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("ApplyBatch");
         let mut results = self.store.apply_deferred(
             &mut self.pending,
             msg.consistent_index,
@@ -273,6 +277,7 @@ impl Handler<Range> for MvccActor {
     type Result = Result<RangeResponse, EtcdError>;
 
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("Range");
         self.check_read(msg.auth.as_ref(), &msg.request)?;
         self.store.range_with(&self.pending, &msg.request)
     }
@@ -283,6 +288,7 @@ impl Handler<RangeTo> for MvccActor {
     type Result = ();
 
     fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
+        let _timer = self.meter.start("RangeTo");
         let answer = self
             .check_read(msg.auth.as_ref(), &msg.request)
             .and_then(|()| self.store.range_with(&self.pending, &msg.request));
@@ -304,6 +310,7 @@ impl Handler<ReadTxn> for MvccActor {
     type Result = Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
 
     fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("ReadTxn");
         if let Some(who) = &msg.auth
             && self.store.auth().is_enabled()
         {
@@ -326,6 +333,7 @@ impl Handler<HashKv> for MvccActor {
     type Result = Result<HashKvResult, EtcdError>;
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("HashKv");
         self.store.hash_kv_with(&self.pending, msg.revision)
     }
 }
@@ -375,6 +383,7 @@ impl Handler<Defragment> for MvccActor {
     type Result = Result<(u64, u64), EtcdError>;
 
     fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("Defragment");
         self.store.commit(&mut self.pending)?;
         self.store.defragment()
     }
@@ -386,6 +395,7 @@ impl Handler<MakeSnapshot> for MvccActor {
     type Result = Result<StoreSnapshot, SnapshotError>;
 
     fn handle(&mut self, msg: MakeSnapshot, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("MakeSnapshot");
         if self.store.consistent_index() < msg.min_index {
             return Err(SnapshotError::NotReady);
         }
@@ -471,6 +481,7 @@ impl Handler<History> for MvccActor {
     type Result = Result<HistoryChunk, EtcdError>;
 
     fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("History");
         self.store
             .history_with(&self.pending, msg.from, msg.to, msg.max_events)
     }
@@ -481,6 +492,7 @@ impl Handler<AuthCheck> for MvccActor {
     type Result = Result<(), EtcdError>;
 
     fn handle(&mut self, msg: AuthCheck, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("AuthCheck");
         let auth = self.store.auth();
         match msg.question {
             AuthQuestion::Read { key, range_end } => {
@@ -515,6 +527,7 @@ impl Handler<LeaseKeys> for MvccActor {
     type Result = Result<Vec<Vec<u8>>, EtcdError>;
 
     fn handle(&mut self, msg: LeaseKeys, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("LeaseKeys");
         self.store.leases().keys_of(msg.id)
     }
 }
@@ -524,6 +537,7 @@ impl Handler<SyncStorage> for MvccActor {
     type Result = Result<(), EtcdError>;
 
     fn handle(&mut self, _: SyncStorage, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("SyncStorage");
         self.store.sync(&mut self.pending)
     }
 }
@@ -533,6 +547,7 @@ impl Handler<FlushStore> for MvccActor {
     type Result = Result<(), EtcdError>;
 
     fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("FlushStore");
         self.store
             .step_compaction(&mut self.pending, COMPACTION_SLICE * 10)?;
         self.store.commit(&mut self.pending)
@@ -673,3 +688,5 @@ mod tests {
         );
     }
 }
+
+actcd_types::impl_mailbox_probe!(MvccActor, meter);

@@ -23,6 +23,8 @@ pub struct PreflightPeers {
 }
 
 pub struct PreflightActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     limits: Limits,
     peers: PreflightPeers,
     committed: u64,
@@ -42,6 +44,7 @@ pub struct PreflightActor {
 impl PreflightActor {
     pub fn new(limits: Limits, peers: PreflightPeers) -> Self {
         Self {
+            meter: actcd_types::meter::Meter::new(),
             limits,
             peers,
             committed: 0,
@@ -104,6 +107,7 @@ impl Handler<Submit> for PreflightActor {
     /// alarm (through the log, so every member caps writes) and is refused. Over the last
     /// report, fresh usage is asked for first.
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("Submit");
         let checked = if self.committed.saturating_sub(self.applied) > MAX_APPLY_GAP {
             Err(EtcdError::TooManyRequests)
         } else {
@@ -233,6 +237,7 @@ impl Handler<ProposeLeaseOps> for PreflightActor {
     type Result = ();
 
     fn handle(&mut self, msg: ProposeLeaseOps, _: &mut Context<Self>) {
+        let _timer = self.meter.start("ProposeLeaseOps");
         let revokes = msg.revokes.into_iter().map(|id| InternalRaftRequest {
             lease_revoke: Some(LeaseRevokeRequest { id }),
             ..Default::default()
@@ -402,3 +407,5 @@ mod tests {
         );
     }
 }
+
+actcd_types::impl_mailbox_probe!(PreflightActor, meter);

@@ -68,6 +68,8 @@ pub type InlineAppend = Box<dyn FnMut(&Append) -> Result<(), String>>;
 pub const INLINE_MAX_ENTRIES: usize = 2;
 
 pub struct RaftActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     node: RaftNode,
     peers: RaftPeers,
     inline_wal: Option<InlineAppend>,
@@ -110,6 +112,7 @@ impl RaftActor {
     ) -> Self {
         let last_snapshot = node.applied();
         Self {
+            meter: actcd_types::meter::Meter::new(),
             node,
             peers,
             inline_wal: None,
@@ -439,6 +442,7 @@ impl Handler<ProcessReady> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, _: ProcessReady, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("ProcessReady");
         self.ready_scheduled = false;
         loop {
             match self.node.ready() {
@@ -458,6 +462,7 @@ impl Handler<Persisted> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, msg: Persisted, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("Persisted");
         self.node.on_persisted(msg.number);
         if let Some(index) = self.installed.take() {
             self.node.on_applied(index);
@@ -473,6 +478,7 @@ impl Handler<Tick> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("Tick");
         self.node.tick();
         self.schedule_ready(ctx);
     }
@@ -482,6 +488,7 @@ impl Handler<Propose> for RaftActor {
     type Result = Result<(), EtcdError>;
 
     fn handle(&mut self, msg: Propose, ctx: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("Propose");
         if self.node.leader() == 0 {
             if self.waiting_for_leader.len() >= MAX_WAITING_FOR_LEADER {
                 return Err(EtcdError::NoLeader);
@@ -614,6 +621,7 @@ impl Handler<ReadIndex> for RaftActor {
     type Result = ResponseFuture<Result<u64, EtcdError>>;
 
     fn handle(&mut self, _: ReadIndex, ctx: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("ReadIndex");
         let (tx, rx) = oneshot::channel();
         self.queue_read(
             Box::new(move |r| {
@@ -632,6 +640,7 @@ impl Handler<AfterReadIndex> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, msg: AfterReadIndex, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("AfterReadIndex");
         self.queue_read(msg.then, ctx);
     }
 }
@@ -640,6 +649,7 @@ impl Handler<FlushReads> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, _: FlushReads, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("FlushReads");
         // Without a leader, reads wait for one (their callers time out, as etcd's do).
         if self.queued_reads.is_empty() || self.node.leader() == 0 {
             return;
@@ -674,6 +684,7 @@ impl Handler<Step> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, msg: Step, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("Step");
         self.node.step(&msg.msg);
         self.schedule_ready(ctx);
     }
@@ -683,6 +694,7 @@ impl Handler<Applied> for RaftActor {
     type Result = ();
 
     fn handle(&mut self, msg: Applied, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("Applied");
         self.node.on_applied(msg.index);
         self.release_applied_reads();
         self.peers.progress.do_send(RaftProgress {
@@ -940,3 +952,5 @@ mod tests {
         assert_eq!(seen.releases.lock().unwrap().clone(), vec![6]);
     }
 }
+
+actcd_types::impl_mailbox_probe!(RaftActor, meter);

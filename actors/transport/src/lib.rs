@@ -88,6 +88,8 @@ pub const CLUSTER_ID_HEADER: &str = "x-actcd-cluster-id";
 
 /// The raft node's outbox.
 pub struct TransportActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     cluster_id: u64,
     /// Each peer's queue and the URLs its stream was opened to.
     queues: HashMap<u64, (mpsc::Sender<Vec<u8>>, Vec<String>)>,
@@ -121,6 +123,7 @@ struct StreamState {
 impl TransportActor {
     pub fn new(cluster_id: u64) -> Self {
         Self {
+            meter: actcd_types::meter::Meter::new(),
             cluster_id,
             queues: HashMap::new(),
             unreachable: None,
@@ -269,6 +272,7 @@ impl Handler<PeerMessage> for TransportActor {
     type Result = ();
 
     fn handle(&mut self, msg: PeerMessage, _: &mut Self::Context) {
+        let _timer = self.meter.start("PeerMessage");
         if let Some((q, _)) = self.queues.get(&msg.to)
             && q.try_send(msg.msg).is_err()
         {
@@ -284,6 +288,7 @@ impl Handler<SendSnapshot> for TransportActor {
     type Result = ();
 
     fn handle(&mut self, msg: SendSnapshot, _: &mut Self::Context) {
+        let _timer = self.meter.start("SendSnapshot");
         let Some((source, report)) = self.snapshots.clone() else {
             return;
         };
@@ -319,6 +324,7 @@ impl Handler<LeaderCall> for TransportActor {
     type Result = ResponseFuture<Result<PeerAnswer, EtcdError>>;
 
     fn handle(&mut self, msg: LeaderCall, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("LeaderCall");
         let Some(url) = self
             .queues
             .get(&msg.leader)
@@ -840,3 +846,5 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap(), vec![2]);
     }
 }
+
+actcd_types::impl_mailbox_probe!(TransportActor, meter);

@@ -22,11 +22,13 @@
 //! `revision.rs` encoding · `error.rs` errors and the gRPC table · `storage.rs` engine traits and
 //! `MemEngine` · `msg.rs` cross-crate messages · `ids.rs` request-id generator · `validate.rs`
 //! the cheap request checks etcd makes before a request reaches the server (used by preflight for
-//! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options).
+//! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options) ·
+//! `meter.rs` each actor's mailbox and handler timings (`MailboxProbe`).
 
 pub mod duration;
 pub mod error;
 pub mod ids;
+pub mod meter;
 pub mod msg;
 pub mod revision;
 pub mod storage;

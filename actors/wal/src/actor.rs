@@ -15,6 +15,8 @@ use crate::Wal;
 /// through an [`InlineWal`] (see the crate doc, "Inline appends"); the raft node waits for each
 /// append before the next, so the lock is never contended on the write path.
 pub struct WalActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     wal: Arc<Mutex<Wal>>,
 }
 
@@ -46,6 +48,7 @@ fn append(wal: &mut Wal, msg: &Append) -> Result<(), String> {
 impl WalActor {
     pub fn new(wal: Wal) -> Self {
         WalActor {
+            meter: actcd_types::meter::Meter::new(),
             wal: Arc::new(Mutex::new(wal)),
         }
     }
@@ -86,6 +89,7 @@ impl Handler<Append> for WalActor {
     type Result = Result<(), String>;
 
     fn handle(&mut self, msg: Append, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("Append");
         append(&mut lock(&self.wal), &msg)
     }
 }
@@ -95,6 +99,7 @@ impl Handler<ReleaseWal> for WalActor {
     type Result = Result<(), String>;
 
     fn handle(&mut self, msg: ReleaseWal, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("ReleaseWal");
         lock(&self.wal)
             .release(msg.index, msg.term, &msg.conf_state)
             .map_err(|e| {
@@ -165,3 +170,5 @@ mod tests {
         assert_eq!(got.entries, vec![entry(3)]);
     }
 }
+
+actcd_types::impl_mailbox_probe!(WalActor, meter);

@@ -93,6 +93,8 @@ impl StreamSink for mpsc::Sender<StreamResponse> {
 }
 
 pub struct WatchHubActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     hub: WatchHub<mpsc::Sender<StreamResponse>>,
     history: Recipient<History>,
     retry_scheduled: bool,
@@ -124,6 +126,7 @@ impl WatchHubActor {
     /// first `Notify` carries the events after it).
     pub fn new(config: HubConfig, history: Recipient<History>, current_revision: i64) -> Self {
         Self {
+            meter: actcd_types::meter::Meter::new(),
             hub: WatchHub::new(config, current_revision),
             history,
             retry_scheduled: false,
@@ -238,6 +241,7 @@ impl Handler<Notify> for WatchHubActor {
 
     /// The store applied a batch: feed synced watchers.
     fn handle(&mut self, msg: Notify, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("Notify");
         if msg.restored {
             self.hub.restore(msg.revision);
         } else {
@@ -251,6 +255,7 @@ impl Handler<OpenStream> for WatchHubActor {
     type Result = MessageResult<OpenStream>;
 
     fn handle(&mut self, msg: OpenStream, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("OpenStream");
         let (tx, rx) = mpsc::channel(msg.capacity.max(1));
         let stream = self.hub.open_stream(tx);
         MessageResult(OpenedStream {
@@ -265,6 +270,7 @@ impl Handler<WatchRequestMsg> for WatchHubActor {
 
     /// Create, cancel or progress request, answered on the stream's queue.
     fn handle(&mut self, msg: WatchRequestMsg, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("WatchRequestMsg");
         if let Some(h) = self.hold_unless_listening(Held::Request(msg), ctx) {
             self.answer(h);
             self.pump(ctx);
@@ -287,6 +293,7 @@ impl Handler<CloseStream> for WatchHubActor {
     type Result = ();
 
     fn handle(&mut self, msg: CloseStream, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("CloseStream");
         self.hub.close_stream(msg.stream);
         self.pump(ctx);
     }
@@ -296,6 +303,7 @@ impl Handler<ProgressTick> for WatchHubActor {
     type Result = ();
 
     fn handle(&mut self, _: ProgressTick, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("ProgressTick");
         self.hub.progress_tick();
         self.pump(ctx);
     }
@@ -317,3 +325,5 @@ impl Handler<GetHubStats> for WatchHubActor {
         MessageResult(self.hub.stats())
     }
 }
+
+actcd_types::impl_mailbox_probe!(WatchHubActor, meter);

@@ -1,0 +1,259 @@
+//! What each actor's mailbox and handlers are doing, for `/metrics`.
+//!
+//! An actor keeps a [`Meter`] of its own and times the handlers that carry its load with
+//! [`Meter::start`]; only the actor writes it. The front asks every actor with a [`MailboxProbe`]
+//! sent through the ordinary mailbox, behind whatever is queued there; the answer is the
+//! meter's [`MeterSnapshot`] plus, measured by the probe itself:
+//!
+//! - the **mailbox depth**: how many timed messages the actor handled between the probe's
+//!   sending and its handling, which (the mailbox being first in, first out) is how many were
+//!   queued ahead of it when it was sent;
+//! - the **mailbox wait**: how long the probe waited in the mailbox.
+//!
+//! actix doesn't expose a mailbox's length, and counting every send at every sender would put
+//! an atomic on each hot path in the system; the probe costs one message per actor per scrape.
+//! Untimed messages (rare control messages) are not counted in the depth.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use actix::Message;
+
+/// Handling-time histogram buckets, seconds (upper bounds).
+pub const HANDLE_BUCKETS: [f64; 10] = [
+    0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 1.0,
+];
+
+/// One message type's handling: count, total time, and the histogram (not cumulative).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HandleStats {
+    pub count: u64,
+    pub seconds: f64,
+    /// Counts per [`HANDLE_BUCKETS`] bound; the last slot is above every bound.
+    pub buckets: [u64; HANDLE_BUCKETS.len() + 1],
+}
+
+impl HandleStats {
+    fn observe(&mut self, secs: f64) {
+        self.count += 1;
+        self.seconds += secs;
+        let i = HANDLE_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(HANDLE_BUCKETS.len());
+        self.buckets[i] += 1;
+    }
+}
+
+/// An actor's own meter.
+#[derive(Debug, Default)]
+pub struct Meter {
+    /// Timed messages handled so far (all types).
+    handled: AtomicU64,
+    by_message: std::sync::Mutex<BTreeMap<&'static str, HandleStats>>,
+}
+
+/// Times one handler run; records when dropped (early returns included).
+pub struct Timer {
+    meter: Arc<Meter>,
+    message: &'static str,
+    started: Instant,
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        let secs = self.started.elapsed().as_secs_f64();
+        self.meter.handled.fetch_add(1, Ordering::Relaxed);
+        self.meter
+            .by_message
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(self.message)
+            .or_default()
+            .observe(secs);
+    }
+}
+
+impl Meter {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Starts timing one `message` handler: keep the timer until the handler returns.
+    pub fn start(self: &Arc<Self>, message: &'static str) -> Timer {
+        Timer {
+            meter: self.clone(),
+            message,
+            started: Instant::now(),
+        }
+    }
+
+    /// Timed messages handled so far.
+    pub fn handled(&self) -> u64 {
+        self.handled.load(Ordering::Relaxed)
+    }
+
+    /// Answers a probe: the meter, and the mailbox as the probe found it.
+    pub fn answer(&self, probe: &MailboxProbe) -> MeterSnapshot {
+        MeterSnapshot {
+            depth: self
+                .handled()
+                .saturating_sub(probe.handled_at_send.unwrap_or(u64::MAX)),
+            wait_seconds: probe.sent_at.elapsed().as_secs_f64(),
+            handled: self.handled(),
+            by_message: self
+                .by_message
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+}
+
+/// Sent through an actor's mailbox to see how it is doing. `handled_at_send` is the meter's
+/// count when the probe was sent, if the sender knows it (from the previous answer's
+/// `handled`, or a first probe); without it the depth reads 0.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "MeterSnapshot")]
+pub struct MailboxProbe {
+    pub sent_at: Instant,
+    pub handled_at_send: Option<u64>,
+}
+
+/// The actor's meter itself: the front reads its handled count when it sends a probe (a
+/// counter the actor publishes; nothing decides on it).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Arc<Meter>")]
+pub struct GetMeter;
+
+/// An actor's answer to a [`MailboxProbe`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MeterSnapshot {
+    /// Timed messages handled while the probe waited: those queued ahead of it.
+    pub depth: u64,
+    /// How long the probe waited in the mailbox.
+    pub wait_seconds: f64,
+    /// Timed messages handled so far.
+    pub handled: u64,
+    pub by_message: BTreeMap<&'static str, HandleStats>,
+}
+
+/// Implements [`MailboxProbe`] for an actor whose meter is the field `$field`.
+#[macro_export]
+macro_rules! impl_mailbox_probe {
+    ($actor:ty, $field:ident) => {
+        impl ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
+            type Result = ::actix::MessageResult<$crate::meter::MailboxProbe>;
+
+            fn handle(
+                &mut self,
+                probe: $crate::meter::MailboxProbe,
+                _: &mut Self::Context,
+            ) -> Self::Result {
+                ::actix::MessageResult(self.$field.answer(&probe))
+            }
+        }
+
+        impl ::actix::Handler<$crate::meter::GetMeter> for $actor {
+            type Result = ::actix::MessageResult<$crate::meter::GetMeter>;
+
+            fn handle(
+                &mut self,
+                _: $crate::meter::GetMeter,
+                _: &mut Self::Context,
+            ) -> Self::Result {
+                ::actix::MessageResult(self.$field.clone())
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_record_per_message_and_probes_read_depth() {
+        let m = Meter::new();
+        let probe = MailboxProbe {
+            sent_at: Instant::now(),
+            handled_at_send: Some(m.handled()),
+        };
+        for _ in 0..3 {
+            let _t = m.start("Put");
+        }
+        {
+            let _t = m.start("Range");
+        }
+        let snap = m.answer(&probe);
+        assert_eq!(snap.depth, 4, "four handled while the probe waited");
+        assert_eq!(snap.handled, 4);
+        assert_eq!(snap.by_message["Put"].count, 3);
+        assert_eq!(snap.by_message["Range"].count, 1);
+        let put = &snap.by_message["Put"];
+        assert_eq!(put.buckets.iter().sum::<u64>(), 3);
+        // Without a count at sending, the depth is unknown: 0.
+        let blind = MailboxProbe {
+            sent_at: Instant::now(),
+            handled_at_send: None,
+        };
+        assert_eq!(m.answer(&blind).depth, 0);
+    }
+
+    #[test]
+    fn buckets_split_at_their_bounds() {
+        let mut h = HandleStats::default();
+        h.observe(0.000_01);
+        h.observe(0.002);
+        h.observe(5.0);
+        assert_eq!(h.buckets[0], 1);
+        assert_eq!(h.buckets[5], 1);
+        assert_eq!(h.buckets[HANDLE_BUCKETS.len()], 1);
+        assert_eq!(h.count, 3);
+    }
+
+    /// A real mailbox: messages queued ahead of the probe are its depth.
+    #[test]
+    fn a_probe_behind_queued_messages_reads_their_number() {
+        use actix::prelude::*;
+
+        struct Busy {
+            meter: Arc<Meter>,
+        }
+        impl Actor for Busy {
+            type Context = Context<Self>;
+        }
+        #[derive(Message)]
+        #[rtype(result = "()")]
+        struct Work;
+        impl Handler<Work> for Busy {
+            type Result = ();
+            fn handle(&mut self, _: Work, _: &mut Self::Context) {
+                let _t = self.meter.start("Work");
+            }
+        }
+        crate::impl_mailbox_probe!(Busy, meter);
+
+        let sys = System::new();
+        let snap = sys.block_on(async {
+            let addr = Busy {
+                meter: Meter::new(),
+            }
+            .start();
+            let meter = addr.send(GetMeter).await.unwrap();
+            // Nothing runs the actor until this task awaits: all seven wait in the mailbox.
+            for _ in 0..7 {
+                addr.do_send(Work);
+            }
+            let probe = MailboxProbe {
+                sent_at: Instant::now(),
+                handled_at_send: Some(meter.handled()),
+            };
+            addr.send(probe).await.unwrap()
+        });
+        assert_eq!(snap.depth, 7);
+        assert_eq!(snap.by_message["Work"].count, 7);
+    }
+}
