@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs this repo's etcdctl scenarios (tests/compat/*.sh) together with the shared differential
+# Runs this repo's etcdctl scenarios (tests/compat/*.sh) and gateway scenarios
+# (tests/compat/http/*.sh) together with the shared differential
 # harness's own, against etcd 3.5.1 and a release build of actcd, and diffs the normalized output.
 #   tests/compat/run.sh HARNESS_DIR [--only REGEX]
 # The server binary is $ACTCD_BIN if set (CI points it at the debug build it already has), else
@@ -14,6 +15,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$harness"/. "$work"/
 cp "$repo"/tests/compat/*.sh "$work"/scenarios/
+cp "$repo"/tests/compat/http/*.sh "$work"/http-scenarios/
 rm -f "$work"/scenarios/run.sh "$work"/scenarios/cluster.sh
 # Only etcd 3.5.1 (PyPI) is compared against; skip the Debian 3.4 packages.
 # The harness's installer reads `etcd --version | head -1` under pipefail, which now and then

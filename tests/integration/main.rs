@@ -1126,7 +1126,7 @@ async fn quota_raises_nospace_until_disarmed() {
     let status = c.status().await.unwrap();
     assert_eq!(
         status.errors(),
-        [format!("memberID:{member} alarm:NOSPACE")]
+        [format!("memberID:{member} alarm:NOSPACE ")]
     );
     // /health says why (etcd's reason), unless told to leave NOSPACE out.
     let (status, body) = http::get(&srv.endpoint(), "/health").await;

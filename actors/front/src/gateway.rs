@@ -84,10 +84,14 @@ fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, 
     } else {
         body
     };
-    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    if let Some(refusal) = crate::gojson::refusal(&value, &desc) {
+        return Err(Status::invalid_argument(refusal));
+    }
     let dynamic = DynamicMessage::deserialize_with_options(
         desc,
-        &mut de,
+        value,
         &DeserializeOptions::new().deny_unknown_fields(false),
     )
     .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -485,8 +489,8 @@ async fn route(
             "/v3/maintenance/hashkv" => unary!(
                 maintenance,
                 hash_kv,
-                "HashKvRequest",
-                "HashKvResponse",
+                "HashKVRequest",
+                "HashKVResponse",
                 body,
                 t
             ),

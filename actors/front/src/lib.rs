@@ -52,6 +52,7 @@ mod auth;
 pub mod authn;
 mod cluster;
 pub mod gateway;
+mod gojson;
 pub mod http;
 mod kv;
 pub mod learner;

@@ -80,7 +80,8 @@ impl Maintenance for MaintenanceService {
             errors: store
                 .alarms
                 .iter()
-                .map(|a| format!("memberID:{} alarm:{}", a.member_id, alarm_name(a.alarm)))
+                // etcd's entries are the alarm's protobuf text form, trailing space included.
+                .map(|a| format!("memberID:{} alarm:{} ", a.member_id, alarm_name(a.alarm)))
                 .collect(),
             db_size_in_use: store.db_size_in_use as i64,
             is_learner: raft.is_learner,
@@ -109,9 +110,8 @@ impl Maintenance for MaintenanceService {
             took_ms = started.elapsed().as_millis() as u64,
             "finished defragmentation"
         );
-        Ok(Response::new(DefragmentResponse {
-            header: Some(self.pipeline.header(true).await?),
-        }))
+        // etcd answers without a header.
+        Ok(Response::new(DefragmentResponse { header: None }))
     }
 
     /// etcd's Hash: the whole backend (all tables), for admins.
