@@ -380,6 +380,13 @@ async fn the_gateway_streams_keepalives_and_snapshots() {
         "{out}"
     );
 
+    // HashKV (etcd 3.6's gateway path; 3.5.1 has none): the same answer as over gRPC.
+    let (status, out) = request(&addr, "POST", "/v3/maintenance/hashkv", "{}", None).await;
+    assert_eq!(status, 200, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let grpc = c.hash_kv(0).await.unwrap();
+    assert_eq!(v["hash"].as_u64(), Some(u64::from(grpc.hash())), "{out}");
+
     let (status, out) = request(&addr, "POST", "/v3/maintenance/snapshot", "{}", None).await;
     assert_eq!(status, 200);
     let mut file = Vec::new();
