@@ -11,6 +11,8 @@ const PROTO_FILES: &[&str] = &[
     "protos/authpb/auth.proto",
     "protos/etcdserverpb/rpc.proto",
     "protos/actcdpb/internal.proto",
+    "protos/v3lockpb/v3lock.proto",
+    "protos/v3electionpb/v3election.proto",
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {

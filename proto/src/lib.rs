@@ -2,7 +2,8 @@
 //!
 //! This crate owns two things:
 //!
-//! * etcd v3.5's client protocol (`mvccpb`, `authpb`, `etcdserverpb`), written
+//! * etcd v3.5's client protocol (`mvccpb`, `authpb`, `etcdserverpb`, and the
+//!   lock and election services `v3lockpb`, `v3electionpb`), written
 //!   out with etcd's exact package, message, field and enum names and numbers
 //!   so that unmodified etcd clients can talk to actcd;
 //! * actcd's own replicated-log envelope (`actcdpb`): the
@@ -32,6 +33,16 @@ pub mod authpb {
 /// services with their request/response messages.
 pub mod etcdserverpb {
     tonic::include_proto!("etcdserverpb");
+}
+
+/// etcd's server-side lock service (`v3lockpb.Lock`).
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+/// etcd's server-side election service (`v3electionpb.Election`).
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
 }
 
 /// actcd-internal messages: the raft proposal envelope and peer frames.

@@ -16,6 +16,7 @@ mod cluster;
 mod http;
 mod lease;
 mod linearizability;
+mod lock;
 mod maintenance;
 mod membership;
 mod tls;

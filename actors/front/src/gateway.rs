@@ -7,7 +7,8 @@
 //! `Bearer <token>`, or HTTP `Basic` credentials (checked here, then named by the authenticator
 //! chain, `authn.rs`). Errors come as `{"error","code","message"}` with grpc-gateway's HTTP
 //! status for the code. Server-streaming methods (`/v3/watch`, `/v3/lease/keepalive`,
-//! `/v3/maintenance/snapshot`) answer one `{"result":…}` line per message.
+//! `/v3/maintenance/snapshot`, `/v3/election/observe`) answer one `{"result":…}` line per
+//! message. `/v3/lock/*` and `/v3/election/*` serve the lock and election services.
 
 use std::sync::{Arc, LazyLock};
 
@@ -23,11 +24,16 @@ use tonic::Status;
 use actcd_types::msg::AuthPassword;
 use actcd_types::{AuthInfo, EtcdError};
 
+use actcd_proto::v3electionpb::election_server::Election;
+use actcd_proto::v3lockpb::lock_server::Lock;
+
 use crate::auth::AuthService;
 use crate::authn::BasicOutcome;
 use crate::cluster::ClusterService;
+use crate::election::ElectionService;
 use crate::kv::KvService;
 use crate::lease::LeaseService;
+use crate::lock::LockService;
 use crate::maintenance::MaintenanceService;
 use crate::pipeline::Pipeline;
 
@@ -68,11 +74,15 @@ pub fn error_answer(s: &Status) -> Answer {
     )
 }
 
-/// The descriptor of the `etcdserverpb` message `name`.
+/// The descriptor of the message `name`: an `etcdserverpb` message, or a full name.
 fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, Status> {
     POOL.as_ref()
         .ok_or_else(|| Status::internal("descriptors unavailable"))?
-        .get_message_by_name(&format!("etcdserverpb.{name}"))
+        .get_message_by_name(&if name.contains('.') {
+            name.to_string()
+        } else {
+            format!("etcdserverpb.{name}")
+        })
         .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))
 }
 
@@ -264,6 +274,7 @@ pub async fn stream(
         "/v3/watch" => watch(p, body, authorization).await,
         "/v3/lease/keepalive" => keep_alive(p, body).await,
         "/v3/maintenance/snapshot" => snapshot(p, body, authorization).await,
+        "/v3/election/observe" => observe(p, body, authorization).await,
         _ => return None,
     })
 }
@@ -310,6 +321,28 @@ async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<crate::http::Body,
         }
     });
     Ok(json_lines(answers, "LeaseKeepAliveResponse"))
+}
+
+/// `POST /v3/election/observe`: the leader, each value it proclaims, and every leader after.
+async fn observe(
+    p: &Arc<Pipeline>,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Result<crate::http::Body, Answer> {
+    let request = from_json(body, "v3electionpb.LeaderRequest").map_err(|s| error_answer(&s))?;
+    let mut request = tonic::Request::new(request);
+    GatewayAuth::from_header(p, authorization)
+        .await
+        .apply(&mut request);
+    let service = ElectionService {
+        pipeline: p.clone(),
+    };
+    let leaders = service
+        .observe(request)
+        .await
+        .map_err(|s| error_answer(&s))?
+        .into_inner();
+    Ok(json_lines(leaders, "v3electionpb.LeaderResponse"))
 }
 
 /// `POST /v3/maintenance/snapshot`: the backend in base64 chunks, then its checksum.
@@ -370,10 +403,64 @@ async fn route(
     let auth = AuthService {
         pipeline: p.clone(),
     };
+    let lock = LockService {
+        pipeline: p.clone(),
+    };
+    let election = ElectionService {
+        pipeline: p.clone(),
+    };
     let t = credentials;
     let r: Result<String, Status> = async {
         match path {
             "/v3/kv/range" => unary!(kv, range, "RangeRequest", "RangeResponse", body, t),
+            "/v3/lock/lock" => unary!(
+                lock,
+                lock,
+                "v3lockpb.LockRequest",
+                "v3lockpb.LockResponse",
+                body,
+                t
+            ),
+            "/v3/lock/unlock" => unary!(
+                lock,
+                unlock,
+                "v3lockpb.UnlockRequest",
+                "v3lockpb.UnlockResponse",
+                body,
+                t
+            ),
+            "/v3/election/campaign" => unary!(
+                election,
+                campaign,
+                "v3electionpb.CampaignRequest",
+                "v3electionpb.CampaignResponse",
+                body,
+                t
+            ),
+            "/v3/election/proclaim" => unary!(
+                election,
+                proclaim,
+                "v3electionpb.ProclaimRequest",
+                "v3electionpb.ProclaimResponse",
+                body,
+                t
+            ),
+            "/v3/election/leader" => unary!(
+                election,
+                leader,
+                "v3electionpb.LeaderRequest",
+                "v3electionpb.LeaderResponse",
+                body,
+                t
+            ),
+            "/v3/election/resign" => unary!(
+                election,
+                resign,
+                "v3electionpb.ResignRequest",
+                "v3electionpb.ResignResponse",
+                body,
+                t
+            ),
             "/v3/kv/put" => unary!(kv, put, "PutRequest", "PutResponse", body, t),
             "/v3/kv/deleterange" => unary!(
                 kv,

@@ -22,6 +22,11 @@
 //!   raft conf changes) validated by the store when applied; etcd's `--strict-reconfig-check`
 //!   rules (started members, peer streams up 5 s, a learner in sync with the leader) are
 //!   checked here first. `MemberList` reads the store's applied members.
+//! - Lock and Election (`lock.rs`, `election.rs`, over `concurrency.rs`): etcd's
+//!   server-side mutex and leader election, each step an ordinary request made as the caller
+//!   (txns on create revisions, linearizable reads, watches through the hub to wait for the
+//!   deletion of the key ahead); a waiter whose caller goes away takes its key back. Errors go
+//!   out as etcd's do there: code Unknown with etcd's text.
 //! - Learners (`learner.rs`): a tower layer in front of every service refuses what etcd's
 //!   learners refuse (all but Status and serializable Range).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
@@ -51,12 +56,15 @@
 mod auth;
 pub mod authn;
 mod cluster;
+pub mod concurrency;
+pub mod election;
 pub mod gateway;
 mod gojson;
 pub mod http;
 mod kv;
 pub mod learner;
 mod lease;
+pub mod lock;
 mod maintenance;
 pub mod metrics;
 mod pipeline;

@@ -12,13 +12,17 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::auth::AuthService;
 use crate::cluster::ClusterService;
+use crate::election::ElectionService;
 use crate::kv::KvService;
 use crate::lease::LeaseService;
+use crate::lock::LockService;
 use crate::maintenance::MaintenanceService;
 use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
 use crate::tls::{ClientTls, server_builder};
 use crate::watch::WatchService;
+use actcd_proto::v3electionpb::election_server::ElectionServer;
+use actcd_proto::v3lockpb::lock_server::LockServer;
 
 /// Serves the client API on an already bound listener until `shutdown` resolves: over TLS with
 /// `tls` (an `https://` URL), else plain.
@@ -51,6 +55,14 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
+    let lock = LockServer::new(LockService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit);
+    let election = ElectionServer::new(ElectionService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(limit);
     let front_layer = crate::metrics::Accounting {
         stats: pipeline.requests.clone(),
         learner: pipeline.routes.learner.clone(),
@@ -66,6 +78,8 @@ pub async fn serve(
         .add_service(watch)
         .add_service(cluster)
         .add_service(auth)
+        .add_service(lock)
+        .add_service(election)
         .serve_with_incoming_shutdown(
             sniffed(listener, counters, tls.is_none().then_some(http)),
             shutdown,

@@ -124,6 +124,15 @@ pub enum EtcdError {
     NoInflightDowngrade,
     #[error("etcdserver: unknown method")]
     UnknownMethod,
+    // The lock and election services (etcd's `concurrency` package errors, sent as Unknown).
+    #[error("election: not leader")]
+    ElectionNotLeader,
+    #[error("election: no leader")]
+    ElectionNoLeader,
+    #[error("\"leader\" field must be provided")]
+    MissingLeaderKey,
+    #[error("mutex: session is expired")]
+    SessionExpired,
     #[error("etcdserver: request timed out, leader transfer took too long")]
     LeaderTransferTimeout,
     /// A failure inside the server (storage I/O, a closed mailbox) that etcd would also report as
@@ -163,7 +172,8 @@ impl EtcdError {
                 Code::InvalidArgument
             }
             NoInflightDowngrade => Code::FailedPrecondition,
-            UnknownMethod => Code::Unknown,
+            UnknownMethod | ElectionNotLeader | ElectionNoLeader | MissingLeaderKey
+            | SessionExpired => Code::Unknown,
             MemberNotFound => Code::NotFound,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
@@ -259,6 +269,26 @@ mod tests {
                 err: TooManyRequests,
                 want_code: Code::ResourceExhausted,
                 want_msg: "etcdserver: too many requests",
+            },
+            Case {
+                err: ElectionNotLeader,
+                want_code: Code::Unknown,
+                want_msg: "election: not leader",
+            },
+            Case {
+                err: ElectionNoLeader,
+                want_code: Code::Unknown,
+                want_msg: "election: no leader",
+            },
+            Case {
+                err: MissingLeaderKey,
+                want_code: Code::Unknown,
+                want_msg: "\"leader\" field must be provided",
+            },
+            Case {
+                err: SessionExpired,
+                want_code: Code::Unknown,
+                want_msg: "mutex: session is expired",
             },
             Case {
                 err: Compacted,

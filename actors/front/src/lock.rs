@@ -1,0 +1,100 @@
+//! etcd's `v3lockpb.Lock`: a mutex per name, owned by a lease (etcd's v3lock server over its
+//! `concurrency.Mutex`, `concurrency.rs` here).
+//!
+//! Lock puts `name/<lease hex>` (attached to the lease; a fresh 60 s lease when none is named)
+//! unless the caller already has it, then waits for every key under `name/` created before it
+//! to go. The answer's key is the ownership: Unlock deletes it, and so does the lease's end. A
+//! caller who goes away while waiting takes its key back.
+
+use std::sync::Arc;
+
+use actcd_proto::v3lockpb::lock_server::Lock;
+use actcd_proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockResponse};
+use actcd_types::EtcdError;
+use tonic::{Request, Response, Status};
+
+use crate::concurrency::{
+    Caller, CleanupGuard, DEFAULT_SESSION_TTL, candidate_key, prefix_of, unknown,
+};
+use crate::pipeline::Pipeline;
+
+pub struct LockService {
+    pub pipeline: Arc<Pipeline>,
+}
+
+/// etcd's `Mutex.Lock`, as `caller`: the ownership key and the header to answer with.
+pub async fn lock(
+    caller: &Caller,
+    name: &[u8],
+    lease: i64,
+) -> Result<(Vec<u8>, actcd_proto::etcdserverpb::ResponseHeader), EtcdError> {
+    let lease = match lease {
+        0 => caller.grant(DEFAULT_SESSION_TTL).await?,
+        l => l,
+    };
+    let prefix = prefix_of(name);
+    let key = candidate_key(&prefix, lease);
+    let (created, existing, header) = caller.create_or_get(&key, b"", lease).await?;
+    let my_rev = match (created, existing) {
+        (true, _) => header.revision,
+        (false, Some(kv)) => kv.create_revision,
+        (false, None) => return Err(EtcdError::SessionExpired),
+    };
+    let owner = caller.by_create(&prefix, None).await?;
+    if owner
+        .kvs
+        .first()
+        .is_none_or(|kv| kv.create_revision == my_rev)
+    {
+        return Ok((key, header));
+    }
+    // Waiting: if the caller goes away, the key goes too.
+    let guard = {
+        let (caller, key) = (caller.clone(), key.clone());
+        CleanupGuard::new(move || {
+            tokio::spawn(async move {
+                let _ = caller.delete(key).await;
+            });
+        })
+    };
+    if let Err(e) = caller.wait_deletes(&prefix, my_rev - 1).await {
+        drop(guard);
+        return Err(e);
+    }
+    guard.disarm();
+    // The lease may have ended meanwhile, taking the key with it.
+    let mine = caller
+        .range(actcd_proto::etcdserverpb::RangeRequest {
+            key: key.clone(),
+            ..Default::default()
+        })
+        .await?;
+    if mine.kvs.is_empty() {
+        return Err(EtcdError::SessionExpired);
+    }
+    Ok((key, mine.header.unwrap_or_default()))
+}
+
+#[tonic::async_trait]
+impl Lock for LockService {
+    async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let LockRequest { name, lease } = req.into_inner();
+        let (key, header) = lock(&caller, &name, lease).await.map_err(unknown)?;
+        Ok(Response::new(LockResponse {
+            header: Some(header),
+            key,
+        }))
+    }
+
+    async fn unlock(
+        &self,
+        req: Request<UnlockRequest>,
+    ) -> Result<Response<UnlockResponse>, Status> {
+        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let deleted = caller.delete(req.into_inner().key).await.map_err(unknown)?;
+        Ok(Response::new(UnlockResponse {
+            header: deleted.header,
+        }))
+    }
+}
