@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use etcd_client::{
-    Client, ConnectOptions, GetOptions, LockOptions, Permission, ProclaimOptions, ResignOptions,
-};
+use etcd_client::{Client, GetOptions, LockOptions, ProclaimOptions, ResignOptions};
 
-use crate::{Server, code_and_message};
+use crate::{Server, auth_on_with_alice, code_and_message};
 
 /// How long a call that must be blocked is given to show it is not done yet. A call that
 /// wrongly went through fails the test whatever this is; a slow machine can only make the
@@ -219,21 +217,7 @@ async fn lock_and_election_run_as_the_caller() {
     let dir = tempfile::tempdir().unwrap();
     let srv = Server::start(dir.path());
     let mut c = srv.client().await;
-    c.user_add("root", "rootpw", None).await.unwrap();
-    c.user_grant_role("root", "root").await.unwrap();
-    c.user_add("alice", "alicepw", None).await.unwrap();
-    c.role_add("locks").await.unwrap();
-    c.role_grant_permission("locks", Permission::read_write("mine/").with_prefix())
-        .await
-        .unwrap();
-    c.user_grant_role("alice", "locks").await.unwrap();
-    c.auth_enable().await.unwrap();
-    let mut alice = Client::connect(
-        [srv.endpoint()],
-        Some(ConnectOptions::new().with_user("alice", "alicepw")),
-    )
-    .await
-    .unwrap();
+    let mut alice = auth_on_with_alice(&srv, &mut c, "mine/").await;
     let held = alice.lock("mine", None).await.unwrap();
     assert!(held.key().starts_with(b"mine/"));
     alice.unlock(held.key()).await.unwrap();

@@ -140,6 +140,27 @@ impl Drop for Server {
     }
 }
 
+/// Turns auth on with `root` (password `rootpw`) and `alice` (`alicepw`), who may read and
+/// write the keys under `prefix` only; answers a client logged in as alice.
+async fn auth_on_with_alice(srv: &Server, c: &mut Client, prefix: &str) -> Client {
+    use etcd_client::{ConnectOptions, Permission};
+    c.user_add("root", "rootpw", None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.user_add("alice", "alicepw", None).await.unwrap();
+    c.role_add("alice-role").await.unwrap();
+    c.role_grant_permission("alice-role", Permission::read_write(prefix).with_prefix())
+        .await
+        .unwrap();
+    c.user_grant_role("alice", "alice-role").await.unwrap();
+    c.auth_enable().await.unwrap();
+    Client::connect(
+        [srv.endpoint()],
+        Some(ConnectOptions::new().with_user("alice", "alicepw")),
+    )
+    .await
+    .unwrap()
+}
+
 fn code_and_message(e: etcd_client::Error) -> (tonic::Code, String) {
     match e {
         etcd_client::Error::GRpcStatus(s) => (s.code(), s.message().to_string()),

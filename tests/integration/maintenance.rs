@@ -233,22 +233,7 @@ async fn defragment_shrinks_the_file_after_mass_deletes() {
     assert_eq!(w.header().unwrap().revision(), rev + 1);
 
     // With auth on, only root may defragment (etcd's admin check).
-    use etcd_client::{ConnectOptions, Permission};
-    c.user_add("root", "rootpw", None).await.unwrap();
-    c.user_grant_role("root", "root").await.unwrap();
-    c.user_add("alice", "alicepw", None).await.unwrap();
-    c.role_add("rw").await.unwrap();
-    c.role_grant_permission("rw", Permission::read_write("k/").with_prefix())
-        .await
-        .unwrap();
-    c.user_grant_role("alice", "rw").await.unwrap();
-    c.auth_enable().await.unwrap();
-    let mut alice = Client::connect(
-        [srv.endpoint()],
-        Some(ConnectOptions::new().with_user("alice", "alicepw")),
-    )
-    .await
-    .unwrap();
+    let mut alice = crate::auth_on_with_alice(&srv, &mut c, "k/").await;
     let e = alice.defragment().await.unwrap_err();
     assert!(
         e.to_string().contains("etcdserver: permission denied"),
@@ -256,7 +241,7 @@ async fn defragment_shrinks_the_file_after_mass_deletes() {
     );
     let mut root = Client::connect(
         [srv.endpoint()],
-        Some(ConnectOptions::new().with_user("root", "rootpw")),
+        Some(etcd_client::ConnectOptions::new().with_user("root", "rootpw")),
     )
     .await
     .unwrap();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use actcd_proto::actcdpb::{InternalAuthenticateRequest, InternalRaftRequest};
 use actcd_proto::etcdserverpb::auth_server::Auth;
 use actcd_proto::etcdserverpb::*;
-use actcd_types::msg::{ApplyResponse, AuthPassword, AuthReply};
+use actcd_types::msg::{ApplyResponse, AuthReply};
 use actcd_types::{AuthInfo, EtcdError};
 use base64::Engine;
 use tonic::{Request, Response, Status};
@@ -113,20 +113,7 @@ impl Auth for AuthService {
         // etcd reads the password with the store caught up to the log.
         p.linearizable_barrier().await?;
         loop {
-            let (hash, checked_revision) = p
-                .routes
-                .auth_password
-                .send(AuthPassword { name: name.clone() })
-                .await
-                .map_err(EtcdError::from)??;
-            let candidate = password.clone();
-            let ok =
-                tokio::task::spawn_blocking(move || actcd_auth::verify_password(&candidate, &hash))
-                    .await
-                    .map_err(EtcdError::internal)?;
-            if !ok {
-                return Err(EtcdError::AuthFailed.into());
-            }
+            let checked_revision = p.check_password(&name, &password).await?;
             let simple_token = p.auth.tokens.gen_simple_prefix();
             let r = InternalRaftRequest {
                 authenticate: Some(InternalAuthenticateRequest {

@@ -21,7 +21,6 @@ use http::StatusCode;
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, SerializeOptions};
 use tonic::Status;
 
-use actcd_types::msg::AuthPassword;
 use actcd_types::{AuthInfo, EtcdError};
 
 use actcd_proto::v3electionpb::election_server::Election;
@@ -201,19 +200,7 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
             revision,
         });
     }
-    let (hash, checked) = p
-        .routes
-        .auth_password
-        .send(AuthPassword { name: user.into() })
-        .await
-        .map_err(EtcdError::from)??;
-    let candidate = password.to_string();
-    let ok = tokio::task::spawn_blocking(move || actcd_auth::verify_password(&candidate, &hash))
-        .await
-        .map_err(EtcdError::internal)?;
-    if !ok {
-        return Err(EtcdError::AuthFailed);
-    }
+    let checked = p.check_password(user, password).await?;
     p.auth.basic.remember(user, password, checked);
     Ok(AuthInfo {
         username: user.to_string(),

@@ -274,6 +274,27 @@ impl Pipeline {
         }
     }
 
+    /// Checks `password` against the store's bcrypt hash for `name` (on the blocking pool: a
+    /// check takes tens of milliseconds). Answers the auth revision the hash was read at, or
+    /// etcd's `authentication failed` (unknown user and wrong password alike).
+    pub async fn check_password(&self, name: &str, password: &str) -> Result<u64, EtcdError> {
+        let (hash, revision) = self
+            .routes
+            .auth_password
+            .send(AuthPassword { name: name.into() })
+            .await??;
+        let candidate = password.to_string();
+        let ok =
+            tokio::task::spawn_blocking(move || actcd_auth::verify_password(&candidate, &hash))
+                .await
+                .map_err(EtcdError::internal)?;
+        if ok {
+            Ok(revision)
+        } else {
+            Err(EtcdError::AuthFailed)
+        }
+    }
+
     /// A fresh request id (also etcd's source of server-chosen lease ids).
     pub fn next_id(&self) -> u64 {
         self.ids.next()
