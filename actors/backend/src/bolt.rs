@@ -208,17 +208,31 @@ fn write_tree(pages: &mut Pages, leaves: &[Element<'_>]) -> u64 {
 
 /// A bbolt file holding `buckets` (sorted here by name, and each bucket's pairs by key;
 /// duplicate keys keep the last value). Bucket names and keys must be non-empty.
-pub fn write(buckets: &[Bucket]) -> Result<Vec<u8>, BackendError> {
+pub fn write<N, K, V>(buckets: &[(N, Vec<(K, V)>)]) -> Result<Vec<u8>, BackendError>
+where
+    N: AsRef<[u8]>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
     let mut sorted: Vec<(&[u8], Vec<Pair<'_>>)> = Vec::with_capacity(buckets.len());
+    let mut data = 0;
     for (name, pairs) in buckets {
-        if name.is_empty() || pairs.iter().any(|(k, _)| k.is_empty()) {
+        let name = name.as_ref();
+        if name.is_empty() || pairs.iter().any(|(k, _)| k.as_ref().is_empty()) {
             return Err(bad("empty bucket names and keys cannot be written"));
         }
         let mut p: Vec<Pair<'_>> = pairs
             .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
             .collect();
-        p.sort_by(|a, b| a.0.cmp(b.0));
+        data += p
+            .iter()
+            .map(|(k, v)| ELEMENT + k.len() + v.len())
+            .sum::<usize>();
+        // Usually in order already (a store's scan): then sorting costs one pass.
+        if !p.is_sorted_by(|a, b| a.0 <= b.0) {
+            p.sort_by(|a, b| a.0.cmp(b.0));
+        }
         p.dedup_by(|later, earlier| {
             if later.0 == earlier.0 {
                 earlier.1 = later.1;
@@ -227,16 +241,18 @@ pub fn write(buckets: &[Bucket]) -> Result<Vec<u8>, BackendError> {
                 false
             }
         });
-        sorted.push((name.as_slice(), p));
+        sorted.push((name, p));
     }
     sorted.sort_by(|a, b| a.0.cmp(b.0));
     if sorted.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(bad("two buckets with one name"));
     }
 
-    let mut pages = Pages {
-        out: vec![0u8; 3 * PAGE_SIZE],
-    };
+    // Room for every page at once (growing a buffer of tens of megabytes copies it each time):
+    // the data, a little slack for partly filled pages, the branches, metas and freelist.
+    let mut out = Vec::with_capacity(data + data / 8 + (sorted.len() + 8) * PAGE_SIZE);
+    out.resize(3 * PAGE_SIZE, 0);
+    let mut pages = Pages { out };
     // Page 2: an empty freelist (every page is in use).
     pages.out[2 * PAGE_SIZE..2 * PAGE_SIZE + 8].copy_from_slice(&2u64.to_le_bytes());
     pages.out[2 * PAGE_SIZE + 8..2 * PAGE_SIZE + 10].copy_from_slice(&FREELIST.to_le_bytes());
@@ -590,9 +606,10 @@ mod tests {
 
     #[test]
     fn bad_input_to_write_is_refused() {
-        assert!(write(&[(Vec::new(), Vec::new())]).is_err());
+        let none: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        assert!(write(&[(Vec::new(), none.clone())]).is_err());
         assert!(write(&[(b"a".to_vec(), vec![(Vec::new(), b"v".to_vec())])]).is_err());
-        assert!(write(&[(b"a".to_vec(), vec![]), (b"a".to_vec(), vec![])]).is_err());
+        assert!(write(&[(b"a".to_vec(), none.clone()), (b"a".to_vec(), none)]).is_err());
     }
 }
 

@@ -6,6 +6,8 @@
 //! magic header. Installing it replaces every table's contents in one write transaction: a
 //! crash leaves either the old state or the new one.
 
+use std::borrow::Cow;
+
 use actcd_proto::etcdserverpb::Member;
 use actcd_proto::mvccpb::KeyValue;
 use actcd_types::Revision;
@@ -23,7 +25,16 @@ fn table_code(t: Table) -> u8 {
 
 /// Every record of every table.
 pub fn encode<R: ReadTxn + ?Sized>(txn: &R) -> Result<Vec<u8>, StorageError> {
-    let mut out = MAGIC.to_vec();
+    encode_into(txn, Vec::new())
+}
+
+/// [`encode`] into `out` (cleared first; pass one with room for the blob).
+pub fn encode_into<R: ReadTxn + ?Sized>(
+    txn: &R,
+    mut out: Vec<u8>,
+) -> Result<Vec<u8>, StorageError> {
+    out.clear();
+    out.extend_from_slice(MAGIC);
     for t in Table::ALL {
         let code = table_code(t);
         txn.scan(t, &[], None, &mut |k, v| {
@@ -97,8 +108,9 @@ pub fn install<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), Sto
 
 // ---- etcd's backend layout ------------------------------------------------------------------
 
-/// One of etcd's buckets: its name and its pairs.
-pub type EtcdBucket = (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+/// One of etcd's buckets: its name and its pairs, borrowed from a blob where they are the
+/// same bytes, owned where etcd's layout differs from ours.
+pub type EtcdBucket<'a> = (Vec<u8>, Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>);
 
 /// etcd 3.5's `cluster` bucket: the cluster version it records once all members run 3.5.
 const CLUSTER_BUCKET: &[u8] = b"cluster";
@@ -155,8 +167,8 @@ fn conf_state_json(voters: &[u64], learners: &[u64]) -> Vec<u8> {
 /// The records of a blob as etcd 3.5's buckets, so etcd's tools (`etcdutl snapshot status`,
 /// `restore`) read a snapshot of ours like one of their own: members as etcd's JSON, the
 /// compaction marks as 17-byte revisions, and the `confState` and `cluster` entries etcd keeps.
-pub fn to_etcd_buckets(records: &[Record<'_>]) -> Result<Vec<EtcdBucket>, StorageError> {
-    let mut buckets: Vec<EtcdBucket> = Table::ALL
+pub fn to_etcd_buckets<'a>(records: &[Record<'a>]) -> Result<Vec<EtcdBucket<'a>>, StorageError> {
+    let mut buckets: Vec<EtcdBucket<'a>> = Table::ALL
         .iter()
         .map(|t| (t.name().as_bytes().to_vec(), Vec::new()))
         .collect();
@@ -171,7 +183,10 @@ pub fn to_etcd_buckets(records: &[Record<'_>]) -> Result<Vec<EtcdBucket>, Storag
                     .map_err(|_| {
                         StorageError("snapshot: a compaction mark is not 8 bytes".into())
                     })?;
-                pairs.push((k.to_vec(), Revision { main: rev, sub: 0 }.to_bytes(false)));
+                pairs.push((
+                    Cow::Borrowed(*k),
+                    Cow::Owned(Revision { main: rev, sub: 0 }.to_bytes(false)),
+                ));
             }
             Table::Members => {
                 let m = Member::decode(*v)
@@ -182,28 +197,37 @@ pub fn to_etcd_buckets(records: &[Record<'_>]) -> Result<Vec<EtcdBucket>, Storag
                 } else {
                     voters.push(m.id);
                 }
-                pairs.push((k.to_vec(), member_json(&m)));
+                pairs.push((Cow::Borrowed(*k), Cow::Owned(member_json(&m))));
             }
-            _ => pairs.push((k.to_vec(), v.to_vec())),
+            _ => pairs.push((Cow::Borrowed(*k), Cow::Borrowed(*v))),
         }
     }
     let meta = &mut buckets[table_code(Table::Meta) as usize].1;
-    meta.push((CONF_STATE.to_vec(), conf_state_json(&voters, &learners)));
+    meta.push((
+        Cow::Borrowed(CONF_STATE),
+        Cow::Owned(conf_state_json(&voters, &learners)),
+    ));
     // etcd writes the auth revision (1) when it first starts; ours is implied until auth
     // changes.
     let auth = &mut buckets[table_code(Table::Auth) as usize].1;
-    if !auth.iter().any(|(k, _)| k == AUTH_REVISION) {
-        auth.push((AUTH_REVISION.to_vec(), 1u64.to_be_bytes().to_vec()));
+    if !auth.iter().any(|(k, _)| k.as_ref() == AUTH_REVISION) {
+        auth.push((
+            Cow::Borrowed(AUTH_REVISION),
+            Cow::Owned(1u64.to_be_bytes().to_vec()),
+        ));
     }
     buckets.push((
         CLUSTER_BUCKET.to_vec(),
-        vec![(CLUSTER_VERSION.0.to_vec(), CLUSTER_VERSION.1.to_vec())],
+        vec![(
+            Cow::Borrowed(CLUSTER_VERSION.0),
+            Cow::Borrowed(CLUSTER_VERSION.1),
+        )],
     ));
     Ok(buckets)
 }
 
 /// A blob from [`encode`] as etcd's buckets.
-pub fn blob_to_etcd_buckets(blob: &[u8]) -> Result<Vec<EtcdBucket>, StorageError> {
+pub fn blob_to_etcd_buckets(blob: &[u8]) -> Result<Vec<EtcdBucket<'_>>, StorageError> {
     to_etcd_buckets(&decode(blob)?)
 }
 
@@ -212,9 +236,17 @@ pub fn blob_to_etcd_buckets(blob: &[u8]) -> Result<Vec<EtcdBucket>, StorageError
 /// membership is left out (a restore starts a new cluster, as etcd's does), and so are the
 /// consistent index and term, which belong to the old cluster's log. Buckets actcd does not
 /// keep (`cluster`, and anything unknown) are dropped.
-pub fn from_etcd_buckets(buckets: &[EtcdBucket]) -> Result<Vec<OwnedRecord>, StorageError> {
+pub fn from_etcd_buckets<N, K, V>(
+    buckets: &[(N, Vec<(K, V)>)],
+) -> Result<Vec<OwnedRecord>, StorageError>
+where
+    N: AsRef<[u8]>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
     let mut out = Vec::new();
     for (name, pairs) in buckets {
+        let name = name.as_ref();
         let Some(t) = Table::ALL
             .iter()
             .copied()
@@ -226,6 +258,7 @@ pub fn from_etcd_buckets(buckets: &[EtcdBucket]) -> Result<Vec<OwnedRecord>, Sto
             continue;
         }
         for (k, v) in pairs {
+            let (k, v) = (k.as_ref(), v.as_ref());
             let v = match t {
                 Table::Meta if is_compact_mark(k) => {
                     let (rev, _) = Revision::from_bytes(v).ok_or_else(|| {
@@ -240,13 +273,13 @@ pub fn from_etcd_buckets(buckets: &[EtcdBucket]) -> Result<Vec<OwnedRecord>, Sto
                     Revision::from_bytes(k).ok_or_else(|| {
                         StorageError("snapshot: a key record is not at a revision".into())
                     })?;
-                    KeyValue::decode(v.as_slice())
+                    KeyValue::decode(v)
                         .map_err(|e| StorageError(format!("snapshot: key record: {e}")))?;
-                    v.clone()
+                    v.to_vec()
                 }
-                _ => v.clone(),
+                _ => v.to_vec(),
             };
-            out.push((t, k.clone(), v));
+            out.push((t, k.to_vec(), v));
         }
     }
     Ok(out)
@@ -333,23 +366,29 @@ mod tests {
             buckets
                 .iter()
                 .find(|x| x.0 == b.as_bytes())
-                .and_then(|x| x.1.iter().find(|p| p.0 == k))
-                .map(|p| p.1.clone())
+                .and_then(|x| x.1.iter().find(|p| p.0.as_ref() == k))
+                .map(|p| p.1.to_vec())
         };
         assert_eq!(
             get("members", b"abc").unwrap(),
-            br#"{"id":2748,"peerURLs":["http://p:1"],"isLearner":true,"name":"n\"1"}"#
+            br#"{"id":2748,"peerURLs":["http://p:1"],"isLearner":true,"name":"n\"1"}"#.to_vec()
         );
         assert_eq!(
             get("meta", b"confState").unwrap(),
-            br#"{"voters":[],"learners":[2748],"auto_leave":false}"#
+            br#"{"voters":[],"learners":[2748],"auto_leave":false}"#.to_vec()
         );
         assert_eq!(
             get("meta", META_FINISHED_COMPACT).unwrap(),
             r2.to_bytes(false)
         );
-        assert_eq!(get("auth", AUTH_REVISION).unwrap(), 1u64.to_be_bytes());
-        assert_eq!(get("cluster", b"clusterVersion").unwrap(), b"3.5.0");
+        assert_eq!(
+            get("auth", AUTH_REVISION).unwrap(),
+            1u64.to_be_bytes().to_vec()
+        );
+        assert_eq!(
+            get("cluster", b"clusterVersion").unwrap(),
+            b"3.5.0".to_vec()
+        );
 
         // Back: data kept, membership and the old log's position gone, marks as ours again.
         let mut back = from_etcd_buckets(&buckets).unwrap();

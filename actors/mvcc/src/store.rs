@@ -383,7 +383,10 @@ impl Store {
     pub fn snapshot_blob(&self) -> Result<(u64, Vec<u8>), EtcdError> {
         let txn = self.engine.read().map_err(Error::from)?;
         let index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
-        let data = crate::snapshot::encode(&*txn).map_err(Error::from)?;
+        // The live bytes are about the blob's size: room for it at once, not by doubling.
+        let in_use = self.engine.size().map(|(_, in_use)| in_use).unwrap_or(0);
+        let data = crate::snapshot::encode_into(&*txn, Vec::with_capacity(in_use as usize))
+            .map_err(Error::from)?;
         Ok((index, data))
     }
 
