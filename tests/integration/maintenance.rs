@@ -273,10 +273,10 @@ async fn defragmenting_under_load_loses_no_acknowledged_write() {
                     acked.push((key, r.header().unwrap().revision()));
                     progress.fetch_add(1, Ordering::Relaxed);
                 }
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     let _ = wc.delete(format!("w{w}/{:06}", i / 2), None).await;
                 }
-                if i % 10 == 0 {
+                if i.is_multiple_of(10) {
                     wc.get(format!("w{w}/{i:06}"), None).await.unwrap();
                 }
                 i += 1;
