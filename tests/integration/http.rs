@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use crate::{Server, free_port};
 
 /// One request with `Connection: close`: (status, body).
-async fn request(
+pub(crate) async fn request(
     addr: &str,
     method: &str,
     path: &str,

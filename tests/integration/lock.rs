@@ -228,4 +228,7 @@ async fn lock_and_election_run_as_the_caller() {
     );
     let err = alice.leader("theirs").await.unwrap_err();
     assert_eq!(code_and_message(err).1, "etcdserver: permission denied");
+    // A refused observer's stream just ends, as etcd's does.
+    let mut refused = alice.observe("theirs").await.unwrap();
+    assert!(refused.message().await.unwrap().is_none());
 }

@@ -139,6 +139,25 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
         );
     }
 
+    // The JSON gateway passes the same gate; a serializable range still goes through.
+    let learner_says = r#"{"error":"etcdserver: rpc not supported for learner","code":14,"message":"etcdserver: rpc not supported for learner"}"#;
+    for (path, body) in [
+        ("/v3/kv/put", r#"{"key":"eA==","value":"MQ=="}"#),
+        ("/v3/lock/lock", r#"{"name":"eA=="}"#),
+    ] {
+        let (status, json) = crate::http::request(&m4.endpoint(), "POST", path, body, None).await;
+        assert_eq!((status, json.as_str()), (503, learner_says), "{path}");
+    }
+    let (status, json) = crate::http::request(
+        &m4.endpoint(),
+        "POST",
+        "/v3/kv/range",
+        r#"{"key":"ay8wMDA=","serializable":true}"#,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{json}");
+
     // Promoted once in sync (the leader refuses until then).
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

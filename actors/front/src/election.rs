@@ -138,11 +138,10 @@ async fn observe(
     let prefix = prefix_of(&name);
     loop {
         // The leader now, or the first candidate to appear.
+        // A failed step (a refused caller…) ends the stream without an error, as etcd's
+        // observer closes its channel and returns.
         let (mut header, kv) = match caller.by_create(&prefix, None).await {
-            Err(e) => {
-                let _ = tx.send(Err(unknown(e))).await;
-                return;
-            }
+            Err(_) => return,
             Ok(resp) => {
                 let header = resp.header.unwrap_or_default();
                 match resp.kvs.into_iter().next() {

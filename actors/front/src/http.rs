@@ -138,6 +138,13 @@ async fn gateway(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
             return reply(status, "application/json", body);
         }
     };
+    // etcd's gateway calls its own gRPC server, whose learner gate sees every call.
+    if *p.routes.learner.borrow() && !crate::learner::gateway_allowed_for_learner(&path) {
+        let (status, body) = crate::gateway::error_answer(
+            &actcd_types::EtcdError::NotSupportedForLearner.to_status(),
+        );
+        return reply(status, "application/json", body);
+    }
     if let Some(streamed) = crate::gateway::stream(p, &path, &body, authorization.as_deref()).await
     {
         return match streamed {

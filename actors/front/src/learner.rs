@@ -2,7 +2,8 @@
 //! stream only snapshots); everything else is refused with `etcdserver: rpc not supported for
 //! learner`, so clients move to a voting member. The front's tower layer (`metrics.rs`, which
 //! sees every call's method path, as tonic's interceptors don't) refuses the rest; the Range
-//! handler refuses linearizable reads itself.
+//! handler refuses linearizable reads itself. The JSON gateway, which calls the services without
+//! that layer, asks [`gateway_allowed_for_learner`] first.
 
 use tokio::sync::watch;
 
@@ -16,6 +17,15 @@ pub fn allowed_for_learner(path: &str) -> bool {
         "/etcdserverpb.Maintenance/Status"
             | "/etcdserverpb.KV/Range"
             | "/etcdserverpb.Maintenance/Snapshot"
+    )
+}
+
+/// The JSON gateway's routes a learner serves: those of the methods above (Range refuses a
+/// linearizable read itself).
+pub fn gateway_allowed_for_learner(path: &str) -> bool {
+    matches!(
+        path,
+        "/v3/maintenance/status" | "/v3/kv/range" | "/v3/maintenance/snapshot"
     )
 }
 
@@ -41,6 +51,16 @@ mod tests {
             "/etcdserverpb.Auth/Authenticate",
         ] {
             assert!(!allowed_for_learner(refused), "{refused}");
+        }
+        assert!(gateway_allowed_for_learner("/v3/kv/range"));
+        assert!(gateway_allowed_for_learner("/v3/maintenance/status"));
+        for refused in [
+            "/v3/kv/put",
+            "/v3/lock/lock",
+            "/v3/election/observe",
+            "/v3/watch",
+        ] {
+            assert!(!gateway_allowed_for_learner(refused), "{refused}");
         }
     }
 }
