@@ -84,126 +84,405 @@ fn fnv64a(data: &[u8]) -> u64 {
 
 // ---- writing --------------------------------------------------------------------------------
 
-/// Pages laid out one after another; page ids are their positions.
-struct Pages {
-    out: Vec<u8>,
+/// One thing a [`Source`] hands the writer: a bucket (then its pairs), or a pair of the
+/// bucket last announced.
+pub enum Item<'a> {
+    Bucket(&'a [u8]),
+    Pair(&'a [u8], &'a [u8]),
 }
 
-impl Pages {
-    fn next_id(&self) -> u64 {
-        (self.out.len() / PAGE_SIZE) as u64
-    }
-
-    /// Appends a page whose body (everything after the header) is `body`, spanning as many
-    /// pages as it needs; returns its id.
-    fn push(&mut self, flags: u16, count: u16, body: &[u8]) -> u64 {
-        let id = self.next_id();
-        let pages = (HEADER + body.len()).div_ceil(PAGE_SIZE).max(1);
-        let start = self.out.len();
-        self.out.resize(start + pages * PAGE_SIZE, 0);
-        let p = &mut self.out[start..];
-        p[0..8].copy_from_slice(&id.to_le_bytes());
-        p[8..10].copy_from_slice(&flags.to_le_bytes());
-        p[10..12].copy_from_slice(&count.to_le_bytes());
-        p[12..16].copy_from_slice(&((pages - 1) as u32).to_le_bytes());
-        p[HEADER..HEADER + body.len()].copy_from_slice(body);
-        id
-    }
+/// A database to write, replayed in bbolt's order as often as the writer asks: once to plan the
+/// pages, once to write them. Both replays must hand over the same items.
+pub trait Source {
+    /// Calls `f` with every bucket (names in order, each once, empty ones too), each followed
+    /// by its pairs (keys in order, each once, not empty).
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError>;
 }
 
-/// One element of a page being built.
-enum Element<'a> {
-    Leaf {
-        flags: u32,
-        key: &'a [u8],
-        value: &'a [u8],
-    },
-    Branch {
-        key: &'a [u8],
-        child: u64,
-    },
+/// Pages needed by a page body of `len` bytes (header included), at least one.
+fn span_of(body_len: usize) -> u64 {
+    (HEADER + body_len).div_ceil(PAGE_SIZE).max(1) as u64
 }
 
-impl Element<'_> {
-    fn data_len(&self) -> usize {
-        match self {
-            Element::Leaf { key, value, .. } => key.len() + value.len(),
-            Element::Branch { key, .. } => key.len(),
+/// One planned page: its element count, the pages it spans, and its first key.
+#[derive(Debug)]
+struct Planned {
+    count: usize,
+    span: u64,
+    first: Vec<u8>,
+}
+
+/// Cuts a sequence of elements into pages: each takes elements while they fit (at least one;
+/// an element too big for a page gets one with overflow to itself).
+#[derive(Default)]
+struct Packer {
+    pages: Vec<Planned>,
+    size: usize,
+    count: usize,
+    first: Vec<u8>,
+}
+
+impl Packer {
+    fn add(&mut self, key: &[u8], data_len: usize) {
+        let add = ELEMENT + data_len;
+        if self.count > 0 && HEADER + self.size + add > PAGE_SIZE {
+            self.close();
         }
+        if self.count == 0 {
+            self.first = key.to_vec();
+        }
+        self.size += add;
+        self.count += 1;
+    }
+
+    fn close(&mut self) {
+        self.pages.push(Planned {
+            count: self.count,
+            span: span_of(self.size),
+            first: std::mem::take(&mut self.first),
+        });
+        self.size = 0;
+        self.count = 0;
+    }
+
+    /// The pages, an empty one if nothing was added.
+    fn finish(mut self) -> Vec<Planned> {
+        if self.count > 0 || self.pages.is_empty() {
+            self.close();
+        }
+        self.pages
     }
 }
 
-/// Writes `elements` (in key order) as pages of one level, filled up to a page each (an
-/// element too big for a page gets a page with overflow to itself); returns each page's first
-/// key and id.
-fn write_level<'a>(pages: &mut Pages, elements: &[Element<'a>]) -> Vec<(&'a [u8], u64)> {
-    let mut made = Vec::new();
-    let mut i = 0;
-    loop {
-        // Take elements while they fit in one page (at least one).
-        let mut j = i;
-        let mut size = HEADER;
-        while j < elements.len() {
-            let add = ELEMENT + elements[j].data_len();
-            if j > i && size + add > PAGE_SIZE {
-                break;
+/// One tree: its leaf pages and each branch level above them, the root level last; its pages
+/// are numbered from `first_id` in that order.
+#[derive(Debug)]
+struct Tree {
+    levels: Vec<Vec<Planned>>,
+    first_id: u64,
+}
+
+impl Tree {
+    fn over(leaves: Vec<Planned>) -> Tree {
+        let mut levels = vec![leaves];
+        while let Some(level) = levels.last().filter(|l| l.len() > 1) {
+            let mut packer = Packer::default();
+            for page in level {
+                packer.add(&page.first, page.first.len());
             }
-            size += add;
-            j += 1;
+            let next = packer.finish();
+            levels.push(next);
         }
-        let group = &elements[i..j];
-        let n = group.len();
-        let mut body = vec![0u8; n * ELEMENT];
-        let mut flags = LEAF;
-        for (k, e) in group.iter().enumerate() {
-            let at = k * ELEMENT;
-            let pos = (body.len() - at) as u32;
-            match e {
-                Element::Leaf {
-                    flags: f,
-                    key,
-                    value,
-                } => {
-                    body[at..at + 4].copy_from_slice(&f.to_le_bytes());
-                    body[at + 4..at + 8].copy_from_slice(&pos.to_le_bytes());
-                    body[at + 8..at + 12].copy_from_slice(&(key.len() as u32).to_le_bytes());
-                    body[at + 12..at + 16].copy_from_slice(&(value.len() as u32).to_le_bytes());
-                    body.extend_from_slice(key);
-                    body.extend_from_slice(value);
-                }
-                Element::Branch { key, child } => {
-                    flags = BRANCH;
-                    body[at..at + 4].copy_from_slice(&pos.to_le_bytes());
-                    body[at + 4..at + 8].copy_from_slice(&(key.len() as u32).to_le_bytes());
-                    body[at + 8..at + 16].copy_from_slice(&child.to_le_bytes());
-                    body.extend_from_slice(key);
-                }
-            }
-        }
-        let first: &'a [u8] = match group.first() {
-            Some(Element::Leaf { key, .. } | Element::Branch { key, .. }) => key,
-            None => &[],
-        };
-        let id = pages.push(flags, n as u16, &body);
-        made.push((first, id));
-        i = j;
-        if i >= elements.len() {
-            return made;
+        Tree {
+            levels,
+            first_id: 0,
         }
     }
-}
 
-/// Writes a tree over `leaves` (in key order) and returns its root page id.
-fn write_tree(pages: &mut Pages, leaves: &[Element<'_>]) -> u64 {
-    let mut level = write_level(pages, leaves);
-    while level.len() > 1 {
-        let branches: Vec<Element<'_>> = level
+    fn pages(&self) -> u64 {
+        self.levels.iter().flatten().map(|p| p.span).sum()
+    }
+
+    /// The ids of the pages of level `l`, in order.
+    fn ids(&self, l: usize) -> Vec<u64> {
+        let mut next = self.first_id
+            + self.levels[..l]
+                .iter()
+                .flatten()
+                .map(|p| p.span)
+                .sum::<u64>();
+        self.levels[l]
             .iter()
-            .map(|(key, child)| Element::Branch { key, child: *child })
-            .collect();
-        level = write_level(pages, &branches);
+            .map(|p| {
+                let id = next;
+                next += p.span;
+                id
+            })
+            .collect()
     }
-    level[0].1
+
+    fn root(&self) -> u64 {
+        self.ids(self.levels.len() - 1)[0]
+    }
+}
+
+/// The bytes of one page: header, element headers, then keys and values, padded to its span.
+fn page(id: u64, flags: u16, elements: &[(u32, &[u8], &[u8])]) -> Vec<u8> {
+    let n = elements.len();
+    let data: usize = elements.iter().map(|(_, k, v)| k.len() + v.len()).sum();
+    let body_len = n * ELEMENT + data;
+    let span = span_of(body_len);
+    let mut p = vec![0u8; span as usize * PAGE_SIZE];
+    p[0..8].copy_from_slice(&id.to_le_bytes());
+    p[8..10].copy_from_slice(&flags.to_le_bytes());
+    p[10..12].copy_from_slice(&(n as u16).to_le_bytes());
+    p[12..16].copy_from_slice(&((span - 1) as u32).to_le_bytes());
+    let mut at_data = HEADER + n * ELEMENT;
+    for (i, (eflags, key, value)) in elements.iter().enumerate() {
+        let at = HEADER + i * ELEMENT;
+        let pos = (at_data - at) as u32;
+        if flags == BRANCH {
+            // Branch element: pos, key size, child page id (carried in `value`).
+            p[at..at + 4].copy_from_slice(&pos.to_le_bytes());
+            p[at + 4..at + 8].copy_from_slice(&(key.len() as u32).to_le_bytes());
+            p[at + 8..at + 16].copy_from_slice(value);
+            p[at_data..at_data + key.len()].copy_from_slice(key);
+            at_data += key.len();
+        } else {
+            p[at..at + 4].copy_from_slice(&eflags.to_le_bytes());
+            p[at + 4..at + 8].copy_from_slice(&pos.to_le_bytes());
+            p[at + 8..at + 12].copy_from_slice(&(key.len() as u32).to_le_bytes());
+            p[at + 12..at + 16].copy_from_slice(&(value.len() as u32).to_le_bytes());
+            p[at_data..at_data + key.len()].copy_from_slice(key);
+            p[at_data + key.len()..at_data + key.len() + value.len()].copy_from_slice(value);
+            at_data += key.len() + value.len();
+        }
+    }
+    p
+}
+
+/// The branch pages of every level above the leaves of `tree`.
+fn branch_pages(
+    tree: &Tree,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), BackendError>,
+) -> Result<(), BackendError> {
+    for l in 1..tree.levels.len() {
+        let children = &tree.levels[l - 1];
+        let child_ids = tree.ids(l - 1);
+        let mut next_child = 0;
+        for (page_at, id) in tree.levels[l].iter().zip(tree.ids(l)) {
+            let ids: Vec<[u8; 8]> = child_ids[next_child..next_child + page_at.count]
+                .iter()
+                .map(|c| c.to_le_bytes())
+                .collect();
+            let elements: Vec<(u32, &[u8], &[u8])> = children
+                [next_child..next_child + page_at.count]
+                .iter()
+                .zip(&ids)
+                .map(|(c, cid)| (0, c.first.as_slice(), cid.as_slice()))
+                .collect();
+            sink(&page(id, BRANCH, &elements))?;
+            next_child += page_at.count;
+        }
+    }
+    Ok(())
+}
+
+fn changed() -> BackendError {
+    bad("the database changed between the writer's two passes")
+}
+
+/// A bbolt file laid out for a [`Source`]: plan it, learn its size, then write it.
+#[derive(Debug)]
+pub struct Writer {
+    names: Vec<Vec<u8>>,
+    trees: Vec<Tree>,
+    root: Tree,
+    high_water: u64,
+}
+
+impl Writer {
+    /// Reads `source` once and lays out every page.
+    pub fn plan(source: &mut dyn Source) -> Result<Writer, BackendError> {
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mut leaves: Vec<Vec<Planned>> = Vec::new();
+        let mut packer: Option<Packer> = None;
+        let mut last_key: Option<Vec<u8>> = None;
+        source.visit(&mut |item| {
+            match item {
+                Item::Bucket(name) => {
+                    if name.is_empty() || names.last().is_some_and(|l| l.as_slice() >= name) {
+                        return Err(bad(
+                            "bucket names must be given once each, in order, not empty",
+                        ));
+                    }
+                    if let Some(p) = packer.take() {
+                        leaves.push(p.finish());
+                    }
+                    names.push(name.to_vec());
+                    packer = Some(Packer::default());
+                    last_key = None;
+                }
+                Item::Pair(key, value) => {
+                    let p = packer
+                        .as_mut()
+                        .ok_or_else(|| bad("a pair before any bucket"))?;
+                    if key.is_empty() || last_key.as_deref().is_some_and(|l| l >= key) {
+                        return Err(bad("keys must be given once each, in order, not empty"));
+                    }
+                    p.add(key, key.len() + value.len());
+                    last_key = Some(key.to_vec());
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(p) = packer.take() {
+            leaves.push(p.finish());
+        }
+        let mut next = 3;
+        let mut trees = Vec::with_capacity(leaves.len());
+        for l in leaves {
+            let mut t = Tree::over(l);
+            t.first_id = next;
+            next += t.pages();
+            trees.push(t);
+        }
+        let mut packer = Packer::default();
+        for name in &names {
+            packer.add(name, name.len() + 16);
+        }
+        let mut root = Tree::over(packer.finish());
+        root.first_id = next;
+        next += root.pages();
+        Ok(Writer {
+            names,
+            trees,
+            root,
+            high_water: next,
+        })
+    }
+
+    /// The file's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.high_water * PAGE_SIZE as u64
+    }
+
+    /// Reads `source` again and hands `sink` every page, in file order.
+    pub fn write(
+        &self,
+        source: &mut dyn Source,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let root = self.root.root();
+        for (page_id, txid) in [(0u64, 0u64), (1, 1)] {
+            let mut p = vec![0u8; PAGE_SIZE];
+            p[0..8].copy_from_slice(&page_id.to_le_bytes());
+            p[8..10].copy_from_slice(&META.to_le_bytes());
+            let m = &mut p[HEADER..HEADER + 64];
+            m[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+            m[4..8].copy_from_slice(&VERSION.to_le_bytes());
+            m[8..12].copy_from_slice(&(PAGE_SIZE as u32).to_le_bytes());
+            m[16..24].copy_from_slice(&root.to_le_bytes());
+            m[32..40].copy_from_slice(&2u64.to_le_bytes());
+            m[40..48].copy_from_slice(&self.high_water.to_le_bytes());
+            m[48..56].copy_from_slice(&txid.to_le_bytes());
+            let sum = fnv64a(&m[..56]);
+            m[56..64].copy_from_slice(&sum.to_le_bytes());
+            sink(&p)?;
+        }
+        // Page 2: an empty freelist (every page is in use).
+        let mut free = vec![0u8; PAGE_SIZE];
+        free[0..8].copy_from_slice(&2u64.to_le_bytes());
+        free[8..10].copy_from_slice(&FREELIST.to_le_bytes());
+        sink(&free)?;
+
+        // Each bucket's leaves as its pairs come, then its branches.
+        let mut bucket: Option<usize> = None;
+        let mut leaf = 0;
+        let mut ids: Vec<u64> = Vec::new();
+        let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let finish = |b: usize,
+                      leaf: usize,
+                      ids: &[u64],
+                      pending: &mut Vec<(Vec<u8>, Vec<u8>)>,
+                      sink: &mut dyn FnMut(&[u8]) -> Result<(), BackendError>|
+         -> Result<(), BackendError> {
+            let tree = &self.trees[b];
+            let leaves = &tree.levels[0];
+            // Only an empty bucket has a leaf left: its one empty page.
+            if leaf + 1 == leaves.len() && leaves[leaf].count == 0 && pending.is_empty() {
+                sink(&page(ids[leaf], LEAF, &[]))?;
+            } else if leaf != leaves.len() || !pending.is_empty() {
+                return Err(changed());
+            }
+            branch_pages(tree, sink)
+        };
+        source.visit(&mut |item| {
+            match item {
+                Item::Bucket(name) => {
+                    if let Some(b) = bucket {
+                        finish(b, leaf, &ids, &mut pending, sink)?;
+                    }
+                    let b = bucket.map_or(0, |b| b + 1);
+                    if self.names.get(b).map(Vec::as_slice) != Some(name) {
+                        return Err(changed());
+                    }
+                    bucket = Some(b);
+                    leaf = 0;
+                    ids = self.trees[b].ids(0);
+                }
+                Item::Pair(key, value) => {
+                    let b = bucket.ok_or_else(changed)?;
+                    let planned = self.trees[b].levels[0].get(leaf).ok_or_else(changed)?;
+                    pending.push((key.to_vec(), value.to_vec()));
+                    if pending.len() == planned.count {
+                        let elements: Vec<(u32, &[u8], &[u8])> = pending
+                            .iter()
+                            .map(|(k, v)| (0, k.as_slice(), v.as_slice()))
+                            .collect();
+                        if elements[0].1 != planned.first.as_slice() {
+                            return Err(changed());
+                        }
+                        sink(&page(ids[leaf], LEAF, &elements))?;
+                        pending.clear();
+                        leaf += 1;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        match bucket {
+            Some(b) if b + 1 == self.names.len() => finish(b, leaf, &ids, &mut pending, sink)?,
+            None if self.names.is_empty() => {}
+            _ => return Err(changed()),
+        }
+
+        // The root bucket: each bucket's name and header (its root page, sequence 0).
+        let headers: Vec<[u8; 16]> = self
+            .trees
+            .iter()
+            .map(|t| {
+                let mut h = [0u8; 16];
+                h[..8].copy_from_slice(&t.root().to_le_bytes());
+                h
+            })
+            .collect();
+        let root_ids = self.root.ids(0);
+        let mut next = 0;
+        for (planned, id) in self.root.levels[0].iter().zip(root_ids) {
+            let elements: Vec<(u32, &[u8], &[u8])> = self.names[next..next + planned.count]
+                .iter()
+                .zip(&headers[next..next + planned.count])
+                .map(|(n, h)| (BUCKET_LEAF, n.as_slice(), h.as_slice()))
+                .collect();
+            sink(&page(id, LEAF, &elements))?;
+            next += planned.count;
+        }
+        branch_pages(&self.root, sink)
+    }
+}
+
+/// Buckets held in memory, as a [`Source`].
+struct InMemory<'a> {
+    buckets: Vec<(&'a [u8], Vec<Pair<'a>>)>,
+}
+
+impl Source for InMemory<'_> {
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        for (name, pairs) in &self.buckets {
+            f(Item::Bucket(name))?;
+            for (k, v) in pairs {
+                f(Item::Pair(k, v))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A bbolt file holding `buckets` (sorted here by name, and each bucket's pairs by key;
@@ -215,7 +494,6 @@ where
     V: AsRef<[u8]>,
 {
     let mut sorted: Vec<(&[u8], Vec<Pair<'_>>)> = Vec::with_capacity(buckets.len());
-    let mut data = 0;
     for (name, pairs) in buckets {
         let name = name.as_ref();
         if name.is_empty() || pairs.iter().any(|(k, _)| k.as_ref().is_empty()) {
@@ -225,14 +503,7 @@ where
             .iter()
             .map(|(k, v)| (k.as_ref(), v.as_ref()))
             .collect();
-        data += p
-            .iter()
-            .map(|(k, v)| ELEMENT + k.len() + v.len())
-            .sum::<usize>();
-        // Usually in order already (a store's scan): then sorting costs one pass.
-        if !p.is_sorted_by(|a, b| a.0 <= b.0) {
-            p.sort_by(|a, b| a.0.cmp(b.0));
-        }
+        p.sort_by(|a, b| a.0.cmp(b.0));
         p.dedup_by(|later, earlier| {
             if later.0 == earlier.0 {
                 earlier.1 = later.1;
@@ -247,60 +518,15 @@ where
     if sorted.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(bad("two buckets with one name"));
     }
-
-    // Room for every page at once (growing a buffer of tens of megabytes copies it each time):
-    // the data, a little slack for partly filled pages, the branches, metas and freelist.
-    let mut out = Vec::with_capacity(data + data / 8 + (sorted.len() + 8) * PAGE_SIZE);
-    out.resize(3 * PAGE_SIZE, 0);
-    let mut pages = Pages { out };
-    // Page 2: an empty freelist (every page is in use).
-    pages.out[2 * PAGE_SIZE..2 * PAGE_SIZE + 8].copy_from_slice(&2u64.to_le_bytes());
-    pages.out[2 * PAGE_SIZE + 8..2 * PAGE_SIZE + 10].copy_from_slice(&FREELIST.to_le_bytes());
-
-    let mut headers = Vec::with_capacity(sorted.len());
-    for (_, pairs) in &sorted {
-        let leaves: Vec<Element<'_>> = pairs
-            .iter()
-            .map(|(key, value)| Element::Leaf {
-                flags: 0,
-                key,
-                value,
-            })
-            .collect();
-        let root = write_tree(&mut pages, &leaves);
-        let mut header = [0u8; 16];
-        header[..8].copy_from_slice(&root.to_le_bytes());
-        headers.push(header);
-    }
-    let roots: Vec<Element<'_>> = sorted
-        .iter()
-        .zip(&headers)
-        .map(|((name, _), header)| Element::Leaf {
-            flags: BUCKET_LEAF,
-            key: name,
-            value: header,
-        })
-        .collect();
-    let root = write_tree(&mut pages, &roots);
-    let high_water = pages.next_id();
-
-    for (page, txid) in [(0usize, 0u64), (1, 1)] {
-        let mut meta = [0u8; 64];
-        meta[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        meta[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        meta[8..12].copy_from_slice(&(PAGE_SIZE as u32).to_le_bytes());
-        meta[16..24].copy_from_slice(&root.to_le_bytes());
-        meta[32..40].copy_from_slice(&2u64.to_le_bytes());
-        meta[40..48].copy_from_slice(&high_water.to_le_bytes());
-        meta[48..56].copy_from_slice(&txid.to_le_bytes());
-        let sum = fnv64a(&meta[..56]);
-        meta[56..64].copy_from_slice(&sum.to_le_bytes());
-        let at = page * PAGE_SIZE;
-        pages.out[at..at + 8].copy_from_slice(&(page as u64).to_le_bytes());
-        pages.out[at + 8..at + 10].copy_from_slice(&META.to_le_bytes());
-        pages.out[at + HEADER..at + HEADER + 64].copy_from_slice(&meta);
-    }
-    Ok(pages.out)
+    let mut source = InMemory { buckets: sorted };
+    let writer = Writer::plan(&mut source)?;
+    let mut out = Vec::with_capacity(writer.size() as usize);
+    writer.write(&mut source, &mut |p| {
+        out.extend_from_slice(p);
+        Ok(())
+    })?;
+    debug_assert_eq!(out.len() as u64, writer.size());
+    Ok(out)
 }
 
 // ---- reading --------------------------------------------------------------------------------
@@ -602,6 +828,53 @@ mod tests {
         let mut one = file.clone();
         one[PAGE_SIZE + HEADER + 20] ^= 1;
         assert!(read(&one).is_ok());
+    }
+
+    /// A source whose second replay differs from its first (one more pair each time).
+    struct Growing {
+        pairs: usize,
+    }
+
+    impl Source for Growing {
+        fn visit(
+            &mut self,
+            f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
+        ) -> Result<(), BackendError> {
+            f(Item::Bucket(b"key"))?;
+            for i in 0..self.pairs {
+                f(Item::Pair(&(i as u32).to_be_bytes(), &[0u8; 100]))?;
+            }
+            self.pairs += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_source_that_changes_between_passes_is_an_error() {
+        for start in [0, 1, 39, 40, 41, 500] {
+            let mut source = Growing { pairs: start };
+            let writer = Writer::plan(&mut source).unwrap();
+            let mut written = 0u64;
+            let got = writer.write(&mut source, &mut |p| {
+                written += p.len() as u64;
+                Ok(())
+            });
+            assert!(got.is_err(), "{start} pairs, then one more");
+            assert!(written <= writer.size());
+        }
+        // Unordered keys are refused while planning.
+        struct Unordered;
+        impl Source for Unordered {
+            fn visit(
+                &mut self,
+                f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
+            ) -> Result<(), BackendError> {
+                f(Item::Bucket(b"b"))?;
+                f(Item::Pair(b"2", b""))?;
+                f(Item::Pair(b"1", b""))
+            }
+        }
+        assert!(Writer::plan(&mut Unordered).is_err());
     }
 
     #[test]

@@ -424,6 +424,10 @@ impl KvEngine for LmdbEngine {
         Ok(Box::new(LmdbWrite::new(self, None)?))
     }
 
+    fn read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
+        Ok(Box::new(LmdbRead::owned(self)?))
+    }
+
     fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
         Ok(Box::new(LmdbWrite::owned(self)?))
     }

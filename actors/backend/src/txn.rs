@@ -17,6 +17,8 @@ pub(crate) struct LmdbRead<'e> {
     // heed's owned read transaction keeps its own handle on the environment.
     txn: RoTxn<'static, WithoutTls>,
     generation: Arc<Generation>,
+    /// For a transaction that outlives its caller's borrow ([`LmdbRead::owned`]).
+    _owner: Option<Arc<LmdbEngine>>,
 }
 
 impl<'e> LmdbRead<'e> {
@@ -31,7 +33,22 @@ impl<'e> LmdbRead<'e> {
             engine,
             txn,
             generation,
+            _owner: None,
         })
+    }
+}
+
+impl LmdbRead<'static> {
+    /// A read transaction holding its own handle on the engine; it may move between threads
+    /// (the environment runs without thread-local reader slots).
+    #[allow(unsafe_code)]
+    pub(crate) fn owned(engine: Arc<LmdbEngine>) -> Result<Self, BackendError> {
+        // SAFETY: `shared` points into the `Arc`'s allocation, which never moves and which the
+        // transaction keeps (`_owner`, dropped last) for as long as it lives.
+        let shared: &'static LmdbEngine = unsafe { &*Arc::as_ptr(&engine) };
+        let mut read = Self::new(shared)?;
+        read._owner = Some(engine);
+        Ok(read)
     }
 }
 

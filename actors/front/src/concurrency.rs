@@ -49,7 +49,13 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 /// A candidate's key under `prefix`: the lease in hex, as etcd names it.
 pub fn candidate_key(prefix: &[u8], lease: i64) -> Vec<u8> {
     let mut key = prefix.to_vec();
-    key.extend_from_slice(format!("{lease:x}").as_bytes());
+    // Go's `%x` of an int64: a minus sign, not two's complement, for a negative lease.
+    let hex = if lease < 0 {
+        format!("-{:x}", lease.unsigned_abs())
+    } else {
+        format!("{lease:x}")
+    };
+    key.extend_from_slice(hex.as_bytes());
     key
 }
 

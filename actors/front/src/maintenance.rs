@@ -1,6 +1,8 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use actcd_backend::BackendError;
+use actcd_backend::bolt;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
@@ -10,7 +12,10 @@ use actcd_proto::etcdserverpb::{
     StatusRequest, StatusResponse,
 };
 use actcd_types::EtcdError;
-use actcd_types::msg::{ApplyResponse, Defragment, HashBackend, MakeSnapshot, TransferLeader};
+use actcd_types::msg::{
+    ApplyResponse, Defragment, HashBackend, OpenStoreReader, StoreReader, TransferLeader,
+};
+use actcd_types::storage::StorageError;
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
@@ -36,11 +41,103 @@ fn alarm_name(alarm: i32) -> &'static str {
 /// etcd's snapshot chunk (`snapshotSendBufferSize`).
 const SNAPSHOT_CHUNK: usize = 32 * 1024;
 
-/// A store copy as an etcd 3.5 backend file.
-pub fn etcd_backend_file(blob: &[u8]) -> Result<Vec<u8>, EtcdError> {
-    let buckets = actcd_mvcc::snapshot::blob_to_etcd_buckets(blob)
-        .map_err(|e| EtcdError::Internal(e.to_string()))?;
-    actcd_backend::bolt::write(&buckets).map_err(|e| EtcdError::Internal(e.to_string()))
+/// The store, through a reader, as an etcd 3.5 bbolt file's contents.
+struct StoreSource(Box<dyn actcd_types::storage::ReadTxn + Send>);
+
+impl bolt::Source for StoreSource {
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(bolt::Item<'_>) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        use actcd_mvcc::snapshot::{EtcdItem, visit_etcd_layout};
+        visit_etcd_layout(&*self.0, &mut |item| {
+            let item = match item {
+                EtcdItem::Bucket(name) => bolt::Item::Bucket(name),
+                EtcdItem::Pair(k, v) => bolt::Item::Pair(k, v),
+            };
+            f(item).map_err(StorageError::from)
+        })
+        .map_err(|e| BackendError::Bolt(e.to_string()))
+    }
+}
+
+/// Streams the store as etcd does a snapshot: the file in 32 KiB chunks counting down
+/// `remaining_bytes`, then its SHA-256. Runs on a blocking thread; pages are written as the
+/// reader yields them (a first pass lays them out, so the size is known up front), so memory
+/// stays at a chunk or two whatever the store's size. Stops when the client goes away.
+fn stream_snapshot(
+    reader: StoreReader,
+    tx: tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>,
+) {
+    let started = std::time::Instant::now();
+    let mut source = StoreSource(reader.0);
+    let failed = |e: BackendError| Status::from(EtcdError::Internal(format!("snapshot: {e}")));
+    let writer = match bolt::Writer::plan(&mut source) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = tx.blocking_send(Err(failed(e)));
+            return;
+        }
+    };
+    let total = writer.size();
+    tracing::info!(
+        total_bytes = total,
+        planned_ms = started.elapsed().as_millis() as u64,
+        "sending database snapshot to client"
+    );
+    let mut sha = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut chunk = Vec::with_capacity(SNAPSHOT_CHUNK);
+    let mut sent = 0u64;
+    let gone = || BackendError::Bolt("the client went away".into());
+    let send = |chunk: &mut Vec<u8>, sent: &mut u64| -> Result<(), BackendError> {
+        *sent += chunk.len() as u64;
+        let msg = SnapshotResponse {
+            header: None,
+            remaining_bytes: total - *sent,
+            blob: std::mem::replace(chunk, Vec::with_capacity(SNAPSHOT_CHUNK)),
+        };
+        tx.blocking_send(Ok(msg)).map_err(|_| gone())
+    };
+    let written = writer.write(&mut source, &mut |page| {
+        sha.update(page);
+        let mut rest = page;
+        while !rest.is_empty() {
+            let take = (SNAPSHOT_CHUNK - chunk.len()).min(rest.len());
+            chunk.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if chunk.len() == SNAPSHOT_CHUNK {
+                send(&mut chunk, &mut sent)?;
+            }
+        }
+        Ok(())
+    });
+    let finished = written.and_then(|()| {
+        if !chunk.is_empty() {
+            send(&mut chunk, &mut sent)?;
+        }
+        Ok(())
+    });
+    match finished {
+        Ok(()) => {
+            let digest = sha.finish();
+            let last = SnapshotResponse {
+                header: None,
+                remaining_bytes: 0,
+                blob: digest.as_ref().to_vec(),
+            };
+            if tx.blocking_send(Ok(last)).is_ok() {
+                tracing::info!(
+                    total_bytes = total,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "successfully sent database snapshot to client"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "database snapshot not sent");
+            let _ = tx.blocking_send(Err(failed(e)));
+        }
+    }
 }
 
 type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send>>;
@@ -161,56 +258,25 @@ impl Maintenance for MaintenanceService {
     type SnapshotStream = SnapshotStream;
 
     /// etcd's Snapshot, for admins: the whole backend as a bbolt file (etcd's format, so
-    /// `etcdutl snapshot status|restore` take it), in 32 KiB chunks counting down
-    /// `remaining_bytes`, then one last message whose blob is the file's SHA-256.
+    /// `etcdutl snapshot status|restore` take it), streamed from a read transaction while
+    /// writes go on (`stream_snapshot`).
     async fn snapshot(
         &self,
         req: Request<SnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
         self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
-        let started = std::time::Instant::now();
-        let copy = self
+        let reader = self
             .pipeline
             .routes
-            .make_snapshot
-            .send(MakeSnapshot { min_index: 0 })
+            .open_reader
+            .send(OpenStoreReader)
             .await
-            .map_err(EtcdError::from)?
-            .map_err(|e| EtcdError::Internal(format!("snapshot: {e}")))?;
-        let copied = started.elapsed();
-        // Encoding and hashing tens of megabytes: off the async threads.
-        let (file, digest) = tokio::task::spawn_blocking(move || {
-            let file = etcd_backend_file(&copy.data)?;
-            let digest = ring::digest::digest(&ring::digest::SHA256, &file);
-            Ok::<_, EtcdError>((file, digest))
-        })
-        .await
-        .map_err(|e| EtcdError::Internal(format!("snapshot: {e}")))??;
-        tracing::info!(
-            total_bytes = file.len(),
-            copy_ms = copied.as_millis() as u64,
-            encode_ms = (started.elapsed() - copied).as_millis() as u64,
-            "sending database snapshot to client"
-        );
-        let file = bytes::Bytes::from(file);
-        let total = file.len();
-        let chunks = (0..total.div_ceil(SNAPSHOT_CHUNK)).map(move |i| {
-            let start = i * SNAPSHOT_CHUNK;
-            let end = (start + SNAPSHOT_CHUNK).min(total);
-            Ok(SnapshotResponse {
-                header: None,
-                remaining_bytes: (total - end) as u64,
-                blob: file.slice(start..end).to_vec(),
-            })
-        });
-        let last = std::iter::once(Ok(SnapshotResponse {
-            header: None,
-            remaining_bytes: 0,
-            blob: digest.as_ref().to_vec(),
-        }));
-        Ok(Response::new(Box::pin(futures::stream::iter(
-            chunks.chain(last),
-        ))))
+            .map_err(EtcdError::from)??;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || stream_snapshot(reader, tx));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     /// etcd's MoveLeader: only the leader takes it, the target must be a voting member, and

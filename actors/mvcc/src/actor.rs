@@ -21,7 +21,6 @@
 use actcd_auth::Perm;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
-use actcd_types::msg::Defragment;
 use actcd_types::msg::{
     ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
     ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
@@ -29,6 +28,7 @@ use actcd_types::msg::{
     LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot,
     StoreStatus, SyncConf, SyncStorage, WatchInterest,
 };
+use actcd_types::msg::{Defragment, OpenStoreReader, StoreReader};
 use actcd_types::{AuthInfo, EtcdError};
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
 
@@ -386,6 +386,18 @@ impl Handler<Defragment> for MvccActor {
         let _timer = self.meter.start("Defragment");
         self.store.commit(&mut self.pending)?;
         self.store.defragment()
+    }
+}
+
+/// A reader for the Snapshot RPC: everything applied is committed first, so the reader sees
+/// it all.
+impl Handler<OpenStoreReader> for MvccActor {
+    type Result = Result<StoreReader, EtcdError>;
+
+    fn handle(&mut self, _: OpenStoreReader, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("OpenStoreReader");
+        self.store.commit(&mut self.pending)?;
+        Ok(StoreReader(self.store.read_owned()?))
     }
 }
 

@@ -6,8 +6,6 @@
 //! magic header. Installing it replaces every table's contents in one write transaction: a
 //! crash leaves either the old state or the new one.
 
-use std::borrow::Cow;
-
 use actcd_proto::etcdserverpb::Member;
 use actcd_proto::mvccpb::KeyValue;
 use actcd_types::Revision;
@@ -108,10 +106,6 @@ pub fn install<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), Sto
 
 // ---- etcd's backend layout ------------------------------------------------------------------
 
-/// One of etcd's buckets: its name and its pairs, borrowed from a blob where they are the
-/// same bytes, owned where etcd's layout differs from ours.
-pub type EtcdBucket<'a> = (Vec<u8>, Vec<(Cow<'a, [u8]>, Cow<'a, [u8]>)>);
-
 /// etcd 3.5's `cluster` bucket: the cluster version it records once all members run 3.5.
 const CLUSTER_BUCKET: &[u8] = b"cluster";
 const CLUSTER_VERSION: (&[u8], &[u8]) = (b"clusterVersion", b"3.5.0");
@@ -164,71 +158,149 @@ fn conf_state_json(voters: &[u64], learners: &[u64]) -> Vec<u8> {
     o.into_bytes()
 }
 
-/// The records of a blob as etcd 3.5's buckets, so etcd's tools (`etcdutl snapshot status`,
-/// `restore`) read a snapshot of ours like one of their own: members as etcd's JSON, the
-/// compaction marks as 17-byte revisions, and the `confState` and `cluster` entries etcd keeps.
-pub fn to_etcd_buckets<'a>(records: &[Record<'a>]) -> Result<Vec<EtcdBucket<'a>>, StorageError> {
-    let mut buckets: Vec<EtcdBucket<'a>> = Table::ALL
-        .iter()
-        .map(|t| (t.name().as_bytes().to_vec(), Vec::new()))
-        .collect();
-    let mut voters = Vec::new();
-    let mut learners = Vec::new();
-    for (t, k, v) in records {
-        let pairs = &mut buckets[table_code(*t) as usize].1;
-        match t {
-            Table::Meta if is_compact_mark(k) => {
-                let rev = <[u8; 8]>::try_from(*v)
-                    .map(i64::from_be_bytes)
-                    .map_err(|_| {
-                        StorageError("snapshot: a compaction mark is not 8 bytes".into())
-                    })?;
-                pairs.push((
-                    Cow::Borrowed(*k),
-                    Cow::Owned(Revision { main: rev, sub: 0 }.to_bytes(false)),
-                ));
-            }
-            Table::Members => {
-                let m = Member::decode(*v)
-                    .map_err(|e| StorageError(format!("snapshot: member record: {e}")))?;
-                let m = crate::members::record_from_pb(m);
-                if m.is_learner {
-                    learners.push(m.id);
-                } else {
-                    voters.push(m.id);
-                }
-                pairs.push((Cow::Borrowed(*k), Cow::Owned(member_json(&m))));
-            }
-            _ => pairs.push((Cow::Borrowed(*k), Cow::Borrowed(*v))),
-        }
-    }
-    let meta = &mut buckets[table_code(Table::Meta) as usize].1;
-    meta.push((
-        Cow::Borrowed(CONF_STATE),
-        Cow::Owned(conf_state_json(&voters, &learners)),
-    ));
-    // etcd writes the auth revision (1) when it first starts; ours is implied until auth
-    // changes.
-    let auth = &mut buckets[table_code(Table::Auth) as usize].1;
-    if !auth.iter().any(|(k, _)| k.as_ref() == AUTH_REVISION) {
-        auth.push((
-            Cow::Borrowed(AUTH_REVISION),
-            Cow::Owned(1u64.to_be_bytes().to_vec()),
-        ));
-    }
-    buckets.push((
-        CLUSTER_BUCKET.to_vec(),
-        vec![(
-            Cow::Borrowed(CLUSTER_VERSION.0),
-            Cow::Borrowed(CLUSTER_VERSION.1),
-        )],
-    ));
-    Ok(buckets)
+/// One item of etcd's layout, in bbolt's order: a bucket, then each of its pairs.
+pub enum EtcdItem<'a> {
+    Bucket(&'a [u8]),
+    Pair(&'a [u8], &'a [u8]),
 }
 
-/// A blob from [`encode`] as etcd's buckets.
-pub fn blob_to_etcd_buckets(blob: &[u8]) -> Result<Vec<EtcdBucket<'_>>, StorageError> {
-    to_etcd_buckets(&decode(blob)?)
+type ItemFn<'f> = dyn FnMut(EtcdItem<'_>) -> Result<(), StorageError> + 'f;
+
+/// A record in etcd's form, if it differs from ours.
+type Convert = dyn Fn(&[u8], &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+
+/// Scans `table` into `f` with `added` (sorted) merged in by key; a key the table has keeps the
+/// table's value. `convert` turns a record into etcd's form.
+fn scan_merged(
+    txn: &dyn ReadTxn,
+    table: Table,
+    added: &[(&[u8], Vec<u8>)],
+    convert: &Convert,
+    f: &mut ItemFn<'_>,
+) -> Result<(), StorageError> {
+    let mut next = 0;
+    let mut failed = None;
+    txn.scan(table, &[], None, &mut |k, v| {
+        let step = (|| {
+            while let Some((ak, av)) = added.get(next).filter(|(ak, _)| *ak < k) {
+                f(EtcdItem::Pair(ak, av))?;
+                next += 1;
+            }
+            if added.get(next).is_some_and(|(ak, _)| *ak == k) {
+                next += 1;
+            }
+            match convert(k, v)? {
+                Some(converted) => f(EtcdItem::Pair(k, &converted)),
+                None => f(EtcdItem::Pair(k, v)),
+            }
+        })();
+        match step {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    for (k, v) in &added[next..] {
+        f(EtcdItem::Pair(k, v))?;
+    }
+    Ok(())
+}
+
+/// Replays the store, as `txn` sees it, as etcd 3.5's backend: buckets in name order, keys in
+/// order, so etcd's tools (`etcdutl snapshot status`, `restore`) read a snapshot of ours like
+/// one of their own. Members become etcd's JSON, the compaction marks 17-byte revisions, and
+/// the `confState`, `authRevision` and `cluster` entries etcd keeps are added. Each call reads
+/// the whole store again (a writer plans the file, then writes it).
+pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), StorageError> {
+    let mut voters = Vec::new();
+    let mut learners = Vec::new();
+    let mut failed = None;
+    txn.scan(
+        Table::Members,
+        &[],
+        None,
+        &mut |_, v| match Member::decode(v) {
+            Ok(m) if m.is_learner => {
+                learners.push(m.id);
+                true
+            }
+            Ok(m) => {
+                voters.push(m.id);
+                true
+            }
+            Err(e) => {
+                failed = Some(StorageError(format!("snapshot: member record: {e}")));
+                false
+            }
+        },
+    )?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let conf_state = conf_state_json(&voters, &learners);
+    let mut names: Vec<&[u8]> = Table::ALL.iter().map(|t| t.name().as_bytes()).collect();
+    names.push(CLUSTER_BUCKET);
+    names.sort();
+    for name in names {
+        f(EtcdItem::Bucket(name))?;
+        if name == CLUSTER_BUCKET {
+            f(EtcdItem::Pair(CLUSTER_VERSION.0, CLUSTER_VERSION.1))?;
+            continue;
+        }
+        let Some(table) = Table::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().as_bytes() == name)
+        else {
+            continue;
+        };
+        match table {
+            // etcd writes the auth revision (1) when it first starts; ours is implied until
+            // auth changes.
+            Table::Auth => scan_merged(
+                txn,
+                table,
+                &[(AUTH_REVISION, 1u64.to_be_bytes().to_vec())],
+                &|_, _| Ok(None),
+                f,
+            )?,
+            Table::Meta => scan_merged(
+                txn,
+                table,
+                &[(CONF_STATE, conf_state.clone())],
+                &|k, v| {
+                    if !is_compact_mark(k) {
+                        return Ok(None);
+                    }
+                    let rev = <[u8; 8]>::try_from(v)
+                        .map(i64::from_be_bytes)
+                        .map_err(|_| {
+                            StorageError("snapshot: a compaction mark is not 8 bytes".into())
+                        })?;
+                    Ok(Some(Revision { main: rev, sub: 0 }.to_bytes(false)))
+                },
+                f,
+            )?,
+            Table::Members => scan_merged(
+                txn,
+                table,
+                &[],
+                &|_, v| {
+                    let m = Member::decode(v)
+                        .map_err(|e| StorageError(format!("snapshot: member record: {e}")))?;
+                    Ok(Some(member_json(&crate::members::record_from_pb(m))))
+                },
+                f,
+            )?,
+            _ => scan_merged(txn, table, &[], &|_, _| Ok(None), f)?,
+        }
+    }
+    Ok(())
 }
 
 /// etcd's buckets (ours, or etcd's own backend) as records of our tables, for restoring a
@@ -359,15 +431,38 @@ mod tests {
         w.put(Table::Members, b"abc", &m.encode_to_vec()).unwrap();
         w.put(Table::Lease, &7i64.to_be_bytes(), b"lease").unwrap();
         w.commit().unwrap();
-        let blob = encode(&*from.read().unwrap()).unwrap();
-
-        let buckets = blob_to_etcd_buckets(&blob).unwrap();
+        // The layout as a writer sees it: buckets in name order, each with its pairs.
+        type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+        let mut buckets: Vec<(Vec<u8>, Pairs)> = Vec::new();
+        visit_etcd_layout(&*from.read().unwrap(), &mut |item| {
+            match item {
+                EtcdItem::Bucket(name) => buckets.push((name.to_vec(), Vec::new())),
+                EtcdItem::Pair(k, v) => buckets
+                    .last_mut()
+                    .expect("a bucket first")
+                    .1
+                    .push((k.to_vec(), v.to_vec())),
+            }
+            Ok(())
+        })
+        .unwrap();
+        let names: Vec<&[u8]> = buckets.iter().map(|b| b.0.as_slice()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "buckets in name order");
+        for (name, pairs) in &buckets {
+            assert!(
+                pairs.windows(2).all(|w| w[0].0 < w[1].0),
+                "{} in key order",
+                String::from_utf8_lossy(name)
+            );
+        }
         let get = |b: &str, k: &[u8]| {
             buckets
                 .iter()
                 .find(|x| x.0 == b.as_bytes())
-                .and_then(|x| x.1.iter().find(|p| p.0.as_ref() == k))
-                .map(|p| p.1.to_vec())
+                .and_then(|x| x.1.iter().find(|p| p.0 == k))
+                .map(|p| p.1.clone())
         };
         assert_eq!(
             get("members", b"abc").unwrap(),

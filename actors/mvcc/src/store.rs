@@ -346,6 +346,14 @@ impl Store {
         Ok(())
     }
 
+    /// A read transaction on what is committed, that may move to another thread.
+    pub fn read_owned(&self) -> Result<Box<dyn actcd_types::storage::ReadTxn + Send>, EtcdError> {
+        self.engine
+            .clone()
+            .read_owned()
+            .map_err(|e| EtcdError::from(Error::from(e)))
+    }
+
     /// Gives the backend's free pages back (the caller committed everything pending).
     /// Returns the on-disk size before and after.
     pub fn defragment(&mut self) -> Result<(u64, u64), EtcdError> {

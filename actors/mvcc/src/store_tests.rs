@@ -95,6 +95,9 @@ impl KvEngine for TestEngine {
             fail,
         }))
     }
+    fn read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
+        Arc::new(self.mem.clone()).read_owned()
+    }
     fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>> {
         let fail = self.fail_commit.load(Ordering::Relaxed);
         Ok(Box::new(FlakyWrite {

@@ -599,6 +599,22 @@ pub struct HashKv {
 #[rtype(result = "Result<(u32, i64), EtcdError>")]
 pub struct HashBackend;
 
+/// A read transaction on the committed store (pending applies are committed first), to read
+/// at length on another thread: the Snapshot RPC streams the backend from it while writes go
+/// on.
+#[derive(Message)]
+#[rtype(result = "Result<StoreReader, EtcdError>")]
+pub struct OpenStoreReader;
+
+/// The answer to [`OpenStoreReader`]. It pins the pages of its snapshot until dropped.
+pub struct StoreReader(pub Box<dyn crate::storage::ReadTxn + Send>);
+
+impl std::fmt::Debug for StoreReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreReader")
+    }
+}
+
 /// Defragment the backend (etcd's `Defragment`, local to this member): pending applies are
 /// committed, then the engine gives its free pages back. Answers the on-disk size before and
 /// after. Nothing is applied meanwhile.

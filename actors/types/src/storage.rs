@@ -89,6 +89,10 @@ pub trait KvEngine: Send + Sync + 'static {
     /// messages (the MVCC store batches several applies into one commit). Same rules as
     /// [`Self::write`]: one at a time, begun and ended on one thread.
     fn write_owned(self: Arc<Self>) -> StorageResult<Box<dyn WriteTxn>>;
+    /// A read transaction that keeps the engine alive itself and may move to another thread:
+    /// for a long read off the writer's thread (streaming a snapshot to a client). It pins
+    /// its snapshot's pages until dropped.
+    fn read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>>;
     /// Flushes committed transactions to stable storage.
     fn sync(&self) -> StorageResult<()>;
     /// Bytes the engine occupies on disk and bytes in use by live pages.
@@ -205,6 +209,11 @@ impl WriteTxn for MemWrite {
 
 impl KvEngine for MemEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
+        Ok(Box::new(MemRead {
+            snapshot: self.lock().clone(),
+        }))
+    }
+    fn read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
         Ok(Box::new(MemRead {
             snapshot: self.lock().clone(),
         }))
