@@ -58,7 +58,20 @@
 //! The map size ([`BackendOptions::map_size`], 8 GiB by default) is address space, not memory or
 //! disk: the data file grows as pages are written and never shrinks; freed pages are reused.
 //! [`KvEngine::size`](actcd_types::storage::KvEngine::size) reports the file's size and the bytes
-//! in live pages; a compacting copy ([`CopyTo`]) writes only the live pages (defragmentation).
+//! in live pages; a compacting copy ([`CopyTo`]) writes only the live pages.
+//!
+//! ## Defragmentation
+//! [`LmdbEngine::defragment`] writes a compacting copy beside the data file, waits for the
+//! transactions of the open environment to end (each holds the environment "generation" it
+//! began in; new ones wait for the swap), renames the copy over `data.mdb` in one atomic step,
+//! syncs the directory and reopens. A crash before the rename leaves the old file whole (the
+//! copy is deleted at the next open); after it, the new one. The one writer calls it with no
+//! transaction of its own open.
+//!
+//! ## etcd's file format
+//! `bolt.rs` reads and writes bbolt files (etcd's backend): the Snapshot RPC streams one, page by
+//! page, from a [`bolt::Source`] replayed twice (a plan, then the pages), and `actcd snapshot`
+//! reads them, etcd's own included.
 //!
 //! ## Messages taken ([`BackendActor`])
 //! - [`SyncBackend`] → `Result<(), String>`: flush committed transactions to disk.
@@ -71,7 +84,8 @@
 //! ## Layout
 //! `engine.rs` opening the environment, options, sync, size, copy, the `KvEngine` impl ·
 //! `txn.rs` the read and write transactions · `actor.rs` messages and `BackendActor` ·
-//! `error.rs` `BackendError` · `tests.rs` engine behaviour through the traits.
+//! `error.rs` `BackendError` · `bolt.rs` the bbolt format · `tests.rs` engine behaviour through
+//! the traits.
 
 mod actor;
 pub mod bolt;

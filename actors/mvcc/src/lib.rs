@@ -24,7 +24,10 @@
 //!   every member alike (etcd's `ValidateConfigurationChange`), and only an applied change
 //!   reaches raft's configuration; published names and client URLs too.
 //! - **whole-store snapshots** (`snapshot.rs`): every record of every table as one blob, made
-//!   from one read transaction, installed in one write transaction.
+//!   from one read transaction, installed in one write transaction; and the store replayed as
+//!   etcd 3.5's buckets (`visit_etcd_layout`: members as etcd's JSON, compaction marks as
+//!   revisions, `confState`/`authRevision`/`cluster` added) for the Snapshot RPC, and etcd's
+//!   buckets read back as our tables for `actcd snapshot restore` (`from_etcd_buckets`).
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
 //! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
@@ -41,6 +44,10 @@
 //!   once it has applied `min_index`); `InstallSnapshot{data}` (replaces everything durably and
 //!   rebuilds every index; watchers are told to catch up from the new history, the lessor
 //!   which leases went and came, raft the new members); `ConnectRaft`.
+//! - `OpenStoreReader` (commits pending applies, answers a read transaction that may move to
+//!   another thread: the Snapshot RPC streams from it); `Defragment` (commits, then has the
+//!   engine give its free pages back; applies wait meanwhile); `MailboxProbe`/`GetMeter`
+//!   (`actcd_types::meter`).
 //!
 //! ## Messages sent ([`MvccPeers`])
 //! After each applied batch, before its results go out: `Notify{revision, events}` to the
