@@ -21,7 +21,7 @@
 //!   sequence) as value; a root id of 0 means the bucket's page is inline, right after the
 //!   header in the value.
 //!
-//! [`write`] lays buckets out bottom-up, densely, with an empty freelist: every page below
+//! [`write()`] (and [`Writer`]) lay buckets out bottom-up, densely, with an empty freelist: every page below
 //! the high-water mark is reachable exactly once, which is what `bbolt check` (run by
 //! `etcdutl snapshot status`) demands. [`read`] accepts anything bbolt writes (inline
 //! buckets, branch pages, overflow pages, any page size) and checks every offset, so a damaged

@@ -89,7 +89,7 @@ impl Default for BackendOptions {
 /// The backend: one LMDB environment and a handle on each table's named database. Shared by
 /// reference (`Arc`) between the threads that read and the one that writes; see the crate doc.
 ///
-/// The environment itself is a [`Generation`] that [`Self::defragment`] replaces with a
+/// The environment itself is a `Generation` that [`Self::defragment`] replaces with a
 /// compacted one; every transaction holds the generation it began in, so a swap waits for
 /// the transactions of the old one to end and new ones wait for the swap.
 pub struct LmdbEngine {
