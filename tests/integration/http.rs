@@ -263,27 +263,16 @@ async fn the_gateway_takes_the_token_from_authorization() {
         assert_eq!(status, 200, "{path}: {out}");
     }
     let basic = |user: &str, pw: &str| format!("Basic {}", b64(&format!("{user}:{pw}")));
+    async fn put_as(addr: &str, body: &str, auth: &str) -> (u16, String) {
+        request(addr, "POST", "/v3/kv/put", body, Some(auth)).await
+    }
     let put_a = format!(r#"{{"key":"{}","value":"{}"}}"#, b64("a1"), b64("v"));
     for _ in 0..2 {
         // The second time the password check is remembered; the answer is the same.
-        let (status, body) = request(
-            &addr,
-            "POST",
-            "/v3/kv/put",
-            &put_a,
-            Some(&basic("alice", "alicepw")),
-        )
-        .await;
+        let (status, body) = put_as(&addr, &put_a, &basic("alice", "alicepw")).await;
         assert_eq!(status, 200, "{body}");
     }
-    let (status, body) = request(
-        &addr,
-        "POST",
-        "/v3/kv/put",
-        &put,
-        Some(&basic("alice", "alicepw")),
-    )
-    .await;
+    let (status, body) = put_as(&addr, &put, &basic("alice", "alicepw")).await;
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("etcdserver: permission denied"), "{body}");
     for bad in [
@@ -308,23 +297,9 @@ async fn the_gateway_takes_the_token_from_authorization() {
     )
     .await;
     assert_eq!(status, 200);
-    let (status, _) = request(
-        &addr,
-        "POST",
-        "/v3/kv/put",
-        &put_a,
-        Some(&basic("alice", "alicepw")),
-    )
-    .await;
+    let (status, _) = put_as(&addr, &put_a, &basic("alice", "alicepw")).await;
     assert_eq!(status, 400, "the old password no longer works");
-    let (status, _) = request(
-        &addr,
-        "POST",
-        "/v3/kv/put",
-        &put_a,
-        Some(&basic("alice", "newpw")),
-    )
-    .await;
+    let (status, _) = put_as(&addr, &put_a, &basic("alice", "newpw")).await;
     assert_eq!(status, 200);
     // Snapshot is for root only, through the gateway too.
     let (status, body) = request(

@@ -10,7 +10,7 @@ use actcd_proto::etcdserverpb::Member;
 use actcd_proto::mvccpb::KeyValue;
 use actcd_types::Revision;
 use actcd_types::msg::MemberRecord;
-use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
+use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn, try_scan};
 use prost::Message;
 
 use crate::store::{META_FINISHED_COMPACT, META_SCHEDULED_COMPACT};
@@ -179,32 +179,19 @@ fn scan_merged(
     f: &mut ItemFn<'_>,
 ) -> Result<(), StorageError> {
     let mut next = 0;
-    let mut failed = None;
-    txn.scan(table, &[], None, &mut |k, v| {
-        let step = (|| {
-            while let Some((ak, av)) = added.get(next).filter(|(ak, _)| *ak < k) {
-                f(EtcdItem::Pair(ak, av))?;
-                next += 1;
-            }
-            if added.get(next).is_some_and(|(ak, _)| *ak == k) {
-                next += 1;
-            }
-            match convert(k, v)? {
-                Some(converted) => f(EtcdItem::Pair(k, &converted)),
-                None => f(EtcdItem::Pair(k, v)),
-            }
-        })();
-        match step {
-            Ok(()) => true,
-            Err(e) => {
-                failed = Some(e);
-                false
-            }
+    try_scan(txn, table, &mut |k, v| {
+        while let Some((ak, av)) = added.get(next).filter(|(ak, _)| *ak < k) {
+            f(EtcdItem::Pair(ak, av))?;
+            next += 1;
+        }
+        if added.get(next).is_some_and(|(ak, _)| *ak == k) {
+            next += 1;
+        }
+        match convert(k, v)? {
+            Some(converted) => f(EtcdItem::Pair(k, &converted)),
+            None => f(EtcdItem::Pair(k, v)),
         }
     })?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
     for (k, v) in &added[next..] {
         f(EtcdItem::Pair(k, v))?;
     }
@@ -219,29 +206,16 @@ fn scan_merged(
 pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), StorageError> {
     let mut voters = Vec::new();
     let mut learners = Vec::new();
-    let mut failed = None;
-    txn.scan(
-        Table::Members,
-        &[],
-        None,
-        &mut |_, v| match Member::decode(v) {
-            Ok(m) if m.is_learner => {
-                learners.push(m.id);
-                true
-            }
-            Ok(m) => {
-                voters.push(m.id);
-                true
-            }
-            Err(e) => {
-                failed = Some(StorageError(format!("snapshot: member record: {e}")));
-                false
-            }
-        },
-    )?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    try_scan(txn, Table::Members, &mut |_, v| {
+        let m =
+            Member::decode(v).map_err(|e| StorageError(format!("snapshot: member record: {e}")))?;
+        if m.is_learner {
+            learners.push(m.id);
+        } else {
+            voters.push(m.id);
+        }
+        Ok::<(), StorageError>(())
+    })?;
     let conf_state = conf_state_json(&voters, &learners);
     let mut names: Vec<&[u8]> = Table::ALL.iter().map(|t| t.name().as_bytes()).collect();
     names.push(CLUSTER_BUCKET);

@@ -219,26 +219,11 @@ impl Store {
             let scheduled = read_meta(&*txn, META_SCHEDULED_COMPACT)?.map(|r| r as i64);
             let mut index = TreeIndex::new();
             let mut last_main = 1;
-            let mut failed = None;
             let mut key_leases = std::collections::HashMap::new();
-            txn.scan(Table::Key, &[], None, &mut |k, v| match restore_record(
-                &mut index,
-                &mut key_leases,
-                k,
-                v,
-            ) {
-                Ok(main) => {
-                    last_main = main;
-                    true
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
+            actcd_types::storage::try_scan(&*txn, Table::Key, &mut |k, v| {
+                last_main = restore_record(&mut index, &mut key_leases, k, v)?;
+                Ok::<(), Error>(())
             })?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
             let alarms = Alarms::load(&*txn)?;
             let mut leases = Leases::load(&*txn)?;
             for (key, id) in key_leases {

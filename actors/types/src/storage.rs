@@ -73,6 +73,30 @@ pub trait ReadTxn {
     ) -> StorageResult<()>;
 }
 
+/// A [`try_scan`] callback.
+pub type TryScanFn<'a, E> = dyn FnMut(&[u8], &[u8]) -> Result<(), E> + 'a;
+
+/// [`ReadTxn::scan`] over a whole table with a callback that may fail: the first error stops
+/// the scan and is returned.
+pub fn try_scan<E: From<StorageError>>(
+    txn: &(impl ReadTxn + ?Sized),
+    table: Table,
+    f: &mut TryScanFn<'_, E>,
+) -> Result<(), E> {
+    let mut failed = None;
+    txn.scan(table, &[], None, &mut |k, v| match f(k, v) {
+        Ok(()) => true,
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    })?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 pub trait WriteTxn: ReadTxn {
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()>;
     fn delete(&mut self, table: Table, key: &[u8]) -> StorageResult<()>;
