@@ -44,6 +44,14 @@ pub enum Command {
         /// `name:password`, when auth is on (Snapshot needs root).
         #[arg(long)]
         user: Option<String>,
+        /// CA bundle that verifies the server's certificate (for an `https://` endpoint).
+        #[arg(long)]
+        cacert: Option<PathBuf>,
+        /// Client certificate and key, for servers that ask for one.
+        #[arg(long, requires = "key")]
+        cert: Option<PathBuf>,
+        #[arg(long, requires = "cert")]
+        key: Option<PathBuf>,
     },
     /// Prints a snapshot file's hash, revision, record count and size.
     Status {
@@ -199,17 +207,40 @@ pub fn checked_db(data: &[u8], skip_hash_check: bool) -> Result<&[u8], String> {
     Ok(db)
 }
 
-async fn save(file: &Path, endpoint: &str, user: Option<&str>) -> Result<(), String> {
-    let url = if endpoint.contains("://") {
-        endpoint.to_string()
-    } else {
-        format!("http://{endpoint}")
+/// Where and how `save` connects: etcdctl's `--endpoints`, `--user`, `--cacert`, `--cert`,
+/// `--key`.
+struct Target<'a> {
+    endpoint: &'a str,
+    user: Option<&'a str>,
+    cacert: Option<&'a Path>,
+    identity: Option<(&'a Path, &'a Path)>,
+}
+
+async fn connect(t: &Target<'_>) -> Result<tonic::transport::Channel, String> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let tls = t.cacert.is_some() || t.identity.is_some() || t.endpoint.starts_with("https://");
+    let url = match t.endpoint.split_once("://") {
+        Some(_) => t.endpoint.to_string(),
+        None if tls => format!("https://{}", t.endpoint),
+        None => format!("http://{}", t.endpoint),
     };
-    let channel = tonic::transport::Endpoint::from_shared(url.clone())
-        .map_err(|e| e.to_string())?
-        .connect()
-        .await
-        .map_err(|e| format!("{url}: {e}"))?;
+    let mut endpoint = Endpoint::from_shared(url.clone()).map_err(|e| e.to_string())?;
+    if tls {
+        let mut config = ClientTlsConfig::new().with_enabled_roots();
+        if let Some(ca) = t.cacert {
+            config = config.ca_certificate(Certificate::from_pem(read_file(ca)?));
+        }
+        if let Some((cert, key)) = t.identity {
+            config = config.identity(Identity::from_pem(read_file(cert)?, read_file(key)?));
+        }
+        endpoint = endpoint.tls_config(config).map_err(|e| e.to_string())?;
+    }
+    endpoint.connect().await.map_err(|e| format!("{url}: {e}"))
+}
+
+async fn save(file: &Path, target: &Target<'_>) -> Result<(), String> {
+    let channel = connect(target).await?;
+    let user = target.user;
     let mut token = None;
     if let Some(user) = user {
         let (name, password) = user.split_once(':').ok_or("--user must be name:password")?;
@@ -304,6 +335,9 @@ pub fn run(cli: SnapshotCli) -> Result<(), String> {
             file,
             endpoints,
             user,
+            cacert,
+            cert,
+            key,
         } => {
             if endpoints.contains(',') {
                 return Err(format!(
@@ -315,7 +349,13 @@ pub fn run(cli: SnapshotCli) -> Result<(), String> {
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            rt.block_on(save(&file, &endpoints, user.as_deref()))?;
+            let target = Target {
+                endpoint: &endpoints,
+                user: user.as_deref(),
+                cacert: cacert.as_deref(),
+                identity: cert.as_deref().zip(key.as_deref()),
+            };
+            rt.block_on(save(&file, &target))?;
             println!("Snapshot saved at {}", file.display());
             Ok(())
         }

@@ -474,3 +474,47 @@ async fn members_talk_over_peer_tls() {
         "a member with a foreign certificate gets nothing"
     );
 }
+
+/// `actcd snapshot save` over TLS, as etcdctl's: the server's CA from `--cacert`, a client
+/// certificate from `--cert`/`--key` when the server asks for one.
+#[tokio::test]
+async fn snapshot_save_speaks_tls() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki.arg("ca.pem");
+    let srv = start_https(
+        dir.path(),
+        pki.server_args(&["--trusted-ca-file", &ca, "--client-cert-auth"]),
+    );
+    let mut alice = tls_client(&srv, pki.client_tls(Some("alice"))).await;
+    put_get(&mut alice, "k").await;
+    let file = dir.path().join("snap.db");
+    let save = |extra: &[String]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .args(["snapshot", "save", file.to_str().unwrap()])
+            .args(["--endpoints", &srv.endpoint(), "--cacert", &ca])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let without = save(&[]);
+    assert!(!without.status.success(), "no client certificate");
+    assert!(!file.exists());
+    let with = save(&[
+        "--cert".into(),
+        pki.arg("alice.pem"),
+        "--key".into(),
+        pki.arg("alice.key"),
+    ]);
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .args(["snapshot", "status", file.to_str().unwrap(), "-w", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(v["revision"].as_i64().unwrap() >= 2, "{v}");
+}
