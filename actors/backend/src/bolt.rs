@@ -426,7 +426,11 @@ impl Writer {
                         if elements[0].1 != planned.first.as_slice() {
                             return Err(changed());
                         }
-                        sink(&page(ids[leaf], LEAF, &elements))?;
+                        let bytes = page(ids[leaf], LEAF, &elements);
+                        if bytes.len() as u64 != planned.span * PAGE_SIZE as u64 {
+                            return Err(changed());
+                        }
+                        sink(&bytes)?;
                         pending.clear();
                         leaf += 1;
                     }

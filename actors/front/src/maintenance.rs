@@ -93,7 +93,7 @@ fn stream_snapshot(
         *sent += chunk.len() as u64;
         let msg = SnapshotResponse {
             header: None,
-            remaining_bytes: total - *sent,
+            remaining_bytes: total.saturating_sub(*sent),
             blob: std::mem::replace(chunk, Vec::with_capacity(SNAPSHOT_CHUNK)),
         };
         tx.blocking_send(Ok(msg)).map_err(|_| gone())
