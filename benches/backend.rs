@@ -7,6 +7,11 @@
 //!   with a bounded `scan`, from a table of 100k records;
 //! - `backend/sync`: `SyncBackend` sent to the actor on its `SyncArbiter` thread, idle and right
 //!   after a one-record commit (only the send is timed).
+//! - `backend/bolt`: a bbolt file (etcd's snapshot format) of N records (N = 10k, 100k) of
+//!   256 B planned and written page by page from a read transaction, as the Snapshot RPC
+//!   streams it;
+//! - `backend/defragment`: 10k records written, 90% deleted, then `defragment` (a compacting
+//!   copy swapped in); each iteration starts from the same fragmented file.
 //!
 //! Throughput is in records. Run: `cargo bench --bench backend` (`-- --test` runs each once).
 
@@ -16,7 +21,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actcd_backend::{BackendActor, LmdbEngine, SyncBackend};
+use actcd_backend::{BackendActor, LmdbEngine, SyncBackend, bolt};
 use actcd_types::Revision;
 use actcd_types::storage::{KvEngine, Table};
 use actix::{Addr, SyncArbiter, System, SystemRunner};
@@ -135,9 +140,91 @@ fn bench_sync(c: &mut Criterion) {
     group.finish();
 }
 
+/// The `key` table of a read transaction, as one bucket, for the bbolt writer.
+struct KeyTable<'t>(&'t dyn actcd_types::storage::ReadTxn);
+
+impl bolt::Source for KeyTable<'_> {
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(bolt::Item<'_>) -> Result<(), actcd_backend::BackendError>,
+    ) -> Result<(), actcd_backend::BackendError> {
+        f(bolt::Item::Bucket(b"key"))?;
+        let mut failed = None;
+        self.0
+            .scan(
+                Table::Key,
+                &[],
+                None,
+                &mut |k, v| match f(bolt::Item::Pair(k, v)) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                },
+            )
+            .expect("scan");
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+fn bench_bolt(c: &mut Criterion) {
+    let value = vec![b'v'; common::VALUE_LEN];
+    let mut group = c.benchmark_group("backend/bolt");
+    for n in [10_000i64, 100_000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = common::lmdb(dir.path());
+        commit_puts(&engine, 2, n, &value);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("records", n), |b| {
+            b.iter(|| {
+                let txn = engine.read().expect("read");
+                let mut source = KeyTable(&*txn);
+                let writer = bolt::Writer::plan(&mut source).expect("plan");
+                let mut bytes = 0usize;
+                writer
+                    .write(&mut source, &mut |page| {
+                        bytes += black_box(page).len();
+                        Ok(())
+                    })
+                    .expect("write");
+                bytes
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_defragment(c: &mut Criterion) {
+    let value = vec![b'v'; common::VALUE_LEN];
+    let mut group = c.benchmark_group("backend/defragment");
+    group.sample_size(10);
+    group.bench_function("10k_records_90pct_deleted", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let engine = common::lmdb(dir.path());
+                commit_puts(&engine, 2, 10_000, &value);
+                let mut txn = engine.write().expect("write");
+                for main in (2..10_002i64).filter(|m| m % 10 != 0) {
+                    txn.delete(Table::Key, &Revision::new(main, 0).to_bytes(false))
+                        .expect("delete");
+                }
+                txn.commit().expect("commit");
+                let started = Instant::now();
+                black_box(engine.defragment().expect("defragment"));
+                total += started.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = common::criterion();
-    targets = bench_commit, bench_scan, bench_sync
+    targets = bench_commit, bench_scan, bench_sync, bench_bolt, bench_defragment
 }
 criterion_main!(benches);
