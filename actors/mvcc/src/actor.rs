@@ -30,7 +30,7 @@ use actcd_types::msg::{
 };
 use actcd_types::msg::{Defragment, OpenStoreReader, StoreReader};
 use actcd_types::{AuthInfo, EtcdError};
-use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient};
+use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient, ResponseFuture};
 
 use crate::lease::LeaseNote;
 use crate::store::{Pending, Store};
@@ -403,20 +403,34 @@ impl Handler<OpenStoreReader> for MvccActor {
 
 /// A copy of the whole store for a member too far behind for the log, once this member has
 /// applied the snapshot's index: pending applies are committed first, so the copy covers them.
+/// The copy is made from a read transaction on a blocking thread: applies go on meanwhile,
+/// however large the store.
 impl Handler<MakeSnapshot> for MvccActor {
-    type Result = Result<StoreSnapshot, SnapshotError>;
+    type Result = ResponseFuture<Result<StoreSnapshot, SnapshotError>>;
 
     fn handle(&mut self, msg: MakeSnapshot, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("MakeSnapshot");
-        if self.store.consistent_index() < msg.min_index {
-            return Err(SnapshotError::NotReady);
-        }
         let failed = |e: EtcdError| SnapshotError::Failed(e.to_string());
-        self.store.commit(&mut self.pending).map_err(failed)?;
-        let (consistent_index, data) = self.store.snapshot_blob().map_err(failed)?;
-        Ok(StoreSnapshot {
-            consistent_index,
-            data,
+        let reader = if self.store.consistent_index() < msg.min_index {
+            Err(SnapshotError::NotReady)
+        } else {
+            self.store
+                .commit(&mut self.pending)
+                .and_then(|()| self.store.read_owned())
+                .map_err(failed)
+        };
+        let size_hint = self.store.size_in_use();
+        Box::pin(async move {
+            let reader = reader?;
+            let (consistent_index, data) =
+                tokio::task::spawn_blocking(move || crate::store::blob_of(&*reader, size_hint))
+                    .await
+                    .map_err(|e| SnapshotError::Failed(e.to_string()))?
+                    .map_err(failed)?;
+            Ok(StoreSnapshot {
+                consistent_index,
+                data,
+            })
         })
     }
 }

@@ -371,16 +371,9 @@ impl Store {
         Ok(crc)
     }
 
-    /// The committed state as one blob (see `snapshot.rs`) and the consistent index it covers.
-    /// Applies still pending in a batch are not in it: commit them first.
-    pub fn snapshot_blob(&self) -> Result<(u64, Vec<u8>), EtcdError> {
-        let txn = self.engine.read().map_err(Error::from)?;
-        let index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
-        // The live bytes are about the blob's size: room for it at once, not by doubling.
-        let in_use = self.engine.size().map(|(_, in_use)| in_use).unwrap_or(0);
-        let data = crate::snapshot::encode_into(&*txn, Vec::with_capacity(in_use as usize))
-            .map_err(Error::from)?;
-        Ok((index, data))
+    /// Bytes in live pages (0 if the engine can't tell): about the size of a blob of the store.
+    pub fn size_in_use(&self) -> usize {
+        self.engine.size().map_or(0, |(_, in_use)| in_use as usize)
     }
 
     /// Replaces the whole state with a snapshot blob, durably (one write transaction, then a
@@ -1241,6 +1234,16 @@ fn stamp(header: &mut Option<ResponseHeader>, identity: MemberIdentity, term: u6
     h.cluster_id = identity.cluster_id;
     h.member_id = identity.member_id;
     h.raft_term = term;
+}
+
+/// Everything `txn` sees as one blob (`snapshot.rs`), with the consistent index it covers;
+/// `size_hint` bytes are reserved at once (growing a store-sized buffer by doubling copies it
+/// again and again).
+pub fn blob_of(txn: &dyn ReadTxn, size_hint: usize) -> Result<(u64, Vec<u8>), EtcdError> {
+    let index = read_meta(txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
+    let data =
+        crate::snapshot::encode_into(txn, Vec::with_capacity(size_hint)).map_err(Error::from)?;
+    Ok((index, data))
 }
 
 fn read_meta<R: ReadTxn + ?Sized>(txn: &R, key: &[u8]) -> Result<Option<u64>, Error> {
