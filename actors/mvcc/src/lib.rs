@@ -40,8 +40,8 @@
 //!   (events by revision, for watchers catching up, `history.rs`); `LeaseKeys{id}`.
 //! - `FlushStore` (every 100 ms) and `SyncStorage` (before WAL release): commit the batched
 //!   applies, and for `SyncStorage` also sync the backend.
-//! - `GetMembers`; `MakeSnapshot{min_index}` (commits pending applies, then copies the store,
-//!   once it has applied `min_index`); `InstallSnapshot{data}` (replaces everything durably and
+//! - `GetMembers`; `MakeSnapshot{min_index}` (commits pending applies, then copies the store
+//!   from a read transaction on a blocking thread, once it has applied `min_index`); `InstallSnapshot{data}` (replaces everything durably and
 //!   rebuilds every index; watchers are told to catch up from the new history, the lessor
 //!   which leases went and came, raft the new members); `ConnectRaft`.
 //! - `OpenStoreReader` (commits pending applies, answers a read transaction that may move to
