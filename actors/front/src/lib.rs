@@ -34,9 +34,16 @@
 //!   checks the password here against the store's hash, proposes the login, and issues the
 //!   token once it applied at the auth revision the check read.
 //! - Identity (`authn.rs`): each request's caller comes from the authenticator chain — the
-//!   `token` metadata, then a verified client certificate's common name — and rides with the
-//!   request (in the entry's header for writes, in the message for reads) to be checked by
-//!   the store when the request runs. Watch creates are checked for read permission first.
+//!   `token` metadata, then a verified client certificate's common name, then HTTP Basic
+//!   credentials the gateway checked — and rides with the request (in the entry's header for
+//!   writes, in the message for reads) to be checked by the store when the request runs. Watch
+//!   creates are checked for read permission first.
+//! - HTTP/1.1 on the client port (`http.rs`): `/health`, `/livez`, `/readyz`, `/version`,
+//!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
+//!   (`gateway.rs`, refusing what etcd's Go decoder refuses: `gojson.rs`), which runs the same
+//!   service code as gRPC behind the same learner gate.
+//! - Maintenance's Snapshot streams the store as an etcd bbolt file from a read transaction
+//!   the store hands out (`OpenStoreReader`), on a blocking thread; Defragment asks the store.
 //!
 //! ## Invariants
 //! - Every error a client sees comes from `EtcdError::to_status` (etcd's codes and strings).
@@ -44,14 +51,17 @@
 //!   against the auth state in force when the request runs.
 //! - Cheap validation (`actcd_types::validate`) runs before anything is sent on, so bad input never
 //!   reaches raft.
-//! - Streams (Watch, LeaseKeepAlive) end themselves at shutdown (`Pipeline::close_streams`):
+//! - Streams (Watch, LeaseKeepAlive, Observe) end themselves at shutdown (`Pipeline::close_streams`):
 //!   tonic's graceful shutdown would otherwise wait for them.
 //!
 //! ## Layout
 //! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
 //! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
-//! · `learner.rs` what a learner serves.
+//! · `learner.rs` what a learner serves · `lock.rs`, `election.rs`, `concurrency.rs` Lock and
+//! Election · `http.rs`, `gateway.rs`, `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the
+//! accounting layer and client byte counts · `auth.rs` Auth · `authn.rs` the authenticator
+//! chain.
 
 mod auth;
 pub mod authn;
