@@ -157,22 +157,4 @@ impl<C: Clock> Handler<LessorTick> for LessorActor<C> {
 #[path = "actor_tests.rs"]
 mod tests;
 
-impl<C: Clock> Handler<actcd_types::meter::MailboxProbe> for LessorActor<C> {
-    type Result = actix::MessageResult<actcd_types::meter::MailboxProbe>;
-
-    fn handle(
-        &mut self,
-        probe: actcd_types::meter::MailboxProbe,
-        _: &mut Self::Context,
-    ) -> Self::Result {
-        actix::MessageResult(self.meter.answer(&probe))
-    }
-}
-
-impl<C: Clock> Handler<actcd_types::meter::GetMeter> for LessorActor<C> {
-    type Result = actix::MessageResult<actcd_types::meter::GetMeter>;
-
-    fn handle(&mut self, _: actcd_types::meter::GetMeter, _: &mut Self::Context) -> Self::Result {
-        actix::MessageResult(self.meter.clone())
-    }
-}
+actcd_types::impl_mailbox_probe!([C: Clock] LessorActor<C>, meter);

@@ -140,11 +140,13 @@ pub struct MeterSnapshot {
     pub by_message: BTreeMap<&'static str, HandleStats>,
 }
 
-/// Implements [`MailboxProbe`] for an actor whose meter is the field `$field`.
+/// Implements [`MailboxProbe`] and [`GetMeter`] for an actor whose meter is the field
+/// `$field`: `impl_mailbox_probe!(MvccActor, meter)`, or for a generic actor
+/// `impl_mailbox_probe!([C: Clock] LessorActor<C>, meter)`.
 #[macro_export]
 macro_rules! impl_mailbox_probe {
-    ($actor:ty, $field:ident) => {
-        impl ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
+    ([$($generics:tt)*] $actor:ty, $field:ident) => {
+        impl<$($generics)*> ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
             type Result = ::actix::MessageResult<$crate::meter::MailboxProbe>;
 
             fn handle(
@@ -156,7 +158,7 @@ macro_rules! impl_mailbox_probe {
             }
         }
 
-        impl ::actix::Handler<$crate::meter::GetMeter> for $actor {
+        impl<$($generics)*> ::actix::Handler<$crate::meter::GetMeter> for $actor {
             type Result = ::actix::MessageResult<$crate::meter::GetMeter>;
 
             fn handle(
@@ -167,6 +169,9 @@ macro_rules! impl_mailbox_probe {
                 ::actix::MessageResult(self.$field.clone())
             }
         }
+    };
+    ($actor:ty, $field:ident) => {
+        $crate::impl_mailbox_probe!([] $actor, $field);
     };
 }
 
