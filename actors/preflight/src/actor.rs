@@ -141,17 +141,7 @@ impl Handler<Submit> for PreflightActor {
                     node_id,
                     context: data,
                 };
-                let res = match propose.send(proposal).await {
-                    Ok(r) => r,
-                    Err(e) => Err(EtcdError::from(e)),
-                };
-                if let Err(e) = &res {
-                    peers.cancel.do_send(Cancel {
-                        id,
-                        error: e.clone(),
-                    });
-                }
-                res
+                cancel_if_refused(&peers, id, propose.send(proposal).await)
             });
         }
         let cost = quota_cost(&msg.request);
@@ -185,23 +175,31 @@ impl Handler<Submit> for PreflightActor {
                 id,
                 reply: msg.reply,
             });
-            let res = match peers.propose.send(Propose { data }).await {
-                Ok(r) => r,
-                Err(e) => Err(EtcdError::from(e)),
-            };
-            if let Err(e) = &res {
-                peers.cancel.do_send(Cancel {
-                    id,
-                    error: e.clone(),
-                });
-            }
-            res
+            let answer = peers.propose.send(Propose { data }).await;
+            cancel_if_refused(&peers, id, answer)
         })
     }
 }
 
 /// The raft change a membership request makes; `None` for a peer-URL update, which raft does
 /// not see (it goes through the log as an ordinary entry).
+/// The raft node's answer to proposal `id`. A refused proposal never reaches the log, so its
+/// waiter, registered at the applier beforehand, is cancelled with the refusal.
+fn cancel_if_refused(
+    peers: &PreflightPeers,
+    id: u64,
+    answer: Result<Result<(), EtcdError>, actix::MailboxError>,
+) -> Result<(), EtcdError> {
+    let res = answer.unwrap_or_else(|e| Err(EtcdError::from(e)));
+    if let Err(e) = &res {
+        peers.cancel.do_send(Cancel {
+            id,
+            error: e.clone(),
+        });
+    }
+    res
+}
+
 fn conf_change_kind(change: &MemberChange) -> Option<ConfChangeKind> {
     match Kind::try_from(change.kind).ok()? {
         Kind::Add => Some(ConfChangeKind::AddVoter),
