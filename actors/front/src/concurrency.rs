@@ -66,6 +66,20 @@ pub fn prefix_of(name: &[u8]) -> Vec<u8> {
     p
 }
 
+/// A caller's place among a lock's or an election's candidates.
+pub struct Candidacy {
+    /// `name/`, where the candidates live.
+    pub prefix: Vec<u8>,
+    pub key: Vec<u8>,
+    pub lease: i64,
+    /// The key's create revision: its place in line.
+    pub rev: i64,
+    /// The key as it was, if the caller was a candidate already.
+    pub existing: Option<KeyValue>,
+    /// The header of the txn that put or found the key.
+    pub header: ResponseHeader,
+}
+
 /// Requests made as one caller.
 #[derive(Clone)]
 pub struct Caller {
@@ -203,6 +217,37 @@ impl Caller {
             })
         };
         Ok((resp.succeeded, existing, header))
+    }
+
+    /// The first step of both recipes: the caller's key `name/<lease in hex>` put with `value`
+    /// and the lease unless it exists already (lease 0: a fresh session lease, as etcd's
+    /// session grants). `None` if the key existed but was gone by the read (its lease ended).
+    pub async fn enter(
+        &self,
+        name: &[u8],
+        lease: i64,
+        value: &[u8],
+    ) -> Result<Option<Candidacy>, EtcdError> {
+        let lease = match lease {
+            0 => self.grant(DEFAULT_SESSION_TTL).await?,
+            l => l,
+        };
+        let prefix = prefix_of(name);
+        let key = candidate_key(&prefix, lease);
+        let (created, existing, header) = self.create_or_get(&key, value, lease).await?;
+        let rev = match (created, &existing) {
+            (true, _) => header.revision,
+            (false, Some(kv)) => kv.create_revision,
+            (false, None) => return Ok(None),
+        };
+        Ok(Some(Candidacy {
+            prefix,
+            key,
+            lease,
+            rev,
+            existing,
+            header,
+        }))
     }
 
     /// `then` on `key` if it was created at `rev` (an election leader's proof): the txn's

@@ -24,9 +24,7 @@ use actcd_types::EtcdError;
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::concurrency::{
-    Caller, CleanupGuard, DEFAULT_SESSION_TTL, candidate_key, prefix_end, prefix_of, unknown,
-};
+use crate::concurrency::{Caller, Candidacy, CleanupGuard, prefix_end, prefix_of, unknown};
 use crate::pipeline::Pipeline;
 
 pub struct ElectionService {
@@ -73,21 +71,20 @@ pub async fn campaign(
     lease: i64,
     value: &[u8],
 ) -> Result<(LeaderKey, ResponseHeader), EtcdError> {
-    let lease = match lease {
-        0 => caller.grant(DEFAULT_SESSION_TTL).await?,
-        l => l,
-    };
-    let prefix = prefix_of(name);
-    let key = candidate_key(&prefix, lease);
-    let (created, existing, header) = caller.create_or_get(&key, value, lease).await?;
-    let rev = match (created, &existing) {
-        (true, _) => header.revision,
-        (false, Some(kv)) => kv.create_revision,
-        (false, None) => return Err(EtcdError::ElectionNotLeader),
-    };
+    let Candidacy {
+        prefix,
+        key,
+        lease,
+        rev,
+        existing,
+        header,
+    } = caller
+        .enter(name, lease, value)
+        .await?
+        .ok_or(EtcdError::ElectionNotLeader)?;
     let leader = LeaderKey {
         name: name.to_vec(),
-        key: key.clone(),
+        key,
         rev,
         lease,
     };

@@ -13,9 +13,7 @@ use actcd_proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockResp
 use actcd_types::EtcdError;
 use tonic::{Request, Response, Status};
 
-use crate::concurrency::{
-    Caller, CleanupGuard, DEFAULT_SESSION_TTL, candidate_key, prefix_of, unknown,
-};
+use crate::concurrency::{Caller, Candidacy, CleanupGuard, unknown};
 use crate::pipeline::Pipeline;
 
 pub struct LockService {
@@ -28,18 +26,16 @@ pub async fn lock(
     name: &[u8],
     lease: i64,
 ) -> Result<(Vec<u8>, actcd_proto::etcdserverpb::ResponseHeader), EtcdError> {
-    let lease = match lease {
-        0 => caller.grant(DEFAULT_SESSION_TTL).await?,
-        l => l,
-    };
-    let prefix = prefix_of(name);
-    let key = candidate_key(&prefix, lease);
-    let (created, existing, header) = caller.create_or_get(&key, b"", lease).await?;
-    let my_rev = match (created, existing) {
-        (true, _) => header.revision,
-        (false, Some(kv)) => kv.create_revision,
-        (false, None) => return Err(EtcdError::SessionExpired),
-    };
+    let Candidacy {
+        prefix,
+        key,
+        rev: my_rev,
+        header,
+        ..
+    } = caller
+        .enter(name, lease, b"")
+        .await?
+        .ok_or(EtcdError::SessionExpired)?;
     let owner = caller.by_create(&prefix, None).await?;
     if owner
         .kvs
