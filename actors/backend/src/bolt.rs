@@ -21,7 +21,7 @@
 //!   sequence) as value; a root id of 0 means the bucket's page is inline, right after the
 //!   header in the value.
 //!
-//! [`write()`] (and [`Writer`]) lay buckets out bottom-up, densely, with an empty freelist: every page below
+//! [`Writer`] lays buckets out bottom-up, densely, with an empty freelist: every page below
 //! the high-water mark is reachable exactly once, which is what `bbolt check` (run by
 //! `etcdutl snapshot status`) demands. [`read`] accepts anything bbolt writes (inline
 //! buckets, branch pages, overflow pages, any page size) and checks every offset, so a damaged
@@ -45,7 +45,8 @@ const BUCKET_LEAF: u32 = 0x01;
 /// Deeper than any real tree (bbolt keeps pages at least half full); stops page cycles.
 const MAX_DEPTH: usize = 64;
 
-/// A key and its value, borrowed.
+/// A key and its value, borrowed (tests).
+#[cfg(test)]
 type Pair<'a> = (&'a [u8], &'a [u8]);
 
 /// One bucket: its name and its pairs in key order.
@@ -469,11 +470,13 @@ impl Writer {
     }
 }
 
-/// Buckets held in memory, as a [`Source`].
+/// Buckets held in memory, as a [`Source`] (tests).
+#[cfg(test)]
 struct InMemory<'a> {
     buckets: Vec<(&'a [u8], Vec<Pair<'a>>)>,
 }
 
+#[cfg(test)]
 impl Source for InMemory<'_> {
     fn visit(
         &mut self,
@@ -490,7 +493,9 @@ impl Source for InMemory<'_> {
 }
 
 /// A bbolt file holding `buckets` (sorted here by name, and each bucket's pairs by key;
-/// duplicate keys keep the last value). Bucket names and keys must be non-empty.
+/// duplicate keys keep the last value), built in memory: for tests, which check files against
+/// what they were made of. Bucket names and keys must be non-empty.
+#[cfg(test)]
 pub fn write<N, K, V>(buckets: &[(N, Vec<(K, V)>)]) -> Result<Vec<u8>, BackendError>
 where
     N: AsRef<[u8]>,
