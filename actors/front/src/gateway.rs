@@ -87,7 +87,6 @@ fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, Status> {
 
 /// Decodes a JSON body into the request message `name` (an `etcdserverpb` message).
 fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
-    let desc = descriptor(name)?;
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         &b"{}"[..]
     } else {
@@ -95,6 +94,15 @@ fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, 
     };
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    from_value(value, name)
+}
+
+/// A parsed JSON request as the message `name`, refused as etcd's decoder refuses it.
+fn from_value<M: prost::Message + Default>(
+    value: serde_json::Value,
+    name: &str,
+) -> Result<M, Status> {
+    let desc = descriptor(name)?;
     if let Some(refusal) = crate::gojson::refusal(&value, &desc) {
         return Err(Status::invalid_argument(refusal));
     }
@@ -243,9 +251,7 @@ fn requests<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<Vec<
     let mut out = Vec::new();
     for value in serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>() {
         let value = value.map_err(|e| error_answer(&Status::unknown(e.to_string())))?;
-        let bytes = serde_json::to_vec(&value)
-            .map_err(|e| error_answer(&Status::internal(e.to_string())))?;
-        out.push(from_json(&bytes, name).map_err(|s| error_answer(&s))?);
+        out.push(from_value(value, name).map_err(|s| error_answer(&s))?);
     }
     Ok(out)
 }
