@@ -149,22 +149,7 @@ impl bolt::Source for KeyTable<'_> {
         f: &mut dyn FnMut(bolt::Item<'_>) -> Result<(), actcd_backend::BackendError>,
     ) -> Result<(), actcd_backend::BackendError> {
         f(bolt::Item::Bucket(b"key"))?;
-        let mut failed = None;
-        self.0
-            .scan(
-                Table::Key,
-                &[],
-                None,
-                &mut |k, v| match f(bolt::Item::Pair(k, v)) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        failed = Some(e);
-                        false
-                    }
-                },
-            )
-            .expect("scan");
-        failed.map_or(Ok(()), Err)
+        actcd_types::storage::try_scan(self.0, Table::Key, &mut |k, v| f(bolt::Item::Pair(k, v)))
     }
 }
 

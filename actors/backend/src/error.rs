@@ -70,6 +70,13 @@ impl From<BackendError> for StorageError {
     }
 }
 
+/// A storage error met while writing a bbolt file (its source reads through the engine traits).
+impl From<StorageError> for BackendError {
+    fn from(e: StorageError) -> Self {
+        BackendError::Bolt(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

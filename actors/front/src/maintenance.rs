@@ -57,7 +57,7 @@ impl bolt::Source for StoreSource {
             };
             f(item).map_err(StorageError::from)
         })
-        .map_err(|e| BackendError::Bolt(e.to_string()))
+        .map_err(BackendError::from)
     }
 }
 
