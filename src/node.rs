@@ -919,7 +919,7 @@ async fn publish_attributes(
         };
         let attempt = tokio::time::timeout(
             pipeline.config.request_timeout,
-            pipeline.write(req, Default::default()),
+            pipeline.write_internal(req),
         );
         match attempt.await {
             Ok(Ok(_)) => {

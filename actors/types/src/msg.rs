@@ -484,6 +484,14 @@ pub enum AuthEvent {
     /// The user was deleted or its password changed at auth `revision`: its tokens issued
     /// before that end.
     UserInvalidated { user: String, revision: u64 },
+    /// A login applied at auth `revision` was given the simple `token`: every member applies
+    /// the login, so every member's front knows the token (etcd assigns simple tokens through
+    /// the log too).
+    TokenAssigned {
+        user: String,
+        revision: u64,
+        token: String,
+    },
 }
 
 /// Where the store sends [`AuthEvent`]s (the current state first).
