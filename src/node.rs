@@ -153,7 +153,10 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
 }
 
 /// Runs the member until `stop` resolves (a signal for the daemon; a channel for in-process
-/// benches and tests). Returns once every actor has stopped and the backend is synced.
+/// benches and tests), this member's removal from the cluster, or an actor's fatal error (see
+/// `supervisor.rs`). Returns once every actor has stopped and the backend is synced: with
+/// [`StartError::Fatal`] if an actor reported a fatal error (must not run inside a tokio
+/// runtime: it builds its own).
 pub fn run_until(
     mut cfg: Config,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
