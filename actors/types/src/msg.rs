@@ -654,6 +654,27 @@ pub struct ReadTxn {
 #[rtype(result = "Result<(), EtcdError>")]
 pub struct FlushStore;
 
+// ---------------------------------------------------------------- supervisor
+
+/// An actor cannot go on (its log or its backend refused a write, raft's state broke): the
+/// member must stop and exit non-zero, as etcd exits 1. The failing actor sends this once to
+/// the daemon's supervisor (a `Recipient<Fatal>` handed to it at start-up) and stops itself; it
+/// never stops the System. `actor` names the actor that failed, `error` what failed.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Fatal {
+    pub actor: &'static str,
+    pub error: String,
+}
+
+/// This member must stop although nothing failed: it applied its own removal from the cluster.
+/// The supervisor shuts it down in order and the process exits 0, as etcd's does.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Shutdown {
+    pub reason: String,
+}
+
 // ---------------------------------------------------------------- lessor
 
 /// A lease now exists in the applied state (a LeaseGrant entry applied, or found at recovery):
