@@ -56,9 +56,9 @@ pub struct PipelineRoutes {
     /// The store: keys attached to a lease.
     pub lease_keys: Recipient<LeaseKeys>,
     /// The watch hub.
-    pub open_watch: Recipient<actcd_watch::OpenStream>,
-    pub watch_request: Recipient<actcd_watch::WatchRequestMsg>,
-    pub close_watch: Recipient<actcd_watch::CloseStream>,
+    pub open_watch: Recipient<actcd_types::watch::OpenStream>,
+    pub watch_request: Recipient<actcd_types::watch::WatchRequestMsg>,
+    pub close_watch: Recipient<actcd_types::watch::CloseStream>,
     /// The store's auth state: permission questions and password hashes.
     pub auth_check: Recipient<AuthCheck>,
     pub auth_password: Recipient<AuthPassword>,
