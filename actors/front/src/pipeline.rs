@@ -80,8 +80,8 @@ pub struct PipelineRoutes {
     pub hash_backend: Recipient<HashBackend>,
     /// The store: defragment the backend.
     pub defragment: Recipient<actcd_types::msg::Defragment>,
-    /// The store: a reader of everything committed, for the Snapshot RPC.
-    pub open_reader: Recipient<actcd_types::msg::OpenStoreReader>,
+    /// The store: everything committed as etcd's snapshot file, in chunks (the Snapshot RPC).
+    pub snapshot: Recipient<actcd_types::msg::SnapshotStream>,
     /// Every actor, for its mailbox and handler timings (`/metrics`).
     pub actors: Vec<ActorProbe>,
     /// The WAL writer: its fsync latencies.

@@ -125,13 +125,13 @@ mod hub;
 mod hub_tests;
 mod interval;
 
-pub use actor::{GetHubStats, ProgressTick, RetryVictims, WatchHubActor};
 /// The front's messages and what a stream carries live in `actcd-types`; re-exported for tests
 /// and benches that drive the hub.
 pub use actcd_types::watch::{
-    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, RejectWatch, StreamId,
-    StreamResponse, WatchId, WatchRequestMsg,
+    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, RejectWatch, StreamId, StreamResponse,
+    WatchId, WatchRequestMsg,
 };
+pub use actor::{GetHubStats, ProgressTick, RetryVictims, WatchHubActor};
 pub use error::WatchError;
 pub use fragment::{GRPC_OVERHEAD_BYTES, fragment};
 pub use hub::{HubConfig, HubStats, SendError, StreamSink, WatchHub};
