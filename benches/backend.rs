@@ -7,9 +7,9 @@
 //!   with a bounded `scan`, from a table of 100k records;
 //! - `backend/sync`: `SyncBackend` sent to the actor on its `SyncArbiter` thread, idle and right
 //!   after a one-record commit (only the send is timed).
-//! - `backend/bolt`: a bbolt file (etcd's snapshot format) of N records (N = 10k, 100k) of
-//!   256 B planned and written page by page from a read transaction, as the Snapshot RPC
-//!   streams it;
+//! - `backend/bolt`: a bbolt file (etcd's snapshot format, `actcd-etcd-snapshot`'s writer) of N
+//!   records (N = 10k, 100k) of 256 B planned and written page by page from a read
+//!   transaction, as the Snapshot RPC streams it;
 //! - `backend/defragment`: 10k records written, 90% deleted, then `defragment` (a compacting
 //!   copy swapped in); each iteration starts from the same fragmented file.
 //!
