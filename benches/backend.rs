@@ -7,9 +7,9 @@
 //!   with a bounded `scan`, from a table of 100k records;
 //! - `backend/sync`: `SyncBackend` sent to the actor on its `SyncArbiter` thread, idle and right
 //!   after a one-record commit (only the send is timed).
-//! - `backend/bolt`: a bbolt file (etcd's snapshot format) of N records (N = 10k, 100k) of
-//!   256 B planned and written page by page from a read transaction, as the Snapshot RPC
-//!   streams it;
+//! - `backend/bolt`: a bbolt file (etcd's snapshot format, `actcd-etcd-snapshot`'s writer) of N
+//!   records (N = 10k, 100k) of 256 B planned and written page by page from a read
+//!   transaction, as the Snapshot RPC streams it;
 //! - `backend/defragment`: 10k records written, 90% deleted, then `defragment` (a compacting
 //!   copy swapped in); each iteration starts from the same fragmented file.
 //!
@@ -21,7 +21,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actcd_backend::{BackendActor, LmdbEngine, SyncBackend, bolt};
+use actcd_backend::{BackendActor, LmdbEngine, SyncBackend};
+use actcd_etcd_snapshot::{EtcdSnapshotError, bolt};
 use actcd_types::Revision;
 use actcd_types::storage::{KvEngine, Table};
 use actix::{Addr, SyncArbiter, System, SystemRunner};
@@ -146,8 +147,8 @@ struct KeyTable<'t>(&'t dyn actcd_types::storage::ReadTxn);
 impl bolt::Source for KeyTable<'_> {
     fn visit(
         &mut self,
-        f: &mut dyn FnMut(bolt::Item<'_>) -> Result<(), actcd_backend::BackendError>,
-    ) -> Result<(), actcd_backend::BackendError> {
+        f: &mut dyn FnMut(bolt::Item<'_>) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
         f(bolt::Item::Bucket(b"key"))?;
         actcd_types::storage::try_scan(self.0, Table::Key, &mut |k, v| f(bolt::Item::Pair(k, v)))
     }

@@ -667,7 +667,7 @@ fn start_actors(
         learner: learner_rx,
         leader_call: transport.clone().recipient(),
         hash_backend: mvcc.clone().recipient(),
-        open_reader: mvcc.clone().recipient(),
+        snapshot: mvcc.clone().recipient(),
         defragment: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
         actors,

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use actcd_backend::bolt::{self, BoltDb};
+use actcd_etcd_snapshot::bolt::{self, BoltDb};
 use actcd_proto::etcdserverpb::auth_client::AuthClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{AuthenticateRequest, SnapshotRequest};
@@ -315,8 +315,7 @@ fn restore(
     let cfg = Config::try_from(flags).map_err(|e| e.to_string())?;
     let data = read_file(file)?;
     let db = bolt::read(checked_db(&data, skip_hash_check)?).map_err(|e| e.to_string())?;
-    let records =
-        actcd_mvcc::snapshot::from_etcd_buckets(&db.buckets).map_err(|e| e.to_string())?;
+    let records = actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).map_err(|e| e.to_string())?;
     crate::node::restore(&cfg, &records).map_err(|e| e.to_string())?;
     tracing::info!(
         path = %file.display(),
@@ -389,9 +388,10 @@ pub fn run(cli: SnapshotCli) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// The file etcd 3.5.1 wrote (see the backend's bolt tests), whose status etcdutl 3.5.1
+    /// The file etcd 3.5.1 wrote (see actcd-etcd-snapshot's bolt tests), whose status etcdutl 3.5.1
     /// prints as `{"hash":1802528434,"revision":5,"totalKey":10,"totalSize":24576}`.
-    const ETCD: &[u8] = include_bytes!("../actors/backend/tests/fixtures/etcd-3.5.1-snapshot.db");
+    const ETCD: &[u8] =
+        include_bytes!("../crates/etcd-snapshot/tests/fixtures/etcd-3.5.1-snapshot.db");
 
     #[test]
     fn status_is_etcdutls() {

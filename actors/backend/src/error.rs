@@ -36,10 +36,6 @@ pub enum BackendError {
     #[error("backend: the environment is closed (restart the member)")]
     Closed,
 
-    /// A bbolt file (etcd's backend format) that cannot be read or written.
-    #[error("backend: bolt: {0}")]
-    Bolt(String),
-
     #[error("backend: lmdb: {0}")]
     Lmdb(heed::Error),
 }
@@ -67,13 +63,6 @@ impl From<BackendError> for StorageError {
         let msg = e.to_string();
         // StorageError's Display adds the prefix again.
         StorageError(msg.strip_prefix(PREFIX).unwrap_or(&msg).to_owned())
-    }
-}
-
-/// A storage error met while writing a bbolt file (its source reads through the engine traits).
-impl From<StorageError> for BackendError {
-    fn from(e: StorageError) -> Self {
-        BackendError::Bolt(e.to_string())
     }
 }
 

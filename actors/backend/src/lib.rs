@@ -69,9 +69,9 @@
 //! transaction of its own open.
 //!
 //! ## etcd's file format
-//! `bolt.rs` reads and writes bbolt files (etcd's backend): the Snapshot RPC streams one, page by
-//! page, from a [`bolt::Source`] replayed twice (a plan, then the pages), and `actcd snapshot`
-//! reads them, etcd's own included.
+//! etcd's bbolt file (the Snapshot RPC's stream, `actcd snapshot`) is not this crate's: it
+//! lives in the plain library `actcd-etcd-snapshot`, which reads the store through the engine
+//! traits like any other reader.
 //!
 //! ## Messages taken ([`BackendActor`])
 //! - [`SyncBackend`] → `Result<(), String>`: flush committed transactions to disk.
@@ -84,11 +84,9 @@
 //! ## Layout
 //! `engine.rs` opening the environment, options, sync, size, copy, the `KvEngine` impl ·
 //! `txn.rs` the read and write transactions · `actor.rs` messages and `BackendActor` ·
-//! `error.rs` `BackendError` · `bolt.rs` the bbolt format · `tests.rs` engine behaviour through
-//! the traits.
+//! `error.rs` `BackendError` · `tests.rs` engine behaviour through the traits.
 
 mod actor;
-pub mod bolt;
 mod engine;
 mod error;
 mod txn;

@@ -14,8 +14,10 @@
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the store. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).
-//! - Watch (`watch.rs`): one task per stream between the client and the watch hub; it adds the
-//!   raft term and, for `prev_kv` watchers, each event's previous value read from the store.
+//! - Watch (`watch.rs`): one task per stream between the client and the watch hub
+//!   (`actcd_types::watch`: `OpenStream`, `WatchRequestMsg`, `CloseStream`, answered with
+//!   `StreamResponse`s); it adds the raft term and, for `prev_kv` watchers, each event's previous
+//!   value read from the store.
 //! - Maintenance `Status`/`HashKV`/`Alarm` read the raft node and the store; `MoveLeader` asks
 //!   the raft node to transfer leadership and waits until the target leads.
 //! - Cluster (`cluster.rs`): membership changes are entries (adds, removals and promotions as
@@ -42,10 +44,14 @@
 //!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
 //!   (`gateway.rs`, refusing what etcd's Go decoder refuses: `gojson.rs`), which runs the same
 //!   service code as gRPC behind the same learner gate.
-//! - Maintenance's Snapshot streams the store as an etcd bbolt file from a read transaction
-//!   the store hands out (`OpenStoreReader`), on a blocking thread; Defragment asks the store.
+//! - Maintenance's Snapshot asks the store for its chunks (`SnapshotStream` → `SnapshotChunks`:
+//!   etcd's bbolt file in 32 KiB pieces, then its SHA-256, made on a blocking thread from a read
+//!   transaction) and forwards them as they come; Defragment asks the store.
 //!
 //! ## Invariants
+//! - The front speaks only messages: it depends on `actcd-types`, `actcd-proto` and plain
+//!   libraries, never on an actor crate (`actcd-auth`'s password and token code aside, until the
+//!   auth store becomes an actor); every route is a `Recipient` handed in at start-up.
 //! - Every error a client sees comes from `EtcdError::to_status` (etcd's codes and strings).
 //! - The front never decides a permission itself: it names the caller, and the store decides
 //!   against the auth state in force when the request runs.

@@ -1,8 +1,6 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use actcd_backend::BackendError;
-use actcd_backend::bolt;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
@@ -13,10 +11,9 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyResponse, Defragment, HashBackend, OpenStoreReader, StoreReader, TransferLeader,
+    ApplyResponse, Defragment, HashBackend, SnapshotChunks, SnapshotStream, TransferLeader,
 };
-use actcd_types::storage::StorageError;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::pipeline::Pipeline;
@@ -38,109 +35,7 @@ fn alarm_name(alarm: i32) -> &'static str {
     AlarmType::try_from(alarm).map_or("UNKNOWN", |a| a.as_str_name())
 }
 
-/// etcd's snapshot chunk (`snapshotSendBufferSize`).
-const SNAPSHOT_CHUNK: usize = 32 * 1024;
-
-/// The store, through a reader, as an etcd 3.5 bbolt file's contents.
-struct StoreSource(Box<dyn actcd_types::storage::ReadTxn + Send>);
-
-impl bolt::Source for StoreSource {
-    fn visit(
-        &mut self,
-        f: &mut dyn FnMut(bolt::Item<'_>) -> Result<(), BackendError>,
-    ) -> Result<(), BackendError> {
-        use actcd_mvcc::snapshot::{EtcdItem, visit_etcd_layout};
-        visit_etcd_layout(&*self.0, &mut |item| {
-            let item = match item {
-                EtcdItem::Bucket(name) => bolt::Item::Bucket(name),
-                EtcdItem::Pair(k, v) => bolt::Item::Pair(k, v),
-            };
-            f(item).map_err(StorageError::from)
-        })
-        .map_err(BackendError::from)
-    }
-}
-
-/// Streams the store as etcd does a snapshot: the file in 32 KiB chunks counting down
-/// `remaining_bytes`, then its SHA-256. Runs on a blocking thread; pages are written as the
-/// reader yields them (a first pass lays them out, so the size is known up front), so memory
-/// stays at a chunk or two whatever the store's size. Stops when the client goes away.
-fn stream_snapshot(
-    reader: StoreReader,
-    tx: tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>,
-) {
-    let started = std::time::Instant::now();
-    let mut source = StoreSource(reader.0);
-    let failed = |e: BackendError| Status::from(EtcdError::Internal(format!("snapshot: {e}")));
-    let writer = match bolt::Writer::plan(&mut source) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = tx.blocking_send(Err(failed(e)));
-            return;
-        }
-    };
-    let total = writer.size();
-    tracing::info!(
-        total_bytes = total,
-        planned_ms = started.elapsed().as_millis() as u64,
-        "sending database snapshot to client"
-    );
-    let mut sha = ring::digest::Context::new(&ring::digest::SHA256);
-    let mut chunk = Vec::with_capacity(SNAPSHOT_CHUNK);
-    let mut sent = 0u64;
-    let gone = || BackendError::Bolt("the client went away".into());
-    let send = |chunk: &mut Vec<u8>, sent: &mut u64| -> Result<(), BackendError> {
-        *sent += chunk.len() as u64;
-        let msg = SnapshotResponse {
-            header: None,
-            remaining_bytes: total.saturating_sub(*sent),
-            blob: std::mem::replace(chunk, Vec::with_capacity(SNAPSHOT_CHUNK)),
-        };
-        tx.blocking_send(Ok(msg)).map_err(|_| gone())
-    };
-    let written = writer.write(&mut source, &mut |page| {
-        sha.update(page);
-        let mut rest = page;
-        while !rest.is_empty() {
-            let take = (SNAPSHOT_CHUNK - chunk.len()).min(rest.len());
-            chunk.extend_from_slice(&rest[..take]);
-            rest = &rest[take..];
-            if chunk.len() == SNAPSHOT_CHUNK {
-                send(&mut chunk, &mut sent)?;
-            }
-        }
-        Ok(())
-    });
-    let finished = written.and_then(|()| {
-        if !chunk.is_empty() {
-            send(&mut chunk, &mut sent)?;
-        }
-        Ok(())
-    });
-    match finished {
-        Ok(()) => {
-            let digest = sha.finish();
-            let last = SnapshotResponse {
-                header: None,
-                remaining_bytes: 0,
-                blob: digest.as_ref().to_vec(),
-            };
-            if tx.blocking_send(Ok(last)).is_ok() {
-                tracing::info!(
-                    total_bytes = total,
-                    took_ms = started.elapsed().as_millis() as u64,
-                    "successfully sent database snapshot to client"
-                );
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "database snapshot not sent");
-            let _ = tx.blocking_send(Err(failed(e)));
-        }
-    }
-}
-
-type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send>>;
+type SnapshotResponses = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
@@ -261,11 +156,11 @@ impl Maintenance for MaintenanceService {
         }))
     }
 
-    type SnapshotStream = SnapshotStream;
+    type SnapshotStream = SnapshotResponses;
 
     /// etcd's Snapshot, for admins: the whole backend as a bbolt file (etcd's format, so
-    /// `etcdutl snapshot status|restore` take it), streamed from a read transaction while
-    /// writes go on (`stream_snapshot`).
+    /// `etcdutl snapshot status|restore` take it), streamed by the store from a read
+    /// transaction while writes go on; the chunks are forwarded as they come.
     async fn snapshot(
         &self,
         req: Request<SnapshotRequest>,
@@ -273,18 +168,23 @@ impl Maintenance for MaintenanceService {
         self.pipeline
             .check_admin(self.pipeline.who(&req).await?)
             .await?;
-        let reader = self
+        let SnapshotChunks(chunks) = self
             .pipeline
             .routes
-            .open_reader
-            .send(OpenStoreReader)
+            .snapshot
+            .send(SnapshotStream)
             .await
             .map_err(EtcdError::from)??;
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tokio::task::spawn_blocking(move || stream_snapshot(reader, tx));
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        let responses = tokio_stream::wrappers::ReceiverStream::new(chunks).map(|chunk| {
+            chunk
+                .map(|c| SnapshotResponse {
+                    header: None,
+                    remaining_bytes: c.remaining_bytes,
+                    blob: c.blob,
+                })
+                .map_err(Status::from)
+        });
+        Ok(Response::new(Box::pin(responses)))
     }
 
     /// etcd's MoveLeader: only the leader takes it, the target must be a voting member, and

@@ -56,9 +56,9 @@ pub struct PipelineRoutes {
     /// The store: keys attached to a lease.
     pub lease_keys: Recipient<LeaseKeys>,
     /// The watch hub.
-    pub open_watch: Recipient<actcd_watch::OpenStream>,
-    pub watch_request: Recipient<actcd_watch::WatchRequestMsg>,
-    pub close_watch: Recipient<actcd_watch::CloseStream>,
+    pub open_watch: Recipient<actcd_types::watch::OpenStream>,
+    pub watch_request: Recipient<actcd_types::watch::WatchRequestMsg>,
+    pub close_watch: Recipient<actcd_types::watch::CloseStream>,
     /// The store's auth state: permission questions and password hashes.
     pub auth_check: Recipient<AuthCheck>,
     pub auth_password: Recipient<AuthPassword>,
@@ -80,8 +80,8 @@ pub struct PipelineRoutes {
     pub hash_backend: Recipient<HashBackend>,
     /// The store: defragment the backend.
     pub defragment: Recipient<actcd_types::msg::Defragment>,
-    /// The store: a reader of everything committed, for the Snapshot RPC.
-    pub open_reader: Recipient<actcd_types::msg::OpenStoreReader>,
+    /// The store: everything committed as etcd's snapshot file, in chunks (the Snapshot RPC).
+    pub snapshot: Recipient<actcd_types::msg::SnapshotStream>,
     /// Every actor, for its mailbox and handler timings (`/metrics`).
     pub actors: Vec<ActorProbe>,
     /// The WAL writer: its fsync latencies.

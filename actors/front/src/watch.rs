@@ -16,7 +16,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::EtcdError;
 use actcd_types::msg::Range;
-use actcd_watch::{CloseStream, OpenStream, StreamResponse, WatchRequestMsg};
+use actcd_types::watch::{CloseStream, OpenStream, StreamResponse, WatchRequestMsg};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

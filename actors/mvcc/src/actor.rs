@@ -28,7 +28,7 @@ use actcd_types::msg::{
     LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot,
     StoreStatus, SyncConf, SyncStorage, WatchInterest,
 };
-use actcd_types::msg::{Defragment, OpenStoreReader, StoreReader};
+use actcd_types::msg::{Defragment, SnapshotChunks, SnapshotStream};
 use actcd_types::{AuthInfo, EtcdError};
 use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient, ResponseFuture};
 
@@ -389,15 +389,18 @@ impl Handler<Defragment> for MvccActor {
     }
 }
 
-/// A reader for the Snapshot RPC: everything applied is committed first, so the reader sees
-/// it all.
-impl Handler<OpenStoreReader> for MvccActor {
-    type Result = Result<StoreReader, EtcdError>;
+/// etcd's Snapshot RPC: everything applied is committed first, so the read transaction the
+/// file streams from sees it all; the file is made on a blocking thread, applies go on.
+impl Handler<SnapshotStream> for MvccActor {
+    type Result = Result<SnapshotChunks, EtcdError>;
 
-    fn handle(&mut self, _: OpenStoreReader, _: &mut Self::Context) -> Self::Result {
-        let _timer = self.meter.start("OpenStoreReader");
+    fn handle(&mut self, _: SnapshotStream, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("SnapshotStream");
         self.store.commit(&mut self.pending)?;
-        Ok(StoreReader(self.store.read_owned()?))
+        let reader = self.store.read_owned()?;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || actcd_etcd_snapshot::send_snapshot(&*reader, &tx));
+        Ok(SnapshotChunks(rx))
     }
 }
 

@@ -24,10 +24,9 @@
 //!   every member alike (etcd's `ValidateConfigurationChange`), and only an applied change
 //!   reaches raft's configuration; published names and client URLs too.
 //! - **whole-store snapshots** (`snapshot.rs`): every record of every table as one blob, made
-//!   from one read transaction, installed in one write transaction; and the store replayed as
-//!   etcd 3.5's buckets (`visit_etcd_layout`: members as etcd's JSON, compaction marks as
-//!   revisions, `confState`/`authRevision`/`cluster` added) for the Snapshot RPC, and etcd's
-//!   buckets read back as our tables for `actcd snapshot restore` (`from_etcd_buckets`).
+//!   from one read transaction, installed in one write transaction (for a follower too far
+//!   behind). etcd's snapshot file (bbolt, etcd's bucket layout) is not made here: the
+//!   `actcd-etcd-snapshot` library writes it from a read transaction this actor hands it.
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
 //! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
@@ -44,8 +43,9 @@
 //!   from a read transaction on a blocking thread, once it has applied `min_index`); `InstallSnapshot{data}` (replaces everything durably and
 //!   rebuilds every index; watchers are told to catch up from the new history, the lessor
 //!   which leases went and came, raft the new members); `ConnectRaft`.
-//! - `OpenStoreReader` (commits pending applies, answers a read transaction that may move to
-//!   another thread: the Snapshot RPC streams from it); `Defragment` (commits, then has the
+//! - `SnapshotStream` (commits pending applies, then streams etcd's snapshot file from a read
+//!   transaction on a blocking thread with `actcd_etcd_snapshot::send_snapshot`; answered at once
+//!   with the channel of chunks, `SnapshotChunks`, which the front forwards); `Defragment` (commits, then has the
 //!   engine give its free pages back; applies wait meanwhile); `MailboxProbe`/`GetMeter`
 //!   (`actcd_types::meter`).
 //!

@@ -59,11 +59,6 @@ pub fn member_to_pb(m: &MemberRecord) -> Member {
     to_pb(m)
 }
 
-/// A stored record back as ours.
-pub fn record_from_pb(m: Member) -> MemberRecord {
-    from_pb(m)
-}
-
 fn from_pb(m: Member) -> MemberRecord {
     MemberRecord {
         id: m.id,

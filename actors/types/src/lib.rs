@@ -13,6 +13,9 @@
 //!   applier → MVCC, any actor → the daemon's supervisor: `Fatal`, `Shutdown`, …). Each actor
 //!   crate takes `Recipient<M>`s of these at start-up, so no actor crate depends on another and a
 //!   test can hand any actor a recorder. No actor crate stops the System: it reports `Fatal`.
+//! - [`watch`]: the watch hub's stream messages from the front (`OpenStream`,
+//!   `WatchRequestMsg`, `RejectWatch`, `CloseStream`) and what a stream carries
+//!   (`StreamResponse`, `StreamId`, `WatchId`).
 //!
 //! ## Invariants
 //! - Revisions are strictly ordered by (main, sub); the encoding sorts bytewise in the same order.
@@ -21,7 +24,7 @@
 //!
 //! ## Layout
 //! `revision.rs` encoding · `error.rs` errors and the gRPC table · `storage.rs` engine traits and
-//! `MemEngine` · `msg.rs` cross-crate messages · `ids.rs` request-id generator · `validate.rs`
+//! `MemEngine` · `msg.rs` cross-crate messages · `watch.rs` the watch streams' messages · `ids.rs` request-id generator · `validate.rs`
 //! the cheap request checks etcd makes before a request reaches the server (used by preflight for
 //! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options) ·
 //! `meter.rs` each actor's mailbox and handler timings (`MailboxProbe`).
@@ -34,6 +37,7 @@ pub mod msg;
 pub mod revision;
 pub mod storage;
 pub mod validate;
+pub mod watch;
 
 pub use error::EtcdError;
 pub use revision::Revision;

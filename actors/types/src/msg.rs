@@ -607,20 +607,25 @@ pub struct HashKv {
 #[rtype(result = "Result<(u32, i64), EtcdError>")]
 pub struct HashBackend;
 
-/// A read transaction on the committed store (pending applies are committed first), to read
-/// at length on another thread: the Snapshot RPC streams the backend from it while writes go
-/// on.
-#[derive(Message)]
-#[rtype(result = "Result<StoreReader, EtcdError>")]
-pub struct OpenStoreReader;
+/// etcd's Snapshot stream: the committed store (pending applies are committed first) as an
+/// etcd bbolt file, read from one read transaction on a blocking thread while writes go on.
+/// Answered at once with the channel the chunks arrive on.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<SnapshotChunks, EtcdError>")]
+pub struct SnapshotStream;
 
-/// The answer to [`OpenStoreReader`]. It pins the pages of its snapshot until dropped.
-pub struct StoreReader(pub Box<dyn crate::storage::ReadTxn + Send>);
+/// The answer to [`SnapshotStream`]: the file in 32 KiB chunks, then its SHA-256 (with
+/// `remaining_bytes` 0), as etcd sends them. A failure part way is the last item. Dropping the
+/// receiver stops the stream.
+#[derive(Debug)]
+pub struct SnapshotChunks(pub tokio::sync::mpsc::Receiver<Result<SnapshotChunk, EtcdError>>);
 
-impl std::fmt::Debug for StoreReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StoreReader")
-    }
+/// One message of a snapshot stream: etcd's `SnapshotResponse` without its header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotChunk {
+    /// Bytes of the file still to come after this chunk.
+    pub remaining_bytes: u64,
+    pub blob: Vec<u8>,
 }
 
 /// Defragment the backend (etcd's `Defragment`, local to this member): pending applies are

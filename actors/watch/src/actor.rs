@@ -1,10 +1,12 @@
 //! The watch hub as an actor: thin glue between messages and [`WatchHub`].
 
-use actcd_proto::etcdserverpb::WatchRequest;
 use actcd_types::EtcdError;
 use std::collections::VecDeque;
 
 use actcd_types::msg::{History, Notify, WatchInterest};
+use actcd_types::watch::{
+    CloseStream, OpenStream, OpenedStream, RejectWatch, StreamResponse, WatchRequestMsg,
+};
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, MessageResult, Recipient,
     WrapFuture,
@@ -12,53 +14,9 @@ use actix::{
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::hub::{
-    HubConfig, HubStats, SendError, StreamId, StreamResponse, StreamSink, WatchHub, WatchId,
-};
+use crate::hub::{HubConfig, HubStats, SendError, StreamSink, WatchHub};
 
 // ---------------------------------------------------------------- messages
-
-/// Open a stream for one client Watch RPC. Its responses arrive on `responses`, a queue of
-/// `capacity` (at least 1) that the hub fills without ever waiting.
-#[derive(Debug, Message)]
-#[rtype(result = "OpenedStream")]
-pub struct OpenStream {
-    pub capacity: usize,
-}
-
-#[derive(Debug)]
-pub struct OpenedStream {
-    pub stream: StreamId,
-    /// Ends when the hub drops the stream (the stream never read its responses, or the hub
-    /// stopped): end the RPC then.
-    pub responses: mpsc::Receiver<StreamResponse>,
-}
-
-/// A request the client sent on its Watch stream, forwarded in the order received.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct WatchRequestMsg {
-    pub stream: StreamId,
-    pub request: WatchRequest,
-}
-
-/// The front refused a create request (auth): answer it in stream order with etcd's
-/// created + canceled response carrying `reason`.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct RejectWatch {
-    pub stream: StreamId,
-    /// The create request's `watch_id`, as etcd 3.5.1 echoes it.
-    pub watch_id: WatchId,
-    pub reason: String,
-}
-
-/// The client's stream ended: forget it and its watchers.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct CloseStream {
-    pub stream: StreamId,
-}
 
 /// Send progress notifications now (the actor sends itself one every `progress_interval`).
 #[derive(Debug, Clone, Copy, Message)]

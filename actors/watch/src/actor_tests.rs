@@ -15,7 +15,8 @@ use actix::{Actor, Addr, Context, Handler, ResponseFuture};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::actor::*;
-use crate::hub::{HubConfig, StreamId, StreamResponse};
+use crate::hub::HubConfig;
+use actcd_types::watch::{CloseStream, OpenStream, StreamId, StreamResponse, WatchRequestMsg};
 
 #[derive(Default)]
 struct StoreState {

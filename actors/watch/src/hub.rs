@@ -14,33 +14,12 @@ use actcd_proto::etcdserverpb::{ResponseHeader, WatchCreateRequest, WatchRequest
 use actcd_proto::mvccpb::Event;
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::msg::{History, HistoryChunk};
+use actcd_types::watch::{INVALID_WATCH_ID, StreamId, StreamResponse, WatchId};
 use actcd_types::{EtcdError, MemberIdentity};
 
 use crate::error::WatchError;
 use crate::fragment::{GRPC_OVERHEAD_BYTES, fragment};
 use crate::group::{Handle, WatchKeys, WatcherGroup};
-
-/// A watch id, unique within its stream. Chosen by the client (non-zero) or assigned.
-pub type WatchId = i64;
-
-/// etcd's id for responses that concern no single watcher (progress requested for a stream).
-pub const INVALID_WATCH_ID: WatchId = -1;
-
-/// One client Watch stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StreamId(pub u64);
-
-/// One response on its way to a stream.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StreamResponse {
-    /// Ready to send but for `header.raft_term` (and `cluster_id`/`member_id` when the hub was
-    /// not given them).
-    pub response: WatchResponse,
-    /// The watcher asked for `prev_kv`: before sending, give every event that is not a creation
-    /// (a DELETE, or a PUT whose `create_revision != mod_revision`) and has no `prev_kv` yet the
-    /// key's value at `mod_revision - 1`, when there is one. Only set on responses with events.
-    pub fill_prev_kv: bool,
-}
 
 /// Why a stream took no response.
 #[derive(Debug)]

@@ -13,6 +13,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::{History, HistoryChunk};
+use actcd_types::watch::{StreamId, StreamResponse};
 
 use crate::hub::*;
 

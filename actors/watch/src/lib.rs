@@ -11,7 +11,9 @@
 //! - From the front, per client stream: [`OpenStream`] (answered with the stream id and a
 //!   bounded `mpsc::Receiver<StreamResponse>`), [`WatchRequestMsg`] for every `WatchRequest`
 //!   the client sends, [`RejectWatch`] for a create the front refuses (auth), [`CloseStream`]
-//!   when the RPC ends.
+//!   when the RPC ends. These, and what a stream carries ([`StreamResponse`], [`StreamId`],
+//!   [`WatchId`]), are declared in `actcd_types::watch` (the front depends on no actor crate)
+//!   and re-exported here.
 //! - [`ProgressTick`] (the actor sends itself one every `progress_interval`, etcd's 10 min) and
 //!   [`RetryVictims`] (scheduled `retry_interval`, etcd's 10 ms, after anything was left
 //!   waiting); both may also be sent from outside. [`GetHubStats`] for tests and metrics.
@@ -110,7 +112,7 @@
 //! `error.rs` the refusal reasons ([`WatchError`]) · `interval.rs` the interval tree over key ranges · `group.rs` what a watcher watches and the
 //! indexed watcher group · `fragment.rs` response splitting · `hub.rs` the core
 //! ([`WatchHub`], plain struct, no actor or channel: sinks are a trait) · `actor.rs`
-//! [`WatchHubActor`] and its messages · `hub_tests.rs`, `actor_tests.rs`.
+//! [`WatchHubActor`], its own messages (ticks, stats) and its handlers of the front's · `hub_tests.rs`, `actor_tests.rs`.
 
 mod actor;
 #[cfg(test)]
@@ -123,13 +125,13 @@ mod hub;
 mod hub_tests;
 mod interval;
 
-pub use actor::{
-    CloseStream, GetHubStats, OpenStream, OpenedStream, ProgressTick, RejectWatch, RetryVictims,
-    WatchHubActor, WatchRequestMsg,
+/// The front's messages and what a stream carries live in `actcd-types`; re-exported for tests
+/// and benches that drive the hub.
+pub use actcd_types::watch::{
+    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, RejectWatch, StreamId, StreamResponse,
+    WatchId, WatchRequestMsg,
 };
+pub use actor::{GetHubStats, ProgressTick, RetryVictims, WatchHubActor};
 pub use error::WatchError;
 pub use fragment::{GRPC_OVERHEAD_BYTES, fragment};
-pub use hub::{
-    HubConfig, HubStats, INVALID_WATCH_ID, SendError, StreamId, StreamResponse, StreamSink,
-    WatchHub, WatchId,
-};
+pub use hub::{HubConfig, HubStats, SendError, StreamSink, WatchHub};

@@ -29,7 +29,7 @@
 
 use std::collections::HashSet;
 
-use crate::BackendError;
+use crate::EtcdSnapshotError;
 
 const MAGIC: u32 = 0xED0C_DAED;
 const VERSION: u32 = 2;
@@ -70,8 +70,8 @@ impl BoltDb {
     }
 }
 
-fn bad(what: impl Into<String>) -> BackendError {
-    BackendError::Bolt(what.into())
+fn bad(what: impl Into<String>) -> EtcdSnapshotError {
+    EtcdSnapshotError::Bolt(what.into())
 }
 
 fn fnv64a(data: &[u8]) -> u64 {
@@ -99,8 +99,8 @@ pub trait Source {
     /// by its pairs (keys in order, each once, not empty).
     fn visit(
         &mut self,
-        f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
-    ) -> Result<(), BackendError>;
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError>;
 }
 
 /// Pages needed by a page body of `len` bytes (header included), at least one.
@@ -213,7 +213,11 @@ impl Tree {
 /// The bytes of one page: header, element headers, then keys and values, padded to its span.
 fn page(id: u64, flags: u16, elements: &[(u32, &[u8], &[u8])]) -> Vec<u8> {
     let n = elements.len();
-    let data: usize = elements.iter().map(|(_, k, v)| k.len() + v.len()).sum();
+    // A branch element's child id sits in the element itself; only its key is data.
+    let data: usize = elements
+        .iter()
+        .map(|(_, k, v)| k.len() + if flags == BRANCH { 0 } else { v.len() })
+        .sum();
     let body_len = n * ELEMENT + data;
     let span = span_of(body_len);
     let mut p = vec![0u8; span as usize * PAGE_SIZE];
@@ -248,8 +252,8 @@ fn page(id: u64, flags: u16, elements: &[(u32, &[u8], &[u8])]) -> Vec<u8> {
 /// The branch pages of every level above the leaves of `tree`.
 fn branch_pages(
     tree: &Tree,
-    sink: &mut dyn FnMut(&[u8]) -> Result<(), BackendError>,
-) -> Result<(), BackendError> {
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), EtcdSnapshotError>,
+) -> Result<(), EtcdSnapshotError> {
     for l in 1..tree.levels.len() {
         let children = &tree.levels[l - 1];
         let child_ids = tree.ids(l - 1);
@@ -265,14 +269,18 @@ fn branch_pages(
                 .zip(&ids)
                 .map(|(c, cid)| (0, c.first.as_slice(), cid.as_slice()))
                 .collect();
-            sink(&page(id, BRANCH, &elements))?;
+            let bytes = page(id, BRANCH, &elements);
+            if bytes.len() as u64 != page_at.span * PAGE_SIZE as u64 {
+                return Err(bad("a branch page does not fit its plan"));
+            }
+            sink(&bytes)?;
             next_child += page_at.count;
         }
     }
     Ok(())
 }
 
-fn changed() -> BackendError {
+fn changed() -> EtcdSnapshotError {
     bad("the database changed between the writer's two passes")
 }
 
@@ -287,7 +295,7 @@ pub struct Writer {
 
 impl Writer {
     /// Reads `source` once and lays out every page.
-    pub fn plan(source: &mut dyn Source) -> Result<Writer, BackendError> {
+    pub fn plan(source: &mut dyn Source) -> Result<Writer, EtcdSnapshotError> {
         let mut names: Vec<Vec<u8>> = Vec::new();
         let mut leaves: Vec<Vec<Planned>> = Vec::new();
         let mut packer: Option<Packer> = None;
@@ -355,8 +363,8 @@ impl Writer {
     pub fn write(
         &self,
         source: &mut dyn Source,
-        sink: &mut dyn FnMut(&[u8]) -> Result<(), BackendError>,
-    ) -> Result<(), BackendError> {
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
         let root = self.root.root();
         for (page_id, txid) in [(0u64, 0u64), (1, 1)] {
             let mut p = vec![0u8; PAGE_SIZE];
@@ -389,8 +397,8 @@ impl Writer {
                       leaf: usize,
                       ids: &[u64],
                       pending: &mut Vec<(Vec<u8>, Vec<u8>)>,
-                      sink: &mut dyn FnMut(&[u8]) -> Result<(), BackendError>|
-         -> Result<(), BackendError> {
+                      sink: &mut dyn FnMut(&[u8]) -> Result<(), EtcdSnapshotError>|
+         -> Result<(), EtcdSnapshotError> {
             let tree = &self.trees[b];
             let leaves = &tree.levels[0];
             // Only an empty bucket has a leaf left: its one empty page.
@@ -480,8 +488,8 @@ struct InMemory<'a> {
 impl Source for InMemory<'_> {
     fn visit(
         &mut self,
-        f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
-    ) -> Result<(), BackendError> {
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
         for (name, pairs) in &self.buckets {
             f(Item::Bucket(name))?;
             for (k, v) in pairs {
@@ -496,7 +504,7 @@ impl Source for InMemory<'_> {
 /// duplicate keys keep the last value), built in memory: for tests, which check files against
 /// what they were made of. Bucket names and keys must be non-empty.
 #[cfg(test)]
-pub fn write<N, K, V>(buckets: &[(N, Vec<(K, V)>)]) -> Result<Vec<u8>, BackendError>
+pub fn write<N, K, V>(buckets: &[(N, Vec<(K, V)>)]) -> Result<Vec<u8>, EtcdSnapshotError>
 where
     N: AsRef<[u8]>,
     K: AsRef<[u8]>,
@@ -559,7 +567,7 @@ struct Meta {
     txid: u64,
 }
 
-fn meta_at(data: &[u8], at: usize) -> Result<Meta, BackendError> {
+fn meta_at(data: &[u8], at: usize) -> Result<Meta, EtcdSnapshotError> {
     let m = data
         .get(at + HEADER..at + HEADER + 64)
         .ok_or_else(|| bad("file too small for a meta page"))?;
@@ -595,7 +603,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// The bytes of page `id`, overflow pages included.
-    fn page(&self, id: u64) -> Result<&'a [u8], BackendError> {
+    fn page(&self, id: u64) -> Result<&'a [u8], EtcdSnapshotError> {
         if id >= self.high_water {
             return Err(bad(format!("page {id} above the high-water mark")));
         }
@@ -617,14 +625,14 @@ impl<'a> Reader<'a> {
         &self,
         page: &'a [u8],
         depth: usize,
-        f: &mut dyn FnMut(u32, &'a [u8], &'a [u8]) -> Result<(), BackendError>,
-    ) -> Result<(), BackendError> {
+        f: &mut dyn FnMut(u32, &'a [u8], &'a [u8]) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
         if depth > MAX_DEPTH {
             return Err(bad("tree too deep (a page cycle?)"));
         }
         let flags = u16_at(page, 8).ok_or_else(|| bad("truncated page"))?;
         let count = u16_at(page, 10).ok_or_else(|| bad("truncated page"))? as usize;
-        let slice = |at: usize, len: usize| -> Result<&'a [u8], BackendError> {
+        let slice = |at: usize, len: usize| -> Result<&'a [u8], EtcdSnapshotError> {
             page.get(
                 at..at
                     .checked_add(len)
@@ -653,7 +661,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The page a bucket header points to: its own page, or the inline page after it.
-    fn bucket_page(&self, header: &'a [u8]) -> Result<&'a [u8], BackendError> {
+    fn bucket_page(&self, header: &'a [u8]) -> Result<&'a [u8], EtcdSnapshotError> {
         let root = u64_at(header, 0).ok_or_else(|| bad("bucket header too short"))?;
         if root == 0 {
             header
@@ -668,7 +676,7 @@ impl<'a> Reader<'a> {
 
 /// Reads every bucket of a bbolt file. `data` may carry trailing bytes (a snapshot's checksum)
 /// beyond the last page.
-pub fn read(data: &[u8]) -> Result<BoltDb, BackendError> {
+pub fn read(data: &[u8]) -> Result<BoltDb, EtcdSnapshotError> {
     let first = meta_at(data, 0);
     let page_size = match &first {
         Ok(m) => m.page_size,
@@ -781,10 +789,43 @@ mod tests {
     fn every_page_is_reachable_exactly_once() {
         // What `bbolt check` demands: each page below the high-water mark is a meta page, the
         // freelist, or reached once from the root.
-        let pairs: Vec<_> = (0..3000u32)
-            .map(|i| (i.to_be_bytes().to_vec(), vec![0u8; 40]))
-            .collect();
-        let file = write(&[(b"key".to_vec(), pairs)]).unwrap();
+        struct Case {
+            name: &'static str,
+            key_len: usize,
+            value_len: usize,
+            records: u32,
+        }
+        let cases = [
+            Case {
+                name: "small keys",
+                key_len: 4,
+                value_len: 40,
+                records: 3000,
+            },
+            // A revision's 17 bytes: 167 leaves, so a branch page holds 123 children, full
+            // (a branch element's child id is in its header, not after its key).
+            Case {
+                name: "full branch pages",
+                key_len: 17,
+                value_len: 300,
+                records: 2000,
+            },
+        ];
+        for c in cases {
+            let pairs: Vec<_> = (0..c.records)
+                .map(|i| {
+                    let mut k = vec![0u8; c.key_len];
+                    k[c.key_len - 4..].copy_from_slice(&i.to_be_bytes());
+                    (k, vec![0u8; c.value_len])
+                })
+                .collect();
+            let file = write(&[(b"key".to_vec(), pairs.clone())]).unwrap();
+            check_reachable(&file, c.name);
+            assert_eq!(read(&file).unwrap().buckets[0].1, pairs, "{}", c.name);
+        }
+    }
+
+    fn check_reachable(file: &[u8], name: &str) {
         let high_water = file.len() / PAGE_SIZE;
         let mut seen = vec![0u32; high_water];
         seen[0] = 1;
@@ -809,9 +850,9 @@ mod tests {
                 }
             }
         }
-        let root = u64_at(&file, PAGE_SIZE + HEADER + 16).unwrap() as usize;
-        visit(&file, root, &mut seen);
-        assert!(seen.iter().all(|n| *n == 1), "{seen:?}");
+        let root = u64_at(file, PAGE_SIZE + HEADER + 16).unwrap() as usize;
+        visit(file, root, &mut seen);
+        assert!(seen.iter().all(|n| *n == 1), "{name}: {seen:?}");
     }
 
     #[test]
@@ -847,8 +888,8 @@ mod tests {
     impl Source for Growing {
         fn visit(
             &mut self,
-            f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
-        ) -> Result<(), BackendError> {
+            f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+        ) -> Result<(), EtcdSnapshotError> {
             f(Item::Bucket(b"key"))?;
             for i in 0..self.pairs {
                 f(Item::Pair(&(i as u32).to_be_bytes(), &[0u8; 100]))?;
@@ -876,8 +917,8 @@ mod tests {
         impl Source for Unordered {
             fn visit(
                 &mut self,
-                f: &mut dyn FnMut(Item<'_>) -> Result<(), BackendError>,
-            ) -> Result<(), BackendError> {
+                f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+            ) -> Result<(), EtcdSnapshotError> {
                 f(Item::Bucket(b"b"))?;
                 f(Item::Pair(b"2", b""))?;
                 f(Item::Pair(b"1", b""))

@@ -1,0 +1,73 @@
+//! The watch hub's messages from the front: one client Watch stream each, opened, fed with the
+//! client's requests in order, and closed. The hub (`actcd-watch`) answers them; what it sends
+//! back on a stream is [`StreamResponse`]s, which the front finishes (raft term, `prev_kv`)
+//! before they go to the client.
+
+use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+use actix::Message;
+use tokio::sync::mpsc;
+
+/// A watch id, unique within its stream. Chosen by the client (non-zero) or assigned.
+pub type WatchId = i64;
+
+/// etcd's id for responses that concern no single watcher (progress requested for a stream).
+pub const INVALID_WATCH_ID: WatchId = -1;
+
+/// One client Watch stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+/// One response on its way to a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamResponse {
+    /// Ready to send but for `header.raft_term` (and `cluster_id`/`member_id` when the hub was
+    /// not given them).
+    pub response: WatchResponse,
+    /// The watcher asked for `prev_kv`: before sending, give every event that is not a creation
+    /// (a DELETE, or a PUT whose `create_revision != mod_revision`) and has no `prev_kv` yet the
+    /// key's value at `mod_revision - 1`, when there is one. Only set on responses with events.
+    pub fill_prev_kv: bool,
+}
+
+/// Open a stream for one client Watch RPC. Its responses arrive on `responses`, a queue of
+/// `capacity` (at least 1) that the hub fills without ever waiting.
+#[derive(Debug, Message)]
+#[rtype(result = "OpenedStream")]
+pub struct OpenStream {
+    pub capacity: usize,
+}
+
+/// The answer to [`OpenStream`].
+#[derive(Debug)]
+pub struct OpenedStream {
+    pub stream: StreamId,
+    /// Ends when the hub drops the stream (the stream never read its responses, or the hub
+    /// stopped): end the RPC then.
+    pub responses: mpsc::Receiver<StreamResponse>,
+}
+
+/// A request the client sent on its Watch stream, forwarded in the order received.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WatchRequestMsg {
+    pub stream: StreamId,
+    pub request: WatchRequest,
+}
+
+/// The front refused a create request (auth): answer it in stream order with etcd's
+/// created + canceled response carrying `reason`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct RejectWatch {
+    pub stream: StreamId,
+    /// The create request's `watch_id`, as etcd 3.5.1 echoes it.
+    pub watch_id: WatchId,
+    pub reason: String,
+}
+
+/// The client's stream ended: forget it and its watchers.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct CloseStream {
+    pub stream: StreamId,
+}

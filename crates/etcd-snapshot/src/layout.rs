@@ -1,0 +1,372 @@
+//! etcd 3.5's backend layout over our tables, both ways: the store replayed as etcd's buckets
+//! (for the Snapshot RPC's file), and etcd's buckets read back as our tables (for
+//! `actcd snapshot restore`).
+//!
+//! Our tables already hold etcd's records under etcd's bucket names; what differs is listed in
+//! [`visit_etcd_layout`] and [`from_etcd_buckets`].
+
+use actcd_proto::etcdserverpb::Member;
+use actcd_proto::mvccpb::KeyValue;
+use actcd_types::Revision;
+use actcd_types::storage::{ReadTxn, Table, try_scan};
+use prost::Message;
+
+use crate::EtcdSnapshotError;
+use crate::bolt::{Item, Source};
+
+/// `meta`'s compaction marks (etcd's names, and ours). We keep them as 8-byte big-endian
+/// integers, etcd as 17-byte revisions.
+pub const META_SCHEDULED_COMPACT: &[u8] = b"scheduledCompactRev";
+pub const META_FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
+
+/// etcd 3.5's `cluster` bucket: the cluster version it records once all members run 3.5.
+const CLUSTER_BUCKET: &[u8] = b"cluster";
+const CLUSTER_VERSION: (&[u8], &[u8]) = (b"clusterVersion", b"3.5.0");
+const CONF_STATE: &[u8] = b"confState";
+const AUTH_REVISION: &[u8] = b"authRevision";
+
+/// A record of one of our tables, with its own bytes.
+pub type OwnedRecord = (Table, Vec<u8>, Vec<u8>);
+
+fn is_compact_mark(k: &[u8]) -> bool {
+    k == META_SCHEDULED_COMPACT || k == META_FINISHED_COMPACT
+}
+
+fn damaged(what: impl Into<String>) -> EtcdSnapshotError {
+    EtcdSnapshotError::Layout(what.into())
+}
+
+/// A JSON string, escaped.
+fn json_str(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+fn json_strs(v: &[String]) -> String {
+    let items: Vec<String> = v.iter().map(|s| json_str(s)).collect();
+    format!("[{}]", items.join(","))
+}
+
+fn json_ids(v: &[u64]) -> String {
+    let items: Vec<String> = v.iter().map(u64::to_string).collect();
+    format!("[{}]", items.join(","))
+}
+
+/// A member record as etcd's backend keeps it: JSON of the id, raft attributes and
+/// attributes, in etcd's field order, empty optional fields left out.
+fn member_json(m: &Member) -> Vec<u8> {
+    let mut o = format!(
+        "{{\"id\":{},\"peerURLs\":{}",
+        m.id,
+        json_strs(&m.peer_ur_ls)
+    );
+    if m.is_learner {
+        o.push_str(",\"isLearner\":true");
+    }
+    if !m.name.is_empty() {
+        o.push_str(&format!(",\"name\":{}", json_str(&m.name)));
+    }
+    if !m.client_ur_ls.is_empty() {
+        o.push_str(&format!(",\"clientURLs\":{}", json_strs(&m.client_ur_ls)));
+    }
+    o.push('}');
+    o.into_bytes()
+}
+
+fn decode_member(v: &[u8]) -> Result<Member, EtcdSnapshotError> {
+    Member::decode(v).map_err(|e| damaged(format!("member record: {e}")))
+}
+
+/// raft's configuration as etcd records it in `meta`/`confState`.
+fn conf_state_json(voters: &[u64], learners: &[u64]) -> Vec<u8> {
+    let mut o = format!("{{\"voters\":{}", json_ids(voters));
+    if !learners.is_empty() {
+        o.push_str(&format!(",\"learners\":{}", json_ids(learners)));
+    }
+    o.push_str(",\"auto_leave\":false}");
+    o.into_bytes()
+}
+
+type ItemFn<'f> = dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError> + 'f;
+
+/// A record in etcd's form, if it differs from ours.
+type Convert = dyn Fn(&[u8], &[u8]) -> Result<Option<Vec<u8>>, EtcdSnapshotError>;
+
+/// Scans `table` into `f` with `added` (sorted) merged in by key; a key the table has keeps the
+/// table's value. `convert` turns a record into etcd's form.
+fn scan_merged(
+    txn: &dyn ReadTxn,
+    table: Table,
+    added: &[(&[u8], Vec<u8>)],
+    convert: &Convert,
+    f: &mut ItemFn<'_>,
+) -> Result<(), EtcdSnapshotError> {
+    let mut next = 0;
+    try_scan(txn, table, &mut |k, v| {
+        while let Some((ak, av)) = added.get(next).filter(|(ak, _)| *ak < k) {
+            f(Item::Pair(ak, av))?;
+            next += 1;
+        }
+        if added.get(next).is_some_and(|(ak, _)| *ak == k) {
+            next += 1;
+        }
+        match convert(k, v)? {
+            Some(converted) => f(Item::Pair(k, &converted)),
+            None => f(Item::Pair(k, v)),
+        }
+    })?;
+    for (k, v) in &added[next..] {
+        f(Item::Pair(k, v))?;
+    }
+    Ok(())
+}
+
+/// Replays the store, as `txn` sees it, as etcd 3.5's backend: buckets in name order, keys in
+/// order, so etcd's tools (`etcdutl snapshot status`, `restore`) read a snapshot of ours like
+/// one of their own. Members become etcd's JSON, the compaction marks 17-byte revisions, and
+/// the `confState`, `authRevision` and `cluster` entries etcd keeps are added. Each call reads
+/// the whole store again (a writer plans the file, then writes it).
+pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), EtcdSnapshotError> {
+    let mut voters = Vec::new();
+    let mut learners = Vec::new();
+    try_scan(txn, Table::Members, &mut |_, v| {
+        let m = decode_member(v)?;
+        if m.is_learner {
+            learners.push(m.id);
+        } else {
+            voters.push(m.id);
+        }
+        Ok::<(), EtcdSnapshotError>(())
+    })?;
+    let conf_state = conf_state_json(&voters, &learners);
+    let mut names: Vec<&[u8]> = Table::ALL.iter().map(|t| t.name().as_bytes()).collect();
+    names.push(CLUSTER_BUCKET);
+    names.sort();
+    for name in names {
+        f(Item::Bucket(name))?;
+        if name == CLUSTER_BUCKET {
+            f(Item::Pair(CLUSTER_VERSION.0, CLUSTER_VERSION.1))?;
+            continue;
+        }
+        let Some(table) = Table::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().as_bytes() == name)
+        else {
+            continue;
+        };
+        match table {
+            // etcd writes the auth revision (1) when it first starts; ours is implied until
+            // auth changes.
+            Table::Auth => scan_merged(
+                txn,
+                table,
+                &[(AUTH_REVISION, 1u64.to_be_bytes().to_vec())],
+                &|_, _| Ok(None),
+                f,
+            )?,
+            Table::Meta => scan_merged(
+                txn,
+                table,
+                &[(CONF_STATE, conf_state.clone())],
+                &|k, v| {
+                    if !is_compact_mark(k) {
+                        return Ok(None);
+                    }
+                    let rev = <[u8; 8]>::try_from(v)
+                        .map(i64::from_be_bytes)
+                        .map_err(|_| damaged("a compaction mark is not 8 bytes"))?;
+                    Ok(Some(Revision { main: rev, sub: 0 }.to_bytes(false)))
+                },
+                f,
+            )?,
+            Table::Members => scan_merged(
+                txn,
+                table,
+                &[],
+                &|_, v| Ok(Some(member_json(&decode_member(v)?))),
+                f,
+            )?,
+            _ => scan_merged(txn, table, &[], &|_, _| Ok(None), f)?,
+        }
+    }
+    Ok(())
+}
+
+/// The store, through a read transaction, as a bbolt [`Source`] in etcd's layout.
+pub struct EtcdLayout<'t>(pub &'t dyn ReadTxn);
+
+impl Source for EtcdLayout<'_> {
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
+        visit_etcd_layout(self.0, f)
+    }
+}
+
+/// etcd's buckets (ours, or etcd's own backend) as records of our tables, for restoring a
+/// snapshot into a new data dir: the key space, leases, auth state and alarms are kept;
+/// membership is left out (a restore starts a new cluster, as etcd's does), and so are the
+/// consistent index and term, which belong to the old cluster's log. Buckets actcd does not
+/// keep (`cluster`, and anything unknown) are dropped.
+pub fn from_etcd_buckets<N, K, V>(
+    buckets: &[(N, Vec<(K, V)>)],
+) -> Result<Vec<OwnedRecord>, EtcdSnapshotError>
+where
+    N: AsRef<[u8]>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut out = Vec::new();
+    for (name, pairs) in buckets {
+        let name = name.as_ref();
+        let Some(t) = Table::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().as_bytes() == name)
+        else {
+            continue;
+        };
+        if matches!(t, Table::Members | Table::MembersRemoved) {
+            continue;
+        }
+        for (k, v) in pairs {
+            let (k, v) = (k.as_ref(), v.as_ref());
+            let v = match t {
+                Table::Meta if is_compact_mark(k) => {
+                    let (rev, _) = Revision::from_bytes(v)
+                        .ok_or_else(|| damaged("a compaction mark is not a revision"))?;
+                    rev.main.to_be_bytes().to_vec()
+                }
+                Table::Meta => continue,
+                Table::Key => {
+                    // Both sides keep etcd's records (a tombstone holds only its key), so they
+                    // go over unchanged; check them, so a damaged file fails here, not at start.
+                    Revision::from_bytes(k)
+                        .ok_or_else(|| damaged("a key record is not at a revision"))?;
+                    KeyValue::decode(v).map_err(|e| damaged(format!("key record: {e}")))?;
+                    v.to_vec()
+                }
+                _ => v.to_vec(),
+            };
+            out.push((t, k.to_vec(), v));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_types::storage::{KvEngine, MemEngine};
+
+    #[test]
+    fn etcd_layout_round_trip_keeps_data_and_drops_identity() {
+        let from = MemEngine::default();
+        let mut w = from.write().unwrap();
+        let put = KeyValue {
+            key: b"a".to_vec(),
+            create_revision: 2,
+            mod_revision: 2,
+            version: 1,
+            value: b"1".to_vec(),
+            lease: 0,
+        };
+        let r2 = Revision { main: 2, sub: 0 };
+        let r3 = Revision { main: 3, sub: 0 };
+        w.put(Table::Key, &r2.to_bytes(false), &put.encode_to_vec())
+            .unwrap();
+        let tomb = KeyValue {
+            key: b"a".to_vec(),
+            ..Default::default()
+        };
+        w.put(Table::Key, &r3.to_bytes(true), &tomb.encode_to_vec())
+            .unwrap();
+        w.put(Table::Meta, b"consistent_index", &9u64.to_be_bytes())
+            .unwrap();
+        w.put(Table::Meta, META_FINISHED_COMPACT, &2i64.to_be_bytes())
+            .unwrap();
+        let m = Member {
+            id: 0xabc,
+            name: "n\"1".into(),
+            peer_ur_ls: vec!["http://p:1".into()],
+            client_ur_ls: vec![],
+            is_learner: true,
+        };
+        w.put(Table::Members, b"abc", &m.encode_to_vec()).unwrap();
+        w.put(Table::Lease, &7i64.to_be_bytes(), b"lease").unwrap();
+        w.commit().unwrap();
+        // The layout as a writer sees it: buckets in name order, each with its pairs.
+        type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+        let mut buckets: Vec<(Vec<u8>, Pairs)> = Vec::new();
+        visit_etcd_layout(&*from.read().unwrap(), &mut |item| {
+            match item {
+                Item::Bucket(name) => buckets.push((name.to_vec(), Vec::new())),
+                Item::Pair(k, v) => buckets
+                    .last_mut()
+                    .expect("a bucket first")
+                    .1
+                    .push((k.to_vec(), v.to_vec())),
+            }
+            Ok(())
+        })
+        .unwrap();
+        let names: Vec<&[u8]> = buckets.iter().map(|b| b.0.as_slice()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "buckets in name order");
+        for (name, pairs) in &buckets {
+            assert!(
+                pairs.windows(2).all(|w| w[0].0 < w[1].0),
+                "{} in key order",
+                String::from_utf8_lossy(name)
+            );
+        }
+        let get = |b: &str, k: &[u8]| {
+            buckets
+                .iter()
+                .find(|x| x.0 == b.as_bytes())
+                .and_then(|x| x.1.iter().find(|p| p.0 == k))
+                .map(|p| p.1.clone())
+        };
+        assert_eq!(
+            get("members", b"abc").unwrap(),
+            br#"{"id":2748,"peerURLs":["http://p:1"],"isLearner":true,"name":"n\"1"}"#.to_vec()
+        );
+        assert_eq!(
+            get("meta", b"confState").unwrap(),
+            br#"{"voters":[],"learners":[2748],"auto_leave":false}"#.to_vec()
+        );
+        assert_eq!(
+            get("meta", META_FINISHED_COMPACT).unwrap(),
+            r2.to_bytes(false)
+        );
+        assert_eq!(
+            get("auth", AUTH_REVISION).unwrap(),
+            1u64.to_be_bytes().to_vec()
+        );
+        assert_eq!(
+            get("cluster", b"clusterVersion").unwrap(),
+            b"3.5.0".to_vec()
+        );
+
+        // Back: data kept, membership and the old log's position gone, marks as ours again.
+        let mut back = from_etcd_buckets(&buckets).unwrap();
+        back.sort();
+        let tables: Vec<Table> = back.iter().map(|r| r.0).collect();
+        assert!(!tables.contains(&Table::Members));
+        assert!(!back.iter().any(|r| r.1 == b"consistent_index"));
+        assert!(back.contains(&(
+            Table::Meta,
+            META_FINISHED_COMPACT.to_vec(),
+            2i64.to_be_bytes().to_vec()
+        )));
+        assert!(back.contains(&(Table::Key, r2.to_bytes(false), put.encode_to_vec())));
+        assert!(back.contains(&(Table::Key, r3.to_bytes(true), tomb.encode_to_vec())));
+        assert!(back.contains(&(Table::Lease, 7i64.to_be_bytes().to_vec(), b"lease".to_vec())));
+
+        // Damage is an error.
+        let bad = vec![(b"key".to_vec(), vec![(b"short".to_vec(), vec![])])];
+        assert!(from_etcd_buckets(&bad).is_err());
+    }
+}
