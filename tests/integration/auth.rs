@@ -165,6 +165,18 @@ async fn login(ch: &Channel, name: &str, password: &str) -> Result<As, tonic::St
     })
 }
 
+/// `who` sets `user`'s password.
+async fn change_password(who: &As, user: &str, password: &str) {
+    who.auth()
+        .user_change_password(who.req(AuthUserChangePasswordRequest {
+            name: user.into(),
+            password: password.into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+}
+
 fn perm(kind: PermType, key: &str, range_end: &[u8]) -> Permission {
     Permission {
         perm_type: kind as i32,
@@ -679,14 +691,7 @@ async fn a_changed_password_yields_no_token() {
     for round in 0..5 {
         let old = format!("old-{round}");
         let new = format!("new-{round}");
-        root.auth()
-            .user_change_password(root.req(AuthUserChangePasswordRequest {
-                name: "carol".into(),
-                password: old.clone(),
-                ..Default::default()
-            }))
-            .await
-            .unwrap();
+        change_password(&root, "carol", &old).await;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut racers = Vec::new();
         for _ in 0..4 {
@@ -702,14 +707,7 @@ async fn a_changed_password_yields_no_token() {
             }));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-        root.auth()
-            .user_change_password(root.req(AuthUserChangePasswordRequest {
-                name: "carol".into(),
-                password: new.clone(),
-                ..Default::default()
-            }))
-            .await
-            .unwrap();
+        change_password(&root, "carol", &new).await;
         // Logins that start now must fail.
         let late = login(&ch, "carol", &old).await;
         assert!(
@@ -919,14 +917,7 @@ async fn a_token_from_the_new_password_works_at_once() {
     let mut root = root_only(&ch).await;
     for round in 0..10 {
         let new = format!("root-pw-{round}");
-        root.auth()
-            .user_change_password(root.req(AuthUserChangePasswordRequest {
-                name: "root".into(),
-                password: new.clone(),
-                ..Default::default()
-            }))
-            .await
-            .unwrap();
+        change_password(&root, "root", &new).await;
         root = login(&ch, "root", &new).await.unwrap();
         let r = root.kv().put(root.req(put("k", false))).await;
         assert_eq!(
