@@ -88,6 +88,7 @@
 //! the traits.
 
 mod actor;
+mod batch;
 pub mod bolt;
 mod engine;
 mod error;
@@ -96,6 +97,8 @@ mod txn;
 #[cfg(test)]
 mod tests;
 
-pub use actor::{BackendActor, CopyTo, DbSize, SyncBackend};
+pub use actcd_types::msg::{CopyTo, DbSize, SyncBackend};
+pub use actor::{BackendActor, Subscribe};
+pub use batch::{Batch, MAX_PENDING_BYTES, MAX_PENDING_OPS};
 pub use engine::{BackendOptions, DATA_FILE, Durability, LmdbEngine};
 pub use error::BackendError;
