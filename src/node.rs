@@ -10,11 +10,11 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
-use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, SyncBackend};
+use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe, SyncBackend};
 use actcd_front::authn::AuthGate;
 use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
+use actcd_mvcc::{BackendLink, ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
@@ -445,6 +445,9 @@ fn start_actors(
 
     // etcd's backend batch limit: at most this many applied requests wait for a commit.
     let current_revision = store.current_revision();
+    // The backend: the environment's only writer, on a thread of its own; the store sends it
+    // its writes and reads the engine itself.
+    let backend = BackendActor::start_on_own_thread(engine);
     let mvcc_peers = MvccPeers {
         watch: None,
         granted: Some(lessor.clone().recipient()),
@@ -452,6 +455,13 @@ fn start_actors(
         checkpointed: Some(lessor.clone().recipient()),
         conf: None,
         conf_sync: None,
+        backend: Some(BackendLink {
+            commit: backend.clone().recipient(),
+            flush: backend.clone().recipient(),
+            sync: backend.clone().recipient(),
+            defragment: backend.clone().recipient(),
+            open_reader: backend.clone().recipient(),
+        }),
     };
     // With the front on this thread (small machines), the store joins it too: a write then
     // crosses no thread boundary but the fsync's (see `front_threads`).
@@ -460,7 +470,11 @@ fn start_actors(
     } else {
         MvccActor::start_with(store, 10_000, Some(mvcc_peers))
     };
-    let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
+    // Before any apply: the store trims its write buffer as commits are reported.
+    backend.do_send(Subscribe {
+        committed: mvcc.clone().recipient(),
+        fatal: Some(mvcc.clone().recipient()),
+    });
     let hub_config = HubConfig {
         max_request_bytes: cfg.flags.max_request_bytes,
         progress_interval: cfg.flags.experimental_watch_progress_notify_interval,
@@ -633,6 +647,7 @@ fn start_actors(
     // The same tick reports the backend's live bytes to preflight for the quota check.
     let flusher = mvcc.clone();
     let quota = preflight.clone();
+    let commit_stats = backend.clone().recipient();
     actix::spawn(async move {
         let mut interval = actix_rt::time::interval(Duration::from_millis(100));
         loop {
@@ -679,7 +694,7 @@ fn start_actors(
         defragment: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
         actors,
-        commit_stats: mvcc.recipient(),
+        commit_stats,
     }
 }
 

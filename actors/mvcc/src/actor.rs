@@ -8,11 +8,16 @@
 //! that had work; measured against it, +5% put and +5–15% linearizable range throughput at 100
 //! clients and single-client put p50 0.28 → 0.25 ms.
 //!
-//! Commits can be batched ([`MvccActor::batched`]): the actor keeps the write transaction of
-//! applied batches open ([`Pending`]) and commits it on `FlushStore` (every 100 ms from the
-//! daemon), on `SyncStorage`, or once it holds `max_pending_ops` requests — etcd's backend
-//! batching, with the same reason: one commit (and its `fdatasync`) for many applies. Reads go
-//! through the open transaction, so they see every applied write.
+//! Applied batches go into the store's write buffer (reads merge it over the committed engine,
+//! so they see every applied write). With the backend actor connected ([`MvccPeers::backend`])
+//! each batch's writes are sent to it as a `Commit` right after the batch, and the backend
+//! commits per etcd's batching policy (every 100 ms, 10,000 ops, 64 MiB) and answers
+//! `Committed{seq}`, which trims the buffer. What must see every applied write in the engine
+//! (HashBackend, Defragment, the Snapshot RPC's reader, a follower's snapshot, SyncStorage,
+//! installing a snapshot) asks the backend after sending the writes: its mailbox keeps the
+//! order. Without a backend actor (tests, benches) commits go straight into the engine: after
+//! every batch, or batched ([`MvccActor::batched`]) until `FlushStore`, `SyncStorage` or
+//! `max_pending_ops` requests.
 //!
 //! In that mode compaction deletions also run in slices beside applies (after each batch and
 //! on each `FlushStore`), not all at once; a `physical` compaction still finishes before its
@@ -28,12 +33,18 @@ use actcd_types::msg::{
     LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot,
     StoreStatus, SyncConf, SyncStorage, WatchInterest,
 };
-use actcd_types::msg::{Defragment, OpenStoreReader, StoreReader};
+use actcd_types::msg::{
+    BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, StoreReader,
+    SyncBackend,
+};
 use actcd_types::{AuthInfo, EtcdError};
-use actix::{Actor, Addr, Arbiter, Context, Handler, Message, Recipient, ResponseFuture};
+use actix::{
+    Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler,
+    Message, Recipient, ResponseFuture, WrapFuture,
+};
 
 use crate::lease::LeaseNote;
-use crate::store::{Pending, Store};
+use crate::store::Store;
 
 /// Compacted records examined after each batch (ten times as many per `FlushStore`): enough to
 /// clear a million superseded revisions in seconds without stalling any one apply.
@@ -43,14 +54,20 @@ const COMPACTION_SLICE: usize = 1000;
 /// dirty pages in memory and refuses one that dirties too many.
 const MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
 
+/// With the backend actor: once this many keys wait for the backend to confirm their commit,
+/// the actor takes no message until a `Flush` has committed them, so a backend slower than
+/// the applies holds the applies back instead of growing the buffer without bound.
+const MAX_UNCOMMITTED_KEYS: usize = 200_000;
+
 pub struct MvccActor {
     /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
     meter: std::sync::Arc<actcd_types::meter::Meter>,
     store: Store,
-    pending: Pending,
-    /// Commit once this many requests are pending; 1 commits every batch.
+    /// Commit once this many requests are pending (direct sink); 1 commits every batch.
     max_pending_ops: usize,
     peers: MvccPeers,
+    /// `peers.backend`, once the store sends its commits there.
+    backend: Option<BackendLink>,
     /// Whether the watch hub wants `Notify` (it says so with `WatchInterest`).
     hub_listening: bool,
     /// The front's token keeper (`ConnectAuth`).
@@ -71,6 +88,20 @@ pub struct MvccPeers {
     /// snapshot was installed (`ConnectRaft`).
     pub conf: Option<Recipient<ApplyConfChange>>,
     pub conf_sync: Option<Recipient<SyncConf>>,
+    /// The backend actor, the only writer of the environment. `None`: the store commits
+    /// straight into its engine (tests, benches).
+    pub backend: Option<BackendLink>,
+}
+
+/// The backend actor's doors the store uses. It answers `Committed{seq}` after each commit and
+/// `BackendFailed` on a failure (`Subscribe` it to this actor).
+#[derive(Clone)]
+pub struct BackendLink {
+    pub commit: Recipient<Commit>,
+    pub flush: Recipient<Flush>,
+    pub sync: Recipient<SyncBackend>,
+    pub defragment: Recipient<Defragment>,
+    pub open_reader: Recipient<OpenStoreReader>,
 }
 
 impl MvccActor {
@@ -85,7 +116,7 @@ impl MvccActor {
         Self {
             meter: actcd_types::meter::Meter::new(),
             store,
-            pending: Pending::default(),
+            backend: None,
             max_pending_ops: max_pending_ops.max(1),
             peers: MvccPeers::default(),
             hub_listening: true,
@@ -94,10 +125,48 @@ impl MvccActor {
     }
 
     /// Sends what each batch changes to `peers` (the store collects it only from now on).
-    pub fn with_peers(mut self, peers: MvccPeers) -> Self {
+    pub fn with_peers(mut self, mut peers: MvccPeers) -> Self {
         self.store.set_notify(true);
+        if let Some(link) = peers.backend.take() {
+            match self.store.connect_backend(link.commit.clone()) {
+                Ok(()) => self.backend = Some(link),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot hand the store's writes to the backend");
+                    self.store.backend_failed();
+                }
+            }
+        }
         self.peers = peers;
         self
+    }
+
+    /// After a batch: sends its writes to the backend actor (which batches them), or, straight
+    /// into the engine, commits once enough is pending. With the backend, a long queue of
+    /// uncommitted writes makes the actor wait for a commit before its next message.
+    fn commit_after_batch(&mut self, ctx: &mut Context<Self>) -> Result<(), EtcdError> {
+        match &self.backend {
+            Some(link) => {
+                self.store.commit()?;
+                if self.store.uncommitted_keys() > MAX_UNCOMMITTED_KEYS {
+                    let flushed = link.flush.send(Flush);
+                    ctx.wait(flushed.into_actor(self).map(|res, act, _| {
+                        if let Ok(Err(e)) | Err(e) = res.map_err(|e| e.to_string()) {
+                            tracing::error!(error = %e, "backend flush failed");
+                            act.store.backend_failed();
+                        }
+                    }));
+                }
+                Ok(())
+            }
+            None => {
+                if self.store.pending_ops() >= self.max_pending_ops
+                    || self.store.pending_bytes() >= MAX_PENDING_BYTES
+                {
+                    self.store.commit()?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// A client's read is checked against the auth state as it is now; the server's own reads
@@ -229,7 +298,7 @@ impl Actor for MvccActor {
     /// Nothing applied is lost by stopping uncommitted (the WAL replays it), but committing
     /// makes the next start quicker.
     fn stopped(&mut self, _: &mut Self::Context) {
-        if let Err(e) = self.store.commit(&mut self.pending) {
+        if let Err(e) = self.store.commit() {
             tracing::warn!(error = %e, "final commit failed; the WAL will replay it");
         }
     }
@@ -241,10 +310,9 @@ impl Actor for MvccActor {
 impl Handler<ApplyBatch> for MvccActor {
     type Result = Result<Vec<ApplyResult>, EtcdError>;
 
-    fn handle(&mut self, msg: ApplyBatch, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
         let mut results = self.store.apply_deferred(
-            &mut self.pending,
             msg.consistent_index,
             msg.term,
             msg.requests,
@@ -258,15 +326,12 @@ impl Handler<ApplyBatch> for MvccActor {
                 }
             }
         }
-        if self.max_pending_ops == 1 {
-            self.store.finish_compaction_now(&mut self.pending)?;
+        if self.max_pending_ops == 1 && self.backend.is_none() {
+            self.store.finish_compaction_now()?;
         } else {
-            self.store
-                .step_compaction(&mut self.pending, COMPACTION_SLICE)?;
+            self.store.step_compaction(COMPACTION_SLICE)?;
         }
-        if self.pending.ops() >= self.max_pending_ops || self.pending.bytes() >= MAX_PENDING_BYTES {
-            self.store.commit(&mut self.pending)?;
-        }
+        self.commit_after_batch(ctx)?;
         Ok(results)
     }
 }
@@ -279,7 +344,7 @@ impl Handler<Range> for MvccActor {
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Range");
         self.check_read(msg.auth.as_ref(), &msg.request)?;
-        self.store.range_with(&self.pending, &msg.request)
+        self.store.range(&msg.request)
     }
 }
 
@@ -291,7 +356,7 @@ impl Handler<RangeTo> for MvccActor {
         let _timer = self.meter.start("RangeTo");
         let answer = self
             .check_read(msg.auth.as_ref(), &msg.request)
-            .and_then(|()| self.store.range_with(&self.pending, &msg.request));
+            .and_then(|()| self.store.range(&msg.request));
         let _ = msg.reply.send(answer);
     }
 }
@@ -323,8 +388,7 @@ impl Handler<ReadTxn> for MvccActor {
                 .auth()
                 .check_request(who, &as_entry, &|_| Vec::new())?;
         }
-        self.store
-            .read_only_txn_with(&mut self.pending, msg.request)
+        self.store.read_only_txn(msg.request)
     }
 }
 
@@ -334,7 +398,7 @@ impl Handler<HashKv> for MvccActor {
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("HashKv");
-        self.store.hash_kv_with(&self.pending, msg.revision)
+        self.store.hash_kv(msg.revision)
     }
 }
 
@@ -366,38 +430,58 @@ impl Handler<actcd_types::msg::GetCommitStats> for MvccActor {
     }
 }
 
-/// etcd's `Hash` of the whole backend, with pending applies committed first.
+/// etcd's `Hash` of the whole backend, with pending applies committed first. Nothing is applied
+/// meanwhile, so the revision answered is the one hashed.
 impl Handler<HashBackend> for MvccActor {
-    type Result = Result<(u32, i64), EtcdError>;
+    type Result = AtomicResponse<Self, Result<(u32, i64), EtcdError>>;
 
     fn handle(&mut self, _: HashBackend, _: &mut Self::Context) -> Self::Result {
-        self.store.commit(&mut self.pending)?;
-        Ok((self.store.hash_backend()?, self.store.current_revision()))
+        let hash = |act: &mut Self| Ok((act.store.hash_backend()?, act.store.current_revision()));
+        let flushed = match self.committed_first(|link| link.flush.send(Flush)) {
+            Ok(Some(flushed)) => flushed,
+            Ok(None) => return AtomicResponse::new(Box::pin(actix::fut::ready(hash(self)))),
+            Err(e) => return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e)))),
+        };
+        AtomicResponse::new(Box::pin(flushed.into_actor(self).map(move |res, act, _| {
+            backend_answer(res)?;
+            hash(act)
+        })))
     }
 }
 
-/// Defragmentation runs here, on the one thread that writes, after committing what is pending:
-/// no transaction of the old file is open on this thread, and none begins until the swap is
-/// done (applies wait in the mailbox, as etcd's defragmentation blocks them).
+/// Defragmentation: pending applies are committed first, and no transaction of the old file
+/// stays open here (the buffer's read transaction is dropped); nothing is applied or read
+/// until the swap is done (applies wait in the mailbox, as etcd's defragmentation blocks them).
 impl Handler<Defragment> for MvccActor {
-    type Result = Result<(u64, u64), EtcdError>;
+    type Result = AtomicResponse<Self, Result<(u64, u64), EtcdError>>;
 
     fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Defragment");
-        self.store.commit(&mut self.pending)?;
-        self.store.defragment()
+        let Some(link) = self.backend.clone() else {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(self.store.defragment())));
+        };
+        if let Err(e) = self.store.commit() {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
+        }
+        self.store.release_reader();
+        let done = link.defragment.send(Defragment);
+        AtomicResponse::new(Box::pin(done.into_actor(self).map(|res, act, _| {
+            // Reads after the swap begin a read transaction of the new file.
+            act.store.release_reader();
+            res.map_err(|e| EtcdError::internal(format!("backend: {e}")))?
+        })))
     }
 }
 
 /// A reader for the Snapshot RPC: everything applied is committed first, so the reader sees
 /// it all.
 impl Handler<OpenStoreReader> for MvccActor {
-    type Result = Result<StoreReader, EtcdError>;
+    type Result = ResponseFuture<Result<StoreReader, EtcdError>>;
 
     fn handle(&mut self, _: OpenStoreReader, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("OpenStoreReader");
-        self.store.commit(&mut self.pending)?;
-        Ok(StoreReader(self.store.read_owned()?))
+        let reader = self.open_reader();
+        Box::pin(reader)
     }
 }
 
@@ -412,18 +496,15 @@ impl Handler<MakeSnapshot> for MvccActor {
         let _timer = self.meter.start("MakeSnapshot");
         let failed = |e: EtcdError| SnapshotError::Failed(e.to_string());
         let reader = if self.store.consistent_index() < msg.min_index {
-            Err(SnapshotError::NotReady)
+            None
         } else {
-            self.store
-                .commit(&mut self.pending)
-                .and_then(|()| self.store.read_owned())
-                .map_err(failed)
+            Some(self.open_reader())
         };
         let size_hint = self.store.size_in_use();
         Box::pin(async move {
-            let reader = reader?;
+            let reader = reader.ok_or(SnapshotError::NotReady)?.await.map_err(failed)?;
             let (consistent_index, data) =
-                tokio::task::spawn_blocking(move || crate::store::blob_of(&*reader, size_hint))
+                tokio::task::spawn_blocking(move || crate::store::blob_of(&*reader.0, size_hint))
                     .await
                     .map_err(|e| SnapshotError::Failed(e.to_string()))?
                     .map_err(failed)?;
@@ -435,16 +516,40 @@ impl Handler<MakeSnapshot> for MvccActor {
     }
 }
 
-/// Replaces the store with a snapshot the leader sent (through the applier, in log order).
-/// Watchers catch up from the new history, the lessor learns the new leases, and raft's
-/// configuration follows the new members.
-impl Handler<InstallSnapshot> for MvccActor {
-    type Result = Result<u64, EtcdError>;
+impl MvccActor {
+    /// Commits what is buffered; with the backend actor, then asks it `ask` (its mailbox keeps
+    /// the order, so the answer follows the commit). `None`: no backend, committed already.
+    fn committed_first<F>(
+        &mut self,
+        ask: impl FnOnce(&BackendLink) -> F,
+    ) -> Result<Option<F>, EtcdError> {
+        self.store.commit()?;
+        Ok(self.backend.as_ref().map(ask))
+    }
 
-    fn handle(&mut self, msg: InstallSnapshot, _: &mut Self::Context) -> Self::Result {
-        let index = self.store.restore(&mut self.pending, &msg.data)?;
+    /// A read transaction that sees every applied write.
+    fn open_reader(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<StoreReader, EtcdError>>>>
+    {
+        match self.committed_first(|link| link.open_reader.send(OpenStoreReader)) {
+            Ok(Some(asked)) => Box::pin(async move {
+                asked
+                    .await
+                    .map_err(|e| EtcdError::internal(format!("backend: {e}")))?
+            }),
+            Ok(None) => {
+                let reader = self.store.read_owned().map(StoreReader);
+                Box::pin(async move { reader })
+            }
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+
+    /// After a snapshot was installed: raft, the hub and the lessor follow.
+    fn after_restore(&mut self, snapshot_index: u64, index: u64) {
         tracing::info!(
-            snapshot_index = msg.index,
+            snapshot_index,
             consistent_index = index,
             revision = self.store.current_revision(),
             "installed a snapshot from the leader"
@@ -464,7 +569,66 @@ impl Handler<InstallSnapshot> for MvccActor {
             });
         }
         self.announce();
-        Ok(index)
+    }
+}
+
+/// What the backend answered a `Flush` or `SyncBackend`.
+fn backend_answer(
+    res: Result<Result<(), String>, actix::MailboxError>,
+) -> Result<(), EtcdError> {
+    match res {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(EtcdError::internal(e)),
+        Err(e) => Err(EtcdError::internal(format!("backend: {e}"))),
+    }
+}
+
+/// Replaces the store with a snapshot the leader sent (through the applier, in log order),
+/// durably: with the backend actor, the snapshot's records are sent and synced before the
+/// store rebuilds from them, and nothing else is applied meanwhile. Watchers catch up from the
+/// new history, the lessor learns the new leases, and raft's configuration follows the new
+/// members.
+impl Handler<InstallSnapshot> for MvccActor {
+    type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
+
+    fn handle(&mut self, msg: InstallSnapshot, _: &mut Self::Context) -> Self::Result {
+        let snapshot_index = msg.index;
+        let Some(link) = self.backend.clone() else {
+            let done = self.store.restore(&msg.data).inspect(|&index| {
+                self.after_restore(snapshot_index, index);
+            });
+            return AtomicResponse::new(Box::pin(actix::fut::ready(done)));
+        };
+        if let Err(e) = self.store.stage_restore(&msg.data) {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
+        }
+        let synced = link.sync.send(SyncBackend);
+        AtomicResponse::new(Box::pin(synced.into_actor(self).map(move |res, act, _| {
+            backend_answer(res)?;
+            let index = act.store.finish_restore()?;
+            act.after_restore(snapshot_index, index);
+            Ok(index)
+        })))
+    }
+}
+
+/// The backend committed every write sent up to `seq`: the buffer stops holding them.
+impl Handler<Committed> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        self.store.committed(msg.seq);
+    }
+}
+
+/// The backend failed: applied state no longer reaches the disk. The store refuses further
+/// work, so the next apply fails and the member stops (a restart replays the WAL).
+impl Handler<BackendFailed> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: BackendFailed, _: &mut Self::Context) {
+        tracing::error!(error = %msg.error, "the backend failed; the store stops applying");
+        self.store.backend_failed();
     }
 }
 
@@ -508,8 +672,7 @@ impl Handler<History> for MvccActor {
 
     fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("History");
-        self.store
-            .history_with(&self.pending, msg.from, msg.to, msg.max_events)
+        self.store.history(msg.from, msg.to, msg.max_events)
     }
 }
 
@@ -560,11 +723,20 @@ impl Handler<LeaseKeys> for MvccActor {
 
 /// Makes everything applied durable: the raft node sends it before releasing WAL segments.
 impl Handler<SyncStorage> for MvccActor {
-    type Result = Result<(), EtcdError>;
+    type Result = ResponseFuture<Result<(), EtcdError>>;
 
     fn handle(&mut self, _: SyncStorage, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SyncStorage");
-        self.store.sync(&mut self.pending)
+        let Some(link) = self.backend.clone() else {
+            let done = self.store.sync();
+            return Box::pin(async move { done });
+        };
+        let sent = self.store.commit();
+        let synced = link.sync.send(SyncBackend);
+        Box::pin(async move {
+            sent?;
+            backend_answer(synced.await)
+        })
     }
 }
 
@@ -574,9 +746,12 @@ impl Handler<FlushStore> for MvccActor {
 
     fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("FlushStore");
-        self.store
-            .step_compaction(&mut self.pending, COMPACTION_SLICE * 10)?;
-        self.store.commit(&mut self.pending)
+        self.store.step_compaction(COMPACTION_SLICE * 10)?;
+        self.store.commit()?;
+        if let Some(link) = &self.backend {
+            link.flush.do_send(Flush);
+        }
+        Ok(())
     }
 }
 

@@ -143,12 +143,12 @@ mod store;
 mod txn;
 mod write;
 
-pub use actor::{ConnectRaft, ConnectWatchHub, MvccActor, MvccPeers};
+pub use actor::{BackendLink, ConnectRaft, ConnectWatchHub, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};
 pub use members::{ConfOrder, MAX_LEARNERS, Membership, member_to_pb};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
-    META_SCHEDULED_COMPACT, META_TERM, Outbox, Pending, Store,
+    META_SCHEDULED_COMPACT, META_TERM, Outbox, Sink, Store,
 };
