@@ -14,7 +14,9 @@ use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe, SyncBac
 use actcd_front::authn::AuthGate;
 use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{BackendLink, ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
+use actcd_mvcc::{
+    BackendLink, ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store,
+};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};

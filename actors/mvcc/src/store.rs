@@ -13,13 +13,13 @@ use actcd_proto::etcdserverpb::{
     TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_types::msg::Commit;
 use actcd_types::msg::{
     ApplyResponse, ApplyResult, AuthEvent, AuthReply, MemberRecord, StoreStatus,
 };
-use actcd_types::msg::Commit;
 use actcd_types::storage::{KvEngine, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
-use actix::Recipient;
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity, Revision};
+use actix::Recipient;
 use prost::Message;
 
 use crate::alarm::{Alarms, txn_puts};
@@ -813,7 +813,11 @@ impl Store {
             Sink::Direct(engine) => {
                 let started = std::time::Instant::now();
                 let committed = engine.write().and_then(|mut txn| {
-                    actcd_types::storage::write_ops(&mut *txn, &commit.ops, commit.consistent_index)?;
+                    actcd_types::storage::write_ops(
+                        &mut *txn,
+                        &commit.ops,
+                        commit.consistent_index,
+                    )?;
                     txn.commit()
                 });
                 self.commits.observe(started.elapsed().as_secs_f64());

@@ -2199,10 +2199,7 @@ fn history_reads_events_by_revision_without_splitting_one() {
     })
     .unwrap(); // 3
     h.one(del("a", "")).unwrap(); // 4
-    let all = h
-        .store
-        .history(2, 100, 100)
-        .unwrap();
+    let all = h.store.history(2, 100, 100).unwrap();
     assert_eq!(
         event_summary(&all.events),
         vec![
@@ -2214,16 +2211,10 @@ fn history_reads_events_by_revision_without_splitting_one() {
     );
     assert_eq!((all.through, all.current_revision), (4, 4));
     // Two events fit after revision 2's one only if revision 3 stays whole.
-    let part = h
-        .store
-        .history(2, 100, 2)
-        .unwrap();
+    let part = h.store.history(2, 100, 2).unwrap();
     assert_eq!(part.events.len(), 3);
     assert_eq!(part.through, 3);
-    let one = h
-        .store
-        .history(2, 100, 1)
-        .unwrap();
+    let one = h.store.history(2, 100, 1).unwrap();
     assert_eq!((one.events.len(), one.through), (1, 2));
 }
 
