@@ -10,11 +10,13 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
-use actcd_backend::{BackendActor, BackendOptions, LmdbEngine};
+use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe};
 use actcd_front::authn::AuthGate;
 use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store};
+use actcd_mvcc::{
+    BackendLink, ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store,
+};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
@@ -26,7 +28,7 @@ use actcd_watch::{HubConfig, WatchHubActor};
 use actix::prelude::*;
 
 use crate::config::Config;
-use crate::supervisor::{StopActors, Supervisor};
+use crate::supervisor::{DrainWith, StopActors, Supervisor};
 use crate::ticker::{BackendBatch, Periodic, Ticker};
 
 /// The etcd API level actcd implements, as Status reports it.
@@ -471,6 +473,9 @@ fn start_actors(
 
     // etcd's backend batch limit: at most this many applied requests wait for a commit.
     let current_revision = store.current_revision();
+    // The backend: the environment's only writer, on a thread of its own; the store sends it
+    // its writes and reads the engine itself.
+    let backend = BackendActor::start_on_own_thread(engine);
     let mvcc_peers = MvccPeers {
         watch: None,
         granted: Some(lessor.clone().recipient()),
@@ -478,6 +483,13 @@ fn start_actors(
         checkpointed: Some(lessor.clone().recipient()),
         conf: None,
         conf_sync: None,
+        backend: Some(BackendLink {
+            commit: backend.clone().recipient(),
+            flush: backend.clone().recipient(),
+            sync: backend.clone().recipient(),
+            defragment: backend.clone().recipient(),
+            open_reader: backend.clone().recipient(),
+        }),
     };
     // With the front on this thread (small machines), the store joins it too: a write then
     // crosses no thread boundary but the fsync's (see `front_threads`).
@@ -486,7 +498,18 @@ fn start_actors(
     } else {
         MvccActor::start_with(store, 10_000, Some(mvcc_peers))
     };
-    let backend = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
+    // Before any apply: the store trims its write buffer as commits are reported; a failed
+    // backend write poisons the store and stops the member.
+    backend.do_send(Subscribe {
+        committed: Some(mvcc.clone().recipient()),
+        fatal: Some(mvcc.clone().recipient()),
+    });
+    backend.do_send(Subscribe {
+        committed: None,
+        fatal: Some(supervisor.clone().recipient()),
+    });
+    // At shutdown the store's buffered writes reach the disk before the actors stop.
+    supervisor.do_send(DrainWith(mvcc.clone().recipient()));
     let hub_config = HubConfig {
         max_request_bytes: cfg.flags.max_request_bytes,
         progress_interval: cfg.flags.experimental_watch_progress_notify_interval,
@@ -602,6 +625,7 @@ fn start_actors(
         .with_conf_changes(raft.clone().recipient()),
     );
 
+    let commit_stats = backend.clone().recipient();
     // Every periodic message comes from one ticker, the only place real time enters the actors
     // (see `ticker.rs` for each period and why).
     let mut ticker = Ticker::new()
@@ -671,7 +695,7 @@ fn start_actors(
         defragment: mvcc.clone().recipient(),
         fsync_stats: wal_stats,
         actors,
-        commit_stats: mvcc.recipient(),
+        commit_stats,
     }
 }
 

@@ -11,9 +11,14 @@
 //! a removal or a signal exits 0.
 //!
 //! The shutdown order is the same whatever the reason: stop serving clients (open streams are
-//! ended), stop the actors, final backend sync.
+//! ended), drain the state owners (the store sends what its write buffer holds to the backend
+//! and waits for the backend's sync: [`DrainWith`]), stop the actors, final backend sync. The
+//! drain matters beyond speed: a member that applied its own removal must find it on disk when
+//! started again, before any WAL replay, to refuse to start.
 
-use actcd_types::msg::{Fatal, Shutdown};
+use std::time::Duration;
+
+use actcd_types::msg::{BackendFailed, Fatal, Shutdown, SyncStorage};
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
@@ -56,8 +61,18 @@ pub struct StopActors {
     pub reply: oneshot::Sender<Option<Fatal>>,
 }
 
+/// Who holds applied state in memory that must reach the backend before the actors stop.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct DrainWith(pub Recipient<SyncStorage>);
+
+/// How long the final drain may take before the actors are stopped anyway (the WAL replays
+/// whatever did not reach the backend).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub struct Supervisor {
     verdict: Verdict,
+    drain: Option<Recipient<SyncStorage>>,
     /// Tells the client side to stop serving; taken by the first reason to stop.
     stop_serving: Option<oneshot::Sender<()>>,
 }
@@ -67,6 +82,7 @@ impl Supervisor {
     pub fn new(stop_serving: oneshot::Sender<()>) -> Self {
         Self {
             verdict: Verdict::default(),
+            drain: None,
             stop_serving: Some(stop_serving),
         }
     }
@@ -107,12 +123,50 @@ impl Handler<Shutdown> for Supervisor {
     }
 }
 
-impl Handler<StopActors> for Supervisor {
+/// The backend could not write: as fatal as any actor's failure.
+impl Handler<BackendFailed> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: StopActors, _: &mut Context<Self>) {
-        let _ = msg.reply.send(self.verdict.failure.clone());
-        System::current().stop_with_code(self.verdict.exit_code());
+    fn handle(&mut self, msg: BackendFailed, ctx: &mut Context<Self>) {
+        <Self as Handler<Fatal>>::handle(
+            self,
+            Fatal {
+                actor: "backend",
+                error: msg.error,
+            },
+            ctx,
+        );
+    }
+}
+
+impl Handler<DrainWith> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: DrainWith, _: &mut Context<Self>) {
+        self.drain = Some(msg.0);
+    }
+}
+
+impl Handler<StopActors> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: StopActors, _: &mut Context<Self>) -> Self::Result {
+        let drain = self.drain.take();
+        let drained = async move {
+            let Some(store) = drain else { return };
+            match tokio::time::timeout(DRAIN_TIMEOUT, store.send(SyncStorage)).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => {
+                    tracing::warn!(error = %e, "final store sync failed; the WAL replays the rest")
+                }
+                Ok(Err(_)) => tracing::debug!("the store stopped before the final sync"),
+                Err(_) => tracing::warn!("final store sync timed out; the WAL replays the rest"),
+            }
+        };
+        Box::pin(drained.into_actor(self).map(move |(), act, _| {
+            let _ = msg.reply.send(act.verdict.failure.clone());
+            System::current().stop_with_code(act.verdict.exit_code());
+        }))
     }
 }
 

@@ -94,7 +94,7 @@ async fn a_storage_failure_exits_non_zero_and_a_restart_keeps_every_acknowledged
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert_eq!(status.code(), Some(1), "exits 1 as etcd does; log:\n{log}");
     assert!(
-        log.contains("backend commit failed") && log.contains("fatal error; shutting"),
+        log.contains("backend write failed") && log.contains("fatal error; shutting"),
         "the backend's commit failed and the supervisor stopped the member; log:\n{log}"
     );
     assert!(

@@ -1,65 +1,172 @@
-//! `BackendActor`: the backend's blocking maintenance work (sync, size, copies) on a
-//! `SyncArbiter` thread, so fsyncs and multi-megabyte copies never stall an async Arbiter.
-//! Reads and write transactions don't go through it: they use the shared [`LmdbEngine`] directly.
+//! `BackendActor`: the environment's only writer, on a thread of its own (an LMDB write
+//! transaction begins and ends on one thread, and commits `fdatasync`). It takes the state
+//! owners' writes as [`Commit`]s into one open transaction ([`Batch`]), commits per etcd's
+//! batching policy, tells its subscribers what each commit covered ([`Committed`]), and does the
+//! blocking maintenance work (sync, size, copies, defragmentation) in mailbox order after them.
+//!
+//! An `Arbiter` rather than a `SyncArbiter`: the latter's channel spins with `sched_yield`
+//! before it sleeps, which on 2 cores takes CPU from the threads that have work (measured for
+//! the MVCC store, see its actor doc).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use actix::{Actor, Handler, Message, SyncContext};
+use actcd_types::EtcdError;
+use actcd_types::msg::{
+    BackendFailed, Commit, Committed, CopyTo, DbSize, Defragment, Flush, GetCommitStats,
+    OpenStoreReader, StoreReader, SyncBackend,
+};
+use actcd_types::storage::KvEngine;
+use actix::{Actor, Addr, Arbiter, Context, Handler, Message, MessageResult, Recipient};
 
+use crate::batch::{Batch, MAX_PENDING_BYTES, MAX_PENDING_OPS};
 use crate::engine::LmdbEngine;
 
-/// Flush every committed transaction to stable storage. The daemon sends it every 100 ms and
-/// before WAL segments are released (the released entries must not be needed to rebuild it).
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Result<(), String>")]
-pub struct SyncBackend;
-
-/// `(bytes the data file occupies, bytes in pages holding live data)`: etcd's `dbSize` and
-/// `dbSizeInUse`, for Status, the quota check and the metrics.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Result<(u64, u64), String>")]
-pub struct DbSize;
-
-/// Write a compacted copy of the last committed state to `path` (into `path/data.mdb` if it is a
-/// directory), atomically: for snapshots sent to followers and for defragmentation.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(), String>")]
-pub struct CopyTo {
-    pub path: PathBuf,
+/// Who hears of commits: every subscriber gets `Committed{seq}` after each commit; the fatal
+/// recipient gets the first failure (the store poisons itself and its next apply fails, or a
+/// supervisor stops the member).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Subscribe {
+    pub committed: Option<Recipient<Committed>>,
+    pub fatal: Option<Recipient<BackendFailed>>,
 }
 
-/// Runs in a `SyncArbiter`: `SyncArbiter::start(1, move || BackendActor::new(engine.clone()))`.
 pub struct BackendActor {
     /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
-    meter: std::sync::Arc<actcd_types::meter::Meter>,
-    engine: Arc<LmdbEngine>,
+    meter: Arc<actcd_types::meter::Meter>,
+    batch: Batch,
+    subscribers: Vec<Recipient<Committed>>,
+    fatal: Vec<Recipient<BackendFailed>>,
 }
 
 impl BackendActor {
     pub fn new(engine: Arc<LmdbEngine>) -> Self {
+        Self::with_batch(Batch::new(engine))
+    }
+
+    pub fn with_batch(batch: Batch) -> Self {
         Self {
             meter: actcd_types::meter::Meter::new(),
-            engine,
+            batch,
+            subscribers: Vec::new(),
+            fatal: Vec::new(),
         }
+    }
+
+    /// Starts the actor on an `Arbiter` thread of its own. Must be called inside a running
+    /// actix System.
+    pub fn start_on_own_thread(engine: Arc<LmdbEngine>) -> Addr<Self> {
+        Self::start_with_limits(engine, MAX_PENDING_OPS, MAX_PENDING_BYTES)
+    }
+
+    /// [`Self::start_on_own_thread`] with other commit thresholds (tests, benches). The batch
+    /// is made on the actor's thread: its write transaction never leaves it.
+    pub fn start_with_limits(
+        engine: Arc<LmdbEngine>,
+        max_ops: usize,
+        max_bytes: usize,
+    ) -> Addr<Self> {
+        let arbiter = Arbiter::new();
+        BackendActor::start_in_arbiter(&arbiter.handle(), move |_| {
+            Self::with_batch(Batch::with_limits(engine, max_ops, max_bytes))
+        })
+    }
+
+    /// After a commit: subscribers trim what it covered. `do_send`: one per commit.
+    fn announce(&self, seq: Option<u64>) {
+        if let Some(seq) = seq {
+            for s in &self.subscribers {
+                s.do_send(Committed { seq });
+            }
+        }
+    }
+
+    /// Reports the outcome of a write or commit: a failure is fatal.
+    fn settle(&mut self, outcome: Result<Option<u64>, String>) -> Result<(), String> {
+        match outcome {
+            Ok(seq) => {
+                self.announce(seq);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "backend write failed; applied state no longer reaches the disk");
+                for f in &self.fatal {
+                    f.do_send(BackendFailed { error: e.clone() });
+                }
+                self.fatal.clear();
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits what is pending before a maintenance operation.
+    fn commit_first(&mut self) -> Result<(), EtcdError> {
+        let outcome = self.batch.commit();
+        self.settle(outcome).map_err(EtcdError::internal)
     }
 }
 
 impl Actor for BackendActor {
-    type Context = SyncContext<Self>;
+    type Context = Context<Self>;
+
+    /// Every applied batch comes through here: don't let actix's default mailbox of 16 make
+    /// senders queue outside it.
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(65536);
+    }
+
+    /// Nothing is lost by stopping uncommitted (the WAL replays it), but committing makes the
+    /// next start quicker.
+    fn stopped(&mut self, _: &mut Self::Context) {
+        if self.batch.failed().is_none()
+            && let Err(e) = self.batch.sync()
+        {
+            tracing::warn!(error = %e, "final backend commit failed; the WAL will replay it");
+        }
+    }
+}
+
+impl Handler<Subscribe> for BackendActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Subscribe, _: &mut Self::Context) {
+        self.subscribers.extend(msg.committed);
+        self.fatal.extend(msg.fatal);
+    }
+}
+
+/// Writes a state owner's ops into the open transaction; commits when the batch is full.
+impl Handler<Commit> for BackendActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Commit, _: &mut Self::Context) {
+        let _timer = self.meter.start("Commit");
+        let outcome = self.batch.write(msg);
+        let _ = self.settle(outcome);
+    }
+}
+
+/// Commits the batch (etcd's 100 ms batch interval, or a store that must see its writes in the
+/// engine).
+impl Handler<Flush> for BackendActor {
+    type Result = Result<(), String>;
+
+    fn handle(&mut self, _: Flush, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("Flush");
+        let outcome = self.batch.commit();
+        self.settle(outcome)
+    }
 }
 
 impl Handler<SyncBackend> for BackendActor {
     type Result = Result<(), String>;
 
-    /// `fdatasync`s the data file. An error here means committed state may not be durable:
-    /// the caller must not release WAL segments.
+    /// Commits the batch and `fsync`s the data file. An error here means applied state may not
+    /// be durable: the caller must not release WAL segments.
     fn handle(&mut self, _: SyncBackend, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SyncBackend");
-        self.engine.force_sync().map_err(|e| {
-            tracing::error!(error = %e, "backend sync failed");
-            e.to_string()
-        })
+        let outcome = self.batch.sync();
+        self.settle(outcome)
     }
 }
 
@@ -69,18 +176,19 @@ impl Handler<DbSize> for BackendActor {
     /// Reads the file size and page counts in a short read transaction.
     fn handle(&mut self, _: DbSize, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("DbSize");
-        self.engine.disk_size().map_err(|e| e.to_string())
+        self.batch.engine().disk_size().map_err(|e| e.to_string())
     }
 }
 
 impl Handler<CopyTo> for BackendActor {
     type Result = Result<(), String>;
 
-    /// Copies inside one read transaction: writers go on, and the copy is the state of the
-    /// last commit when it began (its consistent index says which entries it covers).
+    /// Commits the batch, then copies inside one read transaction (its consistent index says
+    /// which entries the copy covers).
     fn handle(&mut self, msg: CopyTo, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("CopyTo");
-        match self.engine.copy_to(&msg.path) {
+        self.commit_first().map_err(|e| e.to_string())?;
+        match self.batch.engine().copy_to(&msg.path) {
             Ok(file) => {
                 tracing::info!(path = %file.display(), "backend copied");
                 Ok(())
@@ -93,10 +201,49 @@ impl Handler<CopyTo> for BackendActor {
     }
 }
 
+/// Commits the batch, then gives the free pages back. The state owners have dropped their read
+/// transactions first (the swap waits for every transaction of the old file).
+impl Handler<Defragment> for BackendActor {
+    type Result = Result<(u64, u64), EtcdError>;
+
+    fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("Defragment");
+        self.commit_first()?;
+        KvEngine::defragment(&**self.batch.engine()).map_err(EtcdError::internal)
+    }
+}
+
+/// A read transaction that sees every write sent before this message (the batch is committed
+/// first), for reading at length on another thread.
+impl Handler<OpenStoreReader> for BackendActor {
+    type Result = Result<StoreReader, EtcdError>;
+
+    fn handle(&mut self, _: OpenStoreReader, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("OpenStoreReader");
+        self.commit_first()?;
+        let reader = Arc::clone(self.batch.engine())
+            .read_owned()
+            .map_err(EtcdError::internal)?;
+        Ok(StoreReader(reader))
+    }
+}
+
+/// The commit latencies so far.
+impl Handler<GetCommitStats> for BackendActor {
+    type Result = MessageResult<GetCommitStats>;
+
+    fn handle(&mut self, _: GetCommitStats, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.batch.commit_stats())
+    }
+}
+
+actcd_types::impl_mailbox_probe!(BackendActor, meter);
+
 #[cfg(test)]
 mod tests {
-    use actcd_types::storage::{KvEngine, Table};
-    use actix::SyncArbiter;
+    use std::sync::Mutex;
+
+    use actcd_types::storage::{KvEngine, META_CONSISTENT_INDEX, Op, Table};
 
     use super::*;
     use crate::engine::{BackendOptions, DATA_FILE};
@@ -108,32 +255,199 @@ mod tests {
         }
     }
 
+    /// Records what the backend tells its subscribers.
+    #[derive(Default, Clone)]
+    struct Recorder {
+        committed: Arc<Mutex<Vec<u64>>>,
+        failed: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Actor for Recorder {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Committed> for Recorder {
+        type Result = ();
+        fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+            self.committed.lock().unwrap().push(msg.seq);
+        }
+    }
+
+    /// Answered once everything sent to the recorder before it was taken.
+    #[derive(Message)]
+    #[rtype(result = "()")]
+    struct Drain;
+
+    impl Handler<Drain> for Recorder {
+        type Result = ();
+        fn handle(&mut self, _: Drain, _: &mut Self::Context) {}
+    }
+
+    impl Handler<BackendFailed> for Recorder {
+        type Result = ();
+        fn handle(&mut self, msg: BackendFailed, _: &mut Self::Context) {
+            self.failed.lock().unwrap().push(msg.error);
+        }
+    }
+
+    fn put(key: &[u8], value: &[u8]) -> Op {
+        Op::Put {
+            table: Table::Key,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        }
+    }
+
+    fn commit(seq: u64, ops: Vec<Op>) -> Commit {
+        Commit {
+            seq,
+            ops,
+            consistent_index: Some((seq * 10, 1)),
+        }
+    }
+
+    fn index_of(engine: &LmdbEngine) -> Option<Vec<u8>> {
+        engine
+            .read()
+            .unwrap()
+            .get(Table::Meta, META_CONSISTENT_INDEX)
+            .unwrap()
+    }
+
     #[test]
-    fn messages_sync_report_size_and_copy() {
+    fn commits_wait_for_a_flush_or_a_full_batch_and_are_announced() {
+        struct Case {
+            name: &'static str,
+            max_ops: usize,
+            commits: u64,
+            flush: bool,
+            want_index: Option<u64>,
+            want_committed: Vec<u64>,
+        }
+        let cases = [
+            Case {
+                name: "pending until a flush",
+                max_ops: 100,
+                commits: 2,
+                flush: false,
+                want_index: None,
+                want_committed: vec![],
+            },
+            Case {
+                name: "a flush commits them with the last consistent index",
+                max_ops: 100,
+                commits: 2,
+                flush: true,
+                want_index: Some(20),
+                want_committed: vec![2],
+            },
+            Case {
+                name: "a full batch commits by itself",
+                max_ops: 2,
+                commits: 3,
+                flush: false,
+                want_index: Some(20),
+                want_committed: vec![2],
+            },
+        ];
+        for c in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = Arc::new(LmdbEngine::open(dir.path(), small()).unwrap());
+            let rec = Recorder::default();
+            let sys = actix::System::new();
+            sys.block_on({
+                let engine = engine.clone();
+                let rec = rec.clone();
+                async move {
+                    let addr = BackendActor::start_with_limits(engine, c.max_ops, 1 << 30);
+                    let r = rec.start();
+                    addr.do_send(Subscribe {
+                        committed: Some(r.clone().recipient()),
+                        fatal: Some(r.clone().recipient()),
+                    });
+                    for seq in 1..=c.commits {
+                        addr.do_send(commit(seq, vec![put(&seq.to_be_bytes(), b"v")]));
+                    }
+                    if c.flush {
+                        addr.send(Flush).await.unwrap().unwrap();
+                    } else {
+                        addr.send(DbSize).await.unwrap().unwrap();
+                    }
+                    r.send(Drain).await.unwrap();
+                }
+            });
+            assert_eq!(
+                index_of(&engine),
+                c.want_index.map(|i| i.to_be_bytes().to_vec()),
+                "{}",
+                c.name
+            );
+            assert_eq!(
+                *rec.committed.lock().unwrap(),
+                c.want_committed,
+                "{}",
+                c.name
+            );
+            assert!(rec.failed.lock().unwrap().is_empty(), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn a_failed_write_is_fatal_and_refuses_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(LmdbEngine::open(dir.path(), small()).unwrap());
+        let rec = Recorder::default();
+        let sys = actix::System::new();
+        let flushed = sys.block_on({
+            let engine = engine.clone();
+            let rec = rec.clone();
+            async move {
+                let addr = BackendActor::start_on_own_thread(engine);
+                let r = rec.start();
+                addr.do_send(Subscribe {
+                    committed: Some(r.clone().recipient()),
+                    fatal: Some(r.clone().recipient()),
+                });
+                addr.do_send(commit(1, vec![put(b"ok", b"v")]));
+                // LMDB refuses a key past its limit (the store's buffer refuses it first; the
+                // backend must still not commit half a batch).
+                addr.do_send(commit(2, vec![put(&[7; 600], b"v")]));
+                let flushed = addr.send(Flush).await.unwrap();
+                r.send(Drain).await.unwrap();
+                flushed
+            }
+        });
+        assert!(flushed.is_err(), "{flushed:?}");
+        assert_eq!(index_of(&engine), None, "nothing of the batch committed");
+        assert_eq!(rec.failed.lock().unwrap().len(), 1);
+        assert!(rec.committed.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn messages_sync_report_size_copy_and_open_readers() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(LmdbEngine::open(&dir.path().join("snap"), small()).unwrap());
-        let mut w = engine.write().unwrap();
-        w.put(Table::Meta, b"consistent_index", &7u64.to_be_bytes())
-            .unwrap();
-        w.commit().unwrap();
-
         let copy_dir = dir.path().join("copy");
         std::fs::create_dir(&copy_dir).unwrap();
         let copy_file = dir.path().join("snapshot.db");
 
         let sys = actix::System::new();
-        let (synced, size, into_dir, into_file) = sys.block_on({
+        let (synced, size, into_dir, into_file, read) = sys.block_on({
             let engine = engine.clone();
             let copy_dir = copy_dir.clone();
             let copy_file = copy_file.clone();
             async move {
-                let addr = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
-                (
-                    addr.send(SyncBackend).await.unwrap(),
-                    addr.send(DbSize).await.unwrap(),
-                    addr.send(CopyTo { path: copy_dir }).await.unwrap(),
-                    addr.send(CopyTo { path: copy_file }).await.unwrap(),
-                )
+                let addr = BackendActor::start_on_own_thread(engine);
+                addr.do_send(commit(1, vec![put(b"k", b"v")]));
+                let synced = addr.send(SyncBackend).await.unwrap();
+                let size = addr.send(DbSize).await.unwrap();
+                addr.do_send(commit(2, vec![put(b"k2", b"v2")]));
+                let into_dir = addr.send(CopyTo { path: copy_dir }).await.unwrap();
+                let into_file = addr.send(CopyTo { path: copy_file }).await.unwrap();
+                addr.do_send(commit(3, vec![put(b"k3", b"v3")]));
+                let reader = addr.send(OpenStoreReader).await.unwrap().unwrap();
+                let read = reader.0.get(Table::Key, b"k3").unwrap();
+                (synced, size, into_dir, into_file, read)
             }
         });
         assert_eq!(synced, Ok(()));
@@ -144,17 +458,23 @@ mod tests {
         );
         assert_eq!(into_dir, Ok(()));
         assert_eq!(into_file, Ok(()));
+        assert_eq!(
+            read,
+            Some(b"v3".to_vec()),
+            "a reader sees every write sent before"
+        );
         assert!(copy_file.is_file());
         assert!(!dir.path().join("snapshot.db.tmp").exists());
 
-        // The copy made into a directory is an environment with the same data.
+        // The copy made into a directory is an environment with the data sent before it.
         let copy = LmdbEngine::open(&copy_dir, small()).unwrap();
         assert!(copy_dir.join(DATA_FILE).is_file());
         let r = copy.read().unwrap();
         assert_eq!(
-            r.get(Table::Meta, b"consistent_index").unwrap(),
-            Some(7u64.to_be_bytes().to_vec())
+            r.get(Table::Meta, META_CONSISTENT_INDEX).unwrap(),
+            Some(20u64.to_be_bytes().to_vec())
         );
+        assert_eq!(r.get(Table::Key, b"k2").unwrap(), Some(b"v2".to_vec()));
     }
 
     #[test]
@@ -164,7 +484,7 @@ mod tests {
         let missing = dir.path().join("no/such/dir/snapshot.db");
         let sys = actix::System::new();
         let got = sys.block_on(async move {
-            let addr = SyncArbiter::start(1, move || BackendActor::new(engine.clone()));
+            let addr = BackendActor::start_on_own_thread(engine);
             addr.send(CopyTo { path: missing }).await.unwrap()
         });
         let err = got.unwrap_err();
@@ -174,5 +494,3 @@ mod tests {
         );
     }
 }
-
-actcd_types::impl_mailbox_probe!(BackendActor, meter);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use actcd_types::storage::{KvEngine, ReadTxn, StorageResult, Table, WriteTxn};
+use actcd_types::storage::{KvEngine, ReadEngine, ReadTxn, StorageResult, Table, WriteTxn};
 use heed::types::Bytes;
 use heed::{
     CommitOrAbort, CommitToken, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions,
@@ -412,6 +412,25 @@ fn open_env(dir: &Path, opts: &BackendOptions, map_size: usize) -> heed::Result<
     // does not work over network file systems), and heed refuses a second open of the same
     // path in this process; other processes are excluded by LMDB's lock file.
     unsafe { builder.open(dir) }
+}
+
+/// The handle the state owners read through: only [`crate::BackendActor`] writes.
+impl ReadEngine for LmdbEngine {
+    fn begin_read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
+        Ok(Box::new(LmdbRead::new(self)?))
+    }
+
+    fn begin_read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
+        Ok(Box::new(LmdbRead::owned(self)?))
+    }
+
+    fn usage(&self) -> StorageResult<(u64, u64)> {
+        Ok(self.disk_size()?)
+    }
+
+    fn max_key_size(&self) -> Option<usize> {
+        Some(self.max_key_size)
+    }
 }
 
 impl KvEngine for LmdbEngine {

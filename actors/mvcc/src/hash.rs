@@ -9,19 +9,11 @@ use actcd_types::msg::HashKvResult;
 use actcd_types::storage::Table;
 use actcd_types::{EtcdError, Revision};
 
-use crate::store::{Pending, Store};
+use crate::store::{Sink, Store};
 
 impl Store {
+    /// Over everything applied, committed or still buffered.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        self.hash_kv_with(&Pending::default(), revision)
-    }
-
-    /// [`Self::hash_kv`] over everything applied, committed or pending.
-    pub fn hash_kv_with(
-        &self,
-        pending: &Pending,
-        revision: i64,
-    ) -> Result<HashKvResult, EtcdError> {
         let current = self.current_revision();
         let compacted = self.compact_revision();
         if revision > 0 && revision <= compacted {
@@ -34,7 +26,7 @@ impl Store {
         let keep = self.index().keep(rev);
         let upper = Revision::new(rev.saturating_add(1), 0).to_bytes(false);
         let mut crc = crc32c::crc32c(b"key");
-        self.read_with(pending, |txn| {
+        self.read_with(|txn| {
             txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
                 let counts = match Revision::from_bytes(k) {
                     Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
@@ -55,10 +47,14 @@ impl Store {
         })
     }
 
-    /// Commits what is pending and flushes everything to stable storage.
-    pub fn sync(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
-        self.commit(pending)?;
-        self.engine().sync().map_err(EtcdError::internal)
+    /// Commits what is buffered and, with the direct sink, flushes everything to stable
+    /// storage (the backend actor syncs on `SyncBackend`).
+    pub fn sync(&mut self) -> Result<(), EtcdError> {
+        self.commit()?;
+        match self.sink() {
+            Sink::Direct(engine) => engine.sync().map_err(EtcdError::internal),
+            Sink::Backend(_) => Ok(()),
+        }
     }
 }
 
@@ -112,7 +108,7 @@ mod tests {
         };
         s.apply_batch(2, 1, vec![compact]).unwrap();
         // k@3 stays on disk, but a compaction at 4 would drop it, so only k@4 counts.
-        let scan = s.engine().read().unwrap();
+        let scan = s.engine().begin_read().unwrap();
         let mut records = vec![];
         scan.scan(Table::Key, &[], None, &mut |k, v| {
             records.push((k.to_vec(), v.to_vec()));

@@ -11,14 +11,13 @@ use actcd_types::{EtcdError, Revision};
 use prost::Message;
 
 use crate::error::Error;
-use crate::store::{Pending, Store};
+use crate::store::Store;
 
 impl Store {
     /// Events with a mod revision in `[from, to]` (`to` capped at the current revision), ending
     /// after the revision at which `max_events` is reached, so a revision is never split.
-    pub fn history_with(
+    pub fn history(
         &self,
-        pending: &Pending,
         from: i64,
         to: i64,
         max_events: usize,
@@ -42,7 +41,7 @@ impl Store {
         let end = to.saturating_add(1).to_be_bytes();
         let max_events = max_events.max(1);
         let mut failed = None;
-        self.read_with(pending, |txn| {
+        self.read_with(|txn| {
             txn.scan(Table::Key, &start, Some(&end), &mut |k, v| {
                 let Some((rev, tombstone)) = Revision::from_bytes(k) else {
                     failed = Some(Error::Corrupt(format!("malformed revision key {k:?}")));

@@ -13,11 +13,13 @@ use actcd_proto::etcdserverpb::{
     TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_types::msg::Commit;
 use actcd_types::msg::{
     ApplyResponse, ApplyResult, AuthEvent, AuthReply, MemberRecord, StoreStatus,
 };
-use actcd_types::storage::{KvEngine, ReadTxn, Table, WriteTxn};
+use actcd_types::storage::{KvEngine, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity, Revision};
+use actix::Recipient;
 use prost::Message;
 
 use crate::alarm::{Alarms, txn_puts};
@@ -29,9 +31,9 @@ use crate::range::View;
 use crate::write::{Writer, rev_header};
 
 /// `meta` key of the raft index of the last applied entry (8-byte big-endian).
-pub const META_CONSISTENT_INDEX: &[u8] = b"consistent_index";
+pub const META_CONSISTENT_INDEX: &[u8] = actcd_types::storage::META_CONSISTENT_INDEX;
 /// `meta` key of the term of the last applied entry (8-byte big-endian).
-pub const META_TERM: &[u8] = b"term";
+pub const META_TERM: &[u8] = actcd_types::storage::META_TERM;
 /// `meta` key of the revision of the last compaction accepted (8-byte big-endian).
 pub const META_SCHEDULED_COMPACT: &[u8] = b"scheduledCompactRev";
 /// `meta` key of the revision of the last compaction whose deletions are done.
@@ -64,58 +66,42 @@ impl Outbox {
     }
 }
 
-/// Applied batches not yet committed to the engine: one write transaction kept open across
-/// batches, as etcd's backend batches its commits (every 100 ms or 10,000 operations). Reads on
-/// the store's thread go through it, so they see every applied write; a crash loses only what
-/// the raft WAL replays (the consistent index is written in the same transaction as the data).
-///
-/// It lives with whoever owns the store's thread (the actor), not in [`Store`]: an LMDB write
-/// transaction must begin and end on one thread, and a `Store` is built on another one.
-#[derive(Default)]
-pub struct Pending {
-    txn: Option<Box<dyn WriteTxn>>,
-    ops: usize,
-    bytes: usize,
+/// Where the store's writes go when it commits. Applied batches are written into a
+/// [`WriteBuffer`] (reads on the store's thread merge it over the committed engine, so they see
+/// every applied write); committing hands its ops over.
+#[derive(Clone)]
+pub enum Sink {
+    /// Straight into the engine, committed at once, with the consistent index: start-up (before
+    /// the backend actor runs), `actcd snapshot restore`, unit tests and benches.
+    Direct(Arc<dyn KvEngine>),
+    /// To the backend actor, which commits per etcd's batching policy and reports back
+    /// (`Committed{seq}` → [`Store::committed`]).
+    Backend(Recipient<Commit>),
 }
 
-impl Pending {
-    /// Requests applied since the last commit.
-    pub fn ops(&self) -> usize {
-        self.ops
-    }
-
-    /// Encoded bytes of the requests applied since the last commit: LMDB holds a transaction's
-    /// dirty pages in memory (and refuses past about half a million of them), so a few large
-    /// values must trigger a commit as surely as many small ones.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Drops the open transaction uncommitted; returns whether it held applied batches (then
-    /// memory is ahead of disk until a restart replays the WAL).
-    fn abandon(&mut self) -> bool {
-        let lost = self.ops > 0;
-        *self = Self::default();
-        lost
-    }
-
-    fn reader(&self) -> Option<&dyn ReadTxn> {
-        self.txn.as_deref().map(|t| t as &dyn ReadTxn)
-    }
-}
-
-impl fmt::Debug for Pending {
+impl fmt::Debug for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pending")
-            .field("open", &self.txn.is_some())
-            .field("ops", &self.ops)
-            .finish()
+        f.write_str(match self {
+            Sink::Direct(_) => "Direct",
+            Sink::Backend(_) => "Backend",
+        })
     }
 }
 
 /// etcd's MVCC store (`mvcc.store` plus the KV part of `applierV3backend`).
 pub struct Store {
-    engine: Arc<dyn KvEngine>,
+    /// The committed state, read-only: only the sink writes.
+    engine: Arc<dyn ReadEngine>,
+    sink: Sink,
+    /// Applied writes the engine has not confirmed committed. `None` only while a batch is
+    /// being written into it (taken out so that the store can be borrowed beside it).
+    buffer: Option<WriteBuffer>,
+    /// Requests applied and their encoded bytes since the last commit (direct sink: the
+    /// actor's commit policy).
+    pending_requests: usize,
+    pending_bytes: usize,
+    /// Whether batches applied since the last commit moved the consistent index.
+    index_moved: bool,
     index: TreeIndex,
     /// Revision of the last write txn that changed something; 1 for an empty store, as in etcd.
     current_rev: i64,
@@ -195,11 +181,18 @@ impl Store {
     /// Opens the store over `engine`: rebuilds the index with one scan of the `key` table in
     /// revision order, reads the meta records, and finishes a compaction that a crash
     /// interrupted.
+    /// Until [`Self::connect_backend`], commits go straight into `engine`.
     pub fn open(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, EtcdError> {
-        Self::open_inner(engine, identity).map_err(EtcdError::from)
+        let read: Arc<dyn ReadEngine> = engine.clone();
+        Self::open_inner(read, Sink::Direct(engine), identity, 0).map_err(EtcdError::from)
     }
 
-    fn open_inner(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, Error> {
+    fn open_inner(
+        engine: Arc<dyn ReadEngine>,
+        sink: Sink,
+        identity: MemberIdentity,
+        seq: u64,
+    ) -> Result<Self, Error> {
         let (
             index,
             last_main,
@@ -212,7 +205,7 @@ impl Store {
             auth,
             members,
         ) = {
-            let txn = engine.read()?;
+            let txn = engine.begin_read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
             let finished = read_meta(&*txn, META_FINISHED_COMPACT)?.map(|r| r as i64);
@@ -250,7 +243,12 @@ impl Store {
         // crash mid-compaction may have deleted them before `finishedCompactRev` was written.
         let current_rev = last_main.max(compact_rev).max(scheduled.unwrap_or(-1));
         let mut store = Self {
+            buffer: Some(WriteBuffer::new(engine.clone(), seq)),
             engine,
+            sink,
+            pending_requests: 0,
+            pending_bytes: 0,
+            index_moved: false,
             index,
             current_rev,
             compact_rev,
@@ -273,7 +271,7 @@ impl Store {
             tracing::info!(revision = rev, "resuming interrupted compaction");
             store.compact_rev = rev;
             store.start_compaction(rev);
-            store.finish_compaction_now(&mut Pending::default())?;
+            store.finish_compaction_now()?;
         }
         tracing::info!(
             current_revision = store.current_rev,
@@ -318,41 +316,93 @@ impl Store {
     }
 
     /// Records the members of a new cluster, or those a joining member fetched, once: a store
-    /// that has members keeps them. Committed at once.
+    /// that has members keeps them. Committed at once (direct sink) or sent to the backend.
     pub fn bootstrap_members(&mut self, members: Vec<MemberRecord>) -> Result<(), EtcdError> {
         if !self.members.is_empty() {
             return Ok(());
         }
-        let mut txn = self.engine.write().map_err(Error::from)?;
         let mut next = self.members.clone();
-        next.bootstrap(&mut *txn, members).map_err(Error::from)?;
-        txn.commit().map_err(Error::from)?;
+        let mut buffer = self.take_buffer()?;
+        buffer.begin_batch();
+        let written = next.bootstrap(&mut buffer, members).map_err(Error::from);
+        if written.is_err() {
+            buffer.rollback_batch();
+        }
+        self.buffer = Some(buffer);
+        written?;
+        self.commit()?;
         self.members = next;
         Ok(())
+    }
+
+    /// Sends commits to the backend actor from now on, after committing what the direct sink
+    /// holds. The store then holds no handle that writes.
+    pub fn connect_backend(&mut self, backend: Recipient<Commit>) -> Result<(), EtcdError> {
+        self.commit()?;
+        self.sink = Sink::Backend(backend);
+        Ok(())
+    }
+
+    /// Whether commits go to the backend actor (else straight into the engine).
+    pub fn has_backend(&self) -> bool {
+        matches!(self.sink, Sink::Backend(_))
+    }
+
+    /// The backend committed every batch up to `seq`: the buffer stops holding them.
+    pub fn committed(&mut self, seq: u64) {
+        if let Some(b) = &mut self.buffer {
+            b.committed(seq);
+        }
+    }
+
+    /// The backend failed: what was applied may never reach the disk, so nothing more is
+    /// applied or read until a restart replays the WAL.
+    pub fn backend_failed(&mut self) {
+        self.poisoned = true;
+    }
+
+    /// Drops the read transaction the buffer keeps (a defragmentation waits for every
+    /// transaction of the old file to end).
+    pub fn release_reader(&mut self) {
+        if let Some(b) = &mut self.buffer {
+            b.release_reader();
+        }
+    }
+
+    /// Keys written but not yet confirmed committed.
+    pub fn uncommitted_keys(&self) -> usize {
+        self.buffer.as_ref().map_or(0, WriteBuffer::overlay_len)
     }
 
     /// A read transaction on what is committed, that may move to another thread.
     pub fn read_owned(&self) -> Result<Box<dyn actcd_types::storage::ReadTxn + Send>, EtcdError> {
         self.engine
             .clone()
-            .read_owned()
+            .begin_read_owned()
             .map_err(|e| EtcdError::from(Error::from(e)))
     }
 
-    /// Gives the backend's free pages back (the caller committed everything pending).
-    /// Returns the on-disk size before and after.
+    /// Gives the backend's free pages back (direct sink; the backend actor defragments
+    /// itself). Commits first. Returns the on-disk size before and after.
     pub fn defragment(&mut self) -> Result<(u64, u64), EtcdError> {
-        self.engine
-            .defragment()
-            .map_err(|e| EtcdError::from(Error::from(e)))
+        self.commit()?;
+        self.release_reader();
+        match &self.sink {
+            Sink::Direct(engine) => engine
+                .defragment()
+                .map_err(|e| EtcdError::from(Error::from(e))),
+            Sink::Backend(_) => Err(EtcdError::internal(
+                "mvcc: the backend actor defragments the backend",
+            )),
+        }
     }
 
     /// etcd's backend `Hash` over the committed state: tables in name order (as bbolt keeps
     /// buckets), each name then each record's key and value, all through one CRC32C; the meta
     /// table's consistent index and term are left out (etcd's `DefaultIgnores`), so members
-    /// that applied the same entries agree. Commit pending applies first.
+    /// that applied the same entries agree. Have pending applies committed first.
     pub fn hash_backend(&self) -> Result<u32, EtcdError> {
-        let txn = self.engine.read().map_err(Error::from)?;
+        let txn = self.engine.begin_read().map_err(Error::from)?;
         let mut tables = Table::ALL.to_vec();
         tables.sort_by_key(|t| t.name());
         let mut crc = 0u32;
@@ -373,21 +423,51 @@ impl Store {
 
     /// Bytes in live pages (0 if the engine can't tell): about the size of a blob of the store.
     pub fn size_in_use(&self) -> usize {
-        self.engine.size().map_or(0, |(_, in_use)| in_use as usize)
+        self.engine.usage().map_or(0, |(_, in_use)| in_use as usize)
     }
 
-    /// Replaces the whole state with a snapshot blob, durably (one write transaction, then a
-    /// sync), and rebuilds every index from it. Pending applies are committed first. The
-    /// outbox tells the lessor which leases went and came. Returns the consistent index the
-    /// snapshot covers.
-    pub fn restore(&mut self, pending: &mut Pending, data: &[u8]) -> Result<u64, EtcdError> {
+    /// Replaces the whole state with a snapshot blob, durably, and rebuilds every index from
+    /// it: [`Self::stage_restore`], a sync of the engine, [`Self::finish_restore`]. With the
+    /// backend actor, the actor syncs it in between.
+    pub fn restore(&mut self, data: &[u8]) -> Result<u64, EtcdError> {
+        self.stage_restore(data)?;
+        if let Sink::Direct(engine) = &self.sink {
+            engine.sync().map_err(Error::from)?;
+        }
+        self.finish_restore()
+    }
+
+    /// Commits pending applies, then writes the snapshot's records in place of everything
+    /// (one batch, which carries the snapshot's own consistent index) and commits it.
+    pub fn stage_restore(&mut self, data: &[u8]) -> Result<(), EtcdError> {
         self.check_poisoned()?;
-        self.commit(pending)?;
-        let mut txn = self.engine.write().map_err(Error::from)?;
-        crate::snapshot::install(&mut *txn, data).map_err(Error::from)?;
-        txn.commit().map_err(Error::from)?;
-        self.engine.sync().map_err(Error::from)?;
-        let mut next = Self::open_inner(self.engine.clone(), self.identity)?;
+        self.commit()?;
+        let mut buffer = self.take_buffer()?;
+        buffer.begin_batch();
+        let staged = crate::snapshot::install(&mut buffer, data).map_err(Error::from);
+        if staged.is_err() {
+            buffer.rollback_batch();
+        }
+        self.buffer = Some(buffer);
+        staged?;
+        // The snapshot's meta records say which entries it covers; ours must not overwrite them.
+        self.index_moved = false;
+        self.commit()
+    }
+
+    /// Rebuilds every index from the engine, once the staged snapshot is committed. The outbox
+    /// tells the lessor which leases went and came. Returns the consistent index the snapshot
+    /// covers.
+    pub fn finish_restore(&mut self) -> Result<u64, EtcdError> {
+        let seq = self.buffer.as_ref().map_or(0, WriteBuffer::seq);
+        let next = Self::open_inner(self.engine.clone(), self.sink.clone(), self.identity, seq);
+        let mut next = match next {
+            Ok(n) => n,
+            Err(e) => {
+                self.poisoned = true;
+                return Err(e.into());
+            }
+        };
         next.leases.set_min_ttl(self.leases.min_ttl());
         next.compaction_batch_limit = self.compaction_batch_limit;
         next.notify = self.notify;
@@ -457,14 +537,19 @@ impl Store {
         &self.index
     }
 
-    pub(crate) fn engine(&self) -> &Arc<dyn KvEngine> {
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> &Arc<dyn ReadEngine> {
         &self.engine
+    }
+
+    pub(crate) fn sink(&self) -> &Sink {
+        &self.sink
     }
 
     pub fn status(&self) -> Result<StoreStatus, EtcdError> {
         let (db_size, db_size_in_use) = self
             .engine
-            .size()
+            .usage()
             .map_err(|e| EtcdError::from(Error::from(e)))?;
         Ok(StoreStatus {
             revision: self.current_rev,
@@ -478,20 +563,10 @@ impl Store {
         })
     }
 
-    /// A read, for callers that commit every batch ([`Self::apply_batch`]); with batches pending
-    /// use [`Self::range_with`], which reads through their transaction.
+    /// A read of everything applied, committed or still buffered.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
-        self.range_with(&Pending::default(), req)
-    }
-
-    /// A read of everything applied, committed or still pending.
-    pub fn range_with(
-        &self,
-        pending: &Pending,
-        req: &RangeRequest,
-    ) -> Result<RangeResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.read_with(pending, |txn| {
+        let mut resp = self.read_with(|txn| {
             View {
                 index: &self.index,
                 txn,
@@ -504,32 +579,29 @@ impl Store {
         Ok(resp)
     }
 
-    /// Runs `f` on the pending transaction if one is open, else on a fresh read transaction.
-    pub(crate) fn read_with<T>(
-        &self,
-        pending: &Pending,
-        f: impl FnOnce(&dyn ReadTxn) -> T,
-    ) -> Result<T, EtcdError> {
-        match pending.reader() {
-            Some(txn) => Ok(f(txn)),
-            None => {
-                let txn = self
-                    .engine
-                    .read()
-                    .map_err(|e| EtcdError::from(Error::from(e)))?;
-                Ok(f(&*txn))
-            }
+    /// Runs `f` on the write buffer: applied writes over the committed engine.
+    pub(crate) fn read_with<T>(&self, f: impl FnOnce(&dyn ReadTxn) -> T) -> Result<T, EtcdError> {
+        match &self.buffer {
+            Some(b) => Ok(f(b)),
+            None => Err(EtcdError::internal("mvcc: the write buffer is in use")),
         }
     }
 
-    /// The pending transaction, or a new one if none is open.
-    fn take_or_begin(&self, pending: &mut Pending) -> Result<Box<dyn WriteTxn>, EtcdError> {
-        match pending.txn.take() {
-            Some(t) => Ok(t),
-            None => Ok(Arc::clone(&self.engine)
-                .write_owned()
-                .map_err(Error::from)?),
-        }
+    /// The write buffer, taken out so the store can be borrowed beside it; put it back.
+    fn take_buffer(&mut self) -> Result<WriteBuffer, EtcdError> {
+        self.buffer
+            .take()
+            .ok_or_else(|| EtcdError::internal("mvcc: the write buffer is in use"))
+    }
+
+    /// Requests applied since the last commit.
+    pub fn pending_ops(&self) -> usize {
+        self.pending_requests
+    }
+
+    /// Encoded bytes of the requests applied since the last commit.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
     }
 
     fn check_poisoned(&self) -> Result<(), EtcdError> {
@@ -557,7 +629,6 @@ impl Store {
             self.consistent_index,
             self.term,
         );
-        let mut pending = Pending::default();
         let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
         let auth_mark = self.outbox.auth.len();
         let conf_mark = self.outbox.conf.len();
@@ -569,8 +640,8 @@ impl Store {
             auth_before,
             members_before,
             ..
-        } = self.apply_uncommitted(&mut pending, consistent_index, term, requests)?;
-        if let Err(e) = self.commit(&mut pending) {
+        } = self.apply_uncommitted(consistent_index, term, requests)?;
+        if let Err(e) = self.commit() {
             // Nothing else was pending: put memory back as it was and carry on.
             for u in undo.iter().rev() {
                 self.index.undo(u);
@@ -599,17 +670,17 @@ impl Store {
         }
         if let Some(rev) = compaction {
             self.start_compaction(rev);
-            self.finish_compaction_now(&mut pending)?;
+            self.finish_compaction_now()?;
         }
         Ok(results)
     }
 
-    /// Like [`Self::apply_batch`], but into `pending`'s transaction, which stays open: the
-    /// caller commits it with [`Self::commit`] (on a timer, or when [`Pending::ops`] grows).
-    /// Memory reflects the batch at once; reads through [`Self::range_with`] see it.
+    /// Like [`Self::apply_batch`], but into the write buffer, uncommitted: the caller commits
+    /// with [`Self::commit`] (after each batch with the backend actor, which batches; on a
+    /// timer or when [`Self::pending_ops`] grows with the direct sink). Memory reflects the
+    /// batch at once; reads see it.
     pub fn apply_deferred(
         &mut self,
-        pending: &mut Pending,
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
@@ -620,55 +691,47 @@ impl Store {
             compaction,
             physical,
             ..
-        } = self.apply_uncommitted(pending, consistent_index, term, requests)?;
+        } = self.apply_uncommitted(consistent_index, term, requests)?;
         if let Some(rev) = compaction {
             self.start_compaction(rev);
             if physical {
                 // etcd answers a physical compaction only once its deletions are done.
-                self.finish_compaction_now(pending)?;
+                self.finish_compaction_now()?;
             }
         }
         Ok(results)
     }
 
-    /// Writes a batch into `pending`'s transaction and updates memory; returns the results, the
+    /// Writes a batch into the write buffer and updates memory; returns the results, the
     /// index changes made (to take back if the commit fails), and a compaction to carry out.
     fn apply_uncommitted(
         &mut self,
-        pending: &mut Pending,
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Uncommitted, EtcdError> {
         let n = requests.len();
         let bytes: usize = requests.iter().map(prost::Message::encoded_len).sum();
-        let mut txn = self.take_or_begin(pending)?;
+        let mut txn = self.take_buffer()?;
+        txn.begin_batch();
         let mut undo = Vec::new();
         let mut lease_undo = Vec::new();
         let mut auth_before = None;
-        let outcome = self
-            .apply_in(
-                &mut *txn,
-                &mut undo,
-                &mut lease_undo,
-                &mut auth_before,
-                term,
-                requests,
-            )
-            .and_then(|applied| {
-                txn.put(
-                    Table::Meta,
-                    META_CONSISTENT_INDEX,
-                    &consistent_index.to_be_bytes(),
-                )?;
-                txn.put(Table::Meta, META_TERM, &term.to_be_bytes())?;
-                Ok(applied)
-            });
+        // The consistent index and term go with the commit that carries this batch.
+        let outcome = self.apply_in(
+            &mut txn,
+            &mut undo,
+            &mut lease_undo,
+            &mut auth_before,
+            term,
+            requests,
+        );
         let applied = match outcome {
             Ok(applied) => applied,
             Err(e) => {
-                // The transaction may hold part of this batch: abandon it whole.
-                drop(txn);
+                // The buffer may hold part of this batch: take the batch back out of it.
+                txn.rollback_batch();
+                self.buffer = Some(txn);
                 for u in undo.iter().rev() {
                     self.index.undo(u);
                 }
@@ -681,14 +744,14 @@ impl Store {
                 if let Some(m) = self.members_before.take() {
                     self.members = m;
                 }
-                self.poisoned |= pending.abandon();
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
             }
         };
-        pending.txn = Some(txn);
-        pending.ops += n.max(1);
-        pending.bytes += bytes;
+        self.buffer = Some(txn);
+        self.pending_requests += n.max(1);
+        self.pending_bytes += bytes;
+        self.index_moved = true;
 
         self.current_rev = applied.current_rev;
         self.compact_rev = applied.compact_rev;
@@ -719,42 +782,72 @@ impl Store {
         })
     }
 
-    /// Commits `pending`'s transaction, if one is open. A failed commit loses batches whose
-    /// results were already given: the store refuses further work until a restart replays them.
-    pub fn commit(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
-        pending.ops = 0;
-        pending.bytes = 0;
-        let Some(txn) = pending.txn.take() else {
-            return Ok(());
+    /// Commits what the write buffer holds: straight into the engine with the direct sink (a
+    /// failed commit loses batches whose results were already given, so the store refuses
+    /// further work until a restart replays them), or sent to the backend actor, which commits
+    /// it per its batching policy.
+    pub fn commit(&mut self) -> Result<(), EtcdError> {
+        self.pending_requests = 0;
+        self.pending_bytes = 0;
+        let Some(buffer) = &mut self.buffer else {
+            return Err(EtcdError::internal("mvcc: the write buffer is in use"));
         };
-        let started = std::time::Instant::now();
-        let committed = txn.commit();
-        self.commits.observe(started.elapsed().as_secs_f64());
-        committed.map_err(|e| {
-            self.poisoned = true;
-            tracing::error!(error = %e, "backend commit failed");
-            EtcdError::from(Error::from(e))
-        })
+        if buffer.pending_ops() == 0 && !self.index_moved {
+            return Ok(());
+        }
+        let commit = Commit {
+            seq: buffer.seq(),
+            ops: buffer.take_ops(),
+            consistent_index: self
+                .index_moved
+                .then_some((self.consistent_index, self.term)),
+        };
+        self.index_moved = false;
+        match &self.sink {
+            Sink::Backend(backend) => {
+                // One message per commit point (each applied batch), bounded by the apply rate;
+                // the actor waits for the backend when too much stays uncommitted.
+                backend.do_send(commit);
+                Ok(())
+            }
+            Sink::Direct(engine) => {
+                let started = std::time::Instant::now();
+                let committed = engine.write().and_then(|mut txn| {
+                    actcd_types::storage::write_ops(
+                        &mut *txn,
+                        &commit.ops,
+                        commit.consistent_index,
+                    )?;
+                    txn.commit()
+                });
+                self.commits.observe(started.elapsed().as_secs_f64());
+                match committed {
+                    Ok(()) => {
+                        buffer.committed(commit.seq);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        // The engine is the truth again; what only the buffer held is lost.
+                        buffer.discard();
+                        self.poisoned = true;
+                        tracing::error!(error = %e, "backend commit failed");
+                        Err(EtcdError::from(Error::from(e)))
+                    }
+                }
+            }
+        }
     }
 
-    /// Evaluates a txn that writes nothing against the current state. It runs in an engine write
-    /// transaction only for the `Writer`'s shape; that transaction is dropped, never committed.
+    /// Evaluates a txn that writes nothing against the current state. It runs over the write
+    /// buffer only for the `Writer`'s shape; a write would be taken back out of it.
     pub fn read_only_txn(&mut self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
-        self.read_only_txn_with(&mut Pending::default(), req)
-    }
-
-    /// [`Self::read_only_txn`] over the pending transaction, if one is open.
-    pub fn read_only_txn_with(
-        &mut self,
-        pending: &mut Pending,
-        req: TxnRequest,
-    ) -> Result<TxnResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut txn = self.take_or_begin(pending)?;
+        let mut txn = self.take_buffer()?;
+        txn.begin_batch();
         let mut undo = Vec::new();
         let mut events = Vec::new();
         let mut w = Writer::new(
-            &mut *txn,
+            &mut txn,
             &mut self.index,
             &mut undo,
             &mut events,
@@ -764,20 +857,16 @@ impl Store {
         );
         let result = w.txn(req);
         let changed = w.changes > 0;
-        // A caller that sent writes here broke the contract: take every index change back.
+        // A caller that sent writes here broke the contract: take every change back.
         for u in undo.iter().rev() {
             self.index.undo(u);
         }
+        txn.rollback_batch();
+        self.buffer = Some(txn);
         if changed {
-            // Writes can't be taken out of the transaction: abandon it.
-            drop(txn);
-            self.poisoned |= pending.abandon();
             return Err(EtcdError::internal(
                 "actcd: read-only txn attempted a write",
             ));
-        }
-        if pending.ops > 0 {
-            pending.txn = Some(txn);
         }
         let mut resp = result.map_err(EtcdError::from)?;
         stamp(&mut resp.header, self.identity, self.term);
@@ -1069,21 +1158,22 @@ impl Store {
     /// a crash in between is finished at the next start (`scheduledCompactRev` says what).
     /// Reads are unaffected: revisions at or below the compacted one are refused anyway, and
     /// HashKV skips records a compaction would drop.
-    pub fn step_compaction(
-        &mut self,
-        pending: &mut Pending,
-        budget: usize,
-    ) -> Result<bool, EtcdError> {
+    pub fn step_compaction(&mut self, budget: usize) -> Result<bool, EtcdError> {
         let Some(mut job) = self.compaction.take() else {
             return Ok(false);
         };
         self.check_poisoned()?;
-        let mut txn = self.take_or_begin(pending)?;
-        let step = delete_compacted_slice(&mut *txn, &mut job, budget.max(1));
-        pending.txn = Some(txn);
+        let mut txn = self.take_buffer()?;
+        txn.begin_batch();
+        let step = delete_compacted_slice(&mut txn, &mut job, budget.max(1));
+        if step.is_err() {
+            // Take the half slice back out; the next step starts it again.
+            txn.rollback_batch();
+        }
+        self.buffer = Some(txn);
         match step {
             Ok(true) => {
-                pending.ops += 1;
+                self.pending_requests += 1;
                 tracing::info!(
                     revision = job.rev,
                     deleted = job.deleted,
@@ -1092,26 +1182,24 @@ impl Store {
                 Ok(false)
             }
             Ok(false) => {
-                pending.ops += 1;
+                self.pending_requests += 1;
                 self.compaction = Some(job);
                 Ok(true)
             }
             Err(e) => {
-                // The transaction may hold half a slice beside applied batches: abandon it.
-                self.poisoned |= pending.abandon();
                 self.compaction = Some(job);
                 Err(e.into())
             }
         }
     }
 
-    /// Runs the queued compaction to the end, committing `pending` and then each slice of
-    /// `compaction_batch_limit` records.
-    pub fn finish_compaction_now(&mut self, pending: &mut Pending) -> Result<(), EtcdError> {
-        while self.step_compaction(pending, self.compaction_batch_limit)? {
-            self.commit(pending)?;
+    /// Runs the queued compaction to the end, committing what is buffered and then each slice
+    /// of `compaction_batch_limit` records.
+    pub fn finish_compaction_now(&mut self) -> Result<(), EtcdError> {
+        while self.step_compaction(self.compaction_batch_limit)? {
+            self.commit()?;
         }
-        self.commit(pending)
+        self.commit()
     }
 }
 

@@ -81,6 +81,45 @@ impl WriteTxn for FlakyWrite<'_> {
     }
 }
 
+/// Reads through the store's write buffer are counted too.
+impl ReadEngine for TestEngine {
+    fn begin_read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
+        KvEngine::read(self)
+    }
+    fn begin_read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
+        Ok(Box::new(OwnedCountingRead {
+            inner: Arc::new(self.mem.clone()).read_owned()?,
+            key_reads: self.key_reads.clone(),
+        }))
+    }
+    fn usage(&self) -> StorageResult<(u64, u64)> {
+        self.mem.size()
+    }
+}
+
+struct OwnedCountingRead {
+    inner: Box<dyn ReadTxn + Send>,
+    key_reads: Arc<AtomicUsize>,
+}
+
+impl ReadTxn for OwnedCountingRead {
+    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        if table == Table::Key {
+            self.key_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.get(table, key)
+    }
+    fn scan(
+        &self,
+        t: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()> {
+        self.inner.scan(t, from, to, f)
+    }
+}
+
 impl KvEngine for TestEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
         Ok(Box::new(CountingRead {
@@ -1999,22 +2038,18 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
         }),
         ..Default::default()
     };
-    let mut pending = Pending::default();
-    s.apply_deferred(&mut pending, 1, 1, vec![put("a")])
-        .unwrap();
-    s.commit(&mut pending).unwrap();
-    s.apply_deferred(&mut pending, 2, 1, vec![put("b")])
-        .unwrap();
-    s.apply_deferred(&mut pending, 3, 1, vec![put("c")])
-        .unwrap();
-    assert_eq!(pending.ops(), 2);
-    assert!(pending.bytes() > 2, "request bytes are counted too");
+    s.apply_deferred(1, 1, vec![put("a")]).unwrap();
+    s.commit().unwrap();
+    s.apply_deferred(2, 1, vec![put("b")]).unwrap();
+    s.apply_deferred(3, 1, vec![put("c")]).unwrap();
+    assert_eq!(s.pending_ops(), 2);
+    assert!(s.pending_bytes() > 2, "request bytes are counted too");
     let all = RangeRequest {
         key: vec![0],
         range_end: vec![0],
         ..Default::default()
     };
-    assert_eq!(s.range_with(&pending, &all).unwrap().count, 3);
+    assert_eq!(s.range(&all).unwrap().count, 3);
     let committed_index = engine
         .read()
         .unwrap()
@@ -2025,8 +2060,7 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
         Some(1u64.to_be_bytes().to_vec()),
         "entries 2, 3 uncommitted"
     );
-    // A crash: the open transaction is never committed.
-    drop(pending);
+    // A crash: the buffered batches are never committed.
     drop(s);
     let s = Store::open(engine, MemberIdentity::default()).unwrap();
     assert_eq!(s.consistent_index(), 1, "the WAL replays entries 2 and 3");
@@ -2165,10 +2199,7 @@ fn history_reads_events_by_revision_without_splitting_one() {
     })
     .unwrap(); // 3
     h.one(del("a", "")).unwrap(); // 4
-    let all = h
-        .store
-        .history_with(&Pending::default(), 2, 100, 100)
-        .unwrap();
+    let all = h.store.history(2, 100, 100).unwrap();
     assert_eq!(
         event_summary(&all.events),
         vec![
@@ -2180,16 +2211,10 @@ fn history_reads_events_by_revision_without_splitting_one() {
     );
     assert_eq!((all.through, all.current_revision), (4, 4));
     // Two events fit after revision 2's one only if revision 3 stays whole.
-    let part = h
-        .store
-        .history_with(&Pending::default(), 2, 100, 2)
-        .unwrap();
+    let part = h.store.history(2, 100, 2).unwrap();
     assert_eq!(part.events.len(), 3);
     assert_eq!(part.through, 3);
-    let one = h
-        .store
-        .history_with(&Pending::default(), 2, 100, 1)
-        .unwrap();
+    let one = h.store.history(2, 100, 1).unwrap();
     assert_eq!((one.events.len(), one.through), (1, 2));
 }
 

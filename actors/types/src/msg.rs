@@ -628,6 +628,22 @@ pub struct SnapshotChunk {
     pub blob: Vec<u8>,
 }
 
+/// A read transaction on the committed store (pending applies are committed first), to read
+/// at length on another thread: the Snapshot RPC streams the backend from it while writes go
+/// on.
+#[derive(Message)]
+#[rtype(result = "Result<StoreReader, EtcdError>")]
+pub struct OpenStoreReader;
+
+/// The answer to [`OpenStoreReader`]. It pins the pages of its snapshot until dropped.
+pub struct StoreReader(pub Box<dyn crate::storage::ReadTxn + Send>);
+
+impl std::fmt::Debug for StoreReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreReader")
+    }
+}
+
 /// Defragment the backend (etcd's `Defragment`, local to this member): pending applies are
 /// committed, then the engine gives its free pages back. Answers the on-disk size before and
 /// after. Nothing is applied meanwhile.
@@ -678,6 +694,65 @@ pub struct Fatal {
 #[rtype(result = "()")]
 pub struct Shutdown {
     pub reason: String,
+}
+
+// ---------------------------------------------------------------- backend
+
+/// Writes of a state owner for the backend's batch: replayed into its open write transaction in
+/// order, with the consistent index and term they cover (`(index, term)`, for apply batches)
+/// recorded in the same transaction. `seq` is the last batch of the owner's
+/// [`WriteBuffer`](crate::storage::WriteBuffer) they hold; [`Committed`] reports it back once
+/// committed. The backend commits per etcd's batching policy (on [`Flush`], [`SyncBackend`], or
+/// once 10,000 ops or 64 MiB are pending). A failed write or commit is fatal: the backend
+/// refuses everything after it and says so to its fatal recipient ([`BackendFailed`]).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Commit {
+    pub seq: u64,
+    pub ops: Vec<crate::storage::Op>,
+    pub consistent_index: Option<(u64, u64)>,
+}
+
+/// Commit what the backend's batch holds (no fsync of the meta page).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct Flush;
+
+/// Commit the batch and flush every committed transaction to stable storage. The daemon sends it
+/// every 100 ms, and the store before WAL segments are released (the released entries must not
+/// be needed to rebuild it).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct SyncBackend;
+
+/// `(bytes the data file occupies, bytes in pages holding live data)`: etcd's `dbSize` and
+/// `dbSizeInUse`.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<(u64, u64), String>")]
+pub struct DbSize;
+
+/// Write a compacted copy of the last committed state to `path` (into `path/data.mdb` if it is a
+/// directory), atomically: for snapshots sent to followers and for defragmentation.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct CopyTo {
+    pub path: std::path::PathBuf,
+}
+
+/// The backend committed every [`Commit`] up to `seq` of a state owner; read transactions begun
+/// from now on see them, so the owner may trim its write buffer.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Committed {
+    pub seq: u64,
+}
+
+/// The backend could not write or commit: applied state is no longer reaching the disk. Fatal
+/// for the member (a restart replays the WAL above the last committed consistent index).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct BackendFailed {
+    pub error: String,
 }
 
 // ---------------------------------------------------------------- lessor

@@ -6,6 +6,7 @@
 //! in memory for unit tests and benches. The MVCC store only knows these traits.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -106,7 +107,7 @@ pub trait WriteTxn: ReadTxn {
 
 /// A storage engine shared by the threads that read it: LMDB's environment is designed for
 /// concurrent readers and one writer, so the handle is shared, not a lock around a struct.
-pub trait KvEngine: Send + Sync + 'static {
+pub trait KvEngine: ReadEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>>;
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>>;
     /// A write transaction that keeps the engine alive itself, so it can stay open across
@@ -127,6 +128,377 @@ pub trait KvEngine: Send + Sync + 'static {
     fn defragment(&self) -> StorageResult<(u64, u64)> {
         let (size, _) = self.size()?;
         Ok((size, size))
+    }
+}
+
+/// `meta` key of the raft index of the last applied entry (8-byte big-endian): written by the
+/// backend in the transaction of the [`Commit`](crate::msg::Commit) that carries it.
+pub const META_CONSISTENT_INDEX: &[u8] = b"consistent_index";
+/// `meta` key of the term of the last applied entry (8-byte big-endian).
+pub const META_TERM: &[u8] = b"term";
+
+/// The read side of an engine: what a state owner holds when only the backend writes. LMDB's
+/// read transactions run beside the one writer, so the handle is shared.
+pub trait ReadEngine: Send + Sync + 'static {
+    /// A read transaction on the last commit.
+    fn begin_read(&self) -> StorageResult<Box<dyn ReadTxn + '_>>;
+    /// A read transaction that keeps the engine alive and may move between threads.
+    fn begin_read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>>;
+    /// Bytes on disk and bytes in live pages.
+    fn usage(&self) -> StorageResult<(u64, u64)>;
+    /// The longest key the engine stores (`None`: no limit); empty keys are refused with a limit.
+    fn max_key_size(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// One write of a state owner, in the order it was made: a [`Commit`](crate::msg::Commit)
+/// carries a run of them to the backend, which replays them into its write transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put {
+        table: Table,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        table: Table,
+        key: Vec<u8>,
+    },
+}
+
+impl Op {
+    /// Bytes of keys and values: what the backend's write transaction will dirty.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Op::Put { key, value, .. } => key.len() + value.len(),
+            Op::Delete { key, .. } => key.len(),
+        }
+    }
+}
+
+/// Replays `ops` into `txn`, then records the consistent index and term they cover (in the
+/// same transaction: a crash keeps both or neither). The backend's write path, and the
+/// direct one a store uses before the backend actor runs (start-up, tests).
+pub fn write_ops<W: WriteTxn + ?Sized>(
+    txn: &mut W,
+    ops: &[Op],
+    consistent_index: Option<(u64, u64)>,
+) -> StorageResult<()> {
+    for op in ops {
+        match op {
+            Op::Put { table, key, value } => txn.put(*table, key, value)?,
+            Op::Delete { table, key } => txn.delete(*table, key)?,
+        }
+    }
+    if let Some((index, term)) = consistent_index {
+        txn.put(Table::Meta, META_CONSISTENT_INDEX, &index.to_be_bytes())?;
+        txn.put(Table::Meta, META_TERM, &term.to_be_bytes())?;
+    }
+    Ok(())
+}
+
+/// The newest buffered write of one key: its value (`None`: deleted) and the batch that wrote it.
+#[derive(Debug, Clone)]
+struct Slot {
+    seq: u64,
+    value: Option<Vec<u8>>,
+}
+
+/// A state owner's writes not yet committed by the backend (etcd's write buffer over its batch
+/// transaction): an ordered op log to send, and an overlay of the newest write of each key
+/// that reads look at before the committed engine.
+///
+/// Writes are grouped into batches numbered by a sequence ([`Self::begin_batch`]); the backend
+/// reports the last sequence each commit covered, and [`Self::committed`] drops the overlay
+/// entries whose newest write is at or below it. An entry so stays until the commit holding
+/// its newest write is visible to read transactions begun after the report, which is why the
+/// engine read transaction the buffer keeps is dropped on every report, before trimming.
+///
+/// Reads are the merge: overlay first, then the read transaction. Not `Sync` (one owner's
+/// thread), but `Send`.
+pub struct WriteBuffer {
+    engine: Arc<dyn ReadEngine>,
+    /// Writes not yet taken for sending, in order.
+    ops: Vec<Op>,
+    ops_bytes: usize,
+    /// Per table (indexed by `Table as usize`), the newest buffered write of each key.
+    overlay: Vec<BTreeMap<Vec<u8>, Slot>>,
+    overlay_len: usize,
+    /// The batch being written.
+    seq: u64,
+    /// Where the batch being written starts in `ops`, and the overlay entries of older
+    /// batches it replaced: enough to take the batch back ([`Self::rollback_batch`]).
+    batch_start: usize,
+    replaced: Vec<(Table, Vec<u8>, Slot)>,
+    /// A read transaction begun after the last trim; dropped at every trim.
+    reader: std::cell::RefCell<Option<Box<dyn ReadTxn + Send>>>,
+}
+
+impl fmt::Debug for WriteBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteBuffer")
+            .field("seq", &self.seq)
+            .field("ops", &self.ops.len())
+            .field("overlay", &self.overlay_len)
+            .finish()
+    }
+}
+
+impl WriteBuffer {
+    /// An empty buffer over `engine`, whose batches are numbered after `seq`.
+    pub fn new(engine: Arc<dyn ReadEngine>, seq: u64) -> Self {
+        Self {
+            engine,
+            ops: Vec::new(),
+            ops_bytes: 0,
+            overlay: Table::ALL.iter().map(|_| BTreeMap::new()).collect(),
+            overlay_len: 0,
+            seq,
+            batch_start: 0,
+            replaced: Vec::new(),
+            reader: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// The engine under the overlay.
+    pub fn engine(&self) -> &Arc<dyn ReadEngine> {
+        &self.engine
+    }
+
+    /// Starts a new batch: later writes carry the next sequence number. Returns it.
+    pub fn begin_batch(&mut self) -> u64 {
+        self.seq += 1;
+        self.batch_start = self.ops.len();
+        self.replaced.clear();
+        self.seq
+    }
+
+    /// The sequence of the batch being written (the last one begun).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Writes made since the last [`Self::take_ops`].
+    pub fn pending_ops(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Key and value bytes of those writes.
+    pub fn pending_bytes(&self) -> usize {
+        self.ops_bytes
+    }
+
+    /// Keys whose newest write the engine has not confirmed committed.
+    pub fn overlay_len(&self) -> usize {
+        self.overlay_len
+    }
+
+    /// Takes the writes made so far, in order, for the backend; the overlay keeps them readable
+    /// until [`Self::committed`] says they are in the engine.
+    pub fn take_ops(&mut self) -> Vec<Op> {
+        self.batch_start = 0;
+        self.replaced.clear();
+        self.ops_bytes = 0;
+        std::mem::take(&mut self.ops)
+    }
+
+    /// The engine has committed every batch up to `seq`, visibly to read transactions begun
+    /// from now on: drop the overlay entries it covers.
+    pub fn committed(&mut self, seq: u64) {
+        // First: a read transaction from before that commit must not serve the keys trimmed.
+        self.reader.get_mut().take();
+        if self.overlay_len == 0 {
+            return;
+        }
+        let mut left = 0;
+        for table in &mut self.overlay {
+            table.retain(|_, slot| slot.seq > seq);
+            left += table.len();
+        }
+        self.overlay_len = left;
+    }
+
+    /// Drops the read transaction kept for reads (before a defragmentation, which waits for
+    /// every transaction of the old file to end).
+    pub fn release_reader(&mut self) {
+        self.reader.get_mut().take();
+    }
+
+    /// Takes back the writes of the batch being written (its ops not yet taken): the overlay
+    /// shows older batches' writes again.
+    pub fn rollback_batch(&mut self) {
+        let seq = self.seq;
+        for op in self.ops.drain(self.batch_start..) {
+            let (table, key) = match &op {
+                Op::Put { table, key, .. } | Op::Delete { table, key } => (*table, key),
+            };
+            let map = &mut self.overlay[table as usize];
+            if map.get(key).is_some_and(|s| s.seq == seq) {
+                map.remove(key);
+                self.overlay_len -= 1;
+            }
+        }
+        for (table, key, slot) in self.replaced.drain(..).rev() {
+            if self.overlay[table as usize].insert(key, slot).is_none() {
+                self.overlay_len += 1;
+            }
+        }
+        self.ops_bytes = self.ops.iter().map(Op::bytes).sum();
+    }
+
+    /// Forgets every write, sent or not (the engine is the truth again).
+    pub fn discard(&mut self) {
+        self.ops.clear();
+        self.ops_bytes = 0;
+        self.batch_start = 0;
+        self.replaced.clear();
+        for table in &mut self.overlay {
+            table.clear();
+        }
+        self.overlay_len = 0;
+        self.reader.get_mut().take();
+    }
+
+    fn record(&mut self, table: Table, key: &[u8], value: Option<&[u8]>) {
+        let slot = Slot {
+            seq: self.seq,
+            value: value.map(<[u8]>::to_vec),
+        };
+        let map = &mut self.overlay[table as usize];
+        match map.get_mut(key) {
+            Some(old) => {
+                let old = std::mem::replace(old, slot);
+                if old.seq != self.seq {
+                    self.replaced.push((table, key.to_vec(), old));
+                }
+            }
+            None => {
+                map.insert(key.to_vec(), slot);
+                self.overlay_len += 1;
+            }
+        }
+        let op = match value {
+            Some(v) => Op::Put {
+                table,
+                key: key.to_vec(),
+                value: v.to_vec(),
+            },
+            None => Op::Delete {
+                table,
+                key: key.to_vec(),
+            },
+        };
+        self.ops_bytes += op.bytes();
+        self.ops.push(op);
+    }
+
+    /// Runs `f` on the kept read transaction, beginning one if none is kept.
+    fn with_reader<T>(&self, f: impl FnOnce(&dyn ReadTxn) -> StorageResult<T>) -> StorageResult<T> {
+        let mut reader = self.reader.borrow_mut();
+        if reader.is_none() {
+            *reader = Some(Arc::clone(&self.engine).begin_read_owned()?);
+        }
+        match reader.as_deref() {
+            Some(txn) => f(txn),
+            None => Err(StorageError("no read transaction".into())),
+        }
+    }
+}
+
+impl ReadTxn for WriteBuffer {
+    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        if let Some(slot) = self.overlay[table as usize].get(key) {
+            return Ok(slot.value.clone());
+        }
+        self.with_reader(|txn| txn.get(table, key))
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()> {
+        if to.is_some_and(|t| t <= from) {
+            return Ok(());
+        }
+        let map = &self.overlay[table as usize];
+        let upper = match to {
+            Some(t) => Bound::Excluded(t),
+            None => Bound::Unbounded,
+        };
+        let mut overlay = map
+            .range::<[u8], _>((Bound::Included(from), upper))
+            .peekable();
+        if overlay.peek().is_none() {
+            return self.with_reader(|txn| txn.scan(table, from, to, f));
+        }
+        // Merge in key order: an overlay entry replaces the engine's record of its key.
+        let mut go_on = true;
+        self.with_reader(|txn| {
+            txn.scan(table, from, to, &mut |k, v| {
+                while let Some((ok, slot)) = overlay.next_if(|(ok, _)| ok.as_slice() < k) {
+                    if let Some(ov) = &slot.value
+                        && !f(ok, ov)
+                    {
+                        go_on = false;
+                        return false;
+                    }
+                }
+                if let Some((_, slot)) = overlay.next_if(|(ok, _)| ok.as_slice() == k) {
+                    return match &slot.value {
+                        Some(ov) => {
+                            go_on = f(k, ov);
+                            go_on
+                        }
+                        None => true,
+                    };
+                }
+                go_on = f(k, v);
+                go_on
+            })
+        })?;
+        if go_on {
+            for (ok, slot) in overlay {
+                if let Some(ov) = &slot.value
+                    && !f(ok, ov)
+                {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl WriteTxn for WriteBuffer {
+    /// Refuses what the engine could not store, as its own write transaction would, so the
+    /// error reaches the batch that made it and not the backend's commit.
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()> {
+        if let Some(max) = self.engine.max_key_size()
+            && !(1..=max).contains(&key.len())
+        {
+            return Err(StorageError(format!(
+                "a key of {} bytes cannot be stored (LMDB keys are 1 to {max} bytes)",
+                key.len()
+            )));
+        }
+        self.record(table, key, Some(value));
+        Ok(())
+    }
+
+    fn delete(&mut self, table: Table, key: &[u8]) -> StorageResult<()> {
+        self.record(table, key, None);
+        Ok(())
+    }
+
+    /// A buffer is not committed by its owner: its ops go to the backend ([`Self::take_ops`]).
+    fn commit(self: Box<Self>) -> StorageResult<()> {
+        Err(StorageError(
+            "a write buffer is committed by the backend, not by its owner".into(),
+        ))
     }
 }
 
@@ -231,6 +603,18 @@ impl WriteTxn for MemWrite {
     }
 }
 
+impl ReadEngine for MemEngine {
+    fn begin_read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
+        KvEngine::read(self)
+    }
+    fn begin_read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
+        KvEngine::read_owned(self)
+    }
+    fn usage(&self) -> StorageResult<(u64, u64)> {
+        KvEngine::size(self)
+    }
+}
+
 impl KvEngine for MemEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
         Ok(Box::new(MemRead {
@@ -290,5 +674,302 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, vec![b"a".to_vec()]);
+    }
+
+    /// A buffer over a MemEngine holding `engine_keys` committed in `Table::Key`.
+    fn buffer_over(engine_keys: &[&str]) -> (MemEngine, WriteBuffer) {
+        let e = MemEngine::new();
+        let mut w = e.write().unwrap();
+        for k in engine_keys {
+            w.put(Table::Key, k.as_bytes(), format!("e-{k}").as_bytes())
+                .unwrap();
+        }
+        w.commit().unwrap();
+        let b = WriteBuffer::new(Arc::new(e.clone()), 0);
+        (e, b)
+    }
+
+    /// Stands in for the backend: commits the buffer's ops into the engine.
+    fn commit_ops(e: &MemEngine, ops: &[Op]) {
+        let mut w = e.write().unwrap();
+        write_ops(&mut *w, ops, Some((9, 2))).unwrap();
+        w.commit().unwrap();
+    }
+
+    fn scan_all(b: &WriteBuffer, from: &str, to: Option<&str>, limit: usize) -> Vec<String> {
+        let mut seen = vec![];
+        b.scan(
+            Table::Key,
+            from.as_bytes(),
+            to.map(str::as_bytes),
+            &mut |k, v| {
+                seen.push(format!(
+                    "{}={}",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(v)
+                ));
+                seen.len() < limit
+            },
+        )
+        .unwrap();
+        seen
+    }
+
+    #[test]
+    fn buffer_scans_merge_overlay_and_engine_in_key_order() {
+        struct Case {
+            name: &'static str,
+            engine: &'static [&'static str],
+            puts: &'static [&'static str],
+            deletes: &'static [&'static str],
+            from: &'static str,
+            to: Option<&'static str>,
+            limit: usize,
+            want_scan: &'static [&'static str],
+        }
+        let cases = [
+            Case {
+                name: "engine only",
+                engine: &["b", "d"],
+                puts: &[],
+                deletes: &[],
+                from: "",
+                to: None,
+                limit: 100,
+                want_scan: &["b=e-b", "d=e-d"],
+            },
+            Case {
+                name: "overlay puts before, between and after engine keys",
+                engine: &["b", "d"],
+                puts: &["a", "c", "e"],
+                deletes: &[],
+                from: "",
+                to: None,
+                limit: 100,
+                want_scan: &["a=o-a", "b=e-b", "c=o-c", "d=e-d", "e=o-e"],
+            },
+            Case {
+                name: "an overlay put replaces the engine's record",
+                engine: &["b", "d"],
+                puts: &["b"],
+                deletes: &[],
+                from: "",
+                to: None,
+                limit: 100,
+                want_scan: &["b=o-b", "d=e-d"],
+            },
+            Case {
+                name: "deletes hide engine keys on both sides and overlay puts",
+                engine: &["a", "b", "d"],
+                puts: &["c"],
+                deletes: &["a", "d", "c"],
+                from: "",
+                to: None,
+                limit: 100,
+                want_scan: &["b=e-b"],
+            },
+            Case {
+                name: "bounds apply to both",
+                engine: &["a", "c", "e"],
+                puts: &["b", "d", "f"],
+                deletes: &[],
+                from: "b",
+                to: Some("e"),
+                limit: 100,
+                want_scan: &["b=o-b", "c=e-c", "d=o-d"],
+            },
+            Case {
+                name: "the visitor stops the merge in the overlay",
+                engine: &["a", "c"],
+                puts: &["b", "d"],
+                deletes: &[],
+                from: "",
+                to: None,
+                limit: 2,
+                want_scan: &["a=e-a", "b=o-b"],
+            },
+            Case {
+                name: "the visitor stops the merge in the engine",
+                engine: &["a", "c"],
+                puts: &["b", "d"],
+                deletes: &[],
+                from: "",
+                to: None,
+                limit: 3,
+                want_scan: &["a=e-a", "b=o-b", "c=e-c"],
+            },
+            Case {
+                name: "overlay only, past the engine's end",
+                engine: &[],
+                puts: &["x", "y"],
+                deletes: &["y"],
+                from: "",
+                to: None,
+                limit: 100,
+                want_scan: &["x=o-x"],
+            },
+        ];
+        for c in cases {
+            let (_e, mut b) = buffer_over(c.engine);
+            b.begin_batch();
+            for k in c.puts {
+                b.put(Table::Key, k.as_bytes(), format!("o-{k}").as_bytes())
+                    .unwrap();
+            }
+            for k in c.deletes {
+                b.delete(Table::Key, k.as_bytes()).unwrap();
+            }
+            assert_eq!(
+                scan_all(&b, c.from, c.to, c.limit),
+                c.want_scan,
+                "{}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn buffer_gets_look_at_the_overlay_first() {
+        let (_e, mut b) = buffer_over(&["a", "b"]);
+        b.begin_batch();
+        b.put(Table::Key, b"a", b"new").unwrap();
+        b.delete(Table::Key, b"b").unwrap();
+        b.put(Table::Meta, b"a", b"meta").unwrap();
+        assert_eq!(b.get(Table::Key, b"a").unwrap(), Some(b"new".to_vec()));
+        assert_eq!(b.get(Table::Key, b"b").unwrap(), None);
+        assert_eq!(b.get(Table::Meta, b"a").unwrap(), Some(b"meta".to_vec()));
+        assert_eq!(b.get(Table::Lease, b"a").unwrap(), None);
+        let ops = b.take_ops();
+        assert_eq!(ops.len(), 3);
+        assert_eq!(
+            ops[1],
+            Op::Delete {
+                table: Table::Key,
+                key: b"b".to_vec()
+            }
+        );
+        assert_eq!(b.pending_ops(), 0);
+        assert_eq!(b.overlay_len(), 3, "taking ops keeps them readable");
+    }
+
+    /// An overlay entry stays until the commit holding its newest write is visible to new read
+    /// transactions, even across a read transaction kept from before that commit.
+    #[test]
+    fn buffer_trims_only_what_a_visible_commit_covers() {
+        struct Case {
+            name: &'static str,
+            /// Batches of puts of `k` (value = batch number); each batch's ops are taken.
+            batches: usize,
+            /// How many of the taken batches the "backend" commits, and the seq it reports.
+            committed_batches: usize,
+            want_overlay: usize,
+            want_value: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "a newer write of the key keeps it",
+                batches: 2,
+                committed_batches: 1,
+                want_overlay: 1,
+                want_value: "2",
+            },
+            Case {
+                name: "the covering commit trims it",
+                batches: 2,
+                committed_batches: 2,
+                want_overlay: 0,
+                want_value: "2",
+            },
+            Case {
+                name: "nothing committed",
+                batches: 3,
+                committed_batches: 0,
+                want_overlay: 1,
+                want_value: "3",
+            },
+        ];
+        for c in cases {
+            let (e, mut b) = buffer_over(&[]);
+            // A read before anything is committed keeps a read transaction of the empty engine.
+            assert_eq!(b.get(Table::Key, b"other").unwrap(), None);
+            let mut sent = vec![];
+            for i in 1..=c.batches {
+                let seq = b.begin_batch();
+                b.put(Table::Key, b"k", i.to_string().as_bytes()).unwrap();
+                sent.push((seq, b.take_ops()));
+            }
+            if c.committed_batches > 0 {
+                let mut ops = vec![];
+                for (_, o) in &sent[..c.committed_batches] {
+                    ops.extend(o.iter().cloned());
+                }
+                commit_ops(&e, &ops);
+                // Before the report, the overlay still answers (the kept read transaction
+                // predates the commit).
+                assert_eq!(
+                    b.get(Table::Key, b"k").unwrap(),
+                    Some(c.want_value.as_bytes().to_vec()),
+                    "{}: before the report",
+                    c.name
+                );
+                b.committed(sent[c.committed_batches - 1].0);
+            }
+            assert_eq!(b.overlay_len(), c.want_overlay, "{}", c.name);
+            assert_eq!(
+                b.get(Table::Key, b"k").unwrap(),
+                Some(c.want_value.as_bytes().to_vec()),
+                "{}: after the report",
+                c.name
+            );
+            assert_eq!(
+                scan_all(&b, "", None, 100),
+                vec![format!("k={}", c.want_value)],
+                "{}: scan",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn buffer_rolls_a_batch_back_to_older_batches_writes() {
+        let (_e, mut b) = buffer_over(&["a"]);
+        b.begin_batch();
+        b.put(Table::Key, b"a", b"1").unwrap();
+        b.put(Table::Key, b"b", b"1").unwrap();
+        let first = b.take_ops();
+        b.begin_batch();
+        b.put(Table::Key, b"a", b"2").unwrap();
+        b.put(Table::Key, b"a", b"3").unwrap();
+        b.delete(Table::Key, b"b").unwrap();
+        b.put(Table::Key, b"c", b"2").unwrap();
+        b.rollback_batch();
+        assert_eq!(b.pending_ops(), 0);
+        assert_eq!(b.pending_bytes(), 0);
+        assert_eq!(b.overlay_len(), 2);
+        assert_eq!(scan_all(&b, "", None, 100), ["a=1", "b=1"]);
+        assert_eq!(first.len(), 2);
+    }
+
+    #[test]
+    fn write_ops_records_the_consistent_index_with_the_data() {
+        let e = MemEngine::new();
+        commit_ops(
+            &e,
+            &[Op::Put {
+                table: Table::Key,
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+            }],
+        );
+        let r = e.read().unwrap();
+        assert_eq!(r.get(Table::Key, b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(
+            r.get(Table::Meta, META_CONSISTENT_INDEX).unwrap(),
+            Some(9u64.to_be_bytes().to_vec())
+        );
+        assert_eq!(
+            r.get(Table::Meta, META_TERM).unwrap(),
+            Some(2u64.to_be_bytes().to_vec())
+        );
     }
 }
