@@ -307,8 +307,9 @@ const CLEAN_USER_ROLES: &[(&str, &[&str])] = &[
     ("root", &["root"]),
 ];
 const CLEAN_ROLES: &[&str] = &["alice-role", "reader"];
-/// Per role: permission type (0 read, 1 write, 2 readwrite), key, range end.
-const CLEAN_ROLE_PERMS: &[(&str, &[(i32, &[u8], &[u8])])] = &[
+/// A permission: type (0 read, 1 write, 2 readwrite), key, range end.
+type Perm = (i32, &'static [u8], &'static [u8]);
+const CLEAN_ROLE_PERMS: &[(&str, &[Perm])] = &[
     ("alice-role", &[(2, b"a/", b"a0")]),
     (
         "reader",
