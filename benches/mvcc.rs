@@ -20,6 +20,8 @@
 //! compaction samples and the growth.
 //!
 //! Run: `cargo bench --bench mvcc` (`cargo bench --bench mvcc -- --test` runs each once).
+//!
+//! The key index's share of these costs, without LMDB or the actor, is `benches/mvcc_index.rs`.
 
 mod common;
 

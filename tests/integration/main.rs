@@ -21,6 +21,7 @@ mod lock;
 mod maintenance;
 mod membership;
 mod tls;
+mod upgrade;
 mod watch;
 
 use etcd_client::{
@@ -80,6 +81,12 @@ impl Server {
         let peer = self.peer_port;
         let client_url = format!("{}://127.0.0.1:{}", self.scheme, self.port);
         let peer_url = format!("http://127.0.0.1:{peer}");
+        // `--name`'s default, unless the test names the member (a data dir made under a name).
+        let name = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "ETCD_NAME")
+            .map_or("default", |(_, v)| v.as_str());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
         cmd.arg("--data-dir")
             .arg(&self.dir)
@@ -95,7 +102,7 @@ impl Server {
                 "--initial-advertise-peer-urls",
                 &peer_url,
             ])
-            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .args(["--initial-cluster", &format!("{name}={peer_url}")])
             .args(&self.extra)
             .env("RUST_LOG", "warn")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
