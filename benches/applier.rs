@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
 use actcd_mvcc::MvccActor;
-use actcd_types::msg::{Applied, Apply, ApplyResponse, CommittedEntry, EntryKind, Register};
+use actcd_types::msg::{Applied, Apply, ApplyResponse, CommittedEntry, EntryKind, Fatal, Register};
 use actix::{Actor, Context, Handler, Message, MessageResult, System};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message as _;
@@ -40,6 +40,14 @@ impl Handler<Applied> for FakeRaft {
 
     fn handle(&mut self, msg: Applied, _: &mut Context<Self>) {
         self.applied = msg.index;
+    }
+}
+
+impl Handler<Fatal> for FakeRaft {
+    type Result = ();
+
+    fn handle(&mut self, msg: Fatal, _: &mut Context<Self>) {
+        panic!("apply failed in the bench: {}", msg.error);
     }
 }
 
@@ -68,6 +76,7 @@ fn bench_apply(c: &mut Criterion) {
             store: store.recipient(),
             raft: raft.clone().recipient(),
             install: None,
+            fatal: raft.clone().recipient(),
         };
         (ApplierActor::new(applier, peers).start(), raft)
     });

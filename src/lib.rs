@@ -18,8 +18,19 @@
 //!   or more entries; the raft node writes smaller ones itself), the MVCC store (LMDB write
 //!   transactions, reads), the backend (periodic LMDB sync) and the watch hub (fan-out);
 //! - the main thread waits for a signal.
+//!
+//! ## Time and shutdown
+//! - `ticker.rs`: one actor sends every periodic message (raft's tick, the lessor's, the
+//!   auto-compactor's, the backend batch flush and sync) at its period; no other code in the
+//!   member reads the clock to drive an actor.
+//! - `supervisor.rs`: the only place the actors' System is stopped. An actor's fatal error
+//!   arrives as a typed `Fatal` message (a removal from the cluster as `Shutdown`); the member
+//!   then stops serving clients, stops its actors, syncs the backend, and [`node::run_until`]
+//!   returns the error, so the daemon exits 1 as etcd does.
 
 pub mod config;
 pub mod logging;
 pub mod node;
 pub mod snapshot;
+pub mod supervisor;
+pub mod ticker;

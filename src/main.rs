@@ -1,7 +1,9 @@
 //! # actcd — the daemon
 //!
 //! Parses etcd's flags (`config.rs`), recovers state from disk, starts the actors and wires them
-//! together (`node.rs`), serves the client API, and shuts down in order on SIGINT/SIGTERM.
+//! together (`node.rs`), serves the client API, and shuts down in order on SIGINT/SIGTERM (exit
+//! 0), when this member is removed from the cluster (exit 0), or when an actor reports a fatal
+//! error to the supervisor (`supervisor.rs`; exit 1, as etcd).
 //!
 //! The threads and the wiring are described in the library (`src/lib.rs`).
 
@@ -57,6 +59,8 @@ fn main() -> ExitCode {
     };
     match node::run(config) {
         Ok(()) => ExitCode::SUCCESS,
+        // The supervisor logged it when it happened.
+        Err(node::StartError::Fatal { .. }) => ExitCode::FAILURE,
         Err(e) => {
             tracing::error!("{e}");
             ExitCode::FAILURE

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actcd_applier::{Applier, ApplierActor, ApplierPeers};
-use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe, SyncBackend};
+use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe};
 use actcd_front::authn::AuthGate;
 use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
@@ -19,16 +19,15 @@ use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
-use actcd_types::msg::{
-    FlushStore, GetStoreStatus, LeaseGranted, LessorTick, MemberRecord, PeerChange, QuotaUsage,
-    Tick,
-};
+use actcd_types::msg::{LeaseGranted, MemberRecord, PeerChange};
 use actcd_types::storage::{KvEngine, Table};
 use actcd_wal::{Wal, WalActor};
 use actcd_watch::{HubConfig, WatchHubActor};
 use actix::prelude::*;
 
 use crate::config::Config;
+use crate::supervisor::{StopActors, Supervisor};
+use crate::ticker::{BackendBatch, Periodic, Ticker};
 
 /// The etcd API level actcd implements, as Status reports it.
 pub const API_VERSION: &str = "3.5.13";
@@ -47,6 +46,9 @@ pub enum StartError {
     Runtime(String),
     #[error("cannot join the existing cluster: {0}")]
     Join(String),
+    /// An actor reported a fatal error and the member was shut down (the supervisor logged it).
+    #[error("{actor}: {error}")]
+    Fatal { actor: &'static str, error: String },
 }
 
 fn now_ms() -> u64 {
@@ -151,7 +153,10 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
 }
 
 /// Runs the member until `stop` resolves (a signal for the daemon; a channel for in-process
-/// benches and tests). Returns once every actor has stopped and the backend is synced.
+/// benches and tests), this member's removal from the cluster, or an actor's fatal error (see
+/// `supervisor.rs`). Returns once every actor has stopped and the backend is synced: with
+/// [`StartError::Fatal`] if an actor reported a fatal error (must not run inside a tokio
+/// runtime: it builds its own).
 pub fn run_until(
     mut cfg: Config,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
@@ -272,8 +277,10 @@ pub fn run_until(
 
     // Actors live on their own System thread; the addresses come back over a channel.
     let (routes_tx, routes_rx) = mpsc::channel();
-    // The actors may stop on their own (a failed WAL write, this member removed from the
-    // cluster): the client side then stops too instead of serving errors forever.
+    // The supervisor asks the client side to stop when an actor reports a fatal error or this
+    // member was removed from the cluster, instead of serving errors forever.
+    let (stop_serving_tx, stop_serving_rx) = tokio::sync::oneshot::channel::<()>();
+    // The actors' thread ending early (a panic) stops the client side too.
     let (actors_done_tx, actors_done_rx) = tokio::sync::oneshot::channel::<()>();
     let actix_cfg = cfg.clone();
     let members = members.clone();
@@ -283,6 +290,7 @@ pub fn run_until(
         .spawn(move || {
             let sys = actix::System::new();
             sys.block_on(async move {
+                let supervisor = Supervisor::new(stop_serving_tx).start();
                 let routes = start_actors(
                     &actix_cfg,
                     actix_engine,
@@ -291,32 +299,48 @@ pub fn run_until(
                     raft_node,
                     consistent_index,
                     &members,
+                    &supervisor,
                 );
-                let _ = routes_tx.send((routes, actix::System::current()));
+                let _ = routes_tx.send((routes, actix::System::current(), supervisor));
             });
             let res = sys.run();
             let _ = actors_done_tx.send(());
             res
         })
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let (routes, system) = routes_rx
+    let (routes, system, supervisor) = routes_rx
         .recv()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
 
     let stop = async move {
         tokio::select! {
             () = stop => {}
+            _ = stop_serving_rx => {}
             _ = actors_done_rx => tracing::warn!("the actors stopped; shutting down"),
         }
     };
-    let result = serve_clients(&cfg, routes, stop, system.arbiter().clone());
-    system.stop();
+    let served = serve_clients(&cfg, routes, stop, system.arbiter().clone());
+    // Clients are no longer served: the supervisor stops the actors and says whether one
+    // failed (no answer: the actors' thread is already gone).
+    let (reply, failure) = tokio::sync::oneshot::channel();
+    supervisor.do_send(StopActors { reply });
+    let failure = failure.blocking_recv();
     let _ = actix_thread.join();
     if let Err(e) = engine.force_sync() {
         tracing::warn!(error = %e, "final backend sync failed");
     }
     tracing::info!("stopped");
-    result
+    served?;
+    match failure {
+        Ok(None) => Ok(()),
+        Ok(Some(f)) => Err(StartError::Fatal {
+            actor: f.actor,
+            error: f.error,
+        }),
+        Err(_) => Err(StartError::Runtime(
+            "the actors' thread ended unexpectedly".into(),
+        )),
+    }
 }
 
 /// Asks the other members named in `--initial-cluster` for the cluster's members, checks them
@@ -398,6 +422,7 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
         .collect())
 }
 
+#[allow(clippy::too_many_arguments)] // the lead's per-subsystem builders replace this list
 fn start_actors(
     cfg: &Config,
     engine: Arc<LmdbEngine>,
@@ -406,6 +431,7 @@ fn start_actors(
     raft_node: RaftNode,
     consistent_index: u64,
     members: &[MemberRecord],
+    supervisor: &Addr<Supervisor>,
 ) -> PipelineRoutes {
     // The WAL writer has a thread of its own; the raft node writes one- and two-entry Readies
     // itself (see actcd_raft::INLINE_MAX_ENTRIES).
@@ -530,6 +556,8 @@ fn start_actors(
         snapshots: Some(transport.clone().recipient()),
         install: Some(applier.clone().recipient()),
         learner: Some(learner_tx),
+        fatal: supervisor.clone().recipient(),
+        shutdown: supervisor.clone().recipient(),
     };
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     raft_ctx.run(
@@ -566,6 +594,7 @@ fn start_actors(
             store: mvcc.clone().recipient(),
             raft: raft.clone().recipient(),
             install: Some(mvcc.clone().recipient()),
+            fatal: supervisor.clone().recipient(),
         },
     ));
     let limits = Limits {
@@ -587,21 +616,26 @@ fn start_actors(
         .with_conf_changes(raft.clone().recipient()),
     );
 
-    // Ticks are messages; this ticker is the only place real time enters raft.
-    let tick = cfg.tick();
-    let ticker = raft.clone();
-    actix::spawn(async move {
-        let mut interval = actix_rt::time::interval(tick);
-        loop {
-            interval.tick().await;
-            if ticker.send(Tick).await.is_err() {
-                break;
-            }
-        }
-    });
-    // Auto-compaction: its ticker is the only place real time enters it.
+    let commit_stats = backend.clone().recipient();
+    // Every periodic message comes from one ticker, the only place real time enters the actors
+    // (see `ticker.rs` for each period and why).
+    let mut ticker = Ticker::new()
+        .every(cfg.tick(), Periodic::Raft(raft.clone().recipient()))
+        .every(
+            Duration::from_millis(500),
+            Periodic::Lessor(lessor.clone().recipient()),
+        )
+        .every(
+            Duration::from_millis(100),
+            Periodic::BackendBatch(BackendBatch {
+                store: mvcc.clone().recipient(),
+                backend: backend.recipient(),
+                status: mvcc.clone().recipient(),
+                quota: preflight.clone().recipient(),
+                fatal: supervisor.clone().recipient(),
+            }),
+        );
     if let Some(mode) = cfg.auto_compaction {
-        let started = std::time::Instant::now();
         let schedule = actcd_compactor::Schedule::new(mode, Duration::ZERO);
         let every = schedule.tick_interval();
         let compactor = actcd_compactor::CompactorActor::new(
@@ -617,51 +651,9 @@ fn start_actors(
         )
         .start();
         tracing::info!(?mode, "auto compaction on");
-        actix::spawn(async move {
-            // A first tick at once records the starting revision.
-            let mut interval = actix_rt::time::interval(every);
-            loop {
-                interval.tick().await;
-                let tick = actcd_compactor::CompactorTick {
-                    now: started.elapsed(),
-                };
-                if compactor.send(tick).await.is_err() {
-                    break;
-                }
-            }
-        });
+        ticker = ticker.every(every, Periodic::Compactor(compactor.recipient()));
     }
-    // The lessor looks for expired leases every 500 ms (etcd's loop).
-    let lessor_ticker = lessor.clone();
-    actix::spawn(async move {
-        let mut interval = actix_rt::time::interval(Duration::from_millis(500));
-        loop {
-            interval.tick().await;
-            if lessor_ticker.send(LessorTick).await.is_err() {
-                break;
-            }
-        }
-    });
-    // etcd's backend batch interval: applied batches are committed at least every 100 ms, and
-    // the meta page synced after, so the WAL replays at most that much after a crash.
-    // The same tick reports the backend's live bytes to preflight for the quota check.
-    let flusher = mvcc.clone();
-    let quota = preflight.clone();
-    let commit_stats = backend.clone().recipient();
-    actix::spawn(async move {
-        let mut interval = actix_rt::time::interval(Duration::from_millis(100));
-        loop {
-            interval.tick().await;
-            if flusher.send(FlushStore).await.is_err() || backend.send(SyncBackend).await.is_err() {
-                break;
-            }
-            if let Ok(Ok(status)) = flusher.send(GetStoreStatus).await {
-                quota.do_send(QuotaUsage {
-                    bytes: status.db_size_in_use,
-                });
-            }
-        }
-    });
+    ticker.start();
 
     PipelineRoutes {
         submit: preflight.recipient(),
@@ -934,7 +926,7 @@ async fn publish_attributes(
         };
         let attempt = tokio::time::timeout(
             pipeline.config.request_timeout,
-            pipeline.write(req, Default::default()),
+            pipeline.write_internal(req),
         );
         match attempt.await {
             Ok(Ok(_)) => {

@@ -68,6 +68,7 @@ mod tests {
                 id: 42,
                 username: "root".to_owned(),
                 auth_revision: 7,
+                internal: true,
             }),
             id: 42,
             put: Some(PutRequest {

@@ -830,3 +830,140 @@ async fn auth_state_survives_a_restart() {
         "etcdserver: user name is empty"
     );
 }
+
+/// Turns auth on with only root (password `root-pw`, bcrypt cost 4) and logs root in.
+async fn root_only(ch: &Channel) -> As {
+    let nobody = As {
+        channel: ch.clone(),
+        token: None,
+    };
+    let mut a = nobody.auth();
+    a.user_add(AuthUserAddRequest {
+        name: "root".into(),
+        password: "root-pw".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    a.role_add(AuthRoleAddRequest {
+        name: "root".into(),
+    })
+    .await
+    .unwrap();
+    a.user_grant_role(AuthUserGrantRoleRequest {
+        user: "root".into(),
+        role: "root".into(),
+    })
+    .await
+    .unwrap();
+    a.auth_enable(AuthEnableRequest {}).await.unwrap();
+    login(ch, "root", "root-pw").await.unwrap()
+}
+
+/// The lessor's revoke of an expired lease is the member's own request: auth never judges it,
+/// so a key attached by root goes when the lease expires (it stayed forever when the revoke was
+/// checked like a client's, with no user).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_expire_with_auth_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(dir.path(), &["--bcrypt-cost", "4"]);
+    let ch = channel(srv.port).await;
+    let root = root_only(&ch).await;
+    let lease = root
+        .lease()
+        .lease_grant(root.req(LeaseGrantRequest { ttl: 2, id: 0 }))
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let mut p = put("leased", false);
+    p.lease = lease;
+    root.kv().put(root.req(p)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = root
+            .kv()
+            .range(root.req(get("leased", b"")))
+            .await
+            .unwrap()
+            .into_inner();
+        if r.count == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the key of an expired lease is still there with auth on"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ttl = root
+        .lease()
+        .lease_time_to_live(root.req(LeaseTimeToLiveRequest {
+            id: lease,
+            keys: false,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ttl.ttl, -1, "the lease is gone");
+}
+
+/// `etcdctl user passwd` and then a command with the new password: the token of that first
+/// login works on its first use (a password change used to end it when the front heard of the
+/// change after handing the token out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_from_the_new_password_works_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(dir.path(), &["--bcrypt-cost", "4"]);
+    let ch = channel(srv.port).await;
+    let mut root = root_only(&ch).await;
+    for round in 0..10 {
+        let new = format!("root-pw-{round}");
+        root.auth()
+            .user_change_password(root.req(AuthUserChangePasswordRequest {
+                name: "root".into(),
+                password: new.clone(),
+                ..Default::default()
+            }))
+            .await
+            .unwrap();
+        root = login(&ch, "root", &new).await.unwrap();
+        let r = root.kv().put(root.req(put("k", false))).await;
+        assert_eq!(
+            outcome(r),
+            "ok",
+            "round {round}: the fresh token's first use"
+        );
+    }
+}
+
+/// Simple tokens are assigned through the log, so a token from one member works on every
+/// member at once, as etcd's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simple_token_works_on_every_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let (members, _, _) =
+        crate::cluster::running_cluster(dir.path(), &["--bcrypt-cost", "4"]).await;
+    let mut channels = Vec::new();
+    for m in &members {
+        channels.push(channel(m.client_port).await);
+    }
+    let root = root_only(&channels[0]).await;
+    root.kv().put(root.req(put("k", false))).await.unwrap();
+    let mut refused = Vec::new();
+    for round in 0..20 {
+        let issuer = round % 3;
+        let who = login(&channels[issuer], "root", "root-pw").await.unwrap();
+        for (i, ch) in channels.iter().enumerate() {
+            let on = As {
+                channel: ch.clone(),
+                token: who.token.clone(),
+            };
+            let r = on.kv().range(on.req(get("k", b""))).await;
+            if r.is_err() {
+                refused.push(format!("issued by m{issuer}, used on m{i}: {}", outcome(r)));
+            }
+        }
+    }
+    assert!(refused.is_empty(), "refused: {refused:?}");
+}

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 mod auth;
 mod cluster;
+mod fatal;
 mod http;
 mod lease;
 mod linearizability;
@@ -65,11 +66,22 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        let child = self
+            .command()
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start actcd");
+        self.child = Some(child);
+    }
+
+    /// The command line `spawn` runs.
+    fn command(&self) -> Command {
         let peer = self.peer_port;
         let client_url = format!("{}://127.0.0.1:{}", self.scheme, self.port);
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
-            .arg("--data-dir")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
+        cmd.arg("--data-dir")
             .arg(&self.dir)
             .args([
                 "--listen-client-urls",
@@ -86,12 +98,8 @@ impl Server {
             .args(["--initial-cluster", &format!("default={peer_url}")])
             .args(&self.extra)
             .env("RUST_LOG", "warn")
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start actcd");
-        self.child = Some(child);
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        cmd
     }
 
     fn endpoint(&self) -> String {

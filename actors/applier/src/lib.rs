@@ -14,6 +14,7 @@
 //! - takes `InstallSnapshot` from the raft node (a leader's snapshot): forwarded to the store
 //!   behind the batches before it; the consistent index moves to the one the snapshot covers.
 //!   Conf-change entries carry their request in their context and are applied like the rest.
+//! - sends `Fatal` to the daemon's supervisor when the store refuses a batch (see Invariants).
 //! - takes `Register{id, reply}` / `Cancel{id}` from preflight. (Linearizable reads wait in the
 //!   raft node, which hears `Applied` too.)
 //!
@@ -22,8 +23,10 @@
 //!   never starts before an earlier one is written.
 //! - A reply finds its caller by request id, never by queue order. A waiter whose entry is applied
 //!   gets exactly one answer; waiters on a failed proposal are cancelled.
-//! - A storage failure while applying stops the server: continuing would let memory and disk, or
-//!   this member and the others, disagree.
+//! - A storage failure while applying stops the member: continuing would let memory and disk, or
+//!   this member and the others, disagree. The applier sends `Fatal` to the daemon's supervisor
+//!   once, reports no `Applied` for the failed batch and stops itself; the supervisor shuts the
+//!   member down and exits non-zero, and the WAL replays the batch on restart.
 //!
 //! ## Layout
 //! `applier.rs` the plain `Applier` (decoding, skipping, the registries) · `actor.rs` the glue.

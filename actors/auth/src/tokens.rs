@@ -38,29 +38,38 @@ impl TokenProvider {
         }
     }
 
-    /// The random part of a simple token, chosen before the login goes through the log.
-    pub fn gen_simple_prefix(&self) -> String {
+    /// A whole simple token (etcd's shape: 16 random letters, a dot, a counter), chosen before
+    /// the login goes through the log; empty for JWT. The login's entry carries it, and every
+    /// member registers it when the login applies ([`Self::register`]), so the token works on
+    /// every member, as etcd's do.
+    pub fn gen_simple_token(&self) -> String {
         match self {
-            TokenProvider::Simple(_) => {
+            TokenProvider::Simple(s) => {
                 let mut rng = rand::rng();
-                (0..PREFIX_LEN)
+                let prefix: String = (0..PREFIX_LEN)
                     .map(|_| LETTERS[rng.random_range(0..LETTERS.len())] as char)
-                    .collect()
+                    .collect();
+                let n = s.next.fetch_add(1, Ordering::Relaxed);
+                format!("{prefix}.{n}")
             }
             TokenProvider::Jwt(_) => String::new(),
         }
     }
 
-    /// A token for `username`, whose login applied at auth `revision`.
-    pub fn assign(
-        &self,
-        username: &str,
-        revision: u64,
-        simple_prefix: &str,
-    ) -> Result<String, EtcdError> {
+    /// Records a simple `token` for `username`, whose login applied at auth `revision` (from
+    /// the applied log, in order with the invalidations before it). JWTs need no record.
+    pub fn register(&self, username: &str, revision: u64, token: &str) {
+        if let TokenProvider::Simple(s) = self {
+            s.register(username, revision, token);
+        }
+    }
+
+    /// A signed token for `username`, whose login applied at auth `revision`; `None` for
+    /// simple tokens, which are chosen before the login ([`Self::gen_simple_token`]).
+    pub fn sign(&self, username: &str, revision: u64) -> Result<Option<String>, EtcdError> {
         match self {
-            TokenProvider::Simple(s) => Ok(s.assign(username, revision, simple_prefix)),
-            TokenProvider::Jwt(j) => j.assign(username, revision),
+            TokenProvider::Simple(_) => Ok(None),
+            TokenProvider::Jwt(j) => j.assign(username, revision).map(Some),
         }
     }
 
@@ -120,19 +129,16 @@ impl SimpleTokens {
         self.tokens.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn assign(&self, username: &str, revision: u64, prefix: &str) -> String {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let token = format!("{prefix}.{n}");
+    fn register(&self, username: &str, revision: u64, token: &str) {
         let now = Instant::now();
         let mut book = self.lock();
         if book.live.len() % 1024 == 1023 {
             book.live.retain(|_, (_, _, exp)| *exp > now);
         }
         book.live.insert(
-            token.clone(),
+            token.to_string(),
             (username.to_string(), revision, now + self.ttl),
         );
-        token
     }
 
     fn info(&self, token: &str, revision: u64) -> Option<AuthInfo> {
@@ -156,7 +162,9 @@ impl SimpleTokens {
 
     fn invalidate_user(&self, username: &str, revision: u64) {
         let mut book = self.lock();
-        book.live.retain(|_, (u, _, _)| u != username);
+        // Tokens of logins applied at or after the change stay: they used the new password.
+        book.live
+            .retain(|_, (u, issued_at, _)| u != username || *issued_at >= revision);
         let r = book.invalidated.entry(username.to_string()).or_default();
         *r = (*r).max(revision);
     }
@@ -313,14 +321,24 @@ impl JwtTokens {
 mod tests {
     use super::*;
 
+    /// A simple token as a login's entry carries it, registered as every member does.
+    fn login(p: &TokenProvider, user: &str, revision: u64) -> String {
+        let t = p.gen_simple_token();
+        p.register(user, revision, &t);
+        t
+    }
+
     #[tokio::test(start_paused = true)]
     async fn simple_tokens_expire_unless_used() {
         let p = TokenProvider::parse("simple", Duration::from_secs(300)).unwrap();
-        let prefix = p.gen_simple_prefix();
+        let t = p.gen_simple_token();
+        let (prefix, n) = t.split_once('.').unwrap();
         assert_eq!(prefix.len(), 16);
         assert!(prefix.bytes().all(|b| b.is_ascii_alphabetic()));
-        let t = p.assign("alice", 5, &prefix).unwrap();
-        assert!(t.starts_with(&format!("{prefix}.")));
+        assert!(n.parse::<u64>().is_ok());
+        assert!(p.info(&t, 9).is_none(), "unknown until its login applies");
+        p.register("alice", 5, &t);
+        assert_eq!(p.sign("alice", 5).unwrap(), None, "nothing to sign");
         assert_eq!(p.info(&t, 9).unwrap().revision, 9, "the current revision");
         tokio::time::advance(Duration::from_secs(299)).await;
         assert!(p.info(&t, 9).is_some(), "use refreshes the TTL");
@@ -333,15 +351,47 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn invalidation_and_disable_end_tokens() {
+        struct Case {
+            name: &'static str,
+            login_revision: u64,
+            invalidated_at: u64,
+            want_valid: bool,
+        }
+        let cases = [
+            Case {
+                name: "a login before the change ends",
+                login_revision: 1,
+                invalidated_at: 2,
+                want_valid: false,
+            },
+            Case {
+                name: "a login with the new password, registered before the change is heard",
+                login_revision: 2,
+                invalidated_at: 2,
+                want_valid: true,
+            },
+            Case {
+                name: "a later login",
+                login_revision: 3,
+                invalidated_at: 2,
+                want_valid: true,
+            },
+        ];
+        for c in cases {
+            let p = TokenProvider::parse("simple", Duration::from_secs(300)).unwrap();
+            let t = login(&p, "alice", c.login_revision);
+            p.invalidate_user("alice", c.invalidated_at);
+            assert_eq!(p.info(&t, 3).is_some(), c.want_valid, "{}", c.name);
+        }
         let p = TokenProvider::parse("simple", Duration::from_secs(300)).unwrap();
-        let a = p.assign("alice", 1, &p.gen_simple_prefix()).unwrap();
-        let b = p.assign("bob", 1, &p.gen_simple_prefix()).unwrap();
+        let a = login(&p, "alice", 1);
+        let b = login(&p, "bob", 1);
         p.invalidate_user("alice", 2);
         assert!(p.info(&a, 1).is_none());
-        // A login that applied before the invalidation but is assigned after it: refused.
-        let late = p.assign("alice", 1, &p.gen_simple_prefix()).unwrap();
+        // A login that applied before the invalidation but is registered after it: refused.
+        let late = login(&p, "alice", 1);
         assert!(p.info(&late, 2).is_none());
-        let fresh = p.assign("alice", 2, &p.gen_simple_prefix()).unwrap();
+        let fresh = login(&p, "alice", 2);
         assert!(p.info(&fresh, 2).is_some());
         assert!(p.info(&b, 1).is_some());
         p.disable();
@@ -369,8 +419,8 @@ mod tests {
             format!("jwt,priv-key={secret},sign-method=HS256"),
         ] {
             let p = TokenProvider::parse(&spec, ttl).unwrap();
-            assert_eq!(p.gen_simple_prefix(), "");
-            let t = p.assign("carol", 42, "").unwrap();
+            assert_eq!(p.gen_simple_token(), "");
+            let t = p.sign("carol", 42).unwrap().unwrap();
             assert_eq!(
                 p.info(&t, 99),
                 Some(AuthInfo {
@@ -393,9 +443,9 @@ mod tests {
             ttl,
         )
         .unwrap();
-        let t = signer.assign("carol", 1, "").unwrap();
+        let t = signer.sign("carol", 1).unwrap().unwrap();
         assert!(verify_only.info(&t, 1).is_none());
-        assert!(verify_only.assign("carol", 1, "").is_err());
+        assert!(verify_only.sign("carol", 1).is_err());
         // Mismatched pair, bad method, missing key.
         assert!(
             TokenProvider::parse(

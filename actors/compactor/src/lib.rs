@@ -237,6 +237,8 @@ impl Handler<CompactorTick> for CompactorActor {
                         request: InternalRaftRequest {
                             header: Some(actcd_proto::actcdpb::RequestHeader {
                                 id: act.ids.next(),
+                                // The member's own compaction: never judged by auth.
+                                internal: true,
                                 ..Default::default()
                             }),
                             compaction: Some(CompactionRequest {

@@ -34,7 +34,7 @@ impl AuthService {
         set: fn(&mut InternalRaftRequest, Q),
         pick: fn(AuthReply) -> Option<T>,
     ) -> Result<Response<T>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let mut r = InternalRaftRequest::default();
         set(&mut r, req.into_inner());
         self.propose(who, r, pick).await
@@ -114,7 +114,7 @@ impl Auth for AuthService {
         p.linearizable_barrier().await?;
         loop {
             let checked_revision = p.check_password(&name, &password).await?;
-            let simple_token = p.auth.tokens.gen_simple_prefix();
+            let simple_token = p.auth.tokens.gen_simple_token();
             let r = InternalRaftRequest {
                 authenticate: Some(InternalAuthenticateRequest {
                     name: name.clone(),
@@ -133,7 +133,12 @@ impl Auth for AuthService {
                 tracing::info!(user = %name, "auth revision moved during the password check; checking again");
                 continue;
             }
-            let token = p.auth.tokens.assign(&username, revision, &simple_token)?;
+            // A simple token was registered on every member as the login applied (the
+            // gate hears it before this answer arrives); a JWT is signed here.
+            let token = match p.auth.tokens.sign(&username, revision)? {
+                Some(jwt) => jwt,
+                None => simple_token,
+            };
             let header = p.header(true).await?;
             return Ok(Response::new(AuthenticateResponse {
                 header: Some(header),
@@ -146,7 +151,7 @@ impl Auth for AuthService {
         &self,
         req: Request<AuthUserAddRequest>,
     ) -> Result<Response<AuthUserAddResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let mut add = req.into_inner();
         if !add.options.as_ref().is_some_and(|o| o.no_password) {
             add.hashed_password = self.hash(std::mem::take(&mut add.password)).await?;
@@ -201,7 +206,7 @@ impl Auth for AuthService {
         &self,
         req: Request<AuthUserChangePasswordRequest>,
     ) -> Result<Response<AuthUserChangePasswordResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let mut change = req.into_inner();
         // etcd hashes only a non-empty password; an empty one reaches the store as it is.
         if !change.password.is_empty() {

@@ -269,6 +269,11 @@ impl AuthGate {
             AuthEvent::UserInvalidated { user, revision } => {
                 self.tokens.invalidate_user(&user, revision)
             }
+            AuthEvent::TokenAssigned {
+                user,
+                revision,
+                token,
+            } => self.tokens.register(&user, revision, &token),
         }
     }
 
@@ -299,6 +304,20 @@ impl AuthGate {
             }
         }
         Ok(AuthInfo::default())
+    }
+
+    /// Whether `creds` carry a simple token that a login not yet applied here may assign.
+    pub fn may_be_unapplied(&self, creds: &Credentials) -> bool {
+        matches!(*self.tokens, TokenProvider::Simple(_))
+            && creds
+                .token
+                .as_deref()
+                .and_then(|t| t.split_once('.'))
+                .is_some_and(|(prefix, n)| {
+                    prefix.len() == 16
+                        && prefix.bytes().all(|b| b.is_ascii_alphabetic())
+                        && n.parse::<u64>().is_ok()
+                })
     }
 
     /// The credentials of a gRPC request that this chain looks at: the `token` metadata, and

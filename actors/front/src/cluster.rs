@@ -160,7 +160,7 @@ impl ClusterService {
     /// Membership changes need root when auth is on (etcd's
     /// `checkMembershipOperationPermission`).
     async fn admin<T>(&self, req: &Request<T>) -> Result<AuthInfo, EtcdError> {
-        let who = self.pipeline.who(req)?;
+        let who = self.pipeline.who(req).await?;
         self.pipeline.check_admin(who.clone()).await?;
         Ok(who)
     }

@@ -93,11 +93,12 @@ fn mismatch(what: &str) -> EtcdError {
 }
 
 impl Caller {
-    pub fn of<T>(p: &Arc<Pipeline>, req: &tonic::Request<T>) -> Result<Self, EtcdError> {
+    pub async fn of<T>(p: &Arc<Pipeline>, req: &tonic::Request<T>) -> Result<Self, EtcdError> {
+        let creds = p.auth.credentials(req);
         Ok(Self {
             p: p.clone(),
-            who: p.who(req)?,
-            creds: p.auth.credentials(req),
+            who: p.who(req).await?,
+            creds,
         })
     }
 

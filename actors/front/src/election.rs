@@ -222,7 +222,7 @@ impl Election for ElectionService {
         &self,
         req: Request<CampaignRequest>,
     ) -> Result<Response<CampaignResponse>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let CampaignRequest { name, lease, value } = req.into_inner();
         let (leader, header) = campaign(&caller, &name, lease, &value)
             .await
@@ -237,7 +237,7 @@ impl Election for ElectionService {
         &self,
         req: Request<ProclaimRequest>,
     ) -> Result<Response<ProclaimResponse>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let ProclaimRequest { leader, value } = req.into_inner();
         let leader = leader.ok_or(EtcdError::MissingLeaderKey).map_err(unknown)?;
         let header = proclaim(&caller, &leader, &value).await.map_err(unknown)?;
@@ -250,7 +250,7 @@ impl Election for ElectionService {
         &self,
         req: Request<LeaderRequest>,
     ) -> Result<Response<LeaderResponse>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let leader = current_leader(&caller, &req.into_inner().name)
             .await
             .map_err(unknown)?;
@@ -263,7 +263,7 @@ impl Election for ElectionService {
         &self,
         req: Request<LeaderRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let name = req.into_inner().name;
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let closing = self.pipeline.clone();
@@ -284,7 +284,7 @@ impl Election for ElectionService {
         &self,
         req: Request<ResignRequest>,
     ) -> Result<Response<ResignResponse>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let leader = req
             .into_inner()
             .leader

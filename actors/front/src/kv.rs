@@ -28,14 +28,14 @@ impl Kv for KvService {
         if !req.get_ref().serializable && *self.pipeline.routes.learner.borrow() {
             return Err(EtcdError::NotSupportedForLearner.into());
         }
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         Ok(Response::new(
             self.pipeline.range(req.into_inner(), who).await?,
         ))
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let r = InternalRaftRequest {
             put: Some(req.into_inner()),
             ..Default::default()
@@ -50,7 +50,7 @@ impl Kv for KvService {
         &self,
         req: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let r = InternalRaftRequest {
             delete_range: Some(req.into_inner()),
             ..Default::default()
@@ -63,7 +63,7 @@ impl Kv for KvService {
 
     /// A txn that writes nothing is served like a read; any other goes through the log.
     async fn txn(&self, req: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let txn = req.into_inner();
         if is_txn_read_only(&txn) {
             return Ok(Response::new(self.pipeline.read_only_txn(txn, who).await?));
@@ -82,7 +82,7 @@ impl Kv for KvService {
         &self,
         req: Request<CompactionRequest>,
     ) -> Result<Response<CompactionResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let r = InternalRaftRequest {
             compaction: Some(req.into_inner()),
             ..Default::default()

@@ -104,7 +104,7 @@ impl Lease for LeaseService {
         &self,
         req: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let mut grant = req.into_inner();
         if grant.id == 0 {
             // etcd: a server-chosen id is a request id with the sign bit cleared, never 0.
@@ -126,7 +126,7 @@ impl Lease for LeaseService {
         &self,
         req: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let r = InternalRaftRequest {
             lease_revoke: Some(req.into_inner()),
             ..Default::default()

@@ -74,7 +74,7 @@ pub async fn lock(
 #[tonic::async_trait]
 impl Lock for LockService {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let LockRequest { name, lease } = req.into_inner();
         let (key, header) = lock(&caller, &name, lease).await.map_err(unknown)?;
         Ok(Response::new(LockResponse {
@@ -87,7 +87,7 @@ impl Lock for LockService {
         &self,
         req: Request<UnlockRequest>,
     ) -> Result<Response<UnlockResponse>, Status> {
-        let caller = Caller::of(&self.pipeline, &req).map_err(unknown)?;
+        let caller = Caller::of(&self.pipeline, &req).await.map_err(unknown)?;
         let deleted = caller.delete(req.into_inner().key).await.map_err(unknown)?;
         Ok(Response::new(UnlockResponse {
             header: deleted.header,

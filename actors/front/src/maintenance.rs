@@ -146,7 +146,7 @@ type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>
 impl Maintenance for MaintenanceService {
     /// Every alarm action goes through the log, as in etcd, so all members agree on them.
     async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         let r = InternalRaftRequest {
             alarm: Some(req.into_inner()),
             ..Default::default()
@@ -191,7 +191,9 @@ impl Maintenance for MaintenanceService {
         &self,
         req: Request<DefragmentRequest>,
     ) -> Result<Response<DefragmentResponse>, Status> {
-        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        self.pipeline
+            .check_admin(self.pipeline.who(&req).await?)
+            .await?;
         tracing::info!("starting defragmentation");
         let started = std::time::Instant::now();
         let (before, after) = self
@@ -213,7 +215,9 @@ impl Maintenance for MaintenanceService {
 
     /// etcd's Hash: the whole backend (all tables), for admins.
     async fn hash(&self, req: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
-        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        self.pipeline
+            .check_admin(self.pipeline.who(&req).await?)
+            .await?;
         let (hash, revision) = self
             .pipeline
             .routes
@@ -239,7 +243,9 @@ impl Maintenance for MaintenanceService {
         req: Request<HashKvRequest>,
     ) -> Result<Response<HashKvResponse>, Status> {
         // etcd keeps HashKV, Hash, Defragment and Snapshot for admins.
-        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        self.pipeline
+            .check_admin(self.pipeline.who(&req).await?)
+            .await?;
         let r = self.pipeline.hash_kv(req.get_ref().revision).await?;
         let raft = self.pipeline.raft_status().await?;
         let id = self.pipeline.config.identity;
@@ -264,7 +270,9 @@ impl Maintenance for MaintenanceService {
         &self,
         req: Request<SnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
-        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        self.pipeline
+            .check_admin(self.pipeline.who(&req).await?)
+            .await?;
         let reader = self
             .pipeline
             .routes
@@ -285,7 +293,7 @@ impl Maintenance for MaintenanceService {
         &self,
         req: Request<MoveLeaderRequest>,
     ) -> Result<Response<MoveLeaderResponse>, Status> {
-        let who = self.pipeline.who(&req)?;
+        let who = self.pipeline.who(&req).await?;
         self.pipeline.check_admin(who).await?;
         let target = req.get_ref().target_id;
         let p = &self.pipeline;
@@ -322,7 +330,9 @@ impl Maintenance for MaintenanceService {
         req: Request<DowngradeRequest>,
     ) -> Result<Response<DowngradeResponse>, Status> {
         use actcd_proto::etcdserverpb::downgrade_request::DowngradeAction;
-        self.pipeline.check_admin(self.pipeline.who(&req)?).await?;
+        self.pipeline
+            .check_admin(self.pipeline.who(&req).await?)
+            .await?;
         let r = req.into_inner();
         match DowngradeAction::try_from(r.action) {
             Ok(DowngradeAction::Validate | DowngradeAction::Enable) => {

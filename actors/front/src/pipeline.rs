@@ -217,13 +217,31 @@ impl Pipeline {
         self.auth.follow(events);
     }
 
-    /// Who a gRPC request runs as (see [`AuthGate::identify`]).
-    pub fn who<T>(&self, req: &tonic::Request<T>) -> Result<AuthInfo, EtcdError> {
+    /// Who a gRPC request runs as (see [`AuthGate::identify`]). The credentials are read at
+    /// once; the future holds no borrow of the request.
+    ///
+    /// A simple token this member doesn't know may come from a login it has not applied yet
+    /// (the client logged in through another member a moment ago): this member then catches up
+    /// with the log once (a read-index round) and looks again, so a token works on every
+    /// member from the moment its login is acknowledged.
+    pub fn who<'a, T>(
+        &'a self,
+        req: &tonic::Request<T>,
+    ) -> impl Future<Output = Result<AuthInfo, EtcdError>> + Send + use<'a, T> {
         // With auth off nobody is identified: skip reading the credentials at all.
-        if !self.auth.enabled() {
-            return Ok(AuthInfo::default());
+        let creds = self.auth.enabled().then(|| self.auth.credentials(req));
+        async move {
+            let Some(creds) = creds else {
+                return Ok(AuthInfo::default());
+            };
+            match self.auth.identify(&creds) {
+                Err(EtcdError::InvalidAuthToken) if self.auth.may_be_unapplied(&creds) => {
+                    self.linearizable_barrier().await?;
+                    self.auth.identify(&creds)
+                }
+                other => other,
+            }
         }
-        self.auth.identify(&self.auth.credentials(req))
     }
 
     /// Refuses `who` unless it may read `[key, range_end)` now.
@@ -300,17 +318,36 @@ impl Pipeline {
         self.ids.next()
     }
 
-    /// Proposes a write and waits for its entry to be applied.
+    /// Proposes a client's write and waits for its entry to be applied.
     pub async fn write(
+        &self,
+        req: InternalRaftRequest,
+        auth: AuthInfo,
+    ) -> Result<ApplyResponse, EtcdError> {
+        self.propose(req, auth, false).await
+    }
+
+    /// Proposes a request this member makes itself (publishing its attributes): never judged
+    /// by auth when applied.
+    pub async fn write_internal(
+        &self,
+        req: InternalRaftRequest,
+    ) -> Result<ApplyResponse, EtcdError> {
+        self.propose(req, AuthInfo::default(), true).await
+    }
+
+    async fn propose(
         &self,
         mut req: InternalRaftRequest,
         auth: AuthInfo,
+        internal: bool,
     ) -> Result<ApplyResponse, EtcdError> {
         let id = self.ids.next();
         req.header = Some(RequestHeader {
             id,
             username: auth.username,
             auth_revision: auth.revision,
+            internal,
         });
         let started = tokio::time::Instant::now();
         let (tx, rx) = oneshot::channel();

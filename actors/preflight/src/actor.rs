@@ -1,5 +1,5 @@
 use actcd_proto::actcdpb::member_change::Kind;
-use actcd_proto::actcdpb::{InternalRaftRequest, MemberChange};
+use actcd_proto::actcdpb::{InternalRaftRequest, MemberChange, RequestHeader};
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{
     AlarmRequest, AlarmType, LeaseCheckpoint, LeaseCheckpointRequest, LeaseRevokeRequest,
@@ -236,11 +236,20 @@ impl Handler<ProposeLeaseOps> for PreflightActor {
 
     fn handle(&mut self, msg: ProposeLeaseOps, _: &mut Context<Self>) {
         let _timer = self.meter.start("ProposeLeaseOps");
+        // The member's own requests: never judged by auth (etcd revokes as root).
+        let internal = || {
+            Some(RequestHeader {
+                internal: true,
+                ..Default::default()
+            })
+        };
         let revokes = msg.revokes.into_iter().map(|id| InternalRaftRequest {
+            header: internal(),
             lease_revoke: Some(LeaseRevokeRequest { id }),
             ..Default::default()
         });
         let checkpoint = (!msg.checkpoints.is_empty()).then(|| InternalRaftRequest {
+            header: internal(),
             lease_checkpoint: Some(LeaseCheckpointRequest {
                 checkpoints: msg
                     .checkpoints

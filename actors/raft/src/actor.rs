@@ -2,10 +2,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, CheckLearner, ConfChangeKind,
+    AfterReadIndex, Append, Applied, Apply, ApplyConfChange, CheckLearner, ConfChangeKind, Fatal,
     InstallSnapshot, Leadership, PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress,
-    RaftStatus, RaftStatusReply, ReadIndex, ReleaseWal, SendSnapshot, SnapshotReport, Step,
-    StepSnapshot, SyncConf, SyncStorage, Tick, TransferLeader, Unreachable,
+    RaftStatus, RaftStatusReply, ReadIndex, ReleaseWal, SendSnapshot, Shutdown, SnapshotReport,
+    Step, StepSnapshot, SyncConf, SyncStorage, Tick, TransferLeader, Unreachable,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -33,6 +33,11 @@ pub struct RaftPeers {
     /// Told whether this member is a learner whenever the configuration changes (the front
     /// serves a learner less).
     pub learner: Option<tokio::sync::watch::Sender<bool>>,
+    /// The daemon's supervisor, told once when the node cannot go on (the WAL refused a write,
+    /// a snapshot could not be installed); the node then stops itself.
+    pub fatal: Recipient<Fatal>,
+    /// The daemon's supervisor, told when this member applied its own removal.
+    pub shutdown: Recipient<Shutdown>,
 }
 
 /// The WAL made Ready `number` durable.
@@ -98,6 +103,8 @@ pub struct RaftActor {
     leader_since: Option<tokio::time::Instant>,
     /// Leaders seen since start.
     leader_changes: u64,
+    /// A fatal error was reported: nothing more is written, applied or answered.
+    failed: bool,
 }
 
 /// Proposals held while there is no leader, at most.
@@ -131,7 +138,23 @@ impl RaftActor {
             proposal_ttl: std::time::Duration::from_secs(5),
             leader_since: None,
             leader_changes: 0,
+            failed: false,
         }
+    }
+
+    /// The node cannot go on: tell the supervisor once, fail every waiting read, and stop this
+    /// actor (raft must not acknowledge anything after its log failed). Stopping the member is
+    /// the supervisor's call.
+    fn fail(&mut self, error: String, ctx: &mut Context<Self>) {
+        if std::mem::replace(&mut self.failed, true) {
+            return;
+        }
+        self.peers.fatal.do_send(Fatal {
+            actor: "raft",
+            error,
+        });
+        self.fail_all(EtcdError::Stopped);
+        ctx.stop();
     }
 
     /// How long a proposal made without a leader waits for one (the front's request timeout).
@@ -170,6 +193,9 @@ impl RaftActor {
     }
 
     fn handle_ready(&mut self, out: ReadyOutput, ctx: &mut Context<Self>) {
+        if self.failed {
+            return;
+        }
         if let Some(leader) = out.leader_changed {
             self.leader_since = (leader != 0).then(tokio::time::Instant::now);
             if leader != 0 {
@@ -250,10 +276,7 @@ impl RaftActor {
                     number,
                     persisted_messages,
                 }),
-                Err(e) => {
-                    tracing::error!(error = %e, "WAL append failed; stopping");
-                    System::current().stop_with_code(1);
-                }
+                Err(e) => self.fail(format!("WAL append failed: {e}"), ctx),
             }
         } else {
             self.append_on_wal_thread(append, number, persisted_messages, ctx);
@@ -280,11 +303,8 @@ impl RaftActor {
                     number,
                     persisted_messages,
                 }),
-                Ok(Err(e)) => {
-                    // Raft cannot go on without its log: stop instead of acknowledging anything.
-                    tracing::error!(error = %e, "WAL append failed; stopping");
-                    System::current().stop_with_code(1);
-                }
+                // Raft cannot go on without its log: stop instead of acknowledging anything.
+                Ok(Err(e)) => act.fail(format!("WAL append failed: {e}"), ctx),
                 Err(_) => act.fail_all(EtcdError::Stopped),
             })
             .wait(ctx);
@@ -310,17 +330,14 @@ impl RaftActor {
         let data = match self.incoming.take() {
             Some((i, d)) if i == index => d,
             _ => {
-                tracing::error!(
-                    index,
-                    "raft accepted a snapshot whose data never arrived; stopping"
-                );
-                System::current().stop_with_code(1);
+                let e =
+                    format!("raft accepted a snapshot at index {index} whose data never arrived");
+                self.fail(e, ctx);
                 return;
             }
         };
         let Some(install) = self.peers.install.clone() else {
-            tracing::error!("no state machine to install a snapshot into; stopping");
-            System::current().stop_with_code(1);
+            self.fail("no state machine to install a snapshot into".into(), ctx);
             return;
         };
         let release = self.peers.release.clone();
@@ -345,10 +362,10 @@ impl RaftActor {
                     act.installed = Some(index);
                     act.append_on_wal_thread(append, number, persisted_messages, ctx);
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, index, "installing a snapshot failed; stopping");
-                    System::current().stop_with_code(1);
-                }
+                Err(e) => act.fail(
+                    format!("installing the snapshot at index {index} failed: {e}"),
+                    ctx,
+                ),
             })
             .wait(ctx);
     }
@@ -444,15 +461,11 @@ impl Handler<ProcessReady> for RaftActor {
     fn handle(&mut self, _: ProcessReady, ctx: &mut Context<Self>) {
         let _timer = self.meter.start("ProcessReady");
         self.ready_scheduled = false;
-        loop {
+        while !self.failed {
             match self.node.ready() {
                 Ok(Some(out)) => self.handle_ready(out, ctx),
                 Ok(None) => break,
-                Err(e) => {
-                    tracing::error!(error = %e, "raft ready failed; stopping");
-                    System::current().stop_with_code(1);
-                    break;
-                }
+                Err(e) => self.fail(format!("raft ready failed: {e}"), ctx),
             }
         }
     }
@@ -534,9 +547,12 @@ impl Handler<ApplyConfChange> for RaftActor {
             }
         }
         if msg.kind == ConfChangeKind::Remove && msg.node_id == me {
-            // etcd's member stops here; its data dir is of no further use to this cluster.
+            // etcd's member stops here, and exits 0; its data dir is of no further use to this
+            // cluster. The supervisor shuts the member down in order.
             tracing::warn!("the member has been permanently removed from the cluster; stopping");
-            System::current().stop();
+            self.peers.shutdown.do_send(Shutdown {
+                reason: "the member has been permanently removed from the cluster".into(),
+            });
         }
         self.schedule_ready(ctx);
     }
@@ -737,6 +753,22 @@ mod tests {
         appends: Arc<Mutex<Vec<usize>>>,
         applied: Arc<Mutex<Vec<Vec<u8>>>>,
         releases: Arc<Mutex<Vec<u64>>>,
+        fatal: Arc<Mutex<Vec<Fatal>>>,
+        shutdowns: Arc<Mutex<Vec<Shutdown>>>,
+    }
+
+    impl Handler<Fatal> for Recorder {
+        type Result = ();
+        fn handle(&mut self, m: Fatal, _: &mut Context<Self>) {
+            self.fatal.lock().unwrap().push(m);
+        }
+    }
+
+    impl Handler<Shutdown> for Recorder {
+        type Result = ();
+        fn handle(&mut self, m: Shutdown, _: &mut Context<Self>) {
+            self.shutdowns.lock().unwrap().push(m);
+        }
     }
 
     impl Actor for Recorder {
@@ -794,6 +826,8 @@ mod tests {
             appends: rec.appends.clone(),
             applied: rec.applied.clone(),
             releases: rec.releases.clone(),
+            fatal: rec.fatal.clone(),
+            shutdowns: rec.shutdowns.clone(),
         };
         let fake = rec.start();
         let cfg = NodeConfig {
@@ -811,7 +845,9 @@ mod tests {
             release: fake.clone().recipient(),
             applier: fake.clone().recipient(),
             progress: fake.clone().recipient(),
-            sync_storage: fake.recipient(),
+            sync_storage: fake.clone().recipient(),
+            fatal: fake.clone().recipient(),
+            shutdown: fake.recipient(),
             outbox: None,
             leadership: None,
             peer_book: None,
@@ -937,6 +973,57 @@ mod tests {
         raft.send(Applied { index: 2 }).await.unwrap();
         settle().await;
         assert_eq!(rx.try_recv().unwrap(), Ok(2));
+    }
+
+    #[actix_rt::test]
+    async fn a_failed_wal_write_is_reported_once_and_the_node_stops() {
+        let writes = Arc::new(Mutex::new(0));
+        let count = writes.clone();
+        let failing: InlineAppend = Box::new(move |_: &Append| {
+            *count.lock().unwrap() += 1;
+            Err("No space left on device".into())
+        });
+        let (raft, seen) = start_with(1000, Some(failing));
+        settle().await;
+        let read = raft.send(ReadIndex);
+        settle().await;
+        let want = vec![Fatal {
+            actor: "raft",
+            error: "WAL append failed: No space left on device".into(),
+        }];
+        assert_eq!(*seen.fatal.lock().unwrap(), want);
+        assert_eq!(
+            *writes.lock().unwrap(),
+            1,
+            "nothing written after the failure"
+        );
+        assert!(
+            matches!(read.await, Ok(Err(EtcdError::Stopped)) | Err(_)),
+            "a waiting read is failed, not left hanging"
+        );
+        assert!(
+            raft.send(Propose { data: vec![1] }).await.is_err(),
+            "the node stopped itself"
+        );
+        assert!(seen.shutdowns.lock().unwrap().is_empty());
+    }
+
+    #[actix_rt::test]
+    async fn applying_its_own_removal_asks_for_an_orderly_shutdown() {
+        let (raft, seen) = start(1000);
+        settle().await;
+        raft.send(ApplyConfChange {
+            kind: ConfChangeKind::Remove,
+            node_id: 1,
+            peer_urls: vec![],
+        })
+        .await
+        .unwrap();
+        settle().await;
+        let shutdowns = seen.shutdowns.lock().unwrap().clone();
+        assert_eq!(shutdowns.len(), 1);
+        assert!(shutdowns[0].reason.contains("permanently removed"));
+        assert!(seen.fatal.lock().unwrap().is_empty(), "not a failure");
     }
 
     #[actix_rt::test]

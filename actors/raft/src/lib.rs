@@ -18,8 +18,11 @@
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
 //! applier, `RaftProgress` to preflight, `SyncStorage` to the MVCC store, `PeerMessage`s and
 //! `SendSnapshot` to the transport with `PeerChange`s for its address book,
-//! `Leadership{leader}` to the lessor when this member gains or loses leadership, and whether
-//! it is a learner on a watch channel the front reads.
+//! `Leadership{leader}` to the lessor when this member gains or loses leadership, whether
+//! it is a learner on a watch channel the front reads, and to the daemon's supervisor `Fatal`
+//! (the WAL refused a write, a snapshot could not be installed: the node reports it once, fails
+//! its waiting reads and stops itself, acknowledging nothing more) or `Shutdown` (it applied its
+//! own removal). It never stops the System itself.
 //!
 //! ## Membership
 //! Raft's configuration follows the *applied* membership: a committed conf change is applied to

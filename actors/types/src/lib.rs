@@ -10,8 +10,9 @@
 //!   [`storage::WriteTxn`]) the MVCC store writes through, with an in-memory engine for tests and
 //!   benches. The LMDB engine lives in `actcd-backend`; the MVCC crate never names it.
 //! - [`msg`]: the messages that cross crate lines (raft ⇄ WAL, raft → applier, front → preflight,
-//!   applier → MVCC, …). Each actor crate takes `Recipient<M>`s of these at start-up, so no actor
-//!   crate depends on another and a test can hand any actor a recorder.
+//!   applier → MVCC, any actor → the daemon's supervisor: `Fatal`, `Shutdown`, …). Each actor
+//!   crate takes `Recipient<M>`s of these at start-up, so no actor crate depends on another and a
+//!   test can hand any actor a recorder. No actor crate stops the System: it reports `Fatal`.
 //!
 //! ## Invariants
 //! - Revisions are strictly ordered by (main, sub); the encoding sorts bytewise in the same order.

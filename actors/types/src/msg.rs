@@ -484,6 +484,14 @@ pub enum AuthEvent {
     /// The user was deleted or its password changed at auth `revision`: its tokens issued
     /// before that end.
     UserInvalidated { user: String, revision: u64 },
+    /// A login applied at auth `revision` was given the simple `token`: every member applies
+    /// the login, so every member's front knows the token (etcd assigns simple tokens through
+    /// the log too).
+    TokenAssigned {
+        user: String,
+        revision: u64,
+        token: String,
+    },
 }
 
 /// Where the store sends [`AuthEvent`]s (the current state first).
@@ -703,6 +711,27 @@ pub struct Committed {
 #[rtype(result = "()")]
 pub struct BackendFailed {
     pub error: String,
+}
+
+// ---------------------------------------------------------------- supervisor
+
+/// An actor cannot go on (its log or its backend refused a write, raft's state broke): the
+/// member must stop and exit non-zero, as etcd exits 1. The failing actor sends this once to
+/// the daemon's supervisor (a `Recipient<Fatal>` handed to it at start-up) and stops itself; it
+/// never stops the System. `actor` names the actor that failed, `error` what failed.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Fatal {
+    pub actor: &'static str,
+    pub error: String,
+}
+
+/// This member must stop although nothing failed: it applied its own removal from the cluster.
+/// The supervisor shuts it down in order and the process exits 0, as etcd's does.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Shutdown {
+    pub reason: String,
 }
 
 // ---------------------------------------------------------------- lessor
