@@ -79,6 +79,7 @@ impl Writer {
             term: 1,
             requests,
             replies: Vec::new(),
+            ops: Vec::new(),
         }
     }
 
@@ -95,6 +96,7 @@ impl Writer {
                 ..Default::default()
             }],
             replies: Vec::new(),
+            ops: Vec::new(),
         }
     }
 }
@@ -203,7 +205,6 @@ fn bench_mvcc(c: &mut Criterion) {
                             let resp = store
                                 .send(Range {
                                     request: request.clone(),
-                                    auth: None,
                                 })
                                 .await
                                 .expect("mvcc mailbox")
@@ -249,7 +250,6 @@ fn bench_mvcc(c: &mut Criterion) {
                 count_only: true,
                 ..Default::default()
             },
-            auth: None,
         }))
         .expect("mvcc mailbox")
         .expect("range");

@@ -382,7 +382,12 @@ mod tests {
                 "{}",
                 c.name
             );
-            assert_eq!(*rec.committed.lock().unwrap(), c.want_committed, "{}", c.name);
+            assert_eq!(
+                *rec.committed.lock().unwrap(),
+                c.want_committed,
+                "{}",
+                c.name
+            );
             assert!(rec.failed.lock().unwrap().is_empty(), "{}", c.name);
         }
     }
@@ -453,7 +458,11 @@ mod tests {
         );
         assert_eq!(into_dir, Ok(()));
         assert_eq!(into_file, Ok(()));
-        assert_eq!(read, Some(b"v3".to_vec()), "a reader sees every write sent before");
+        assert_eq!(
+            read,
+            Some(b"v3".to_vec()),
+            "a reader sees every write sent before"
+        );
         assert!(copy_file.is_file());
         assert!(!dir.path().join("snapshot.db.tmp").exists());
 

@@ -23,24 +23,20 @@
 //! on each `FlushStore`), not all at once; a `physical` compaction still finishes before its
 //! batch is answered, as etcd promises.
 
-use actcd_auth::Perm;
-use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use actcd_proto::etcdserverpb::RangeResponse;
+use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
-    ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
-    History, HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted, LeaseKeys,
-    LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot,
-    StoreStatus, SyncConf, SyncStorage, WatchInterest,
+    ApplyBatch, ApplyConfChange, ApplyResult, CurrentRevision, FlushStore, GetMembers,
+    GetStoreStatus, HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot,
+    LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo,
+    ReadTxn, SnapshotError, StoreSnapshot, StoreStatus, SyncConf, SyncStorage, WatchInterest,
 };
 use actcd_types::msg::{
-    BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, StoreReader,
-    SyncBackend,
+    BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, StoreReader, SyncBackend,
 };
-use actcd_types::{AuthInfo, EtcdError};
 use actix::{
-    Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler,
-    Message, Recipient, ResponseFuture, WrapFuture,
+    Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler, Message,
+    Recipient, ResponseFuture, WrapFuture,
 };
 
 use crate::lease::LeaseNote;
@@ -70,8 +66,6 @@ pub struct MvccActor {
     backend: Option<BackendLink>,
     /// Whether the watch hub wants `Notify` (it says so with `WatchInterest`).
     hub_listening: bool,
-    /// The front's token keeper (`ConnectAuth`).
-    auth_events: Option<tokio::sync::mpsc::UnboundedSender<AuthEvent>>,
 }
 
 /// Who hears what applied batches changed. The store sends before it answers the batch, so a
@@ -120,7 +114,6 @@ impl MvccActor {
             max_pending_ops: max_pending_ops.max(1),
             peers: MvccPeers::default(),
             hub_listening: true,
-            auth_events: None,
         }
     }
 
@@ -169,20 +162,8 @@ impl MvccActor {
         }
     }
 
-    /// A client's read is checked against the auth state as it is now; the server's own reads
-    /// (`auth: None`) are not.
-    fn check_read(&self, who: Option<&AuthInfo>, req: &RangeRequest) -> Result<(), EtcdError> {
-        match who {
-            Some(who) => self
-                .store
-                .auth()
-                .check_range(who, &req.key, &req.range_end, Perm::Read),
-            None => Ok(()),
-        }
-    }
-
     /// Hands the events and lease notes of the batches just applied to the hub and the lessor,
-    /// and auth changes to the front. `do_send`: one message per batch, bounded by the apply
+    /// and membership changes to raft. `do_send`: one message per batch, bounded by the apply
     /// rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
@@ -193,13 +174,6 @@ impl MvccActor {
                     node_id: o.node_id,
                     peer_urls: o.peer_urls,
                 });
-            }
-        }
-        if !out.auth.is_empty()
-            && let Some(tx) = &self.auth_events
-        {
-            for ev in out.auth {
-                let _ = tx.send(ev);
             }
         }
         if !out.events.is_empty()
@@ -312,11 +286,9 @@ impl Handler<ApplyBatch> for MvccActor {
 
     fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
-        let mut results = self.store.apply_deferred(
-            msg.consistent_index,
-            msg.term,
-            msg.requests,
-        )?;
+        let mut results =
+            self.store
+                .apply_deferred(msg.consistent_index, msg.term, msg.requests, msg.ops)?;
         // Watchers and the lessor hear of the batch before any client does.
         self.announce();
         if !msg.replies.is_empty() {
@@ -343,7 +315,6 @@ impl Handler<Range> for MvccActor {
 
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Range");
-        self.check_read(msg.auth.as_ref(), &msg.request)?;
         self.store.range(&msg.request)
     }
 }
@@ -354,10 +325,7 @@ impl Handler<RangeTo> for MvccActor {
 
     fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
         let _timer = self.meter.start("RangeTo");
-        let answer = self
-            .check_read(msg.auth.as_ref(), &msg.request)
-            .and_then(|()| self.store.range(&msg.request));
-        let _ = msg.reply.send(answer);
+        let _ = msg.reply.send(self.store.range(&msg.request));
     }
 }
 
@@ -376,18 +344,6 @@ impl Handler<ReadTxn> for MvccActor {
 
     fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ReadTxn");
-        if let Some(who) = &msg.auth
-            && self.store.auth().is_enabled()
-        {
-            // The same checks a txn gets at apply: every compare and every op, both branches.
-            let as_entry = InternalRaftRequest {
-                txn: Some(msg.request.clone()),
-                ..Default::default()
-            };
-            self.store
-                .auth()
-                .check_request(who, &as_entry, &|_| Vec::new())?;
-        }
         self.store.read_only_txn(msg.request)
     }
 }
@@ -442,10 +398,12 @@ impl Handler<HashBackend> for MvccActor {
             Ok(None) => return AtomicResponse::new(Box::pin(actix::fut::ready(hash(self)))),
             Err(e) => return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e)))),
         };
-        AtomicResponse::new(Box::pin(flushed.into_actor(self).map(move |res, act, _| {
-            backend_answer(res)?;
-            hash(act)
-        })))
+        AtomicResponse::new(Box::pin(flushed.into_actor(self).map(
+            move |res, act, _| {
+                backend_answer(res)?;
+                hash(act)
+            },
+        )))
     }
 }
 
@@ -502,7 +460,10 @@ impl Handler<MakeSnapshot> for MvccActor {
         };
         let size_hint = self.store.size_in_use();
         Box::pin(async move {
-            let reader = reader.ok_or(SnapshotError::NotReady)?.await.map_err(failed)?;
+            let reader = reader
+                .ok_or(SnapshotError::NotReady)?
+                .await
+                .map_err(failed)?;
             let (consistent_index, data) =
                 tokio::task::spawn_blocking(move || crate::store::blob_of(&*reader.0, size_hint))
                     .await
@@ -530,8 +491,7 @@ impl MvccActor {
     /// A read transaction that sees every applied write.
     fn open_reader(
         &mut self,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<StoreReader, EtcdError>>>>
-    {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<StoreReader, EtcdError>>>> {
         match self.committed_first(|link| link.open_reader.send(OpenStoreReader)) {
             Ok(Some(asked)) => Box::pin(async move {
                 asked
@@ -573,9 +533,7 @@ impl MvccActor {
 }
 
 /// What the backend answered a `Flush` or `SyncBackend`.
-fn backend_answer(
-    res: Result<Result<(), String>, actix::MailboxError>,
-) -> Result<(), EtcdError> {
+fn backend_answer(res: Result<Result<(), String>, actix::MailboxError>) -> Result<(), EtcdError> {
     match res {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(EtcdError::internal(e)),
@@ -676,38 +634,12 @@ impl Handler<History> for MvccActor {
     }
 }
 
-/// Answers an auth question against the current auth state.
-impl Handler<AuthCheck> for MvccActor {
-    type Result = Result<(), EtcdError>;
+/// The revision clock now (the applier stamps auth answers with it).
+impl Handler<CurrentRevision> for MvccActor {
+    type Result = i64;
 
-    fn handle(&mut self, msg: AuthCheck, _: &mut Self::Context) -> Self::Result {
-        let _timer = self.meter.start("AuthCheck");
-        let auth = self.store.auth();
-        match msg.question {
-            AuthQuestion::Read { key, range_end } => {
-                auth.check_range(&msg.who, &key, &range_end, Perm::Read)
-            }
-            AuthQuestion::Admin => auth.check_admin(&msg.who),
-        }
-    }
-}
-
-/// A user's password hash, for Authenticate.
-impl Handler<AuthPassword> for MvccActor {
-    type Result = Result<(Vec<u8>, u64), EtcdError>;
-
-    fn handle(&mut self, msg: AuthPassword, _: &mut Self::Context) -> Self::Result {
-        self.store.auth().password_of(&msg.name)
-    }
-}
-
-/// The front's token keeper: it hears the current auth state at once, then every change.
-impl Handler<ConnectAuth> for MvccActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ConnectAuth, _: &mut Self::Context) {
-        let _ = msg.events.send(self.store.auth_state());
-        self.auth_events = Some(msg.events);
+    fn handle(&mut self, _: CurrentRevision, _: &mut Self::Context) -> i64 {
+        self.store.current_revision()
     }
 }
 
@@ -789,6 +721,7 @@ mod tests {
             term: 2,
             requests,
             replies: Vec::new(),
+            ops: Vec::new(),
         })
         .await
         .unwrap()
@@ -809,7 +742,6 @@ mod tests {
                     key: b"k".to_vec(),
                     ..Default::default()
                 },
-                auth: None,
             })
             .await
             .unwrap()
@@ -842,7 +774,6 @@ mod tests {
                 key: b"k".to_vec(),
                 ..Default::default()
             },
-            auth: None,
         };
         let r = addr.send(range).await.unwrap().unwrap();
         assert_eq!(
