@@ -5,8 +5,14 @@
 //!   daemon's default durability);
 //! - `backend/scan`: a read transaction opened and N consecutive records (N = 1, 100, 1000) read
 //!   with a bounded `scan`, from a table of 100k records;
-//! - `backend/sync`: `SyncBackend` sent to the actor on its `SyncArbiter` thread, idle and right
-//!   after a one-record commit (only the send is timed).
+//! - `backend/sync`: `SyncBackend` sent to the actor on its own thread, idle and right after a
+//!   one-record commit (only the send is timed).
+//! - `backend/actor`: the store's write path through the actor's messages alone: `batches`
+//!   `Commit`s of 100 puts (256 B, fresh revisions, each with a consistent index) sent, then a
+//!   `Flush` awaited (one commit for them all, as the 100 ms tick does);
+//! - `backend/read_during_commits`: a get and a 100-record scan through a store's
+//!   `WriteBuffer` (1000 keys buffered over the engine, trimmed as `Committed` arrives) while
+//!   the actor takes a `Commit` of 100 puts and a `Flush` after every read.
 //! - `backend/bolt`: a bbolt file (etcd's snapshot format) of N records (N = 10k, 100k) of
 //!   256 B planned and written page by page from a read transaction, as the Snapshot RPC
 //!   streams it;
@@ -21,10 +27,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actcd_backend::{BackendActor, LmdbEngine, SyncBackend, bolt};
+use actcd_backend::{BackendActor, LmdbEngine, Subscribe, SyncBackend, bolt};
 use actcd_types::Revision;
-use actcd_types::storage::{KvEngine, Table};
-use actix::{Addr, SyncArbiter, System, SystemRunner};
+use actcd_types::msg::{Commit, Committed, Flush};
+use actcd_types::storage::{KvEngine, Op, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
+use actix::{Actor, Addr, Context, Handler, System, SystemRunner};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 /// Records in the table the scans read.
@@ -122,7 +129,7 @@ fn bench_sync(c: &mut Criterion) {
     let sys = System::new();
     let actor = sys.block_on({
         let engine = Arc::clone(&engine);
-        async move { SyncArbiter::start(1, move || BackendActor::new(Arc::clone(&engine))) }
+        async move { BackendActor::start_on_own_thread(engine) }
     });
 
     let mut group = c.benchmark_group("backend/sync");
@@ -134,6 +141,176 @@ fn bench_sync(c: &mut Criterion) {
             time_syncs(&sys, &actor, iters, || {
                 commit_puts(&engine, next_rev, 1, &value);
                 next_rev += 1;
+            })
+        })
+    });
+    group.finish();
+}
+
+/// A `Commit` of 100 puts at revisions from `first`, covering entry `seq`.
+fn commit_of(seq: u64, first: i64, value: &[u8]) -> Commit {
+    let ops = (first..first + 100)
+        .map(|main| Op::Put {
+            table: Table::Key,
+            key: Revision::new(main, 0).to_bytes(false).to_vec(),
+            value: value.to_vec(),
+        })
+        .collect();
+    Commit {
+        seq,
+        ops,
+        consistent_index: Some((seq, 1)),
+    }
+}
+
+fn bench_actor_commits(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = common::lmdb(dir.path());
+    let value = vec![b'v'; common::VALUE_LEN];
+    let sys = System::new();
+    let actor = sys.block_on(async move { BackendActor::start_on_own_thread(engine) });
+    let (mut seq, mut next_rev) = (0u64, 2i64);
+
+    let mut group = c.benchmark_group("backend/actor");
+    for batches in [1u64, 10, 100] {
+        group.throughput(Throughput::Elements(batches * 100));
+        group.bench_function(BenchmarkId::new("commits_then_flush", batches), |b| {
+            b.iter(|| {
+                sys.block_on(async {
+                    for _ in 0..batches {
+                        seq += 1;
+                        actor.do_send(commit_of(seq, next_rev, &value));
+                        next_rev += 100;
+                    }
+                    actor.send(Flush).await.expect("mailbox").expect("flush");
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// A state owner's buffer behind an actor, so `Committed` reaches it; the bench reads it
+/// through messages too.
+struct Owner {
+    buffer: WriteBuffer,
+}
+
+impl Actor for Owner {
+    type Context = Context<Self>;
+}
+
+impl Handler<Committed> for Owner {
+    type Result = ();
+    fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        self.buffer.committed(msg.seq);
+    }
+}
+
+/// Buffers 100 puts at revisions from `first` and hands them to the backend.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+struct Write {
+    first: i64,
+    backend: actix::Recipient<Commit>,
+}
+
+impl Handler<Write> for Owner {
+    type Result = ();
+    fn handle(&mut self, msg: Write, _: &mut Self::Context) {
+        let seq = self.buffer.begin_batch();
+        let value = vec![b'v'; common::VALUE_LEN];
+        for main in msg.first..msg.first + 100 {
+            self.buffer
+                .put(Table::Key, &Revision::new(main, 0).to_bytes(false), &value)
+                .expect("buffer put");
+        }
+        msg.backend.do_send(Commit {
+            seq,
+            ops: self.buffer.take_ops(),
+            consistent_index: Some((seq, 1)),
+        });
+    }
+}
+
+/// A get of one revision and a scan of 100 from `from`, through the buffer.
+#[derive(actix::Message)]
+#[rtype(result = "usize")]
+struct Read {
+    from: i64,
+}
+
+impl Handler<Read> for Owner {
+    type Result = usize;
+    fn handle(&mut self, msg: Read, _: &mut Self::Context) -> usize {
+        let key = Revision::new(msg.from, 0).to_bytes(false);
+        let got = self.buffer.get(Table::Key, &key).expect("get");
+        let to = Revision::new(msg.from + 100, 0).to_bytes(false);
+        let mut records = 0;
+        self.buffer
+            .scan(Table::Key, &key, Some(&to), &mut |_, v| {
+                records += black_box(v).len().min(1);
+                true
+            })
+            .expect("scan");
+        records + got.map_or(0, |v| v.len().min(1))
+    }
+}
+
+fn bench_reads_during_commits(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = common::lmdb(dir.path());
+    let value = vec![b'v'; common::VALUE_LEN];
+    commit_puts(&engine, 2, 100_000, &value);
+    let sys = System::new();
+    let (backend, owner) = sys.block_on({
+        let engine = Arc::clone(&engine);
+        async move {
+            let read: Arc<dyn ReadEngine> = engine.clone();
+            let backend = BackendActor::start_on_own_thread(engine);
+            let owner = Owner {
+                buffer: WriteBuffer::new(read, 0),
+            }
+            .start();
+            backend.do_send(Subscribe {
+                committed: owner.clone().recipient(),
+                fatal: None,
+            });
+            (backend, owner)
+        }
+    });
+    let mut next_rev = 100_002i64;
+    // 1000 keys in the overlay before the timed reads begin.
+    sys.block_on(async {
+        for _ in 0..10 {
+            owner
+                .send(Write {
+                    first: next_rev,
+                    backend: backend.clone().recipient(),
+                })
+                .await
+                .expect("owner");
+            next_rev += 100;
+        }
+    });
+
+    let mut group = c.benchmark_group("backend/read_during_commits");
+    group.bench_function("get_and_scan_100", |b| {
+        b.iter(|| {
+            sys.block_on(async {
+                // Reads straddle the overlay's start and the engine's end.
+                let from = next_rev - 1050;
+                let got = owner.send(Read { from }).await.expect("owner");
+                assert_eq!(got, 101);
+                owner
+                    .send(Write {
+                        first: next_rev,
+                        backend: backend.clone().recipient(),
+                    })
+                    .await
+                    .expect("owner");
+                next_rev += 100;
+                backend.do_send(Flush);
             })
         })
     });
@@ -210,6 +387,7 @@ fn bench_defragment(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = common::criterion();
-    targets = bench_commit, bench_scan, bench_sync, bench_bolt, bench_defragment
+    targets = bench_commit, bench_scan, bench_sync, bench_actor_commits, bench_reads_during_commits,
+        bench_bolt, bench_defragment
 }
 criterion_main!(benches);

@@ -558,6 +558,7 @@ fn select_password(password: &str, hashed: &str) -> Result<Vec<u8>, EtcdError> {
 mod tests {
     use super::*;
     use actcd_proto::authpb::{Permission, UserAddOptions, permission::Type};
+    use actcd_proto::etcdserverpb::{RequestOp, TxnRequest, request_op};
     use actcd_types::storage::{KvEngine, MemEngine};
 
     fn hashed(pw: &str) -> String {

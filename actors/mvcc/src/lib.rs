@@ -38,18 +38,27 @@
 //!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
 //!   its own channel); `HashKv{revision}`; `GetStoreStatus`; `History{from, to, max_events}`
 //!   (events by revision, for watchers catching up, `history.rs`); `LeaseKeys{id}`.
-//! - `FlushStore` (every 100 ms) and `SyncStorage` (before WAL release): commit the batched
-//!   applies, and for `SyncStorage` also sync the backend.
-//! - `GetMembers`; `MakeSnapshot{min_index}` (commits pending applies, then copies the store
-//!   from a read transaction on a blocking thread, once it has applied `min_index`); `InstallSnapshot{data}` (replaces everything durably and
-//!   rebuilds every index; watchers are told to catch up from the new history, the lessor
-//!   which leases went and came, raft the new members); `ConnectRaft`.
-//! - `OpenStoreReader` (commits pending applies, answers a read transaction that may move to
-//!   another thread: the Snapshot RPC streams from it); `Defragment` (commits, then has the
-//!   engine give its free pages back; applies wait meanwhile); `MailboxProbe`/`GetMeter`
-//!   (`actcd_types::meter`).
+//! - `FlushStore` (every 100 ms: a compaction slice, its writes sent, the backend flushed) and
+//!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
+//! - `GetMembers`; `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
+//!   backend, which commits what was sent first, and the copy made from it on a blocking
+//!   thread); `InstallSnapshot{data}` (replaces everything durably — the records sent, the
+//!   backend synced, nothing applied meanwhile — and rebuilds every index; watchers are told to
+//!   catch up from the new history, the lessor which leases went and came, raft the new
+//!   members); `ConnectRaft`.
+//! - `OpenStoreReader` (a reader from the backend after the writes: the Snapshot RPC streams
+//!   from it); `HashBackend` (after a `Flush`); `Defragment` (drops its read transaction, asks
+//!   the backend; applies wait meanwhile); `MailboxProbe`/`GetMeter` (`actcd_types::meter`).
+//! - From the backend actor: `Committed{seq}` (trim the write buffer) and `BackendFailed`
+//!   (refuse further work: the next apply fails and the member stops).
 //!
 //! ## Messages sent ([`MvccPeers`])
+//! To the backend actor ([`BackendLink`]): `Commit{seq, ops, consistent_index}` with the buffered
+//! writes at the old commit points (`FlushStore`, 10,000 requests or 64 MiB pending, and before
+//! anything that must see them committed), and `Flush`,
+//! `SyncBackend`, `Defragment`, `OpenStoreReader` where listed above. Without a backend actor
+//! (start-up, tests, benches) the store commits straight into its engine ([`Sink::Direct`]).
+//!
 //! After each applied batch, before its results go out: `Notify{revision, events}` to the
 //! watch hub (one Put or Delete event per record written, in revision order), and
 //! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor, and `ApplyConfChange` to
@@ -61,12 +70,13 @@
 //! revision (a nested Txn's header is empty), as etcd's gRPC layer fills only the outer one.
 //!
 //! ## Invariants
-//! - **Index and disk agree.** Batches are written into one engine write transaction (one per
-//!   batch with [`Store::apply_batch`], several until the next commit in the actor's batched
-//!   mode, read through by every read); index changes are made as requests execute and logged,
-//!   and taken back if a batch fails. If a commit holding earlier batches fails, the store
-//!   refuses all work until a restart replays them from the WAL. A refused request is taken back out of both the transaction and the index
-//!   before the next request runs, so it changes nothing.
+//! - **Index and disk agree.** Batches are written into the store's write buffer
+//!   ([`actcd_types::storage::WriteBuffer`]), which every read merges over the committed engine
+//!   and which keeps a write until the backend reports the commit holding it; index changes are
+//!   made as requests execute and logged, and taken back (with the batch's writes in the buffer)
+//!   if a batch fails. If a commit holding earlier batches fails, the store refuses all work
+//!   until a restart replays them from the WAL. A refused request is taken back out of both the
+//!   buffer and the index before the next request runs, so it changes nothing.
 //! - **The revision increases by exactly one per write request that changes something**; every
 //!   change in it has that main revision and sub-revisions 0, 1, 2…. A request that changes
 //!   nothing (a delete of nothing, a read-only txn) leaves it and reports the current revision.
