@@ -18,6 +18,9 @@ use tokio::sync::oneshot;
 
 use super::*;
 
+/// A batch as the store heard it: its consistent index, its puts' keys, the other owner's ops.
+type SeenBatch = (u64, Vec<Vec<u8>>, Vec<Op>);
+
 /// Stands in for the store, the auth actor, the raft node and the supervisor, recording what
 /// each hears. Its store fails every batch when `fail` is set; its auth actor answers every
 /// request with `after_auth` (a view where alice lost her grant) and one op.
@@ -25,7 +28,7 @@ use super::*;
 struct Recorder {
     fail: bool,
     after_auth: SharedView,
-    batches: Arc<Mutex<Vec<(u64, Vec<Vec<u8>>, Vec<Op>)>>>,
+    batches: Arc<Mutex<Vec<SeenBatch>>>,
     auth: Arc<Mutex<usize>>,
     applied: Arc<Mutex<Vec<u64>>>,
     fatal: Arc<Mutex<Vec<Fatal>>>,

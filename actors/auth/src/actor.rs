@@ -203,3 +203,133 @@ impl Handler<ConnectAuth> for AuthActor {
 }
 
 actcd_types::impl_mailbox_probe!(AuthActor, meter);
+
+#[cfg(test)]
+mod tests {
+    use actcd_proto::actcdpb::InternalRaftRequest;
+    use actcd_proto::etcdserverpb::{
+        AuthUserAddRequest, AuthUserChangePasswordRequest, AuthUserGrantRoleRequest,
+    };
+    use actcd_types::AuthInfo;
+    use actcd_types::storage::{KvEngine, MemEngine, Table, write_ops};
+
+    use super::*;
+
+    fn as_root(request: InternalRaftRequest) -> ApplyAuth {
+        ApplyAuth {
+            request,
+            who: AuthInfo {
+                username: "root".into(),
+                revision: 100,
+            },
+        }
+    }
+
+    /// Through its messages: writes come back as ops (nothing is written by the actor), the
+    /// token keeper hears of a password change before the answer, and a reload reads what the
+    /// ops became once committed.
+    #[actix_rt::test]
+    async fn applies_record_ops_and_tell_the_token_keeper_first() {
+        let engine = Arc::new(MemEngine::new());
+        let actor = AuthActor::open(engine.clone(), 4).unwrap();
+        assert!(!actor.view().enabled());
+        let addr = actor.start();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        addr.send(ConnectAuth { events: tx }).await.unwrap();
+        let hashed = addr
+            .send(HashPassword {
+                password: "pw".into(),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let add = addr
+            .send(as_root(InternalRaftRequest {
+                auth_user_add: Some(AuthUserAddRequest {
+                    name: "root".into(),
+                    hashed_password: hashed.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(add.result.is_ok());
+        assert_eq!(add.view.revision(), 2);
+        assert!(
+            add.ops
+                .iter()
+                .any(|op| matches!(op, actcd_types::storage::Op::Put { table: Table::AuthUsers, key, .. } if key == b"root")),
+            "{:?}",
+            add.ops
+        );
+        assert_eq!(
+            engine
+                .read()
+                .unwrap()
+                .get(Table::AuthUsers, b"root")
+                .unwrap(),
+            None,
+            "the actor writes nothing itself"
+        );
+        let grant = addr
+            .send(as_root(InternalRaftRequest {
+                auth_user_grant_role: Some(AuthUserGrantRoleRequest {
+                    user: "root".into(),
+                    role: "root".into(),
+                }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .unwrap();
+        let change = addr
+            .send(as_root(InternalRaftRequest {
+                auth_user_change_password: Some(AuthUserChangePasswordRequest {
+                    name: "root".into(),
+                    hashed_password: hashed,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(change.result.is_ok());
+        let mut heard = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            heard.push(ev);
+        }
+        assert!(
+            heard.iter().any(|e| matches!(
+                e,
+                AuthEvent::UserInvalidated { user, revision: 4 } if user == "root"
+            )),
+            "{heard:?}"
+        );
+        // Auth is off: no password check answers.
+        let login = CheckPassword {
+            name: "root".into(),
+            password: "pw".into(),
+        };
+        assert_eq!(
+            addr.send(login).await.unwrap(),
+            Err(EtcdError::AuthNotEnabled)
+        );
+        // Once the ops are committed (the MVCC store's job), a reload reads them back.
+        let mut txn = engine.write().unwrap();
+        let ops: Vec<_> = [add.ops, grant.ops, change.ops].concat();
+        write_ops(&mut *txn, &ops, None).unwrap();
+        txn.commit().unwrap();
+        let view = addr.send(ReloadAuth).await.unwrap().unwrap();
+        assert_eq!(view.revision(), 4);
+        assert_eq!(
+            view.check_admin(&AuthInfo {
+                username: "root".into(),
+                revision: 4
+            }),
+            Ok(())
+        );
+    }
+}
