@@ -72,13 +72,28 @@ fn bench_apply(c: &mut Criterion) {
         let applier = Applier::new(store.consistent_index());
         let store = MvccActor::start_sync(store);
         let raft = FakeRaft::default().start();
+        // The auth store as a real actor too (auth off, as in the put benchmarks).
+        let auth = actcd_auth::AuthActor::open(
+            std::sync::Arc::new(actcd_types::storage::MemEngine::new()),
+            actcd_auth::DEFAULT_COST,
+        )
+        .expect("auth store");
+        let view = auth.view();
+        let auth = auth.start_on_own_thread();
         let peers = ApplierPeers {
-            store: store.recipient(),
+            chain: actcd_applier::ChainPeers {
+                store: store.clone().recipient(),
+                lease_keys: store.clone().recipient(),
+                revision: store.recipient(),
+                auth: auth.clone().recipient(),
+                identity: Default::default(),
+            },
             raft: raft.clone().recipient(),
             install: None,
+            reload_auth: Some(auth.recipient()),
             fatal: raft.clone().recipient(),
         };
-        (ApplierActor::new(applier, peers).start(), raft)
+        (ApplierActor::new(applier, peers, view).start(), raft)
     });
 
     let mut group = c.benchmark_group("applier/apply");

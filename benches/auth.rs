@@ -1,8 +1,12 @@
-//! The auth store alone, as the MVCC store and the front call it:
-//! - `auth/check`: [`AuthStore::check_range`] for a user holding 10,000 grants spread over 100
-//!   roles (single keys, ranges and prefixes, merged per user into disjoint spans): a single key
-//!   that is granted, one that is not, and a range; and [`AuthStore::check_request`] for a txn
-//!   with a compare and two ops (what every write with auth on pays at apply).
+//! The auth store alone, as the applier and the front call it:
+//! - `auth/check`: checks against the view the auth actor publishes (`SharedView`, what the
+//!   applier and the front hold) for a user holding 10,000 grants spread over 100 roles (single
+//!   keys, ranges and prefixes, merged per user into disjoint spans): a single key that is
+//!   granted, one that is not, and a range; and `check_request` for a txn with a compare and two
+//!   ops (what every write with auth on pays at apply).
+//! - `auth/actor`: the auth actor through its messages: `ApplyAuth` of an AuthStatus entry (the
+//!   applier's hop for every auth entry) and `CheckPassword` at cost 10 (Authenticate's check,
+//!   bcrypt on the actor's blocking pool).
 //! - `auth/tokens`: resolving a token on every request: simple (a hash lookup that restarts the
 //!   TTL) and JWT HS256 (a signature check).
 //! - `auth/bcrypt`: one password check at cost 10, the price of every Authenticate (run off the
@@ -15,20 +19,27 @@ mod common;
 use std::hint::black_box;
 use std::time::Duration;
 
-use actcd_auth::{AuthRequest, AuthStore, Perm, TokenProvider};
+use std::sync::Arc;
+
+use actcd_auth::{AuthActor, AuthRequest, AuthStore};
+use actcd_authz::TokenProvider;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::authpb::{Permission, permission::Type};
 use actcd_proto::etcdserverpb::*;
 use actcd_types::AuthInfo;
+use actcd_types::auth::Perm;
+use actcd_types::msg::{ApplyAuth, CheckPassword};
 use actcd_types::storage::{KvEngine, MemEngine};
+use actix::{Actor, System};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const GRANTS: usize = 10_000;
 const ROLES: usize = 100;
 
-/// A store with root, and `user` holding GRANTS grants over ROLES roles; auth enabled.
-fn store() -> (AuthStore, AuthInfo) {
-    let engine = MemEngine::new();
+/// An engine holding root, `alice` (password `password`, cost 10), and `user` holding GRANTS
+/// grants over ROLES roles; auth enabled.
+fn engine() -> (Arc<MemEngine>, AuthInfo) {
+    let engine = Arc::new(MemEngine::new());
     let mut txn = engine.write().expect("mem txn");
     let mut s = AuthStore::open(&*txn).expect("open");
     let root = AuthInfo::default();
@@ -88,16 +99,31 @@ fn store() -> (AuthStore, AuthInfo) {
             }),
         );
     }
+    let hash = actcd_auth::hash_password("password", 10).expect("hash");
+    apply(
+        &mut s,
+        AuthRequest::UserAdd(AuthUserAddRequest {
+            name: "alice".into(),
+            hashed_password: {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode(hash)
+            },
+            ..Default::default()
+        }),
+    );
     apply(&mut s, AuthRequest::Enable);
     let who = AuthInfo {
         username: "user".into(),
         revision: s.revision(),
     };
-    (s, who)
+    txn.commit().expect("commit");
+    (engine, who)
 }
 
 fn bench_auth(c: &mut Criterion) {
-    let (s, who) = store();
+    let (engine, who) = engine();
+    let actor = AuthActor::open(engine, actcd_auth::DEFAULT_COST).expect("auth store");
+    let s = actor.view();
     let mut g = c.benchmark_group("auth/check");
     g.bench_function("key_granted_10k_grants", |b| {
         b.iter(|| s.check_range(&who, black_box(b"k/004242"), b"", Perm::Read))
@@ -133,6 +159,38 @@ fn bench_auth(c: &mut Criterion) {
     assert!(s.check_request(&who, &txn, &|_| Vec::new()).is_ok());
     g.bench_function("txn_request_10k_grants", |b| {
         b.iter(|| s.check_request(&who, black_box(&txn), &|_| Vec::new()))
+    });
+    g.finish();
+
+    let sys = System::new();
+    let addr = sys.block_on(async { actor.start() });
+    let mut g = c.benchmark_group("auth/actor");
+    let status = || ApplyAuth {
+        request: InternalRaftRequest {
+            auth_status: Some(AuthStatusRequest {}),
+            ..Default::default()
+        },
+        who: AuthInfo {
+            username: "root".into(),
+            revision: who.revision,
+        },
+    };
+    g.bench_function("apply_auth_status", |b| {
+        b.iter(|| {
+            let applied = sys.block_on(addr.send(status())).expect("mailbox");
+            assert!(applied.expect("applied").result.is_ok());
+        })
+    });
+    g.sample_size(10);
+    let login = || CheckPassword {
+        name: "alice".into(),
+        password: "password".into(),
+    };
+    g.bench_function("check_password_cost_10", |b| {
+        b.iter(|| {
+            let checked = sys.block_on(addr.send(login())).expect("mailbox");
+            assert!(checked.is_ok());
+        })
     });
     g.finish();
 

@@ -81,6 +81,7 @@ impl Writer {
             term: 1,
             requests,
             replies: Vec::new(),
+            ops: Vec::new(),
         }
     }
 
@@ -97,6 +98,7 @@ impl Writer {
                 ..Default::default()
             }],
             replies: Vec::new(),
+            ops: Vec::new(),
         }
     }
 }
@@ -205,7 +207,6 @@ fn bench_mvcc(c: &mut Criterion) {
                             let resp = store
                                 .send(Range {
                                     request: request.clone(),
-                                    auth: None,
                                 })
                                 .await
                                 .expect("mvcc mailbox")
@@ -251,7 +252,6 @@ fn bench_mvcc(c: &mut Criterion) {
                 count_only: true,
                 ..Default::default()
             },
-            auth: None,
         }))
         .expect("mvcc mailbox")
         .expect("range");

@@ -274,8 +274,8 @@ impl Config {
     }
 
     /// The token provider `--auth-token` describes (its key files are read now).
-    pub fn token_provider(&self) -> Result<actcd_auth::TokenProvider, ConfigError> {
-        actcd_auth::TokenProvider::parse(
+    pub fn token_provider(&self) -> Result<actcd_authz::TokenProvider, ConfigError> {
+        actcd_authz::TokenProvider::parse(
             &self.flags.auth_token,
             Duration::from_secs(self.flags.auth_token_ttl),
         )

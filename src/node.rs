@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use actcd_applier::{Applier, ApplierActor, ApplierPeers};
+use actcd_applier::{Applier, ApplierActor, ApplierPeers, ChainPeers};
+use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe};
 use actcd_front::authn::AuthGate;
 use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
@@ -222,6 +223,15 @@ pub fn run_until(
             reason: e.to_string(),
         })?;
     let consistent_index = store.consistent_index();
+    // The auth store loads its tables from the same committed state.
+    let auth = AuthActor::open(
+        engine.clone() as Arc<dyn actcd_types::storage::ReadEngine>,
+        cfg.flags.bcrypt_cost,
+    )
+    .map_err(|e| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
     let members = store.members().list();
     if store.members().is_removed(cfg.member_id) {
         return Err(StartError::Raft(
@@ -297,6 +307,7 @@ pub fn run_until(
                     &actix_cfg,
                     actix_engine,
                     store,
+                    auth,
                     wal,
                     raft_node,
                     consistent_index,
@@ -429,6 +440,7 @@ fn start_actors(
     cfg: &Config,
     engine: Arc<LmdbEngine>,
     store: Store,
+    auth: AuthActor,
     wal: Wal,
     raft_node: RaftNode,
     consistent_index: u64,
@@ -470,6 +482,11 @@ fn start_actors(
             });
         }
     }
+
+    // The auth store: a thread of its own (its answers are rare but its loads and view builds
+    // must not hold up applies or the front); bcrypt runs on that thread's blocking pool.
+    let auth_view = auth.view();
+    let auth = auth.start_on_own_thread();
 
     // etcd's backend batch limit: at most this many applied requests wait for a commit.
     let current_revision = store.current_revision();
@@ -552,6 +569,7 @@ fn start_actors(
         ActorProbe::of("transport", &transport),
         ActorProbe::of("backend", &backend),
         ActorProbe::of("lessor", &lessor),
+        ActorProbe::of("auth", &auth),
     ];
     let raft_peers = RaftPeers {
         wal: wal.clone().recipient(),
@@ -600,11 +618,22 @@ fn start_actors(
     applier_ctx.run(ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
-            store: mvcc.clone().recipient(),
+            chain: ChainPeers {
+                store: mvcc.clone().recipient(),
+                lease_keys: mvcc.clone().recipient(),
+                revision: mvcc.clone().recipient(),
+                auth: auth.clone().recipient(),
+                identity: MemberIdentity {
+                    cluster_id: cfg.cluster_id,
+                    member_id: cfg.member_id,
+                },
+            },
             raft: raft.clone().recipient(),
             install: Some(mvcc.clone().recipient()),
+            reload_auth: Some(auth.clone().recipient()),
             fatal: supervisor.clone().recipient(),
         },
+        auth_view,
     ));
     let limits = Limits {
         max_request_bytes: cfg.flags.max_request_bytes,
@@ -681,9 +710,9 @@ fn start_actors(
         open_watch: hub.clone().recipient(),
         watch_request: hub.clone().recipient(),
         close_watch: hub.recipient(),
-        auth_check: mvcc.clone().recipient(),
-        auth_password: mvcc.clone().recipient(),
-        connect_auth: mvcc.clone().recipient(),
+        check_password: auth.clone().recipient(),
+        hash_password: auth.clone().recipient(),
+        connect_auth: auth.recipient(),
         members: mvcc.clone().recipient(),
         transfer_leader: raft.clone().recipient(),
         peer_activity: transport.clone().recipient(),
@@ -790,7 +819,6 @@ fn serve_clients(
         version: API_VERSION.to_string(),
         max_txn_ops: cfg.flags.max_txn_ops,
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
-        bcrypt_cost: cfg.flags.bcrypt_cost,
     };
     let client_cert_auth = cfg
         .client_tls

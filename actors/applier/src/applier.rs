@@ -1,16 +1,29 @@
+//! Step one of the chain: skip what the backend already holds, decode the rest, and pair each
+//! request with its waiter. Also the registries (waiters by id) and the applied index.
+
 use std::collections::HashMap;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_types::EtcdError;
-use actcd_types::msg::{ApplyBatch, ApplyResult, CommittedEntry, EntryKind};
+use actcd_types::msg::{ApplyResult, CommittedEntry, EntryKind};
 use prost::Message;
 use tokio::sync::oneshot;
 
-/// One Apply's worth of work for the store, carrying the waiters it answers directly.
+/// One committed request and whoever waits for its answer.
+#[derive(Debug)]
+pub struct Item {
+    pub index: u64,
+    pub term: u64,
+    pub request: InternalRaftRequest,
+    pub reply: Option<oneshot::Sender<ApplyResult>>,
+}
+
+/// One Apply's worth of work for the rest of the chain.
 #[derive(Debug)]
 pub struct Prepared {
-    pub batch: ApplyBatch,
+    pub items: Vec<Item>,
     pub last_index: u64,
+    pub last_term: u64,
 }
 
 #[derive(Debug, Default)]
@@ -54,8 +67,7 @@ impl Applier {
             self.mark_applied(last_index);
             return None;
         }
-        let mut requests = Vec::new();
-        let mut replies = Vec::new();
+        let mut items = Vec::with_capacity(entries.len());
         for e in entries {
             if e.index <= self.consistent_index
                 || e.kind == EntryKind::ConfChangeV2
@@ -64,10 +76,14 @@ impl Applier {
                 continue;
             }
             match InternalRaftRequest::decode(e.data.as_slice()) {
-                Ok(req) => {
-                    let id = req.header.as_ref().map_or(0, |h| h.id);
-                    replies.push(self.waiters.remove(&id));
-                    requests.push(req);
+                Ok(request) => {
+                    let id = request.header.as_ref().map_or(0, |h| h.id);
+                    items.push(Item {
+                        index: e.index,
+                        term: e.term,
+                        request,
+                        reply: self.waiters.remove(&id),
+                    });
                 }
                 // Only this server's own proposals are in the log; an undecodable one is a bug,
                 // and skipping it on every member keeps them in agreement.
@@ -75,13 +91,9 @@ impl Applier {
             }
         }
         Some(Prepared {
-            batch: ApplyBatch {
-                consistent_index: last_index,
-                term: last_term,
-                requests,
-                replies,
-            },
+            items,
             last_index,
+            last_term,
         })
     }
 
@@ -179,17 +191,13 @@ mod tests {
             let mut a = Applier::new(c.consistent);
             let p = a.prepare(c.entries);
             let ids = p.as_ref().map(|p| {
-                p.batch
-                    .requests
+                p.items
                     .iter()
-                    .map(|r| r.header.as_ref().map_or(0, |h| h.id))
+                    .map(|i| i.request.header.as_ref().map_or(0, |h| h.id))
                     .collect::<Vec<_>>()
             });
             assert_eq!(ids, c.want_ids, "{}", c.name);
             assert_eq!(a.applied(), c.want_applied.max(c.consistent), "{}", c.name);
-            if let Some(p) = p {
-                assert_eq!(p.batch.requests.len(), p.batch.replies.len());
-            }
         }
     }
 
@@ -205,14 +213,18 @@ mod tests {
         let p = a
             .prepare(vec![entry(1, 10), entry(2, 11), entry(3, 12)])
             .unwrap();
-        let slots: Vec<bool> = p.batch.replies.iter().map(Option::is_some).collect();
+        let slots: Vec<bool> = p.items.iter().map(|i| i.reply.is_some()).collect();
         assert_eq!(
             slots,
             [true, false, false],
             "10 waits; 11 cancelled; 12 never registered"
         );
-        let mut replies = p.batch.replies;
-        let _ = replies[0].take().unwrap().send(Ok(ApplyResponse::Empty));
+        let mut items = p.items;
+        let _ = items[0]
+            .reply
+            .take()
+            .unwrap()
+            .send(Ok(ApplyResponse::Empty));
         assert_eq!(rx1.try_recv().unwrap(), Ok(ApplyResponse::Empty));
         a.complete(p.last_index);
         assert_eq!(a.applied(), 3);

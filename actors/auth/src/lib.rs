@@ -1,36 +1,53 @@
-//! # actcd-auth — users, roles, range permissions, passwords and tokens
+//! # actcd-auth — the auth store actor
 //!
-//! etcd's v3 auth, split by who runs what:
+//! Owns etcd's v3 auth state: the enabled flag, the auth revision, users and roles (persisted
+//! in the backend's `auth`, `authUsers` and `authRoles` tables with etcd's keys and
+//! encodings), each user's merged permissions, and the bcrypt work of password checks.
 //!
-//! - [`AuthStore`] (`store.rs`) is the auth state machine: the enabled flag, the auth revision,
-//!   users and roles (persisted in the backend's `auth`, `authUsers` and `authRoles` tables with
-//!   etcd's keys and encodings), and each user's merged permissions. The MVCC store embeds it
-//!   and applies auth entries in log order with the writes they govern; it also asks it, for
-//!   every key-space request, whether the request's user may touch each key
-//!   ([`AuthStore::check_request`], etcd's auth applier), and answers reads, watch creates and
-//!   admin-only maintenance calls with [`AuthStore::check_range`] / [`AuthStore::check_admin`].
-//! - [`perms`] merges a user's grants into sorted disjoint interval sets ([`UserPerms`]).
-//! - [`password`]: bcrypt hashing and checking, which callers run on a blocking pool.
-//! - [`TokenProvider`] (`tokens.rs`): simple and JWT tokens, kept by the front.
+//! - [`AuthStore`] (`store.rs`) is the state machine, plain and testable alone: it applies auth
+//!   requests in log order and keeps an [`actcd_authz::AuthView`] of the checks up to date.
+//! - [`AuthActor`] (`actor.rs`) is the room, on an `Arbiter` thread of its own. After every
+//!   change it publishes the view as an immutable `Arc` tagged with its auth revision.
+//! - [`password`]: bcrypt hashing and checking, run on tokio's blocking pool.
 //!
-//! No actor lives here: the crate is plain structs used by the store's and the front's actors.
+//! The permission view, its checks and the token providers are plain structs in
+//! `actcd-authz`, shared with the applier (which judges each committed request by the view
+//! current at that point of the log) and the front (which judges reads, watch creates and
+//! admin calls by the newest view, and keeps the simple-token book and JWT verifier).
+//!
+//! ## Messages
+//! - `ApplyAuth{request, who}` from the applier, in log order → `AuthApplied{result, view, ops}`:
+//!   etcd's answer, the view to judge the next entries by, and the table writes. The actor
+//!   writes nothing itself ([`OpLog`] records the writes); the applier hands the ops to the MVCC
+//!   store with its next `ApplyBatch`, so they commit with the consistent index that covers the
+//!   entry. An outer `Err` is a storage failure (fatal for the member).
+//! - `ReloadAuth` from the applier after a snapshot from the leader was installed → the view.
+//! - `CheckPassword{name, password}` → the auth revision the hash was read at (Authenticate and
+//!   the gateway's Basic auth); `HashPassword{password}` → the base64 bcrypt hash to propose
+//!   (UserAdd, UserChangePassword). bcrypt runs on the blocking pool, never on this thread.
+//! - `ConnectAuth{events}` from the front: the current view and state at once, then after every
+//!   applied auth request `UserInvalidated` / `TokenAssigned` (in apply order), `View`,
+//!   `State` — sent before the answer goes back to the applier, so before the request's
+//!   waiter hears it.
 //!
 //! ## Invariants
-//! - A refused request changes nothing, in memory or in the transaction.
+//! - A refused request changes nothing and writes nothing.
 //! - The auth revision rises by one with every change etcd counts (not with AuthEnable, nor
 //!   with a grant that was already there), and is written with the change.
-//! - A request stamped with an older auth revision than the store's is refused
-//!   (`auth: revision in header is old`): the client must look again.
-//! - A permission check is a binary search over merged intervals, however many grants exist.
-//! - Simple tokens use tokio's clock (pausable in tests); JWT expiry is checked against the wall
-//!   clock as any JWT reader does. Nothing else here reads a clock.
+//! - A published view never changes; the applier sees a change from the entry after it on.
+//! - The store never reads its tables back between loads: its memory is the truth, which is
+//!   why recording ops is enough (see `oplog.rs`).
+//!
+//! ## Layout
+//! `store.rs` the state machine · `actor.rs` the glue · `oplog.rs` recorded writes ·
+//! `password.rs` bcrypt.
 
+mod actor;
+mod oplog;
 pub mod password;
-pub mod perms;
 mod store;
-mod tokens;
 
+pub use actor::AuthActor;
+pub use oplog::OpLog;
 pub use password::{DEFAULT_COST, check_cost, hash_password, verify_password};
-pub use perms::{Perm, UserPerms};
 pub use store::{AuthRequest, AuthStore};
-pub use tokens::{JwtTokens, SimpleTokens, TokenProvider};

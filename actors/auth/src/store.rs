@@ -4,14 +4,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::authpb::{Role, User};
-use actcd_proto::etcdserverpb::{self as pb, RequestOp, TxnRequest, request_op};
+use actcd_proto::etcdserverpb as pb;
 use actcd_types::msg::AuthReply;
 use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
 use actcd_types::{AuthInfo, EtcdError};
 use base64::Engine;
 use prost::Message;
 
-use crate::perms::{Perm, UserPerms};
+use actcd_authz::{AuthView, Perm, UserEntry, UserPerms};
+use actcd_types::auth::SharedView;
 
 /// `auth` table keys, as etcd names them.
 const ENABLED_KEY: &[u8] = b"authEnabled";
@@ -109,8 +110,9 @@ pub struct AuthStore {
     revision: u64,
     users: BTreeMap<String, User>,
     roles: BTreeMap<String, Role>,
-    /// Merged permissions per user, rebuilt whenever a user or a role changes.
-    perms: HashMap<String, UserPerms>,
+    /// The enabled flag, the revision and the merged permissions per user, rebuilt whenever a
+    /// user or a role changes: what the checks read and what gets published.
+    view: AuthView,
 }
 
 impl AuthStore {
@@ -154,7 +156,7 @@ impl AuthStore {
             revision: revision.max(1),
             users,
             roles,
-            perms: HashMap::new(),
+            view: AuthView::new(enabled, revision.max(1), HashMap::new()),
         };
         store.rebuild_all();
         Ok(store)
@@ -171,44 +173,41 @@ impl AuthStore {
     fn rebuild(&mut self, name: &str) {
         match self.users.get(name) {
             Some(u) => {
-                let perms = UserPerms::build(u.roles.iter().filter_map(|r| self.roles.get(r)));
-                self.perms.insert(name.to_string(), perms);
+                let entry = UserEntry {
+                    is_root: u.roles.iter().any(|r| r == ROOT),
+                    perms: UserPerms::build(u.roles.iter().filter_map(|r| self.roles.get(r))),
+                };
+                self.view.set_user(name.to_string(), entry);
             }
-            None => {
-                self.perms.remove(name);
-            }
+            None => self.view.remove_user(name),
         }
     }
 
     fn rebuild_all(&mut self) {
         let names: Vec<String> = self.users.keys().cloned().collect();
-        self.perms.clear();
+        self.view.clear_users();
         for n in names {
             self.rebuild(&n);
         }
     }
 
     fn is_root(&self, name: &str) -> bool {
-        self.users
-            .get(name)
-            .is_some_and(|u| u.roles.iter().any(|r| r == ROOT))
+        self.view.user(name).is_some_and(|u| u.is_root)
+    }
+
+    /// The checks as of now (what [`Self::publish`] would hand out).
+    pub fn view(&self) -> &AuthView {
+        &self.view
+    }
+
+    /// The current state as an immutable view for the applier and the front.
+    pub fn publish(&self) -> SharedView {
+        self.view.clone().shared()
     }
 
     /// etcd's `IsAdminPermitted`.
     pub fn check_admin(&self, who: &AuthInfo) -> Result<(), EtcdError> {
-        if !self.enabled {
-            return Ok(());
-        }
-        if who.username.is_empty() {
-            return Err(EtcdError::UserEmpty);
-        }
-        if !self.users.contains_key(&who.username) {
-            return Err(EtcdError::UserNotFound);
-        }
-        if !self.is_root(&who.username) {
-            return Err(EtcdError::PermissionDenied);
-        }
-        Ok(())
+        self.view.check_admin(who)
     }
 
     /// etcd's `isOpPermitted`: may `who` do `perm` on `[key, range_end)` now?
@@ -219,99 +218,17 @@ impl AuthStore {
         range_end: &[u8],
         perm: Perm,
     ) -> Result<(), EtcdError> {
-        if !self.enabled {
-            return Ok(());
-        }
-        if who.revision == 0 || who.username.is_empty() {
-            return Err(EtcdError::UserEmpty);
-        }
-        if who.revision < self.revision {
-            return Err(EtcdError::AuthOldRevision);
-        }
-        if !self.users.contains_key(&who.username) {
-            return Err(EtcdError::PermissionDenied);
-        }
-        if self.is_root(&who.username) {
-            return Ok(());
-        }
-        let allowed = self
-            .perms
-            .get(&who.username)
-            .is_some_and(|p| p.allows(perm, key, range_end));
-        if allowed {
-            Ok(())
-        } else {
-            Err(EtcdError::PermissionDenied)
-        }
+        self.view.check_range(who, key, range_end, perm)
     }
 
-    /// The checks etcd's auth applier makes before a key-space request applies: every key a
-    /// Put, DeleteRange, Txn (compares and both branches, nested txns too) or LeaseRevoke
-    /// touches. `lease_keys` names the keys attached to a lease.
+    /// etcd's auth applier's checks of a key-space request (see [`AuthView::check_request`]).
     pub fn check_request(
         &self,
         who: &AuthInfo,
         req: &InternalRaftRequest,
         lease_keys: &dyn Fn(i64) -> Vec<Vec<u8>>,
     ) -> Result<(), EtcdError> {
-        if !self.enabled {
-            return Ok(());
-        }
-        if let Some(p) = &req.put {
-            self.check_range(who, &p.key, &[], Perm::Write)?;
-            if p.lease != 0 {
-                for k in lease_keys(p.lease) {
-                    self.check_range(who, &k, &[], Perm::Write)?;
-                }
-            }
-            if p.prev_kv {
-                self.check_range(who, &p.key, &[], Perm::Read)?;
-            }
-        } else if let Some(d) = &req.delete_range {
-            self.check_range(who, &d.key, &d.range_end, Perm::Write)?;
-            if d.prev_kv {
-                self.check_range(who, &d.key, &d.range_end, Perm::Read)?;
-            }
-        } else if let Some(t) = &req.txn {
-            self.check_txn(who, t)?;
-        } else if let Some(r) = &req.lease_revoke {
-            for k in lease_keys(r.id) {
-                self.check_range(who, &k, &[], Perm::Write)?;
-            }
-        } else if let Some(r) = &req.range {
-            self.check_range(who, &r.key, &r.range_end, Perm::Read)?;
-        }
-        Ok(())
-    }
-
-    fn check_txn(&self, who: &AuthInfo, t: &TxnRequest) -> Result<(), EtcdError> {
-        for c in &t.compare {
-            self.check_range(who, &c.key, &c.range_end, Perm::Read)?;
-        }
-        t.success
-            .iter()
-            .chain(&t.failure)
-            .try_for_each(|op| self.check_op(who, op))
-    }
-
-    fn check_op(&self, who: &AuthInfo, op: &RequestOp) -> Result<(), EtcdError> {
-        match &op.request {
-            Some(request_op::Request::RequestRange(r)) => {
-                self.check_range(who, &r.key, &r.range_end, Perm::Read)
-            }
-            Some(request_op::Request::RequestPut(p)) => {
-                self.check_range(who, &p.key, &[], Perm::Write)
-            }
-            Some(request_op::Request::RequestDeleteRange(d)) => {
-                if d.prev_kv {
-                    self.check_range(who, &d.key, &d.range_end, Perm::Read)?;
-                }
-                self.check_range(who, &d.key, &d.range_end, Perm::Write)
-            }
-            // etcd 3.5.1 does not look inside nested txns; we do, so one can't smuggle a write.
-            Some(request_op::Request::RequestTxn(n)) => self.check_txn(who, n),
-            None => Ok(()),
-        }
+        self.view.check_request(who, req, lease_keys)
     }
 
     /// A user's bcrypt hash and the revision it was read at, for Authenticate's check.
@@ -328,6 +245,7 @@ impl AuthStore {
 
     fn commit_revision<W: WriteTxn + ?Sized>(&mut self, txn: &mut W) -> Result<(), StorageError> {
         self.revision += 1;
+        self.view.set_revision(self.revision);
         txn.put(Table::Auth, REVISION_KEY, &self.revision.to_be_bytes())
     }
 
@@ -382,6 +300,7 @@ impl AuthStore {
                     }
                     txn.put(Table::Auth, ENABLED_KEY, &[1])?;
                     self.enabled = true;
+                    self.view.set_enabled(true);
                 }
                 AuthReply::Enable(Default::default())
             }
@@ -390,6 +309,7 @@ impl AuthStore {
                     txn.put(Table::Auth, ENABLED_KEY, &[0])?;
                     self.commit_revision(txn)?;
                     self.enabled = false;
+                    self.view.set_enabled(false);
                 }
                 AuthReply::Disable(Default::default())
             }
@@ -448,7 +368,7 @@ impl AuthStore {
                     return refuse(EtcdError::UserNotFound);
                 }
                 txn.delete(Table::AuthUsers, r.name.as_bytes())?;
-                self.perms.remove(&r.name);
+                self.view.remove_user(&r.name);
                 self.commit_revision(txn)?;
                 AuthReply::UserDelete(Default::default())
             }
@@ -638,6 +558,7 @@ fn select_password(password: &str, hashed: &str) -> Result<Vec<u8>, EtcdError> {
 mod tests {
     use super::*;
     use actcd_proto::authpb::{Permission, UserAddOptions, permission::Type};
+    use actcd_proto::etcdserverpb::{RequestOp, TxnRequest, request_op};
     use actcd_types::storage::{KvEngine, MemEngine};
 
     fn hashed(pw: &str) -> String {
@@ -816,7 +737,7 @@ mod tests {
         assert!(reopened.is_enabled());
         assert_eq!(reopened.users, s.users);
         assert_eq!(reopened.roles, s.roles);
-        assert_eq!(reopened.perms, s.perms);
+        assert_eq!(reopened.view, s.view);
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! The Auth service. Every call but Authenticate is one entry through the log, applied by the
-//! store's auth state (which also decides who may make it). Passwords are hashed here, on
-//! tokio's blocking pool, so the log never carries one in the clear and bcrypt never runs on an
-//! actor thread.
+//! auth store (which also decides who may make it). Passwords are hashed before they are
+//! proposed (by the auth store, on its blocking pool), so the log never carries one in the
+//! clear and bcrypt never runs on an actor thread.
 //!
-//! Authenticate follows etcd's design: the password is checked here against the hash the
-//! store holds, outside the log; then an entry carrying only the user name (and, for simple
+//! Authenticate follows etcd's design: the password is checked (by the auth store, on its
+//! blocking pool) against the hash it holds, outside the log; then an entry carrying only the user name (and, for simple
 //! tokens, the token's random part) goes through the log so every member learns the token.
 //! The check remembers the auth revision it read; if the entry applies at another revision
 //! (the password may have changed in between) the whole check runs again, so a token is never
@@ -17,7 +17,6 @@ use actcd_proto::etcdserverpb::auth_server::Auth;
 use actcd_proto::etcdserverpb::*;
 use actcd_types::msg::{ApplyResponse, AuthReply};
 use actcd_types::{AuthInfo, EtcdError};
-use base64::Engine;
 use tonic::{Request, Response, Status};
 
 use crate::pipeline::Pipeline;
@@ -53,14 +52,9 @@ impl AuthService {
         }
     }
 
-    /// bcrypt on the blocking pool, base64-encoded as etcd proposes it.
+    /// bcrypt by the auth store (on its blocking pool), base64-encoded as etcd proposes it.
     async fn hash(&self, password: String) -> Result<String, Status> {
-        let cost = self.pipeline.config.bcrypt_cost;
-        let hashed =
-            tokio::task::spawn_blocking(move || actcd_auth::hash_password(&password, cost))
-                .await
-                .map_err(EtcdError::internal)??;
-        Ok(base64::engine::general_purpose::STANDARD.encode(hashed))
+        Ok(self.pipeline.hash_password(password).await?)
     }
 }
 

@@ -17,17 +17,19 @@
 //! With auth disabled nobody is authenticated: every request runs as the empty user and a
 //! token, even a bad one, is ignored, as etcd does.
 //!
-//! The enabled flag and the auth revision are the store's, learned from the `AuthEvent`s it
-//! sends after applying auth changes. The store queues them before it answers the change, and
-//! the gate reads its queue before every decision, so a client that saw an auth change
-//! acknowledged is never judged by the state before it. (The store checks every request again
-//! against its own state when it runs it.)
+//! The enabled flag, the auth revision and the newest permission view are the auth store's,
+//! learned from the `AuthEvent`s it sends after applying auth changes. The store queues them
+//! before the applier answers the change, and the gate reads its queue before every decision,
+//! so a client that saw an auth change acknowledged is never judged by the state before it.
+//! Reads, watch creates and admin calls are judged here by that view; writes are judged again
+//! by the applier against the view at their point of the log.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use actcd_auth::TokenProvider;
+use actcd_authz::{AuthView, TokenProvider};
+use actcd_types::auth::SharedView;
 use actcd_types::msg::AuthEvent;
 use actcd_types::{AuthInfo, EtcdError};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -185,6 +187,8 @@ pub struct AuthGate {
     /// Whether a client certificate's name can identify a caller (`--client-cert-auth`): only
     /// then is it parsed out of the connection.
     reads_certificates: bool,
+    /// The newest permission view heard of.
+    view: std::sync::RwLock<SharedView>,
     /// The store's auth changes, not yet observed.
     events: std::sync::Mutex<Option<UnboundedReceiver<AuthEvent>>>,
 }
@@ -225,6 +229,7 @@ impl AuthGate {
             enabled: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             reads_certificates: false,
+            view: std::sync::RwLock::new(AuthView::disabled().shared()),
             events: std::sync::Mutex::new(None),
         }
     }
@@ -254,9 +259,18 @@ impl AuthGate {
         self.revision.load(Ordering::Acquire)
     }
 
+    /// The newest permission view heard of.
+    pub fn view(&self) -> SharedView {
+        self.catch_up();
+        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Follows the store's auth changes.
     pub fn observe(&self, ev: AuthEvent) {
         match ev {
+            AuthEvent::View(view) => {
+                *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
+            }
             AuthEvent::State { enabled, revision } => {
                 self.revision.store(revision, Ordering::Release);
                 let was = self.enabled.swap(enabled, Ordering::AcqRel);

@@ -10,7 +10,9 @@
 //!   or the request times out with `etcdserver: request timed out`.
 //! - linearizable reads → `AfterReadIndex` to the raft node with a continuation that sends
 //!   `RangeTo` to the store once the confirmed index is applied; the store answers the front.
-//!   Serializable reads go straight to the store. Reads never enter the log.
+//!   Serializable reads go straight to the store. Reads never enter the log. With auth on, a
+//!   linearizable read waits for the read index here, is judged by the newest permission view,
+//!   then goes to the store (one more hop, only then).
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the store. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).
@@ -32,14 +34,17 @@
 //! - Learners (`learner.rs`): a tower layer in front of every service refuses what etcd's
 //!   learners refuse (all but Status and serializable Range).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
-//!   store's auth state; passwords are bcrypt-hashed on the blocking pool first. Authenticate
-//!   checks the password here against the store's hash, proposes the login, and issues the
-//!   token once it applied at the auth revision the check read.
+//!   auth store actor; passwords are bcrypt-hashed by it (`HashPassword`, on its blocking pool)
+//!   first. Authenticate has the auth store check the password (`CheckPassword`), proposes the
+//!   login, and issues the token once it applied at the auth revision the check read.
 //! - Identity (`authn.rs`): each request's caller comes from the authenticator chain — the
 //!   `token` metadata, then a verified client certificate's common name, then HTTP Basic
-//!   credentials the gateway checked — and rides with the request (in the entry's header for
-//!   writes, in the message for reads) to be checked by the store when the request runs. Watch
-//!   creates are checked for read permission first.
+//!   credentials the gateway checked. Writes carry it in the entry's header and are judged by
+//!   the applier against the permission view at their point of the log. Reads, read-only txns,
+//!   watch creates and admin-only calls are judged here against the newest view the auth store
+//!   published (`AuthEvent::View`, followed by the gate with the token events; `ConnectAuth`),
+//!   with no message on the way. The front imports no actor crate for this: the view is an
+//!   `actcd_types::auth::SharedView`, the token providers come from the plain `actcd-authz`.
 //! - HTTP/1.1 on the client port (`http.rs`): `/health`, `/livez`, `/readyz`, `/version`,
 //!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
 //!   (`gateway.rs`, refusing what etcd's Go decoder refuses: `gojson.rs`), which runs the same
@@ -53,8 +58,10 @@
 //!   libraries, never on an actor crate (`actcd-auth`'s password and token code aside, until the
 //!   auth store becomes an actor); every route is a `Recipient` handed in at start-up.
 //! - Every error a client sees comes from `EtcdError::to_status` (etcd's codes and strings).
-//! - The front never decides a permission itself: it names the caller, and the store decides
-//!   against the auth state in force when the request runs.
+//! - A read is judged by a view at least as new as every auth change acknowledged before it
+//!   began (the auth store queues the view before the applier answers the change; the gate
+//!   reads its queue before each decision; a linearizable read is judged after its read index
+//!   is applied). Writes are judged by the applier, never here.
 //! - Cheap validation (`actcd_types::validate`) runs before anything is sent on, so bad input never
 //!   reaches raft.
 //! - Streams (Watch, LeaseKeepAlive, Observe) end themselves at shutdown (`Pipeline::close_streams`):

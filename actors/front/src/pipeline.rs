@@ -5,13 +5,14 @@ use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
 use actcd_proto::etcdserverpb::{
     RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, TxnResponse, request_op,
 };
+use actcd_types::auth::Perm;
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    AfterReadIndex, ApplyResponse, AuthCheck, AuthPassword, AuthQuestion, CheckLearner,
-    ConnectAuth, GetFsyncStats, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
-    LeaderCall, LeaseKeys, LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity,
-    PeerAnswer, PeerCall, RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn,
-    RenewLease, StoreStatus, Submit, TransferLeader,
+    AfterReadIndex, ApplyResponse, CheckLearner, CheckPassword, ConnectAuth, GetFsyncStats,
+    GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult, LeaderCall, LeaseKeys,
+    LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
+    RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus,
+    Submit, TransferLeader,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -32,8 +33,6 @@ pub struct FrontConfig {
     pub max_txn_ops: usize,
     /// gRPC receive limit: `--max-request-bytes` plus etcd's 512 KiB of framing slack.
     pub max_recv_bytes: usize,
-    /// `--bcrypt-cost`, for UserAdd and UserChangePassword.
-    pub bcrypt_cost: u32,
 }
 
 /// The actors the front talks to.
@@ -59,10 +58,10 @@ pub struct PipelineRoutes {
     pub open_watch: Recipient<actcd_types::watch::OpenStream>,
     pub watch_request: Recipient<actcd_types::watch::WatchRequestMsg>,
     pub close_watch: Recipient<actcd_types::watch::CloseStream>,
-    /// The store's auth state: permission questions and password hashes.
-    pub auth_check: Recipient<AuthCheck>,
-    pub auth_password: Recipient<AuthPassword>,
-    /// Where the store is told to send its auth changes.
+    /// The auth store: password checks and hashes, and where it is told to send its changes
+    /// (the newest permission view among them).
+    pub check_password: Recipient<CheckPassword>,
+    pub hash_password: Recipient<actcd_types::msg::HashPassword>,
     pub connect_auth: Recipient<ConnectAuth>,
     /// The store's applied membership.
     pub members: Recipient<GetMembers>,
@@ -209,7 +208,7 @@ impl Pipeline {
             .await?
     }
 
-    /// Follows the store's auth changes (it sends the current state at once) until the store
+    /// Follows the auth store's changes (it sends the current view and state at once) until it
     /// goes away. Must be called inside a tokio runtime, once.
     pub fn follow_auth(&self) {
         let (tx, events) = tokio::sync::mpsc::unbounded_channel();
@@ -244,31 +243,21 @@ impl Pipeline {
         }
     }
 
-    /// Refuses `who` unless it may read `[key, range_end)` now.
+    /// Refuses `who` unless it may read `[key, range_end)`, by the newest permission view.
     pub async fn check_read(
         &self,
         who: AuthInfo,
         key: Vec<u8>,
         range_end: Vec<u8>,
     ) -> Result<(), EtcdError> {
-        self.ask_auth(who, AuthQuestion::Read { key, range_end })
-            .await
+        self.auth
+            .view()
+            .check_range(&who, &key, &range_end, Perm::Read)
     }
 
     /// Refuses `who` unless it holds the root role (maintenance calls etcd keeps for admins).
     pub async fn check_admin(&self, who: AuthInfo) -> Result<(), EtcdError> {
-        self.ask_auth(who, AuthQuestion::Admin).await
-    }
-
-    /// Asks the store's auth state, unless auth is off.
-    async fn ask_auth(&self, who: AuthInfo, question: AuthQuestion) -> Result<(), EtcdError> {
-        if !self.auth.enabled() {
-            return Ok(());
-        }
-        self.routes
-            .auth_check
-            .send(AuthCheck { who, question })
-            .await?
+        self.auth.view().check_admin(&who)
     }
 
     /// Ends every open stream (called once at shutdown).
@@ -292,25 +281,26 @@ impl Pipeline {
         }
     }
 
-    /// Checks `password` against the store's bcrypt hash for `name` (on the blocking pool: a
-    /// check takes tens of milliseconds). Answers the auth revision the hash was read at, or
-    /// etcd's `authentication failed` (unknown user and wrong password alike).
+    /// Checks `password` against the auth store's bcrypt hash for `name` (on its blocking
+    /// pool: a check takes tens of milliseconds). Answers the auth revision the hash was read
+    /// at, or etcd's `authentication failed` (unknown user and wrong password alike).
     pub async fn check_password(&self, name: &str, password: &str) -> Result<u64, EtcdError> {
-        let (hash, revision) = self
-            .routes
-            .auth_password
-            .send(AuthPassword { name: name.into() })
-            .await??;
-        let candidate = password.to_string();
-        let ok =
-            tokio::task::spawn_blocking(move || actcd_auth::verify_password(&candidate, &hash))
-                .await
-                .map_err(EtcdError::internal)?;
-        if ok {
-            Ok(revision)
-        } else {
-            Err(EtcdError::AuthFailed)
-        }
+        self.routes
+            .check_password
+            .send(CheckPassword {
+                name: name.into(),
+                password: password.into(),
+            })
+            .await?
+    }
+
+    /// A bcrypt hash of `password`, base64-encoded as etcd proposes it (on the auth store's
+    /// blocking pool).
+    pub async fn hash_password(&self, password: String) -> Result<String, EtcdError> {
+        self.routes
+            .hash_password
+            .send(actcd_types::msg::HashPassword { password })
+            .await?
     }
 
     /// A fresh request id (also etcd's source of server-chosen lease ids).
@@ -440,26 +430,33 @@ impl Pipeline {
     /// A serializable read goes straight to the store. A linearizable one hands the raft node
     /// a continuation that forwards it to the store once the read index is applied, and the
     /// store answers here: raft → store directly, not raft → front → store.
+    ///
+    /// The reader is judged by the newest permission view once the read index is applied, as
+    /// etcd does (a grant revoked before the read began is never used): with auth on, a
+    /// linearizable read waits here for the read index, is judged, then goes to the store.
     pub async fn range(
         &self,
         request: RangeRequest,
         who: AuthInfo,
     ) -> Result<RangeResponse, EtcdError> {
         actcd_types::validate::check_range(&request)?;
-        let auth = Some(who);
-        if request.serializable {
-            return self.routes.range.send(Range { request, auth }).await?;
+        let judged = self.auth.enabled();
+        if judged && !request.serializable {
+            self.linearizable_barrier().await?;
+        }
+        if judged {
+            self.check_read(who, request.key.clone(), request.range_end.clone())
+                .await?;
+        }
+        if request.serializable || judged {
+            return self.routes.range.send(Range { request }).await?;
         }
         let (tx, rx) = oneshot::channel();
         let store = self.routes.range_to.clone();
         let then = Box::new(move |index: Result<u64, EtcdError>| match index {
             // `do_send`: the store's mailbox is the one every read ends in anyway, and a
             // continuation must not wait on the raft thread.
-            Ok(_) => store.do_send(RangeTo {
-                request,
-                auth,
-                reply: tx,
-            }),
+            Ok(_) => store.do_send(RangeTo { request, reply: tx }),
             Err(e) => {
                 let _ = tx.send(Err(e));
             }
@@ -487,13 +484,18 @@ impl Pipeline {
         if !is_txn_serializable(&request) {
             self.linearizable_barrier().await?;
         }
-        self.routes
-            .read_txn
-            .send(ReadTxn {
-                request,
-                auth: Some(who),
-            })
-            .await?
+        let view = self.auth.view();
+        if view.enabled() {
+            // The same checks a txn gets at apply: every compare and every op, both branches.
+            let as_entry = InternalRaftRequest {
+                txn: Some(request),
+                ..Default::default()
+            };
+            view.check_request(&who, &as_entry, &|_| Vec::new())?;
+            let request = as_entry.txn.unwrap_or_default();
+            return self.routes.read_txn.send(ReadTxn { request }).await?;
+        }
+        self.routes.read_txn.send(ReadTxn { request }).await?
     }
 
     /// The members as this member has applied them.

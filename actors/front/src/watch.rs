@@ -72,7 +72,6 @@ async fn finish(
                         serializable: true,
                         ..Default::default()
                     },
-                    auth: None,
                 })
                 .await?;
             // Compacted away, or nothing there: no previous value, as in etcd.

@@ -23,21 +23,18 @@
 //! on each `FlushStore`), not all at once; a `physical` compaction still finishes before its
 //! batch is answered, as etcd promises.
 
-use actcd_auth::Perm;
-use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use actcd_proto::etcdserverpb::RangeResponse;
+use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyConfChange, ApplyResult, AuthCheck, AuthEvent, AuthPassword, AuthQuestion,
-    ConnectAuth, FlushStore, GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult,
-    History, HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted, LeaseKeys,
-    LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot,
-    StoreStatus, SyncConf, SyncStorage, WatchInterest,
+    ApplyBatch, ApplyConfChange, ApplyResult, CurrentRevision, FlushStore, GetMembers,
+    GetStoreStatus, HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot,
+    LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo,
+    ReadTxn, SnapshotError, StoreSnapshot, StoreStatus, SyncConf, SyncStorage, WatchInterest,
 };
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
     SnapshotStream, StoreReader, SyncBackend,
 };
-use actcd_types::{AuthInfo, EtcdError};
 use actix::{
     Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler, Message,
     Recipient, ResponseFuture, WrapFuture,
@@ -70,8 +67,6 @@ pub struct MvccActor {
     backend: Option<BackendLink>,
     /// Whether the watch hub wants `Notify` (it says so with `WatchInterest`).
     hub_listening: bool,
-    /// The front's token keeper (`ConnectAuth`).
-    auth_events: Option<tokio::sync::mpsc::UnboundedSender<AuthEvent>>,
 }
 
 /// Who hears what applied batches changed. The store sends before it answers the batch, so a
@@ -120,7 +115,6 @@ impl MvccActor {
             max_pending_ops: max_pending_ops.max(1),
             peers: MvccPeers::default(),
             hub_listening: true,
-            auth_events: None,
         }
     }
 
@@ -175,20 +169,8 @@ impl MvccActor {
         }
     }
 
-    /// A client's read is checked against the auth state as it is now; the server's own reads
-    /// (`auth: None`) are not.
-    fn check_read(&self, who: Option<&AuthInfo>, req: &RangeRequest) -> Result<(), EtcdError> {
-        match who {
-            Some(who) => self
-                .store
-                .auth()
-                .check_range(who, &req.key, &req.range_end, Perm::Read),
-            None => Ok(()),
-        }
-    }
-
     /// Hands the events and lease notes of the batches just applied to the hub and the lessor,
-    /// and auth changes to the front. `do_send`: one message per batch, bounded by the apply
+    /// and membership changes to raft. `do_send`: one message per batch, bounded by the apply
     /// rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
@@ -199,13 +181,6 @@ impl MvccActor {
                     node_id: o.node_id,
                     peer_urls: o.peer_urls,
                 });
-            }
-        }
-        if !out.auth.is_empty()
-            && let Some(tx) = &self.auth_events
-        {
-            for ev in out.auth {
-                let _ = tx.send(ev);
             }
         }
         if !out.events.is_empty()
@@ -320,7 +295,7 @@ impl Handler<ApplyBatch> for MvccActor {
         let _timer = self.meter.start("ApplyBatch");
         let mut results =
             self.store
-                .apply_deferred(msg.consistent_index, msg.term, msg.requests)?;
+                .apply_deferred(msg.consistent_index, msg.term, msg.requests, msg.ops)?;
         // Watchers and the lessor hear of the batch before any client does.
         self.announce();
         if !msg.replies.is_empty() {
@@ -347,7 +322,6 @@ impl Handler<Range> for MvccActor {
 
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Range");
-        self.check_read(msg.auth.as_ref(), &msg.request)?;
         self.store.range(&msg.request)
     }
 }
@@ -358,10 +332,7 @@ impl Handler<RangeTo> for MvccActor {
 
     fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
         let _timer = self.meter.start("RangeTo");
-        let answer = self
-            .check_read(msg.auth.as_ref(), &msg.request)
-            .and_then(|()| self.store.range(&msg.request));
-        let _ = msg.reply.send(answer);
+        let _ = msg.reply.send(self.store.range(&msg.request));
     }
 }
 
@@ -380,18 +351,6 @@ impl Handler<ReadTxn> for MvccActor {
 
     fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ReadTxn");
-        if let Some(who) = &msg.auth
-            && self.store.auth().is_enabled()
-        {
-            // The same checks a txn gets at apply: every compare and every op, both branches.
-            let as_entry = InternalRaftRequest {
-                txn: Some(msg.request.clone()),
-                ..Default::default()
-            };
-            self.store
-                .auth()
-                .check_request(who, &as_entry, &|_| Vec::new())?;
-        }
         self.store.read_only_txn(msg.request)
     }
 }
@@ -687,38 +646,12 @@ impl Handler<History> for MvccActor {
     }
 }
 
-/// Answers an auth question against the current auth state.
-impl Handler<AuthCheck> for MvccActor {
-    type Result = Result<(), EtcdError>;
+/// The revision clock now (the applier stamps auth answers with it).
+impl Handler<CurrentRevision> for MvccActor {
+    type Result = i64;
 
-    fn handle(&mut self, msg: AuthCheck, _: &mut Self::Context) -> Self::Result {
-        let _timer = self.meter.start("AuthCheck");
-        let auth = self.store.auth();
-        match msg.question {
-            AuthQuestion::Read { key, range_end } => {
-                auth.check_range(&msg.who, &key, &range_end, Perm::Read)
-            }
-            AuthQuestion::Admin => auth.check_admin(&msg.who),
-        }
-    }
-}
-
-/// A user's password hash, for Authenticate.
-impl Handler<AuthPassword> for MvccActor {
-    type Result = Result<(Vec<u8>, u64), EtcdError>;
-
-    fn handle(&mut self, msg: AuthPassword, _: &mut Self::Context) -> Self::Result {
-        self.store.auth().password_of(&msg.name)
-    }
-}
-
-/// The front's token keeper: it hears the current auth state at once, then every change.
-impl Handler<ConnectAuth> for MvccActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ConnectAuth, _: &mut Self::Context) {
-        let _ = msg.events.send(self.store.auth_state());
-        self.auth_events = Some(msg.events);
+    fn handle(&mut self, _: CurrentRevision, _: &mut Self::Context) -> i64 {
+        self.store.current_revision()
     }
 }
 
@@ -800,6 +733,7 @@ mod tests {
             term: 2,
             requests,
             replies: Vec::new(),
+            ops: Vec::new(),
         })
         .await
         .unwrap()
@@ -820,7 +754,6 @@ mod tests {
                     key: b"k".to_vec(),
                     ..Default::default()
                 },
-                auth: None,
             })
             .await
             .unwrap()
@@ -853,7 +786,6 @@ mod tests {
                 key: b"k".to_vec(),
                 ..Default::default()
             },
-            auth: None,
         };
         let r = addr.send(range).await.unwrap().unwrap();
         assert_eq!(
@@ -1025,7 +957,6 @@ mod tests {
                 key: b"k".to_vec(),
                 ..Default::default()
             },
-            auth: None,
         };
         let r = addr.send(range()).await.unwrap().unwrap();
         assert_eq!(r.kvs[0].value, b"v", "reads see sent, uncommitted writes");

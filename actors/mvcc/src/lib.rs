@@ -29,10 +29,14 @@
 //!   `actcd-etcd-snapshot` library writes it from a read transaction this actor hands it.
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
-//! - `ApplyBatch{consistent_index, term, requests}` → `Result<Vec<ApplyResult>, EtcdError>`:
+//! - `ApplyBatch{consistent_index, term, requests, ops}` → `Result<Vec<ApplyResult>, EtcdError>`:
 //!   Put, DeleteRange, Txn, Compaction, Alarm, LeaseGrant, LeaseRevoke and LeaseCheckpoint
 //!   requests, one result each, in order; a result goes straight to the request's waiter when
-//!   the batch carries one. Requests applied elsewhere (auth…) answer `ApplyResponse::Empty`.
+//!   the batch carries one. The applier has already judged them by auth (the store checks no
+//!   permission); `ops` are the auth store's table writes for entries the batch covers, written
+//!   first into the same commit as the batch's consistent index. Requests applied elsewhere
+//!   (auth…) answer `ApplyResponse::Empty`.
+//! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
 //! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
 //!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
 //!   its own channel); `HashKv{revision}`; `GetStoreStatus`; `History{from, to, max_events}`

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
-use actcd_auth::{AuthRequest, AuthStore};
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
     AlarmRequest, AlarmType, CompactionResponse, DeleteRangeRequest, LeaseGrantResponse,
@@ -14,11 +13,9 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::Commit;
-use actcd_types::msg::{
-    ApplyResponse, ApplyResult, AuthEvent, AuthReply, MemberRecord, StoreStatus,
-};
-use actcd_types::storage::{KvEngine, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
-use actcd_types::{AuthInfo, EtcdError, MemberIdentity, Revision};
+use actcd_types::msg::{ApplyResponse, ApplyResult, MemberRecord, StoreStatus};
+use actcd_types::storage::{KvEngine, Op, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
+use actcd_types::{EtcdError, MemberIdentity, Revision};
 use actix::Recipient;
 use prost::Message;
 
@@ -49,9 +46,6 @@ pub struct Outbox {
     /// Watch events, in revision order.
     pub events: Vec<Event>,
     pub leases: Vec<LeaseNote>,
-    /// Auth changes, for the front's token keeper (collected whether or not notifications
-    /// are on: auth changes are rare and the front always listens).
-    pub auth: Vec<AuthEvent>,
     /// Membership changes applied, in order, for raft's configuration and the transport
     /// (collected always, like auth changes).
     pub conf: Vec<ConfOrder>,
@@ -59,10 +53,7 @@ pub struct Outbox {
 
 impl Outbox {
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-            && self.leases.is_empty()
-            && self.auth.is_empty()
-            && self.conf.is_empty()
+        self.events.is_empty() && self.leases.is_empty() && self.conf.is_empty()
     }
 }
 
@@ -112,9 +103,6 @@ pub struct Store {
     identity: MemberIdentity,
     /// Leases in the applied state and the keys attached to them.
     leases: Leases,
-    /// Users, roles and permissions: applied in log order with the writes they govern, so a
-    /// write ordered after a revocation is checked against it.
-    auth: AuthStore,
     /// The cluster's members, applied in log order like everything else.
     members: Membership,
     /// The membership before the first change of the batch being applied, to put back if the
@@ -150,9 +138,7 @@ impl fmt::Debug for Store {
 /// A batch written into the pending transaction and memory, not yet committed.
 struct Uncommitted {
     results: Vec<ApplyResult>,
-    /// The auth state before the batch's first auth change, to put back if the commit fails.
-    auth_before: Option<AuthStore>,
-    /// Likewise the membership.
+    /// The membership before the batch's first change, to put back if the commit fails.
     members_before: Option<Membership>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
@@ -168,7 +154,6 @@ struct Applied {
     results: Vec<ApplyResult>,
     events: Vec<Event>,
     lease_notes: Vec<LeaseNote>,
-    auth_events: Vec<AuthEvent>,
     conf: Vec<ConfOrder>,
     physical: bool,
     alarms: Alarms,
@@ -202,7 +187,6 @@ impl Store {
             scheduled,
             alarms,
             leases,
-            auth,
             members,
         ) = {
             let txn = engine.begin_read()?;
@@ -222,7 +206,6 @@ impl Store {
             for (key, id) in key_leases {
                 leases.restore_attachment(key, id);
             }
-            let auth = AuthStore::open(&*txn)?;
             let members = Membership::load(&*txn)?;
             (
                 index,
@@ -233,7 +216,6 @@ impl Store {
                 scheduled,
                 alarms,
                 leases,
-                auth,
                 members,
             )
         };
@@ -256,7 +238,6 @@ impl Store {
             term,
             identity,
             leases,
-            auth,
             members,
             members_before: None,
             notify: false,
@@ -289,19 +270,6 @@ impl Store {
         self.notify = on;
         if !on {
             self.outbox = Outbox::default();
-        }
-    }
-
-    /// The auth state.
-    pub fn auth(&self) -> &AuthStore {
-        &self.auth
-    }
-
-    /// The auth state as the front's token keeper follows it.
-    pub fn auth_state(&self) -> AuthEvent {
-        AuthEvent::State {
-            enabled: self.auth.is_enabled(),
-            revision: self.auth.revision(),
         }
     }
 
@@ -630,29 +598,23 @@ impl Store {
             self.term,
         );
         let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
-        let auth_mark = self.outbox.auth.len();
         let conf_mark = self.outbox.conf.len();
         let Uncommitted {
             results,
             undo,
             lease_undo,
             compaction,
-            auth_before,
             members_before,
             ..
-        } = self.apply_uncommitted(consistent_index, term, requests)?;
+        } = self.apply_uncommitted(consistent_index, term, requests, Vec::new())?;
         if let Err(e) = self.commit() {
             // Nothing else was pending: put memory back as it was and carry on.
             for u in undo.iter().rev() {
                 self.index.undo(u);
             }
-            if let Some(auth) = auth_before {
-                self.auth = auth;
-            }
             if let Some(m) = members_before {
                 self.members = m;
             }
-            self.outbox.auth.truncate(auth_mark);
             self.outbox.conf.truncate(conf_mark);
             for u in lease_undo.into_iter().rev() {
                 self.leases.undo(u);
@@ -678,12 +640,14 @@ impl Store {
     /// Like [`Self::apply_batch`], but into the write buffer, uncommitted: the caller commits
     /// with [`Self::commit`] (after each batch with the backend actor, which batches; on a
     /// timer or when [`Self::pending_ops`] grows with the direct sink). Memory reflects the
-    /// batch at once; reads see it.
+    /// batch at once; reads see it. `ops` are another state owner's writes (the auth store's
+    /// tables) made at entries the batch covers: written first, committed with its index.
     pub fn apply_deferred(
         &mut self,
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
+        ops: Vec<Op>,
     ) -> Result<Vec<ApplyResult>, EtcdError> {
         self.check_poisoned()?;
         let Uncommitted {
@@ -691,7 +655,7 @@ impl Store {
             compaction,
             physical,
             ..
-        } = self.apply_uncommitted(consistent_index, term, requests)?;
+        } = self.apply_uncommitted(consistent_index, term, requests, ops)?;
         if let Some(rev) = compaction {
             self.start_compaction(rev);
             if physical {
@@ -709,6 +673,7 @@ impl Store {
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
+        ops: Vec<Op>,
     ) -> Result<Uncommitted, EtcdError> {
         let n = requests.len();
         let bytes: usize = requests.iter().map(prost::Message::encoded_len).sum();
@@ -716,16 +681,11 @@ impl Store {
         txn.begin_batch();
         let mut undo = Vec::new();
         let mut lease_undo = Vec::new();
-        let mut auth_before = None;
-        // The consistent index and term go with the commit that carries this batch.
-        let outcome = self.apply_in(
-            &mut txn,
-            &mut undo,
-            &mut lease_undo,
-            &mut auth_before,
-            term,
-            requests,
-        );
+        // The consistent index and term go with the commit that carries this batch, and so do
+        // the other owner's writes.
+        let outcome = actcd_types::storage::write_ops(&mut txn, &ops, None)
+            .map_err(Error::from)
+            .and_then(|()| self.apply_in(&mut txn, &mut undo, &mut lease_undo, term, requests));
         let applied = match outcome {
             Ok(applied) => applied,
             Err(e) => {
@@ -737,9 +697,6 @@ impl Store {
                 }
                 for u in lease_undo.into_iter().rev() {
                     self.leases.undo(u);
-                }
-                if let Some(auth) = auth_before {
-                    self.auth = auth;
                 }
                 if let Some(m) = self.members_before.take() {
                     self.members = m;
@@ -762,18 +719,12 @@ impl Store {
             self.outbox.events.extend(applied.events);
             self.outbox.leases.extend(applied.lease_notes);
         }
-        if auth_before.is_some() {
-            self.outbox.auth.extend(applied.auth_events);
-            let state = self.auth_state();
-            self.outbox.auth.push(state);
-        }
         self.outbox.conf.extend(applied.conf);
         let members_before = self.members_before.take();
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
             results: applied.results,
-            auth_before,
             members_before,
             undo,
             lease_undo,
@@ -878,7 +829,6 @@ impl Store {
         txn: &mut W,
         undo: &mut Vec<Undo>,
         lease_undo: &mut Vec<LeaseUndo>,
-        auth_before: &mut Option<AuthStore>,
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Applied, Error> {
@@ -890,19 +840,9 @@ impl Store {
         let mut results = Vec::with_capacity(requests.len());
         let mut events = Vec::new();
         let mut lease_notes = Vec::new();
-        let mut auth_events = Vec::new();
         let mut conf = Vec::new();
         let identity = self.identity;
         for mut req in requests {
-            let internal = req.header.as_ref().is_some_and(|h| h.internal);
-            let who = req
-                .header
-                .as_ref()
-                .map(|h| AuthInfo {
-                    username: h.username.clone(),
-                    revision: h.auth_revision,
-                })
-                .unwrap_or_default();
             if let Some(change) = req.member_change.take() {
                 if self.members_before.is_none() {
                     self.members_before = Some(self.members.clone());
@@ -925,49 +865,6 @@ impl Store {
                 }
                 self.members.set_attributes(txn, &attrs)?;
                 results.push(Ok(ApplyResponse::Empty));
-                continue;
-            }
-            if let Some(areq) = AuthRequest::take(&mut req) {
-                let invalidates = areq.invalidated_user();
-                let simple_token = match &areq {
-                    AuthRequest::Authenticate { simple_token, .. } => simple_token.clone(),
-                    _ => String::new(),
-                };
-                if auth_before.is_none() {
-                    *auth_before = Some(self.auth.clone());
-                }
-                match self.auth.apply(txn, &who, areq)? {
-                    Ok(reply) => {
-                        let revision = self.auth.revision();
-                        auth_events.extend(
-                            invalidates.map(|user| AuthEvent::UserInvalidated { user, revision }),
-                        );
-                        if let AuthReply::Authenticate { username, revision } = &reply
-                            && !simple_token.is_empty()
-                        {
-                            auth_events.push(AuthEvent::TokenAssigned {
-                                user: username.clone(),
-                                revision: *revision,
-                                token: simple_token,
-                            });
-                        }
-                        results.push(Ok(ApplyResponse::Auth(stamp_auth(
-                            reply,
-                            current_rev,
-                            identity,
-                            term,
-                        ))));
-                    }
-                    Err(e) => results.push(Err(e)),
-                }
-                continue;
-            }
-            // etcd's auth applier: every key the request touches, against the auth state as it
-            // is at this point of the log.
-            let leases = &self.leases;
-            let lease_keys = |id: i64| leases.keys_of(id).unwrap_or_default();
-            if !internal && let Err(e) = self.auth.check_request(&who, &req, &lease_keys) {
-                results.push(Err(e));
                 continue;
             }
             let first_event = events.len();
@@ -1124,7 +1021,6 @@ impl Store {
             results,
             events,
             lease_notes,
-            auth_events,
             conf,
             physical,
             alarms,
@@ -1297,37 +1193,6 @@ enum KvWrite {
     Put(PutRequest),
     DeleteRange(DeleteRangeRequest),
     Txn(TxnRequest),
-}
-
-/// Gives an auth answer its header: the current revision plus what [`stamp`] adds.
-fn stamp_auth(
-    mut reply: AuthReply,
-    revision: i64,
-    identity: MemberIdentity,
-    term: u64,
-) -> AuthReply {
-    let header = match &mut reply {
-        AuthReply::Authenticate { .. } => return reply,
-        AuthReply::Enable(r) => &mut r.header,
-        AuthReply::Disable(r) => &mut r.header,
-        AuthReply::Status(r) => &mut r.header,
-        AuthReply::UserAdd(r) => &mut r.header,
-        AuthReply::UserDelete(r) => &mut r.header,
-        AuthReply::UserGet(r) => &mut r.header,
-        AuthReply::UserList(r) => &mut r.header,
-        AuthReply::UserChangePassword(r) => &mut r.header,
-        AuthReply::UserGrantRole(r) => &mut r.header,
-        AuthReply::UserRevokeRole(r) => &mut r.header,
-        AuthReply::RoleAdd(r) => &mut r.header,
-        AuthReply::RoleGet(r) => &mut r.header,
-        AuthReply::RoleList(r) => &mut r.header,
-        AuthReply::RoleDelete(r) => &mut r.header,
-        AuthReply::RoleGrantPermission(r) => &mut r.header,
-        AuthReply::RoleRevokePermission(r) => &mut r.header,
-    };
-    *header = rev_header(revision);
-    stamp(header, identity, term);
-    reply
 }
 
 /// Fills in what etcd's gRPC layer adds to a top-level header.

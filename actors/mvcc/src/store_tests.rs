@@ -2038,10 +2038,10 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
         }),
         ..Default::default()
     };
-    s.apply_deferred(1, 1, vec![put("a")]).unwrap();
+    s.apply_deferred(1, 1, vec![put("a")], Vec::new()).unwrap();
     s.commit().unwrap();
-    s.apply_deferred(2, 1, vec![put("b")]).unwrap();
-    s.apply_deferred(3, 1, vec![put("c")]).unwrap();
+    s.apply_deferred(2, 1, vec![put("b")], Vec::new()).unwrap();
+    s.apply_deferred(3, 1, vec![put("c")], Vec::new()).unwrap();
     assert_eq!(s.pending_ops(), 2);
     assert!(s.pending_bytes() > 2, "request bytes are counted too");
     let all = RangeRequest {
@@ -2066,6 +2066,32 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
     assert_eq!(s.consistent_index(), 1, "the WAL replays entries 2 and 3");
     assert_eq!(s.current_revision(), 2);
     assert_eq!(s.range(&all).unwrap().count, 1);
+}
+
+#[test]
+fn another_owners_ops_commit_with_the_batch_and_its_consistent_index() {
+    let engine = Arc::new(MemEngine::new());
+    let mut s = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
+    let ops = vec![actcd_types::storage::Op::Put {
+        table: Table::AuthRoles,
+        key: b"app".to_vec(),
+        value: b"role".to_vec(),
+    }];
+    // An auth entry at index 4 with nothing after it in its Ready: no requests, only its writes.
+    s.apply_deferred(4, 1, Vec::new(), ops).unwrap();
+    let committed = |table, key: &[u8]| engine.read().unwrap().get(table, key).unwrap();
+    assert_eq!(
+        committed(Table::AuthRoles, b"app"),
+        None,
+        "not before the commit"
+    );
+    s.commit().unwrap();
+    assert_eq!(committed(Table::AuthRoles, b"app"), Some(b"role".to_vec()));
+    assert_eq!(
+        committed(Table::Meta, META_CONSISTENT_INDEX),
+        Some(4u64.to_be_bytes().to_vec())
+    );
+    assert_eq!(s.current_revision(), 1, "the key space did not move");
 }
 
 #[test]

@@ -17,6 +17,9 @@
 //!   `WatchRequestMsg`, `RejectWatch`, `CloseStream`) and what a stream carries
 //!   (`StreamResponse`, `StreamId`, `WatchId`).
 //!
+//! - [`auth`]: the auth store's published permission view ([`auth::PermissionView`], shared as
+//!   [`auth::SharedView`]): what the applier and the front judge requests against.
+//!
 //! ## Invariants
 //! - Revisions are strictly ordered by (main, sub); the encoding sorts bytewise in the same order.
 //! - An error's message string is part of the API: clients match on it. Change one only after
@@ -24,11 +27,13 @@
 //!
 //! ## Layout
 //! `revision.rs` encoding · `error.rs` errors and the gRPC table · `storage.rs` engine traits and
-//! `MemEngine` · `msg.rs` cross-crate messages · `watch.rs` the watch streams' messages · `ids.rs` request-id generator · `validate.rs`
+//! `MemEngine` · `msg.rs` cross-crate messages · `watch.rs` the watch streams' messages ·
+//! `auth.rs` the permission view trait · `ids.rs` request-id generator · `validate.rs`
 //! the cheap request checks etcd makes before a request reaches the server (used by preflight for
 //! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options) ·
 //! `meter.rs` each actor's mailbox and handler timings (`MailboxProbe`).
 
+pub mod auth;
 pub mod duration;
 pub mod error;
 pub mod ids;

@@ -53,8 +53,6 @@ impl std::fmt::Debug for AfterReadIndex {
 #[rtype(result = "()")]
 pub struct RangeTo {
     pub request: RangeRequest,
-    /// As in [`Range`].
-    pub auth: Option<AuthInfo>,
     pub reply: oneshot::Sender<Result<RangeResponse, EtcdError>>,
 }
 
@@ -451,36 +449,62 @@ pub enum AuthReply {
     RoleRevokePermission(pb::AuthRoleRevokePermissionResponse),
 }
 
-/// What [`AuthCheck`] asks.
-#[derive(Debug, Clone)]
-pub enum AuthQuestion {
-    /// May `who` read `[key, range_end)` (etcd's range conventions)? Asked when a watch opens.
-    Read { key: Vec<u8>, range_end: Vec<u8> },
-    /// Does `who` hold the root role? (Maintenance calls etcd keeps for admins.)
-    Admin,
-}
-
-/// An auth decision made against the store's current auth state.
+/// Applies one committed auth request as `who` (the applier → the auth actor, in log order).
+/// Outer `Err`: the auth state could not be written (fatal, like a failed batch).
 #[derive(Debug, Message)]
-#[rtype(result = "Result<(), EtcdError>")]
-pub struct AuthCheck {
+#[rtype(result = "Result<AuthApplied, EtcdError>")]
+pub struct ApplyAuth {
+    pub request: InternalRaftRequest,
     pub who: AuthInfo,
-    pub question: AuthQuestion,
 }
 
-/// A user's bcrypt hash and the auth revision it was read at, for Authenticate's password
-/// check (made by the front, off the actor threads).
+/// What applying an auth request gave: etcd's answer (a refusal changes nothing), the view
+/// to judge the following entries by, and the auth table writes, which the applier hands to
+/// the MVCC store with its next [`ApplyBatch`] so they commit with a consistent index at or
+/// after the entry's.
+#[derive(Debug)]
+pub struct AuthApplied {
+    pub result: Result<AuthReply, EtcdError>,
+    pub view: crate::auth::SharedView,
+    pub ops: Vec<crate::storage::Op>,
+}
+
+/// The backend's auth tables were replaced (a snapshot from the leader was installed): the
+/// auth actor reads them again and answers the new view.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<crate::auth::SharedView, EtcdError>")]
+pub struct ReloadAuth;
+
+/// Checks `password` against `name`'s bcrypt hash (on a blocking pool): answers the auth
+/// revision the hash was read at, or etcd's `authentication failed`.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<(Vec<u8>, u64), EtcdError>")]
-pub struct AuthPassword {
+#[rtype(result = "Result<u64, EtcdError>")]
+pub struct CheckPassword {
     pub name: String,
+    pub password: String,
 }
 
-/// What the store tells the front's token keeper after applying auth changes, in apply order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A bcrypt hash of `password` at the member's `--bcrypt-cost`, base64-encoded as etcd
+/// proposes it (on a blocking pool).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<String, EtcdError>")]
+pub struct HashPassword {
+    pub password: String,
+}
+
+/// The key space's current revision (auth answers carry it in their header).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "i64")]
+pub struct CurrentRevision;
+
+/// What the auth actor tells the front's token keeper after applying auth changes, in apply
+/// order, before the applier answers the change's waiter.
+#[derive(Debug, Clone)]
 pub enum AuthEvent {
     /// The auth state now: on at startup and after every change.
     State { enabled: bool, revision: u64 },
+    /// The newest permission view: reads, watch creates and admin calls are judged by it.
+    View(crate::auth::SharedView),
     /// The user was deleted or its password changed at auth `revision`: its tokens issued
     /// before that end.
     UserInvalidated { user: String, revision: u64 },
@@ -494,7 +518,7 @@ pub enum AuthEvent {
     },
 }
 
-/// Where the store sends [`AuthEvent`]s (the current state first).
+/// Where the auth actor sends [`AuthEvent`]s (the current view and state first).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct ConnectAuth {
@@ -558,16 +582,17 @@ pub struct ApplyBatch {
     pub term: u64,
     pub requests: Vec<InternalRaftRequest>,
     pub replies: Vec<Option<oneshot::Sender<ApplyResult>>>,
+    /// Writes of another state owner (the auth actor's tables) applied at entries this batch
+    /// covers: written first, into the same backend commit as the batch's consistent index.
+    pub ops: Vec<crate::storage::Op>,
 }
 
-/// A read of the key space (the caller has done any linearizability wait). `auth` is the
-/// client it is read for, checked against the auth state when the read runs; `None` is a read
-/// the server makes for itself (a watcher's previous values).
+/// A read of the key space (the caller has done any linearizability wait, and judged the
+/// client against the newest permission view).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<RangeResponse, EtcdError>")]
 pub struct Range {
     pub request: RangeRequest,
-    pub auth: Option<AuthInfo>,
 }
 
 #[derive(Debug, Message)]
@@ -665,8 +690,6 @@ pub struct HashKvResult {
 #[rtype(result = "Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>")]
 pub struct ReadTxn {
     pub request: actcd_proto::etcdserverpb::TxnRequest,
-    /// As in [`Range`].
-    pub auth: Option<AuthInfo>,
 }
 
 /// Commit what the store has applied but not yet committed (the daemon sends it every 100 ms,

@@ -12,12 +12,7 @@
 use actcd_proto::authpb::Role;
 use actcd_proto::authpb::permission::Type as PermType;
 
-/// What a request wants to do with keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Perm {
-    Read,
-    Write,
-}
+pub use actcd_types::auth::Perm;
 
 /// `[start, end)`; `end = None` runs to the end of the key space.
 type Interval = (Vec<u8>, Option<Vec<u8>>);

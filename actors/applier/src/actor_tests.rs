@@ -1,0 +1,321 @@
+//! The chain with recorder actors in the state owners' places.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use actcd_authz::{AuthView, UserEntry, UserPerms};
+use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
+use actcd_proto::authpb::{Permission, Role, permission::Type};
+use actcd_proto::etcdserverpb::{AuthRoleRevokePermissionRequest, PutRequest};
+use actcd_types::MemberIdentity;
+use actcd_types::msg::{
+    ApplyAuth, ApplyBatch, ApplyResponse, ApplyResult, AuthApplied, AuthReply, CommittedEntry,
+    CurrentRevision, EntryKind, LeaseKeys,
+};
+use actcd_types::storage::{Op, Table};
+use prost::Message as _;
+use tokio::sync::oneshot;
+
+use super::*;
+
+/// A batch as the store heard it: its consistent index, its puts' keys, the other owner's ops.
+type SeenBatch = (u64, Vec<Vec<u8>>, Vec<Op>);
+
+/// Stands in for the store, the auth actor, the raft node and the supervisor, recording what
+/// each hears. Its store fails every batch when `fail` is set; its auth actor answers every
+/// request with `after_auth` (a view where alice lost her grant) and one op.
+#[derive(Clone)]
+struct Recorder {
+    fail: bool,
+    after_auth: SharedView,
+    batches: Arc<Mutex<Vec<SeenBatch>>>,
+    auth: Arc<Mutex<usize>>,
+    applied: Arc<Mutex<Vec<u64>>>,
+    fatal: Arc<Mutex<Vec<Fatal>>>,
+}
+
+impl Recorder {
+    fn new(fail: bool) -> Self {
+        Self {
+            fail,
+            after_auth: view_with_grant(false),
+            batches: Default::default(),
+            auth: Default::default(),
+            applied: Default::default(),
+            fatal: Default::default(),
+        }
+    }
+}
+
+impl Actor for Recorder {
+    type Context = Context<Self>;
+}
+
+impl Handler<ApplyBatch> for Recorder {
+    type Result = Result<Vec<ApplyResult>, EtcdError>;
+    fn handle(&mut self, m: ApplyBatch, _: &mut Context<Self>) -> Self::Result {
+        let keys = m
+            .requests
+            .iter()
+            .map(|r| r.put.as_ref().map(|p| p.key.clone()).unwrap_or_default())
+            .collect();
+        self.batches
+            .lock()
+            .unwrap()
+            .push((m.consistent_index, keys, m.ops));
+        if self.fail {
+            return Err(EtcdError::internal("mdb_txn_commit: File too large"));
+        }
+        for reply in m.replies.into_iter().flatten() {
+            let _ = reply.send(Ok(ApplyResponse::Empty));
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl Handler<ApplyAuth> for Recorder {
+    type Result = Result<AuthApplied, EtcdError>;
+    fn handle(&mut self, _: ApplyAuth, _: &mut Context<Self>) -> Self::Result {
+        *self.auth.lock().unwrap() += 1;
+        Ok(AuthApplied {
+            result: Ok(AuthReply::RoleRevokePermission(Default::default())),
+            view: self.after_auth.clone(),
+            ops: vec![Op::Delete {
+                table: Table::AuthRoles,
+                key: b"app".to_vec(),
+            }],
+        })
+    }
+}
+
+impl Handler<LeaseKeys> for Recorder {
+    type Result = Result<Vec<Vec<u8>>, EtcdError>;
+    fn handle(&mut self, _: LeaseKeys, _: &mut Context<Self>) -> Self::Result {
+        Ok(Vec::new())
+    }
+}
+
+impl Handler<CurrentRevision> for Recorder {
+    type Result = i64;
+    fn handle(&mut self, _: CurrentRevision, _: &mut Context<Self>) -> i64 {
+        42
+    }
+}
+
+impl Handler<Applied> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: Applied, _: &mut Context<Self>) {
+        self.applied.lock().unwrap().push(m.index);
+    }
+}
+
+impl Handler<Fatal> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: Fatal, _: &mut Context<Self>) {
+        self.fatal.lock().unwrap().push(m);
+    }
+}
+
+/// Auth on at revision 1; alice may write `k` when `granted`.
+fn view_with_grant(granted: bool) -> SharedView {
+    let role = Role {
+        name: b"app".to_vec(),
+        key_permission: vec![Permission {
+            perm_type: Type::Readwrite as i32,
+            key: b"k".to_vec(),
+            range_end: Vec::new(),
+        }],
+    };
+    let perms = if granted {
+        UserPerms::build([&role])
+    } else {
+        UserPerms::default()
+    };
+    let mut users = HashMap::new();
+    users.insert(
+        "alice".to_string(),
+        UserEntry {
+            is_root: false,
+            perms,
+        },
+    );
+    AuthView::new(true, 1, users).shared()
+}
+
+fn entry(index: u64, req: InternalRaftRequest) -> CommittedEntry {
+    CommittedEntry {
+        index,
+        term: 1,
+        kind: EntryKind::Normal,
+        data: req.encode_to_vec(),
+    }
+}
+
+/// A put of `k` by `user` (as a client, or as the member itself).
+fn put(id: u64, user: &str, internal: bool) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: Some(RequestHeader {
+            id,
+            username: user.into(),
+            auth_revision: 2,
+            internal,
+        }),
+        put: Some(PutRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn revoke(id: u64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: Some(RequestHeader {
+            id,
+            username: "root".into(),
+            auth_revision: 1,
+            ..Default::default()
+        }),
+        auth_role_revoke_permission: Some(AuthRoleRevokePermissionRequest {
+            role: "app".into(),
+            key: b"k".to_vec(),
+            range_end: Vec::new(),
+        }),
+        ..Default::default()
+    }
+}
+
+fn start(seen: &Recorder, view: SharedView) -> Addr<ApplierActor> {
+    let fake = seen.clone().start();
+    ApplierActor::new(
+        Applier::new(0),
+        ApplierPeers {
+            chain: ChainPeers {
+                store: fake.clone().recipient(),
+                lease_keys: fake.clone().recipient(),
+                revision: fake.clone().recipient(),
+                auth: fake.clone().recipient(),
+                identity: MemberIdentity::default(),
+            },
+            raft: fake.clone().recipient(),
+            install: None,
+            reload_auth: None,
+            fatal: fake.recipient(),
+        },
+        view,
+    )
+    .start()
+}
+
+async fn register(applier: &Addr<ApplierActor>, id: u64) -> oneshot::Receiver<ApplyResult> {
+    let (tx, rx) = oneshot::channel();
+    applier.send(Register { id, reply: tx }).await.unwrap();
+    rx
+}
+
+#[actix_rt::test]
+async fn a_grant_revoked_earlier_in_the_ready_refuses_the_next_write() {
+    let seen = Recorder::new(false);
+    let applier = start(&seen, view_with_grant(true));
+    let before = register(&applier, 1).await;
+    let revoked = register(&applier, 2).await;
+    let after = register(&applier, 3).await;
+    let internal = register(&applier, 4).await;
+    applier
+        .send(Apply {
+            entries: vec![
+                entry(1, put(1, "alice", false)),
+                entry(2, revoke(2)),
+                entry(3, put(3, "alice", false)),
+                entry(4, put(4, "", true)),
+            ],
+        })
+        .await
+        .unwrap();
+    assert_eq!(before.await.unwrap(), Ok(ApplyResponse::Empty));
+    match revoked.await.unwrap() {
+        Ok(ApplyResponse::Auth(AuthReply::RoleRevokePermission(r))) => {
+            assert_eq!(r.header.unwrap().revision, 42, "the store's revision");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(after.await.unwrap(), Err(EtcdError::PermissionDenied));
+    assert_eq!(
+        internal.await.unwrap(),
+        Ok(ApplyResponse::Empty),
+        "a member's own request is never judged"
+    );
+    assert_eq!(*seen.auth.lock().unwrap(), 1);
+    let batches = seen.batches.lock().unwrap().clone();
+    let want_op = vec![Op::Delete {
+        table: Table::AuthRoles,
+        key: b"app".to_vec(),
+    }];
+    assert_eq!(
+        batches,
+        vec![
+            (1, vec![b"k".to_vec()], Vec::new()),
+            // The refused put never reaches the store; the auth writes ride with the next batch.
+            (4, vec![b"k".to_vec()], want_op),
+        ]
+    );
+    assert_eq!(*seen.applied.lock().unwrap(), vec![4]);
+}
+
+#[actix_rt::test]
+async fn a_ready_ending_with_an_auth_entry_sends_its_writes_and_index() {
+    let seen = Recorder::new(false);
+    let applier = start(&seen, view_with_grant(true));
+    applier
+        .send(Apply {
+            entries: vec![entry(1, revoke(1))],
+        })
+        .await
+        .unwrap();
+    applier
+        .send(Apply {
+            entries: vec![entry(2, put(2, "alice", false))],
+        })
+        .await
+        .unwrap();
+    let batches = seen.batches.lock().unwrap().clone();
+    assert_eq!(batches.len(), 2, "{batches:?}");
+    assert_eq!(batches[0].0, 1);
+    assert!(batches[0].1.is_empty());
+    assert_eq!(batches[0].2.len(), 1);
+    assert_eq!(
+        batches[1],
+        (2, Vec::new(), Vec::new()),
+        "the next Ready is judged by the view after the change"
+    );
+}
+
+#[actix_rt::test]
+async fn a_failed_batch_is_reported_once_and_nothing_more_is_applied() {
+    let seen = Recorder::new(true);
+    let applier = start(&seen, AuthView::disabled().shared());
+    applier
+        .send(Apply {
+            entries: vec![entry(1, put(1, "", false))],
+        })
+        .await
+        .unwrap();
+    let later = applier
+        .send(Apply {
+            entries: vec![entry(2, put(2, "", false))],
+        })
+        .await;
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert!(later.is_err(), "the applier stopped itself");
+    assert_eq!(seen.batches.lock().unwrap().len(), 1);
+    assert!(
+        seen.applied.lock().unwrap().is_empty(),
+        "index 1 is not applied"
+    );
+    let fatal = seen.fatal.lock().unwrap().clone();
+    assert_eq!(fatal.len(), 1);
+    assert_eq!(fatal[0].actor, "applier");
+    assert!(fatal[0].error.contains("File too large"), "{fatal:?}");
+}

@@ -1,0 +1,206 @@
+//! Step three of the chain, and the walk through a Ready that ties the steps together.
+//!
+//! Key-space, lease, alarm, compaction and membership requests go to the MVCC store in runs,
+//! one `ApplyBatch` per run (the store answers their waiters itself). An auth request ends the
+//! run before it (so the store has applied everything before it, and its answer's header
+//! carries the revision at that point), goes to the auth actor, and its new view judges every
+//! entry after it. The auth actor's table writes travel with the next `ApplyBatch`
+//! (`ApplyBatch.ops`), into the backend commit of a consistent index at or after the auth
+//! entry; a Ready ending with an auth entry sends a batch with no requests, only those writes
+//! and the index. A refused request gets its error on its waiter and goes no further.
+//! Judging a Put with a lease or a LeaseRevoke needs the keys attached to the lease: the run
+//! before is flushed first, then the store is asked (`LeaseKeys`); rare (auth on and leases).
+
+use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::ResponseHeader;
+use actcd_types::MemberIdentity;
+use actcd_types::auth::SharedView;
+use actcd_types::msg::{
+    ApplyAuth, ApplyBatch, ApplyResponse, ApplyResult, AuthReply, CurrentRevision, LeaseKeys,
+};
+use actcd_types::storage::Op;
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use crate::applier::{Item, Prepared};
+use crate::auth_step;
+
+/// Where the chain's steps send their work.
+#[derive(Clone)]
+pub struct ChainPeers {
+    /// The MVCC store: runs of requests, the keys attached to a lease, the current revision.
+    pub store: Recipient<ApplyBatch>,
+    pub lease_keys: Recipient<LeaseKeys>,
+    pub revision: Recipient<CurrentRevision>,
+    /// The auth store.
+    pub auth: Recipient<ApplyAuth>,
+    /// Stamped on auth answers' headers.
+    pub identity: MemberIdentity,
+}
+
+/// Why a Ready could not be applied.
+#[derive(Debug)]
+pub enum Failure {
+    /// A state owner could not write: the member must stop (the WAL replays the Ready).
+    Fatal(String),
+    /// A state owner is gone: the member is stopping.
+    Gone,
+}
+
+impl From<MailboxError> for Failure {
+    fn from(_: MailboxError) -> Self {
+        Failure::Gone
+    }
+}
+
+/// Requests gathered for the store, and the writes of other owners to commit with them.
+#[derive(Default)]
+struct Run {
+    requests: Vec<InternalRaftRequest>,
+    replies: Vec<Option<oneshot::Sender<ApplyResult>>>,
+    ops: Vec<Op>,
+    /// The last entry the run covers so far: `(index, term)`.
+    covered: Option<(u64, u64)>,
+}
+
+impl Run {
+    fn is_empty(&self) -> bool {
+        self.requests.is_empty() && self.ops.is_empty()
+    }
+
+    /// The batch for the store, covering up to `(index, term)`.
+    fn take_batch(&mut self, (consistent_index, term): (u64, u64)) -> ApplyBatch {
+        ApplyBatch {
+            consistent_index,
+            term,
+            requests: std::mem::take(&mut self.requests),
+            replies: std::mem::take(&mut self.replies),
+            ops: std::mem::take(&mut self.ops),
+        }
+    }
+}
+
+impl ChainPeers {
+    /// Applies one Ready's requests in order; returns the view to judge the next Ready by.
+    pub async fn apply(
+        &self,
+        mut view: SharedView,
+        prepared: Prepared,
+    ) -> Result<SharedView, Failure> {
+        let mut run = Run::default();
+        for item in prepared.items {
+            let Item {
+                index,
+                term,
+                request,
+                reply,
+            } = item;
+            if auth_step::is_auth_request(&request) {
+                self.flush(&mut run).await?;
+                let who = auth_step::who(&request);
+                let applied = self
+                    .auth
+                    .send(ApplyAuth { request, who })
+                    .await?
+                    .map_err(|e| Failure::Fatal(format!("auth entry {index}: {e}")))?;
+                view = applied.view;
+                run.ops.extend(applied.ops);
+                run.covered = Some((index, term));
+                if let Some(reply) = reply {
+                    let answer = match applied.result {
+                        Ok(r) => {
+                            let revision = self.revision.send(CurrentRevision).await?;
+                            Ok(ApplyResponse::Auth(stamp_auth(
+                                r,
+                                revision,
+                                self.identity,
+                                term,
+                            )))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let _ = reply.send(answer);
+                }
+                continue;
+            }
+            let lease_keys = match auth_step::lease_in_question(&*view, &request) {
+                Some(id) => {
+                    self.flush(&mut run).await?;
+                    // An unknown lease has no keys: the store refuses the request itself.
+                    self.lease_keys
+                        .send(LeaseKeys { id })
+                        .await?
+                        .unwrap_or_default()
+                }
+                None => Vec::new(),
+            };
+            run.covered = Some((index, term));
+            if let Err(e) = auth_step::judge(&*view, &request, &lease_keys) {
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(e));
+                }
+                continue;
+            }
+            run.requests.push(request);
+            run.replies.push(reply);
+        }
+        // The last batch always goes: it moves the consistent index to the Ready's last entry.
+        let batch = run.take_batch((prepared.last_index, prepared.last_term));
+        self.send_batch(batch).await?;
+        Ok(view)
+    }
+
+    /// Sends what the run holds, if anything.
+    async fn flush(&self, run: &mut Run) -> Result<(), Failure> {
+        let Some(covered) = run.covered.filter(|_| !run.is_empty()) else {
+            return Ok(());
+        };
+        let batch = run.take_batch(covered);
+        self.send_batch(batch).await
+    }
+
+    async fn send_batch(&self, batch: ApplyBatch) -> Result<(), Failure> {
+        let index = batch.consistent_index;
+        match self.store.send(batch).await? {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Failure::Fatal(format!(
+                "applying entries up to index {index} failed: {e}"
+            ))),
+        }
+    }
+}
+
+/// Gives an auth answer its header: the key space's revision, this member, the entry's term.
+fn stamp_auth(
+    mut reply: AuthReply,
+    revision: i64,
+    identity: MemberIdentity,
+    term: u64,
+) -> AuthReply {
+    let header = match &mut reply {
+        AuthReply::Authenticate { .. } => return reply,
+        AuthReply::Enable(r) => &mut r.header,
+        AuthReply::Disable(r) => &mut r.header,
+        AuthReply::Status(r) => &mut r.header,
+        AuthReply::UserAdd(r) => &mut r.header,
+        AuthReply::UserDelete(r) => &mut r.header,
+        AuthReply::UserGet(r) => &mut r.header,
+        AuthReply::UserList(r) => &mut r.header,
+        AuthReply::UserChangePassword(r) => &mut r.header,
+        AuthReply::UserGrantRole(r) => &mut r.header,
+        AuthReply::UserRevokeRole(r) => &mut r.header,
+        AuthReply::RoleAdd(r) => &mut r.header,
+        AuthReply::RoleGet(r) => &mut r.header,
+        AuthReply::RoleList(r) => &mut r.header,
+        AuthReply::RoleDelete(r) => &mut r.header,
+        AuthReply::RoleGrantPermission(r) => &mut r.header,
+        AuthReply::RoleRevokePermission(r) => &mut r.header,
+    };
+    *header = Some(ResponseHeader {
+        cluster_id: identity.cluster_id,
+        member_id: identity.member_id,
+        revision,
+        raft_term: term,
+    });
+    reply
+}

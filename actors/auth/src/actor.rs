@@ -1,0 +1,335 @@
+//! [`AuthActor`]: the auth store's room. Thin glue: each message is one call on [`AuthStore`]
+//! or one bcrypt job on the blocking pool.
+
+use std::sync::Arc;
+
+use actcd_types::EtcdError;
+use actcd_types::auth::SharedView;
+use actcd_types::msg::{
+    ApplyAuth, AuthApplied, AuthEvent, AuthReply, CheckPassword, ConnectAuth, HashPassword,
+    ReloadAuth,
+};
+use actcd_types::storage::ReadEngine;
+use actix::prelude::*;
+use base64::Engine as _;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::oplog::OpLog;
+use crate::store::{AuthRequest, AuthStore};
+
+pub struct AuthActor {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: Arc<actcd_types::meter::Meter>,
+    store: AuthStore,
+    /// The committed tables, read at start and again after a snapshot is installed.
+    engine: Arc<dyn ReadEngine>,
+    /// `--bcrypt-cost`, for the hashes of new passwords.
+    bcrypt_cost: u32,
+    /// The view last published.
+    view: SharedView,
+    /// The front's token keeper (`ConnectAuth`).
+    events: Option<UnboundedSender<AuthEvent>>,
+}
+
+impl AuthActor {
+    /// Loads the auth tables from a read transaction on `engine`.
+    pub fn open(engine: Arc<dyn ReadEngine>, bcrypt_cost: u32) -> Result<Self, EtcdError> {
+        let store = {
+            let txn = engine.begin_read().map_err(EtcdError::internal)?;
+            AuthStore::open(&*txn).map_err(EtcdError::internal)?
+        };
+        let view = store.publish();
+        Ok(Self {
+            meter: actcd_types::meter::Meter::new(),
+            store,
+            engine,
+            bcrypt_cost,
+            view,
+            events: None,
+        })
+    }
+
+    /// The view published now (what the applier starts judging by).
+    pub fn view(&self) -> SharedView {
+        self.view.clone()
+    }
+
+    /// Starts the actor on an `Arbiter` thread of its own. Must be called inside a running
+    /// actix System.
+    pub fn start_on_own_thread(self) -> Addr<Self> {
+        let arbiter = Arbiter::new();
+        AuthActor::start_in_arbiter(&arbiter.handle(), move |_| self)
+    }
+
+    /// Tells the token keeper what changed, then the newest view and state.
+    fn announce(&self, changes: Vec<AuthEvent>) {
+        let Some(tx) = &self.events else {
+            return;
+        };
+        for ev in changes {
+            let _ = tx.send(ev);
+        }
+        let _ = tx.send(AuthEvent::View(self.view.clone()));
+        let _ = tx.send(AuthEvent::State {
+            enabled: self.store.is_enabled(),
+            revision: self.store.revision(),
+        });
+    }
+
+    /// Applies one auth request; the events for the token keeper go out before the answer.
+    fn apply(&mut self, mut msg: ApplyAuth) -> Result<AuthApplied, EtcdError> {
+        let Some(req) = AuthRequest::take(&mut msg.request) else {
+            return Err(EtcdError::internal("auth: not an auth request"));
+        };
+        let invalidates = req.invalidated_user();
+        let simple_token = match &req {
+            AuthRequest::Authenticate { simple_token, .. } => simple_token.clone(),
+            _ => String::new(),
+        };
+        let before = (self.store.is_enabled(), self.store.revision());
+        let mut log = OpLog::default();
+        let result = self
+            .store
+            .apply(&mut log, &msg.who, req)
+            .map_err(EtcdError::internal)?;
+        if before != (self.store.is_enabled(), self.store.revision()) {
+            self.view = self.store.publish();
+        }
+        let mut changes = Vec::new();
+        if let Ok(reply) = &result {
+            let revision = self.store.revision();
+            changes.extend(invalidates.map(|user| AuthEvent::UserInvalidated { user, revision }));
+            if let AuthReply::Authenticate { username, revision } = reply
+                && !simple_token.is_empty()
+            {
+                changes.push(AuthEvent::TokenAssigned {
+                    user: username.clone(),
+                    revision: *revision,
+                    token: simple_token,
+                });
+            }
+        }
+        self.announce(changes);
+        Ok(AuthApplied {
+            result,
+            view: self.view.clone(),
+            ops: log.into_ops(),
+        })
+    }
+}
+
+impl Actor for AuthActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(4096);
+    }
+}
+
+/// One committed auth request, in log order (from the applier).
+impl Handler<ApplyAuth> for AuthActor {
+    type Result = Result<AuthApplied, EtcdError>;
+
+    fn handle(&mut self, msg: ApplyAuth, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("ApplyAuth");
+        self.apply(msg)
+    }
+}
+
+/// The tables were replaced by a snapshot: read them again.
+impl Handler<ReloadAuth> for AuthActor {
+    type Result = Result<SharedView, EtcdError>;
+
+    fn handle(&mut self, _: ReloadAuth, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("ReloadAuth");
+        self.store = {
+            let txn = self.engine.begin_read().map_err(EtcdError::internal)?;
+            AuthStore::open(&*txn).map_err(EtcdError::internal)?
+        };
+        self.view = self.store.publish();
+        self.announce(Vec::new());
+        Ok(self.view.clone())
+    }
+}
+
+/// Authenticate's password check, against the hash as applied here, on the blocking pool.
+impl Handler<CheckPassword> for AuthActor {
+    type Result = ResponseFuture<Result<u64, EtcdError>>;
+
+    fn handle(&mut self, msg: CheckPassword, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("CheckPassword");
+        let found = self.store.password_of(&msg.name);
+        Box::pin(async move {
+            let (hash, revision) = found?;
+            let ok = tokio::task::spawn_blocking(move || {
+                crate::password::verify_password(&msg.password, &hash)
+            })
+            .await
+            .map_err(EtcdError::internal)?;
+            if ok {
+                Ok(revision)
+            } else {
+                Err(EtcdError::AuthFailed)
+            }
+        })
+    }
+}
+
+/// A new password's hash, on the blocking pool, base64-encoded as etcd proposes it.
+impl Handler<HashPassword> for AuthActor {
+    type Result = ResponseFuture<Result<String, EtcdError>>;
+
+    fn handle(&mut self, msg: HashPassword, _: &mut Self::Context) -> Self::Result {
+        let cost = self.bcrypt_cost;
+        Box::pin(async move {
+            let hashed = tokio::task::spawn_blocking(move || {
+                crate::password::hash_password(&msg.password, cost)
+            })
+            .await
+            .map_err(EtcdError::internal)??;
+            Ok(base64::engine::general_purpose::STANDARD.encode(hashed))
+        })
+    }
+}
+
+/// The front's token keeper: it hears the current view and state at once, then every change.
+impl Handler<ConnectAuth> for AuthActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ConnectAuth, _: &mut Self::Context) {
+        self.events = Some(msg.events);
+        self.announce(Vec::new());
+    }
+}
+
+actcd_types::impl_mailbox_probe!(AuthActor, meter);
+
+#[cfg(test)]
+mod tests {
+    use actcd_proto::actcdpb::InternalRaftRequest;
+    use actcd_proto::etcdserverpb::{
+        AuthUserAddRequest, AuthUserChangePasswordRequest, AuthUserGrantRoleRequest,
+    };
+    use actcd_types::AuthInfo;
+    use actcd_types::storage::{KvEngine, MemEngine, Table, write_ops};
+
+    use super::*;
+
+    fn as_root(request: InternalRaftRequest) -> ApplyAuth {
+        ApplyAuth {
+            request,
+            who: AuthInfo {
+                username: "root".into(),
+                revision: 100,
+            },
+        }
+    }
+
+    /// Through its messages: writes come back as ops (nothing is written by the actor), the
+    /// token keeper hears of a password change before the answer, and a reload reads what the
+    /// ops became once committed.
+    #[actix_rt::test]
+    async fn applies_record_ops_and_tell_the_token_keeper_first() {
+        let engine = Arc::new(MemEngine::new());
+        let actor = AuthActor::open(engine.clone(), 4).unwrap();
+        assert!(!actor.view().enabled());
+        let addr = actor.start();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        addr.send(ConnectAuth { events: tx }).await.unwrap();
+        let hashed = addr
+            .send(HashPassword {
+                password: "pw".into(),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let add = addr
+            .send(as_root(InternalRaftRequest {
+                auth_user_add: Some(AuthUserAddRequest {
+                    name: "root".into(),
+                    hashed_password: hashed.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(add.result.is_ok());
+        assert_eq!(add.view.revision(), 2);
+        assert!(
+            add.ops
+                .iter()
+                .any(|op| matches!(op, actcd_types::storage::Op::Put { table: Table::AuthUsers, key, .. } if key == b"root")),
+            "{:?}",
+            add.ops
+        );
+        assert_eq!(
+            engine
+                .read()
+                .unwrap()
+                .get(Table::AuthUsers, b"root")
+                .unwrap(),
+            None,
+            "the actor writes nothing itself"
+        );
+        let grant = addr
+            .send(as_root(InternalRaftRequest {
+                auth_user_grant_role: Some(AuthUserGrantRoleRequest {
+                    user: "root".into(),
+                    role: "root".into(),
+                }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .unwrap();
+        let change = addr
+            .send(as_root(InternalRaftRequest {
+                auth_user_change_password: Some(AuthUserChangePasswordRequest {
+                    name: "root".into(),
+                    hashed_password: hashed,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(change.result.is_ok());
+        let mut heard = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            heard.push(ev);
+        }
+        assert!(
+            heard.iter().any(|e| matches!(
+                e,
+                AuthEvent::UserInvalidated { user, revision: 4 } if user == "root"
+            )),
+            "{heard:?}"
+        );
+        // Auth is off: no password check answers.
+        let login = CheckPassword {
+            name: "root".into(),
+            password: "pw".into(),
+        };
+        assert_eq!(
+            addr.send(login).await.unwrap(),
+            Err(EtcdError::AuthNotEnabled)
+        );
+        // Once the ops are committed (the MVCC store's job), a reload reads them back.
+        let mut txn = engine.write().unwrap();
+        let ops: Vec<_> = [add.ops, grant.ops, change.ops].concat();
+        write_ops(&mut *txn, &ops, None).unwrap();
+        txn.commit().unwrap();
+        let view = addr.send(ReloadAuth).await.unwrap().unwrap();
+        assert_eq!(view.revision(), 4);
+        assert_eq!(
+            view.check_admin(&AuthInfo {
+                username: "root".into(),
+                revision: 4
+            }),
+            Ok(())
+        );
+    }
+}
