@@ -8,8 +8,9 @@
 //!   with a fresh request id and a reply channel, sent without waiting for the handler; every
 //!   outcome (a refusal, or the store's answer once the entry is applied) arrives on that channel,
 //!   or the request times out with `etcdserver: request timed out`.
-//! - linearizable reads → `AfterReadIndex` to the raft node with a continuation that sends
-//!   `RangeTo` to the store once the confirmed index is applied; the store answers the front.
+//! - linearizable reads → `LinearizableRange` (a `RangeTo` with a reply channel) to the raft
+//!   node, which forwards the `RangeTo` to the store once the confirmed index is applied; the
+//!   store answers the front.
 //!   Serializable reads go straight to the store. Reads never enter the log.
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the store. On a follower the lessor answers

@@ -7,8 +7,10 @@
 //! `Ready` — kept in [`RaftNode`]; [`RaftActor`] is the glue that turns messages into calls.
 //!
 //! ## Messages
-//! Takes `Tick`, `Propose`, `ReadIndex`, `AfterReadIndex` (a read index with a continuation run
-//! here once applied: the front's linearizable Range goes on to the store from this thread),
+//! Takes `Tick`, `Propose`, `ReadIndex`, `LinearizableRange` (a `RangeTo` queued with the next
+//! read-index round and forwarded to the store from here once applied: one thread hand-off
+//! fewer than the front asking `ReadIndex` and then the store; a failed round answers its reply
+//! channel with the error),
 //! `Step` (peer messages), `Unreachable` (the transport lost a peer), `Applied` (from the
 //! applier), `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
 //! Membership and snapshots: `ProposeConfChange` (from preflight), `ApplyConfChange` (from the
@@ -16,7 +18,7 @@
 //! snapshot), `StepSnapshot` (a leader's snapshot message with its store copy),
 //! `SnapshotReport` (how sending one went), `CheckLearner` and `TransferLeader`.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
-//! applier, `RaftProgress` to preflight, `SyncStorage` to the MVCC store, `PeerMessage`s and
+//! applier, `RangeTo` to the store, `RaftProgress` to preflight, `SyncStorage` to the MVCC store, `PeerMessage`s and
 //! `SendSnapshot` to the transport with `PeerChange`s for its address book,
 //! `Leadership{leader}` to the lessor when this member gains or loses leadership, whether
 //! it is a learner on a watch channel the front reads, and to the daemon's supervisor `Fatal`
@@ -51,12 +53,14 @@
 //!    the Ready's `persisted_messages` (votes and append responses must not precede the fsync);
 //! 7. the applier reports `Applied{index}` → `advance_apply_to(index)`.
 //!
-//! **Inline appends.** With an [`InlineAppend`] (the daemon passes one over the WAL), a Ready of
-//! at most [`INLINE_MAX_ENTRIES`] entries is written and fsynced on this thread instead of being
-//! sent: that is what one client's writes look like, and it saves the two thread hand-offs to
-//! and from the WAL thread (measured: single-client put p50 0.32 → 0.26 ms on 2 cores). Larger
-//! Readies — load — still go to the WAL thread, so proposals keep arriving and the applier keeps
-//! working while the disk syncs. Either way the next Ready waits for this one to be durable.
+//! **Where appends run.** Every Ready goes to the WAL writer as an `Append` message, and the
+//! node handles nothing else until it is answered (the next Ready waits for this one to be
+//! durable). The daemon puts the WAL writer on this node's thread: it fsyncs a Ready of one or
+//! two entries (one client's writes) in place, a mailbox push away with no thread hand-off,
+//! and syncs larger ones (load) on a blocking-pool thread, so this thread stays free for the
+//! actors that share it (the front and preflight take requests, the applier applies) while the
+//! disk syncs, and the proposals queued meanwhile share the next Ready's fsync (see `actcd-wal`,
+//! "Where the fsync runs", for the measurements). The node neither knows nor cares which.
 //!
 //! Readies are taken in a `ProcessReady` message the actor sends itself after any input, so every
 //! proposal waiting in the mailbox lands in the same Ready and shares one fsync. Read-index
@@ -85,5 +89,5 @@ mod node;
 #[cfg(test)]
 mod sim_tests;
 
-pub use actor::{INLINE_MAX_ENTRIES, InlineAppend, RaftActor, RaftPeers};
+pub use actor::{RaftActor, RaftPeers};
 pub use node::{NodeConfig, RaftNode, ReadyOutput, Recovered};
