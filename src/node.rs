@@ -712,8 +712,8 @@ fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
 ///
 /// On 2 cores the front shares the actors' thread, and so does the MVCC store: a request then
 /// reaches preflight, raft, the lessor and the store as mailbox pushes instead of thread
-/// wake-ups, and the second core is left to the WAL (large Readies), the backend sync, the
-/// watch hub and the clients. Measured on 2 vCPUs in the same runs against etcd 3.5.1:
+/// wake-ups, and the second core is left to the WAL's fsyncs of large Readies, the backend
+/// sync, the watch hub and the clients. Measured on 2 vCPUs in the same runs against etcd 3.5.1:
 /// - front shared, against one front thread of its own: put at 100 clients 33k → 39k/s,
 ///   serializable range 61k → 78k/s, keepalive 118k → 171k/s, single-client put p50 0.27 →
 ///   0.24 ms;

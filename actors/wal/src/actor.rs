@@ -50,12 +50,6 @@ impl WalActor {
         }
     }
 
-    /// Starts `self` on a thread of its own (an `Arbiter`; call inside a running System).
-    pub fn start_on_own_thread(self) -> Addr<WalActor> {
-        let arbiter = Arbiter::new();
-        WalActor::start_in_arbiter(&arbiter.handle(), move |_| self)
-    }
-
     /// Runs `op` on the WAL here, on the actor's thread.
     fn in_place(
         &mut self,
