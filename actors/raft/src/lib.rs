@@ -18,8 +18,9 @@
 //! snapshot), `StepSnapshot` (a leader's snapshot message with its store copy),
 //! `SnapshotReport` (how sending one went), `CheckLearner` and `TransferLeader`.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
-//! applier, `RangeTo` to the store, `RaftProgress` to preflight, `SyncStorage` to the MVCC store, `PeerMessage`s and
-//! `SendSnapshot` to the transport with `PeerChange`s for its address book,
+//! applier, `RangeTo` to the store, `RaftProgress` to preflight, `SyncStorage` to the MVCC
+//! store, `PeerMessage`s and `SendSnapshot` to the transport with `PeerChange`s for its address
+//! book,
 //! `Leadership{leader}` to the lessor when this member gains or loses leadership, whether
 //! it is a learner on a watch channel the front reads, and to the daemon's supervisor `Fatal`
 //! (the WAL refused a write, a snapshot could not be installed: the node reports it once, fails
