@@ -1,5 +1,6 @@
 //! The WAL writer actor alone: `Append` batches of 1, 16 and 256 entries of 256 B each, sent to a
-//! [`WalActor`] on its own thread and awaited one after another, as the raft node does.
+//! [`WalActor`] on the sender's thread and awaited one after another, as the raft node does (the
+//! one-entry batch is written in place, the others on the blocking pool).
 //! Every Append carries the hard state a leader writes with its entries and ends in the real
 //! `fdatasync`, in a temporary directory on the data disk. Throughput is in entries, so the three
 //! sizes show what batching a Ready buys.
@@ -38,7 +39,7 @@ fn bench_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let wal = Wal::create(dir.path(), b"bench").expect("create wal");
     let sys = System::new();
-    let wal = sys.block_on(async { WalActor::start(wal) });
+    let wal = sys.block_on(async { actix::Actor::start(WalActor::new(wal)) });
     // The log must stay contiguous across every benchmark and iteration.
     let mut next_index = 1;
 

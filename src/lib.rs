@@ -5,17 +5,19 @@
 //! [`node::run_until`] with their own stop future.
 //!
 //! ## Threads
-//! - one actix System thread for preflight, the raft node, the applier and the lessor. Each
-//!   handler is short (the applier awaits the store without blocking), and sharing a thread
-//!   turns cross-thread hops into mailbox pushes: measured on 2 cores against a separate raft
+//! - one actix System thread for preflight, the raft node, the WAL writer, the applier and the
+//!   lessor. Each handler is short (the applier awaits the store without blocking; the WAL
+//!   writer fsyncs only one- and two-entry Readies here), and sharing a thread turns
+//!   cross-thread hops into mailbox pushes: measured on 2 cores against a separate raft
 //!   arbiter, a third fewer context switches per single-client put, p50 0.38 → 0.34 ms, and
 //!   +10% put / +5% linearizable-range throughput at 100 clients;
 //! - the gRPC front (tonic): on machines with up to 2 cores it runs on that same System
 //!   thread (requests reach preflight, raft and the lessor as mailbox pushes; see
 //!   `node::front_threads` for the measurements), otherwise on a tokio runtime with all cores
 //!   but two; `ACTCD_FRONT_THREADS` overrides;
-//! - a thread each for the blocking or bulky work: the WAL writer (fsync of Readies of three
-//!   or more entries; the raft node writes smaller ones itself), the MVCC store (LMDB write
+//! - a thread each for the blocking or bulky work: the WAL writer's fsyncs of Readies of three
+//!   or more entries and its releases (a tokio blocking-pool thread, to which the WAL actor
+//!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store (LMDB write
 //!   transactions, reads), the backend (periodic LMDB sync) and the watch hub (fan-out);
 //! - the main thread waits for a signal.
 //!

@@ -447,11 +447,9 @@ fn start_actors(
     members: &[MemberRecord],
     supervisor: &Addr<Supervisor>,
 ) -> PipelineRoutes {
-    // The WAL writer has a thread of its own; the raft node writes one- and two-entry Readies
-    // itself (see actcd_raft::INLINE_MAX_ENTRIES).
-    let wal_actor = WalActor::new(wal);
-    let inline_wal = wal_actor.inline();
-    let wal = wal_actor.start_on_own_thread();
+    // The WAL writer shares the raft node's thread: it writes small Readies in place and moves
+    // large ones and releases to a blocking-pool thread (see actcd_wal, "Where the fsync runs").
+    let wal = WalActor::new(wal).start();
 
     // Raft, the applier, preflight and the lessor refer to each other: take their addresses
     // first, start them after. All share the System thread (see the crate doc, "Threads").
@@ -575,6 +573,7 @@ fn start_actors(
         wal: wal.clone().recipient(),
         release: wal.recipient(),
         applier: applier.clone().recipient(),
+        range_to: mvcc.clone().recipient(),
         progress: preflight.clone().recipient(),
         sync_storage: mvcc.clone().recipient(),
         outbox: Some(transport.clone().recipient()),
@@ -589,8 +588,7 @@ fn start_actors(
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     raft_ctx.run(
         RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
-            .with_proposal_ttl(cfg.request_timeout())
-            .with_inline_wal(Box::new(move |append| inline_wal.append(append))),
+            .with_proposal_ttl(cfg.request_timeout()),
     );
     for m in &others {
         transport.do_send(PeerChange::Upsert {
@@ -701,8 +699,7 @@ fn start_actors(
         hash_kv: mvcc.clone().recipient(),
         read_txn: mvcc.clone().recipient(),
         raft_status: raft.clone().recipient(),
-        after_read_index: raft.clone().recipient(),
-        range_to: mvcc.clone().recipient(),
+        linearizable_range: raft.clone().recipient(),
         renew_lease: lessor.clone().recipient(),
         lease_ttl: lessor.clone().recipient(),
         list_leases: lessor.recipient(),
@@ -768,8 +765,8 @@ fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
 ///
 /// On 2 cores the front shares the actors' thread, and so does the MVCC store: a request then
 /// reaches preflight, raft, the lessor and the store as mailbox pushes instead of thread
-/// wake-ups, and the second core is left to the WAL (large Readies), the backend sync, the
-/// watch hub and the clients. Measured on 2 vCPUs in the same runs against etcd 3.5.1:
+/// wake-ups, and the second core is left to the WAL's fsyncs of large Readies, the backend
+/// sync, the watch hub and the clients. Measured on 2 vCPUs in the same runs against etcd 3.5.1:
 /// - front shared, against one front thread of its own: put at 100 clients 33k → 39k/s,
 ///   serializable range 61k → 78k/s, keepalive 118k → 171k/s, single-client put p50 0.27 →
 ///   0.24 ms;

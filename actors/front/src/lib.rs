@@ -8,11 +8,11 @@
 //!   with a fresh request id and a reply channel, sent without waiting for the handler; every
 //!   outcome (a refusal, or the store's answer once the entry is applied) arrives on that channel,
 //!   or the request times out with `etcdserver: request timed out`.
-//! - linearizable reads → `AfterReadIndex` to the raft node with a continuation that sends
-//!   `RangeTo` to the store once the confirmed index is applied; the store answers the front.
-//!   Serializable reads go straight to the store. Reads never enter the log. With auth on, a
-//!   linearizable read waits for the read index here, is judged by the newest permission view,
-//!   then goes to the store (one more hop, only then).
+//! - linearizable reads → `LinearizableRange` (a `RangeTo` with a reply channel) to the raft
+//!   node, which forwards the `RangeTo` to the store once the confirmed index is applied; the
+//!   store answers the front. Serializable reads go straight to the store. Reads never enter
+//!   the log. With auth on, a linearizable read waits for the read index here, is judged by the
+//!   newest permission view, then goes to the store (one more hop, only then).
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the store. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).

@@ -8,9 +8,9 @@ use actcd_proto::etcdserverpb::{
 use actcd_types::auth::Perm;
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    AfterReadIndex, ApplyResponse, CheckLearner, CheckPassword, ConnectAuth, GetFsyncStats,
-    GetMembers, GetStoreStatus, HashBackend, HashKv, HashKvResult, LeaderCall, LeaseKeys,
-    LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
+    ApplyResponse, CheckLearner, CheckPassword, ConnectAuth, GetFsyncStats, GetMembers,
+    GetStoreStatus, HashBackend, HashKv, HashKvResult, LeaderCall, LeaseKeys, LeaseTimeToLive,
+    LeaseTtl, LinearizableRange, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
     RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus,
     Submit, TransferLeader,
 };
@@ -45,9 +45,9 @@ pub struct PipelineRoutes {
     pub hash_kv: Recipient<HashKv>,
     pub read_txn: Recipient<ReadTxn>,
     pub raft_status: Recipient<RaftStatus>,
-    /// Linearizable reads: the raft node runs the continuation, which reads the store.
-    pub after_read_index: Recipient<AfterReadIndex>,
-    pub range_to: Recipient<RangeTo>,
+    /// Linearizable reads: the raft node forwards them to the store once their read index is
+    /// applied.
+    pub linearizable_range: Recipient<LinearizableRange>,
     /// The lessor: keepalives, TTLs and the lease list.
     pub renew_lease: Recipient<RenewLease>,
     pub lease_ttl: Recipient<LeaseTimeToLive>,
@@ -427,9 +427,9 @@ impl Pipeline {
         }
     }
 
-    /// A serializable read goes straight to the store. A linearizable one hands the raft node
-    /// a continuation that forwards it to the store once the read index is applied, and the
-    /// store answers here: raft → store directly, not raft → front → store.
+    /// A serializable read goes straight to the store. A linearizable one goes to the raft
+    /// node, which forwards it to the store once the read index is applied, and the store
+    /// answers here: raft → store directly, not raft → front → store.
     ///
     /// The reader is judged by the newest permission view once the read index is applied, as
     /// etcd does (a grant revoked before the read began is never used): with auth on, a
@@ -452,22 +452,12 @@ impl Pipeline {
             return self.routes.range.send(Range { request }).await?;
         }
         let (tx, rx) = oneshot::channel();
-        let store = self.routes.range_to.clone();
-        let then = Box::new(move |index: Result<u64, EtcdError>| match index {
-            // `do_send`: the store's mailbox is the one every read ends in anyway, and a
-            // continuation must not wait on the raft thread.
-            Ok(_) => store.do_send(RangeTo { request, reply: tx }),
-            Err(e) => {
-                let _ = tx.send(Err(e));
-            }
-        });
-        match self
-            .routes
-            .after_read_index
-            .try_send(AfterReadIndex { then })
-        {
+        let range = LinearizableRange(RangeTo { request, reply: tx });
+        match self.routes.linearizable_range.try_send(range) {
             Ok(()) => {}
-            Err(actix::prelude::SendError::Full(m)) => self.routes.after_read_index.send(m).await?,
+            Err(actix::prelude::SendError::Full(m)) => {
+                self.routes.linearizable_range.send(m).await?
+            }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
         self.answer(rx).await

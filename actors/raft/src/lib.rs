@@ -7,8 +7,10 @@
 //! `Ready` — kept in [`RaftNode`]; [`RaftActor`] is the glue that turns messages into calls.
 //!
 //! ## Messages
-//! Takes `Tick`, `Propose`, `ReadIndex`, `AfterReadIndex` (a read index with a continuation run
-//! here once applied: the front's linearizable Range goes on to the store from this thread),
+//! Takes `Tick`, `Propose`, `ReadIndex`, `LinearizableRange` (a `RangeTo` queued with the next
+//! read-index round and forwarded to the store from here once applied: one thread hand-off
+//! fewer than the front asking `ReadIndex` and then the store; a failed round answers its reply
+//! channel with the error),
 //! `Step` (peer messages), `Unreachable` (the transport lost a peer), `Applied` (from the
 //! applier), `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
 //! Membership and snapshots: `ProposeConfChange` (from preflight), `ApplyConfChange` (from the
@@ -16,8 +18,9 @@
 //! snapshot), `StepSnapshot` (a leader's snapshot message with its store copy),
 //! `SnapshotReport` (how sending one went), `CheckLearner` and `TransferLeader`.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
-//! applier, `RaftProgress` to preflight, `SyncStorage` to the MVCC store, `PeerMessage`s and
-//! `SendSnapshot` to the transport with `PeerChange`s for its address book,
+//! applier, `RangeTo` to the store, `RaftProgress` to preflight, `SyncStorage` to the MVCC
+//! store, `PeerMessage`s and `SendSnapshot` to the transport with `PeerChange`s for its address
+//! book,
 //! `Leadership{leader}` to the lessor when this member gains or loses leadership, whether
 //! it is a learner on a watch channel the front reads, and to the daemon's supervisor `Fatal`
 //! (the WAL refused a write, a snapshot could not be installed: the node reports it once, fails
@@ -48,15 +51,26 @@
 //! 4. append `entries` to the in-memory store, then 5. send them and the new hard state to the WAL
 //!    as one `Append` (one fsync);
 //! 6. `advance_append_async`; when the WAL answers, `on_persist_ready(number)` and only then send
-//!    the Ready's `persisted_messages` (votes and append responses must not precede the fsync);
+//!    the Ready's `persisted_messages` (votes and append responses must not precede the fsync).
+//!    A Ready that raft says needs no sync (no entries, no snapshot, no new term or vote: a read
+//!    round, a moved commit index) does not wait for the WAL when no append is in flight: it is
+//!    persisted at once, and a moved commit index is handed to the WAL without waiting;
 //! 7. the applier reports `Applied{index}` → `advance_apply_to(index)`.
 //!
-//! **Inline appends.** With an [`InlineAppend`] (the daemon passes one over the WAL), a Ready of
-//! at most [`INLINE_MAX_ENTRIES`] entries is written and fsynced on this thread instead of being
-//! sent: that is what one client's writes look like, and it saves the two thread hand-offs to
-//! and from the WAL thread (measured: single-client put p50 0.32 → 0.26 ms on 2 cores). Larger
-//! Readies — load — still go to the WAL thread, so proposals keep arriving and the applier keeps
-//! working while the disk syncs. Either way the next Ready waits for this one to be durable.
+//! **Where appends run.** Every Ready goes to the WAL writer as an `Append` message, and the
+//! node handles nothing else until it is answered (the next Ready waits for this one to be
+//! durable). The daemon puts the WAL writer on this node's thread: it fsyncs a Ready of one or
+//! two entries (one client's writes) in place, a mailbox push away with no thread hand-off,
+//! and syncs larger ones (load) on a blocking-pool thread, so this thread stays free for the
+//! actors that share it (the front and preflight take requests, the applier applies) while the
+//! disk syncs, and the proposals queued meanwhile share the next Ready's fsync. The node neither
+//! knows nor cares which. Until then the node wrote small Readies itself through a closure over
+//! a `Mutex<Wal>` shared with the WAL actor; measured against that (release, 2 shared cores,
+//! medians of 12 alternating runs): put at 100 clients 15.4k → 16.8k/s, single-client put p50
+//! 0.313 → 0.314 ms, linearizable range at 100 clients (now `LinearizableRange`, before a
+//! boxed continuation) 46.7k → 50.1k/s. Not waiting for the WAL on Readies that need no sync
+//! is what kept linearizable ranges level: without it a read round's empty Ready cost a
+//! mailbox round trip, and ranges fell 8% (see `actcd-wal`, "Where the fsync runs").
 //!
 //! Readies are taken in a `ProcessReady` message the actor sends itself after any input, so every
 //! proposal waiting in the mailbox lands in the same Ready and shares one fsync. Read-index
@@ -85,5 +99,5 @@ mod node;
 #[cfg(test)]
 mod sim_tests;
 
-pub use actor::{INLINE_MAX_ENTRIES, InlineAppend, RaftActor, RaftPeers};
+pub use actor::{RaftActor, RaftPeers};
 pub use node::{NodeConfig, RaftNode, ReadyOutput, Recovered};

@@ -47,6 +47,9 @@ pub struct ReadyOutput {
     pub committed: Vec<CommittedEntry>,
     pub entries: Vec<WalEntry>,
     pub hard_state: Option<HardState>,
+    /// raft's `MustSync`: the Ready carries entries, a snapshot, or a new term or vote. Without
+    /// it, only the commit index (volatile) moved and nothing needs an fsync.
+    pub must_sync: bool,
     pub persisted_messages: Vec<PeerMessage>,
     /// (request context, read index) pairs answered in this Ready.
     pub reads: Vec<(Vec<u8>, u64)>,
@@ -456,6 +459,7 @@ impl RaftNode {
                 commit: hs.commit,
             });
         }
+        out.must_sync = rd.must_sync();
         out.persisted_messages = encode_messages(rd.take_persisted_messages());
         self.raw.advance_append_async(rd);
         Ok(Some(out))

@@ -32,23 +32,16 @@ pub struct Propose {
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct ReadIndex;
 
-/// [`ReadIndex`] with a continuation instead of a reply: `then` runs on the raft node's thread
-/// once the read index is confirmed and applied here (or with the error that ended the round).
-/// It must be short: it typically forwards a read to the store.
-#[derive(Message)]
+/// A linearizable Range. The raft node queues it with the next read-index round and, once the
+/// read index is confirmed and applied here, forwards the inner [`RangeTo`] to the store as is
+/// (the store answers `reply`); if the round fails, the raft node answers `reply` with the error.
+/// One thread hand-off fewer per read than `ReadIndex` then `Range` from the front.
+#[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct AfterReadIndex {
-    pub then: Box<dyn FnOnce(Result<u64, EtcdError>) + Send>,
-}
-
-impl std::fmt::Debug for AfterReadIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AfterReadIndex")
-    }
-}
+pub struct LinearizableRange(pub RangeTo);
 
 /// A read of the key space whose answer goes to `reply` (for senders that are not awaiting the
-/// store themselves, such as a read-index continuation).
+/// store themselves: the raft node forwards a [`LinearizableRange`]'s once its index is applied).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct RangeTo {

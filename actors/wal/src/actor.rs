@@ -1,41 +1,25 @@
-//! [`WalActor`]: thin glue from messages to [`Wal`] calls.
-
-use std::sync::{Arc, Mutex, MutexGuard};
+//! [`WalActor`]: thin glue from messages to [`Wal`] calls, and where each call runs.
 
 use actcd_types::msg::{Append, GetFsyncStats, ReleaseWal};
-use actix::{Actor, Addr, Arbiter, Context, Handler};
+use actix::prelude::*;
 use tracing::error;
 
-use crate::Wal;
+use crate::{Wal, WalError};
 
-/// Owns the [`Wal`]. Every message ends in an fsync, which blocks the thread it runs on, so it
-/// runs on a thread of its own ([`WalActor::start`]).
-///
-/// The WAL sits behind a mutex only so that the raft node may also write a small Ready itself
-/// through an [`InlineWal`] (see the crate doc, "Inline appends"); the raft node waits for each
-/// append before the next, so the lock is never contended on the write path.
+/// Appends with at most this many entries are written and fsynced on the actor's own thread;
+/// larger ones, and releases, on a blocking-pool thread (see the crate doc, "Where the fsync
+/// runs"). One client's writes come one entry per Ready.
+pub const INLINE_MAX_ENTRIES: usize = 2;
+
+/// The [`Wal`]'s only owner. Start it on the raft node's thread (`WalActor::new(wal).start()`
+/// there): a small append is then a mailbox push on the same thread, and a large one leaves
+/// the thread free while it syncs.
 pub struct WalActor {
     /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
     meter: std::sync::Arc<actcd_types::meter::Meter>,
-    wal: Arc<Mutex<Wal>>,
-}
-
-/// The raft node's direct handle on the WAL, for Readies small enough that writing them on its
-/// own thread beats two thread hand-offs.
-#[derive(Clone)]
-pub struct InlineWal(Arc<Mutex<Wal>>);
-
-impl InlineWal {
-    /// Writes and fsyncs like an `Append` message, on the calling thread.
-    pub fn append(&self, msg: &Append) -> Result<(), String> {
-        append(&mut lock(&self.0), msg)
-    }
-}
-
-fn lock(wal: &Mutex<Wal>) -> MutexGuard<'_, Wal> {
-    // A panic while holding it would have stopped the server; the WAL itself stays consistent
-    // (a torn record is repaired on open), so a poisoned lock is still usable.
-    wal.lock().unwrap_or_else(|p| p.into_inner())
+    /// `None` only while a write runs on the blocking pool; no message is handled meanwhile
+    /// (the handler's future is atomic), so no handler ever finds it missing.
+    wal: Option<Wal>,
 }
 
 fn append(wal: &mut Wal, msg: &Append) -> Result<(), String> {
@@ -45,29 +29,67 @@ fn append(wal: &mut Wal, msg: &Append) -> Result<(), String> {
     })
 }
 
+fn release(wal: &mut Wal, msg: &ReleaseWal) -> Result<(), String> {
+    wal.release(msg.index, msg.term, &msg.conf_state)
+        .map_err(|e| {
+            error!(error = %e, index = msg.index, "wal: release failed");
+            e.to_string()
+        })
+}
+
+/// What a handler answers when the WAL is gone (a blocking-pool thread panicked holding it).
+fn lost() -> String {
+    WalError::Failed.to_string()
+}
+
 impl WalActor {
     pub fn new(wal: Wal) -> Self {
         WalActor {
             meter: actcd_types::meter::Meter::new(),
-            wal: Arc::new(Mutex::new(wal)),
+            wal: Some(wal),
         }
     }
 
-    /// A handle through which the raft node can append on its own thread.
-    pub fn inline(&self) -> InlineWal {
-        InlineWal(self.wal.clone())
+    /// Runs `op` on the WAL here, on the actor's thread.
+    fn in_place(
+        &mut self,
+        op: impl FnOnce(&mut Wal) -> Result<(), String>,
+    ) -> AtomicResponse<Self, Result<(), String>> {
+        let res = self.wal.as_mut().map_or_else(|| Err(lost()), op);
+        AtomicResponse::new(Box::pin(fut::ready(res)))
     }
 
-    /// Starts `self` on a thread of its own (see [`Self::start`]).
-    pub fn start_on_own_thread(self) -> Addr<WalActor> {
-        let arbiter = Arbiter::new();
-        WalActor::start_in_arbiter(&arbiter.handle(), move |_| self)
-    }
-
-    /// Starts the actor on a thread of its own (an `Arbiter`; call inside a running System),
-    /// so its fsyncs block nobody else.
-    pub fn start(wal: Wal) -> Addr<WalActor> {
-        WalActor::new(wal).start_on_own_thread()
+    /// Moves the WAL to a blocking-pool thread, runs `op` there and takes the WAL back. The
+    /// actor handles nothing else until then (`AtomicResponse`), but its thread is free.
+    fn off_thread<M: Send + 'static>(
+        &mut self,
+        name: &'static str,
+        msg: M,
+        op: fn(&mut Wal, &M) -> Result<(), String>,
+    ) -> AtomicResponse<Self, Result<(), String>> {
+        let Some(mut wal) = self.wal.take() else {
+            return AtomicResponse::new(Box::pin(fut::ready(Err(lost()))));
+        };
+        let timer = self.meter.start(name);
+        let work = tokio::task::spawn_blocking(move || {
+            let res = op(&mut wal, &msg);
+            (wal, res)
+        });
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            move |joined, act, _| {
+                drop(timer);
+                match joined {
+                    Ok((wal, res)) => {
+                        act.wal = Some(wal);
+                        res
+                    }
+                    Err(e) => {
+                        error!(error = %e, "wal: the writing thread panicked; the WAL is lost");
+                        Err(lost())
+                    }
+                }
+            },
+        )))
     }
 }
 
@@ -75,37 +97,36 @@ impl Actor for WalActor {
     type Context = Context<Self>;
 }
 
-/// Writes entries then the hard state, one fsync; `Ok` means durable.
 /// The fsync latencies so far, for `/metrics` (asked behind the appends already queued).
 impl Handler<GetFsyncStats> for WalActor {
-    type Result = actix::MessageResult<GetFsyncStats>;
+    type Result = MessageResult<GetFsyncStats>;
 
     fn handle(&mut self, _: GetFsyncStats, _: &mut Context<Self>) -> Self::Result {
-        actix::MessageResult::<GetFsyncStats>(lock(&self.wal).fsync_stats())
+        MessageResult(self.wal.as_ref().map(Wal::fsync_stats).unwrap_or_default())
     }
 }
 
+/// Writes entries then the hard state, one fsync; `Ok` means durable. Up to
+/// [`INLINE_MAX_ENTRIES`] entries on this thread, more on the blocking pool.
 impl Handler<Append> for WalActor {
-    type Result = Result<(), String>;
+    type Result = AtomicResponse<Self, Result<(), String>>;
 
     fn handle(&mut self, msg: Append, _: &mut Context<Self>) -> Self::Result {
+        if msg.entries.len() > INLINE_MAX_ENTRIES {
+            return self.off_thread("AppendOffThread", msg, append);
+        }
         let _timer = self.meter.start("Append");
-        append(&mut lock(&self.wal), &msg)
+        self.in_place(|wal| append(wal, &msg))
     }
 }
 
-/// Writes a snapshot mark at `index`, fsyncs, deletes segments wholly at or below it.
+/// Writes a snapshot mark at `index`, fsyncs, deletes segments wholly at or below it; on the
+/// blocking pool (an fsync, unlinks and a directory fsync: not for the raft node's thread).
 impl Handler<ReleaseWal> for WalActor {
-    type Result = Result<(), String>;
+    type Result = AtomicResponse<Self, Result<(), String>>;
 
     fn handle(&mut self, msg: ReleaseWal, _: &mut Context<Self>) -> Self::Result {
-        let _timer = self.meter.start("ReleaseWal");
-        lock(&self.wal)
-            .release(msg.index, msg.term, &msg.conf_state)
-            .map_err(|e| {
-                error!(error = %e, index = msg.index, "wal: release failed");
-                e.to_string()
-            })
+        self.off_thread("ReleaseWal", msg, release)
     }
 }
 
@@ -134,7 +155,7 @@ mod tests {
         };
 
         actix::System::new().block_on(async {
-            let addr = WalActor::start(wal);
+            let addr = WalActor::new(wal).start();
             let ok = addr
                 .send(Append {
                     hard_state: Some(hs),
@@ -168,6 +189,51 @@ mod tests {
         assert_eq!(got.hard_state, hs);
         assert_eq!(got.snapshot.map(|s| s.index), Some(2));
         assert_eq!(got.entries, vec![entry(3)]);
+    }
+
+    #[test]
+    fn small_appends_are_written_in_place_and_large_ones_and_releases_off_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Wal::create(dir.path(), b"meta").unwrap();
+        let n = INLINE_MAX_ENTRIES as u64;
+        actix::System::new().block_on(async {
+            let addr = WalActor::new(wal).start();
+            let appends = [1..=n, n + 1..=n + 1, n + 2..=3 * n + 2];
+            for entries in appends {
+                let msg = Append {
+                    hard_state: None,
+                    entries: entries.map(entry).collect(),
+                };
+                assert_eq!(addr.send(msg).await.unwrap(), Ok(()));
+            }
+            let release = ReleaseWal {
+                index: 1,
+                term: 1,
+                conf_state: vec![],
+            };
+            assert_eq!(addr.send(release).await.unwrap(), Ok(()));
+            let meter = addr.send(actcd_types::meter::GetMeter).await.unwrap();
+            let seen = meter.answer(&actcd_types::meter::MailboxProbe {
+                sent_at: std::time::Instant::now(),
+                handled_at_send: None,
+            });
+            let count = |name: &str| seen.by_message.get(name).map_or(0, |s| s.count);
+            assert_eq!(
+                (
+                    count("Append"),
+                    count("AppendOffThread"),
+                    count("ReleaseWal")
+                ),
+                (2, 1, 1)
+            );
+            let stats = addr.send(GetFsyncStats).await.unwrap();
+            assert_eq!(stats.count, 4, "one fsync per write, wherever it ran");
+        });
+
+        let (_, got) = Wal::open(dir.path()).unwrap();
+        assert_eq!(got.snapshot.map(|s| s.index), Some(1));
+        let want: Vec<_> = (2..=3 * n + 2).map(entry).collect();
+        assert_eq!(got.entries, want, "every entry, in order");
     }
 }
 
