@@ -36,3 +36,4 @@ pub mod node;
 pub mod snapshot;
 pub mod supervisor;
 pub mod ticker;
+mod wiring;

@@ -9,28 +9,21 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use actcd_applier::{Applier, ApplierActor, ApplierPeers, ChainPeers};
 use actcd_auth::AuthActor;
-use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe};
+use actcd_backend::{BackendOptions, LmdbEngine};
 use actcd_front::authn::AuthGate;
-use actcd_front::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
-use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{
-    BackendLink, ConnectRaft, ConnectWatchHub, LeaseNote, MvccActor, MvccPeers, Store,
-};
-use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
-use actcd_raft::{NodeConfig, RaftActor, RaftNode, RaftPeers, Recovered};
-use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
+use actcd_front::{FrontConfig, Pipeline, PipelineRoutes};
+use actcd_mvcc::Store;
+use actcd_raft::{NodeConfig, RaftNode, Recovered};
+use actcd_transport::{PeerRoutes, serve_peers};
 use actcd_types::MemberIdentity;
-use actcd_types::msg::{LeaseGranted, MemberRecord, PeerChange};
+use actcd_types::msg::MemberRecord;
 use actcd_types::storage::{KvEngine, Table};
-use actcd_wal::{Wal, WalActor};
-use actcd_watch::{HubConfig, WatchHubActor};
+use actcd_wal::Wal;
 use actix::prelude::*;
 
 use crate::config::Config;
-use crate::supervisor::{DrainWith, StopActors, Supervisor};
-use crate::ticker::{BackendBatch, Periodic, Ticker};
+use crate::supervisor::{StopActors, Supervisor};
 
 /// The etcd API level actcd implements, as Status reports it.
 pub const API_VERSION: &str = "3.5.13";
@@ -54,7 +47,7 @@ pub enum StartError {
     Fatal { actor: &'static str, error: String },
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -303,17 +296,16 @@ pub fn run_until(
             let sys = actix::System::new();
             sys.block_on(async move {
                 let supervisor = Supervisor::new(stop_serving_tx).start();
-                let routes = start_actors(
-                    &actix_cfg,
-                    actix_engine,
+                let recovered = crate::wiring::Recovered {
+                    engine: actix_engine,
                     store,
                     auth,
                     wal,
                     raft_node,
                     consistent_index,
-                    &members,
-                    &supervisor,
-                );
+                    members,
+                };
+                let routes = crate::wiring::start_actors(&actix_cfg, recovered, &supervisor);
                 let _ = routes_tx.send((routes, actix::System::current(), supervisor));
             });
             let res = sys.run();
@@ -435,299 +427,9 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
         .collect())
 }
 
-#[allow(clippy::too_many_arguments)] // the lead's per-subsystem builders replace this list
-fn start_actors(
-    cfg: &Config,
-    engine: Arc<LmdbEngine>,
-    store: Store,
-    auth: AuthActor,
-    wal: Wal,
-    raft_node: RaftNode,
-    consistent_index: u64,
-    members: &[MemberRecord],
-    supervisor: &Addr<Supervisor>,
-) -> PipelineRoutes {
-    // The WAL writer shares the raft node's thread: it writes small Readies in place and moves
-    // large ones and releases to a blocking-pool thread (see actcd_wal, "Where the fsync runs").
-    let wal = WalActor::new(wal).start();
-
-    // Raft, the applier, preflight and the lessor refer to each other: take their addresses
-    // first, start them after. All share the System thread (see the crate doc, "Threads").
-    let preflight_ctx: Context<PreflightActor> = Context::new();
-    let preflight = preflight_ctx.address();
-    let applier_ctx: Context<ApplierActor> = Context::new();
-    let applier = applier_ctx.address();
-    let lessor_config = LessorConfig {
-        election_timeout: Duration::from_millis(cfg.flags.election_timeout),
-        ..LessorConfig::default()
-    };
-    // On the System thread: a keepalive costs it one short handler. Profiled at 100 clients,
-    // the server spends 88% of its time in the gRPC front (mostly the kernel's TCP writes), and a
-    // lessor thread of its own made no difference.
-    let lessor = LessorActor::new(lessor_config, TokioClock, preflight.clone().recipient()).start();
-    // Every stored lease, before the lessor can hear it is the leader's.
-    for note in store.leases().notes() {
-        if let LeaseNote::Granted {
-            id,
-            ttl,
-            remaining_ttl,
-        } = note
-        {
-            lessor.do_send(LeaseGranted {
-                id,
-                ttl,
-                remaining_ttl,
-            });
-        }
-    }
-
-    // The auth store: a thread of its own (its answers are rare but its loads and view builds
-    // must not hold up applies or the front); bcrypt runs on that thread's blocking pool.
-    let auth_view = auth.view();
-    let auth = auth.start_on_own_thread();
-
-    // etcd's backend batch limit: at most this many applied requests wait for a commit.
-    let current_revision = store.current_revision();
-    // The backend: the environment's only writer, on a thread of its own; the store sends it
-    // its writes and reads the engine itself.
-    let backend = BackendActor::start_on_own_thread(engine);
-    let mvcc_peers = MvccPeers {
-        watch: None,
-        granted: Some(lessor.clone().recipient()),
-        revoked: Some(lessor.clone().recipient()),
-        checkpointed: Some(lessor.clone().recipient()),
-        conf: None,
-        conf_sync: None,
-        backend: Some(BackendLink {
-            commit: backend.clone().recipient(),
-            flush: backend.clone().recipient(),
-            sync: backend.clone().recipient(),
-            defragment: backend.clone().recipient(),
-            open_reader: backend.clone().recipient(),
-        }),
-    };
-    // With the front on this thread (small machines), the store joins it too: a write then
-    // crosses no thread boundary but the fsync's (see `front_threads`).
-    let mvcc = if front_threads() == 0 {
-        MvccActor::start_here(store, 10_000, Some(mvcc_peers))
-    } else {
-        MvccActor::start_with(store, 10_000, Some(mvcc_peers))
-    };
-    // Before any apply: the store trims its write buffer as commits are reported; a failed
-    // backend write poisons the store and stops the member.
-    backend.do_send(Subscribe {
-        committed: Some(mvcc.clone().recipient()),
-        fatal: Some(mvcc.clone().recipient()),
-    });
-    backend.do_send(Subscribe {
-        committed: None,
-        fatal: Some(supervisor.clone().recipient()),
-    });
-    // At shutdown the store's buffered writes reach the disk before the actors stop.
-    supervisor.do_send(DrainWith(mvcc.clone().recipient()));
-    let hub_config = HubConfig {
-        max_request_bytes: cfg.flags.max_request_bytes,
-        progress_interval: cfg.flags.experimental_watch_progress_notify_interval,
-        member: MemberIdentity {
-            cluster_id: cfg.cluster_id,
-            member_id: cfg.member_id,
-        },
-        ..HubConfig::default()
-    };
-    // The watch hub has a thread of its own: fanning one write out to thousands of watchers
-    // must not hold up raft or the gRPC front. It reads history from the store, and the store
-    // notifies it from its first batch on (nothing is applied before the applier starts below).
-    let history = mvcc.clone().recipient();
-    let interest = mvcc.clone().recipient();
-    let hub = WatchHubActor::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
-        WatchHubActor::new(hub_config, history, current_revision).with_interest(interest)
-    });
-    mvcc.do_send(ConnectWatchHub(hub.clone().recipient()));
-    // The transport carries raft's messages to the other members; it follows membership
-    // changes as the raft node applies them.
-    let others: Vec<_> = members.iter().filter(|m| m.id != cfg.member_id).collect();
-    let cluster_id = cfg.cluster_id;
-    let (learner_tx, learner_rx) = tokio::sync::watch::channel(false);
-    let raft_ctx: Context<RaftActor> = Context::new();
-    let raft = raft_ctx.address();
-    let transport = TransportActor::new(cluster_id)
-        .with_tls(cfg.peer_tls.clone())
-        .reporting_to(raft.clone().recipient())
-        .with_snapshots(mvcc.clone().recipient(), raft.clone().recipient())
-        .start();
-    let wal_stats = wal.clone().recipient();
-    // Every actor answers `MailboxProbe` for /metrics.
-    let actors = vec![
-        ActorProbe::of("preflight", &preflight),
-        ActorProbe::of("raft", &raft),
-        ActorProbe::of("wal", &wal),
-        ActorProbe::of("applier", &applier),
-        ActorProbe::of("mvcc", &mvcc),
-        ActorProbe::of("watch", &hub),
-        ActorProbe::of("transport", &transport),
-        ActorProbe::of("backend", &backend),
-        ActorProbe::of("lessor", &lessor),
-        ActorProbe::of("auth", &auth),
-    ];
-    let raft_peers = RaftPeers {
-        wal: wal.clone().recipient(),
-        release: wal.recipient(),
-        applier: applier.clone().recipient(),
-        range_to: mvcc.clone().recipient(),
-        progress: preflight.clone().recipient(),
-        sync_storage: mvcc.clone().recipient(),
-        outbox: Some(transport.clone().recipient()),
-        leadership: Some(lessor.clone().recipient()),
-        peer_book: Some(transport.clone().recipient()),
-        snapshots: Some(transport.clone().recipient()),
-        install: Some(applier.clone().recipient()),
-        learner: Some(learner_tx),
-        fatal: supervisor.clone().recipient(),
-        shutdown: supervisor.clone().recipient(),
-    };
-    let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
-    raft_ctx.run(
-        RaftActor::new(raft_node, raft_peers, snapshot_count, catchup)
-            .with_proposal_ttl(cfg.request_timeout()),
-    );
-    for m in &others {
-        transport.do_send(PeerChange::Upsert {
-            id: m.id,
-            urls: m.peer_urls.clone(),
-        });
-    }
-    // Before the applier starts: no membership change is applied unheard.
-    mvcc.do_send(ConnectRaft(
-        raft.clone().recipient(),
-        raft.clone().recipient(),
-    ));
-    serve_peer_urls(
-        cfg,
-        PeerRoutes {
-            step: raft.clone().recipient(),
-            snapshot: Some(raft.clone().recipient()),
-            members: Some(mvcc.clone().recipient()),
-            renew_lease: Some(lessor.clone().recipient()),
-            lease_ttl: Some(lessor.clone().recipient()),
-            learner_ready: Some(raft.clone().recipient()),
-        },
-        cluster_id,
-    );
-    applier_ctx.run(ApplierActor::new(
-        Applier::new(consistent_index),
-        ApplierPeers {
-            chain: ChainPeers {
-                store: mvcc.clone().recipient(),
-                lease_keys: mvcc.clone().recipient(),
-                revision: mvcc.clone().recipient(),
-                auth: auth.clone().recipient(),
-                identity: MemberIdentity {
-                    cluster_id: cfg.cluster_id,
-                    member_id: cfg.member_id,
-                },
-            },
-            raft: raft.clone().recipient(),
-            install: Some(mvcc.clone().recipient()),
-            reload_auth: Some(auth.clone().recipient()),
-            fatal: supervisor.clone().recipient(),
-        },
-        auth_view,
-    ));
-    let limits = Limits {
-        max_request_bytes: cfg.flags.max_request_bytes,
-        max_txn_ops: cfg.flags.max_txn_ops,
-        quota_bytes: cfg.quota_bytes(),
-    };
-    preflight_ctx.run(
-        PreflightActor::new(
-            limits,
-            PreflightPeers {
-                propose: raft.clone().recipient(),
-                register: applier.clone().recipient(),
-                cancel: applier.clone().recipient(),
-            },
-        )
-        .with_member(cfg.member_id)
-        .with_store_status(mvcc.clone().recipient())
-        .with_conf_changes(raft.clone().recipient()),
-    );
-
-    let commit_stats = backend.clone().recipient();
-    // Every periodic message comes from one ticker, the only place real time enters the actors
-    // (see `ticker.rs` for each period and why).
-    let mut ticker = Ticker::new()
-        .every(cfg.tick(), Periodic::Raft(raft.clone().recipient()))
-        .every(
-            Duration::from_millis(500),
-            Periodic::Lessor(lessor.clone().recipient()),
-        )
-        .every(
-            Duration::from_millis(100),
-            Periodic::BackendBatch(BackendBatch {
-                store: mvcc.clone().recipient(),
-                backend: backend.recipient(),
-                status: mvcc.clone().recipient(),
-                quota: preflight.clone().recipient(),
-                fatal: supervisor.clone().recipient(),
-            }),
-        );
-    if let Some(mode) = cfg.auto_compaction {
-        let schedule = actcd_compactor::Schedule::new(mode, Duration::ZERO);
-        let every = schedule.tick_interval();
-        let compactor = actcd_compactor::CompactorActor::new(
-            schedule,
-            actcd_compactor::CompactorPeers {
-                raft: raft.clone().recipient(),
-                store: mvcc.clone().recipient(),
-                submit: preflight.clone().recipient(),
-                member_id: cfg.member_id,
-            },
-            // Request ids of its own: the front's carry the member id's low bits on top.
-            actcd_types::ids::IdGenerator::new(cfg.member_id ^ 0x8000, now_ms()),
-        )
-        .start();
-        tracing::info!(?mode, "auto compaction on");
-        ticker = ticker.every(every, Periodic::Compactor(compactor.recipient()));
-    }
-    ticker.start();
-
-    PipelineRoutes {
-        submit: preflight.recipient(),
-        read_index: raft.clone().recipient(),
-        range: mvcc.clone().recipient(),
-        store_status: mvcc.clone().recipient(),
-        hash_kv: mvcc.clone().recipient(),
-        read_txn: mvcc.clone().recipient(),
-        raft_status: raft.clone().recipient(),
-        linearizable_range: raft.clone().recipient(),
-        renew_lease: lessor.clone().recipient(),
-        lease_ttl: lessor.clone().recipient(),
-        list_leases: lessor.recipient(),
-        lease_keys: mvcc.clone().recipient(),
-        open_watch: hub.clone().recipient(),
-        watch_request: hub.clone().recipient(),
-        close_watch: hub.recipient(),
-        check_password: auth.clone().recipient(),
-        hash_password: auth.clone().recipient(),
-        connect_auth: auth.recipient(),
-        members: mvcc.clone().recipient(),
-        transfer_leader: raft.clone().recipient(),
-        peer_activity: transport.clone().recipient(),
-        learner_ready: raft.clone().recipient(),
-        learner: learner_rx,
-        leader_call: transport.clone().recipient(),
-        hash_backend: mvcc.clone().recipient(),
-        snapshot: mvcc.clone().recipient(),
-        defragment: mvcc.clone().recipient(),
-        fsync_stats: wal_stats,
-        actors,
-        commit_stats,
-    }
-}
-
 /// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
 /// thread: each message is one `Step` into the raft node's mailbox).
-fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
+pub(crate) fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
     for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
         let Some(addr) = actcd_front::parse_url(url) else {
             tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
@@ -775,7 +477,7 @@ fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
 ///
 /// With more cores the front gets all but two of them and the store its own thread.
 /// `ACTCD_FRONT_THREADS` overrides (0 = share).
-fn front_threads() -> usize {
+pub(crate) fn front_threads() -> usize {
     std::env::var("ACTCD_FRONT_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -36,7 +36,7 @@ use actcd_types::msg::{
     SnapshotStream, StoreReader, SyncBackend,
 };
 use actix::{
-    Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler, Message,
+    Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler,
     Recipient, ResponseFuture, WrapFuture,
 };
 
@@ -80,7 +80,7 @@ pub struct MvccPeers {
     pub revoked: Option<Recipient<LeaseRevoked>>,
     pub checkpointed: Option<Recipient<LeaseCheckpointed>>,
     /// The raft node: membership changes once applied, and the whole membership after a
-    /// snapshot was installed (`ConnectRaft`).
+    /// snapshot was installed.
     pub conf: Option<Recipient<ApplyConfChange>>,
     pub conf_sync: Option<Recipient<SyncConf>>,
     /// The backend actor, the only writer of the environment. `None`: the store commits
@@ -365,21 +365,6 @@ impl Handler<HashKv> for MvccActor {
     }
 }
 
-/// The watch hub to notify from now on (it may start after the store, since it reads from it):
-/// sent before the first batch is applied, so no batch goes unannounced.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConnectWatchHub(pub Recipient<Notify>);
-
-impl Handler<ConnectWatchHub> for MvccActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ConnectWatchHub, _: &mut Self::Context) {
-        self.store.set_notify(true);
-        self.peers.watch = Some(msg.0);
-    }
-}
-
 /// The backend commit latencies so far.
 impl Handler<actcd_types::msg::GetCommitStats> for MvccActor {
     type Result = actix::MessageResult<actcd_types::msg::GetCommitStats>;
@@ -599,21 +584,6 @@ impl Handler<BackendFailed> for MvccActor {
     fn handle(&mut self, msg: BackendFailed, _: &mut Self::Context) {
         tracing::error!(error = %msg.error, "the backend failed; the store stops applying");
         self.store.backend_failed();
-    }
-}
-
-/// Connects the raft node, which follows applied membership changes. Sent before the applier
-/// starts, so no change is applied unheard.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConnectRaft(pub Recipient<ApplyConfChange>, pub Recipient<SyncConf>);
-
-impl Handler<ConnectRaft> for MvccActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: ConnectRaft, _: &mut Self::Context) {
-        self.peers.conf = Some(msg.0);
-        self.peers.conf_sync = Some(msg.1);
     }
 }
 
@@ -843,7 +813,7 @@ mod tests {
         type Context = actix::Context<Self>;
     }
 
-    #[derive(Message)]
+    #[derive(actix::Message)]
     #[rtype(result = "()")]
     struct Tell(Recipient<Committed>);
 

@@ -48,7 +48,7 @@
 //!   thread); `InstallSnapshot{data}` (replaces everything durably — the records sent, the
 //!   backend synced, nothing applied meanwhile — and rebuilds every index; watchers are told to
 //!   catch up from the new history, the lessor which leases went and came, raft the new
-//!   members); `ConnectRaft`.
+//!   members).
 //! - `SnapshotStream` (a reader from the backend after the writes, then etcd's snapshot file
 //!   streamed from it on a blocking thread with `actcd_etcd_snapshot::send_snapshot`; answered
 //!   with the channel of chunks, `SnapshotChunks`, which the front forwards); `HashBackend`
@@ -158,7 +158,7 @@ mod store;
 mod txn;
 mod write;
 
-pub use actor::{BackendLink, ConnectRaft, ConnectWatchHub, MvccActor, MvccPeers};
+pub use actor::{BackendLink, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};

@@ -1,0 +1,479 @@
+//! The actors of one member, started by one small builder per subsystem.
+//!
+//! The actors refer to each other in cycles (raft → applier → store → raft, preflight → raft →
+//! preflight, the store ⇄ the watch hub), so every mailbox the cycles need is made first
+//! ([`Mailboxes`]) and each actor then starts once, with all its peers: no actor runs with a
+//! peer missing and is connected later. The order of the builders is the order facts must
+//! reach actors before traffic can: the lessor hears every stored lease before raft can make
+//! it the leader's; the store knows raft and the hub before the applier hands it an entry.
+//!
+//! Threads are decided here and nowhere else (measured; see `lib.rs`, "Threads"): raft, the
+//! WAL writer, the applier, preflight and the lessor share the System thread; the backend, the
+//! auth store and the watch hub have threads of their own; the store has its own thread unless
+//! the gRPC front shares the System thread (small machines), when it joins that thread too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actcd_applier::{Applier, ApplierActor, ApplierPeers, ChainPeers};
+use actcd_auth::AuthActor;
+use actcd_backend::{BackendActor, LmdbEngine, Subscribe};
+use actcd_front::{ActorProbe, PipelineRoutes};
+use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
+use actcd_mvcc::{BackendLink, LeaseNote, MvccActor, MvccPeers, Store};
+use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
+use actcd_raft::{RaftActor, RaftNode, RaftPeers};
+use actcd_transport::{PeerRoutes, TransportActor};
+use actcd_types::MemberIdentity;
+use actcd_types::auth::SharedView;
+use actcd_types::msg::{LeaseGranted, MemberRecord, PeerChange};
+use actcd_wal::{Wal, WalActor};
+use actcd_watch::{HubConfig, WatchHubActor};
+use actix::dev::channel::{AddressReceiver, channel};
+use actix::prelude::*;
+
+use crate::config::Config;
+use crate::node::{front_threads, now_ms, serve_peer_urls};
+use crate::supervisor::{DrainWith, Supervisor};
+use crate::ticker::{BackendBatch, Periodic, Ticker};
+
+/// What the member's actors start from: recovered state, opened before any actor runs.
+pub(crate) struct Recovered {
+    pub engine: Arc<LmdbEngine>,
+    pub store: Store,
+    pub auth: AuthActor,
+    pub wal: Wal,
+    pub raft_node: RaftNode,
+    pub consistent_index: u64,
+    pub members: Vec<MemberRecord>,
+}
+
+/// The mailboxes of the actors in cycles, made before any of them runs. Those that run on the
+/// System thread get their whole context here; those on threads of their own get the receiving
+/// end of their channel, which the thread builds its context from ([`run_on_own_thread`]).
+struct Mailboxes {
+    preflight: Context<PreflightActor>,
+    applier: Context<ApplierActor>,
+    raft: Context<RaftActor>,
+    store: AddressReceiver<MvccActor>,
+    hub: AddressReceiver<WatchHubActor>,
+}
+
+/// Their addresses, to hand out as peers.
+#[derive(Clone)]
+struct Addrs {
+    preflight: Addr<PreflightActor>,
+    applier: Addr<ApplierActor>,
+    raft: Addr<RaftActor>,
+    store: Addr<MvccActor>,
+    hub: Addr<WatchHubActor>,
+}
+
+impl Mailboxes {
+    fn new() -> (Self, Addrs) {
+        let (store_tx, store) = channel(MAILBOX);
+        let (hub_tx, hub) = channel(MAILBOX);
+        let m = Self {
+            preflight: Context::new(),
+            applier: Context::new(),
+            raft: Context::new(),
+            store,
+            hub,
+        };
+        let a = Addrs {
+            preflight: m.preflight.address(),
+            applier: m.applier.address(),
+            raft: m.raft.address(),
+            store: Addr::new(store_tx),
+            hub: Addr::new(hub_tx),
+        };
+        (m, a)
+    }
+}
+
+/// actix's default mailbox size; actors that need more set it when they start.
+const MAILBOX: usize = 16;
+
+/// Runs the actor `make` builds on a new arbiter thread, on the mailbox `rx` whose address
+/// was handed out already. The actor is built on that thread.
+fn run_on_own_thread<A>(rx: AddressReceiver<A>, make: impl FnOnce() -> A + Send + 'static)
+where
+    A: Actor<Context = Context<A>>,
+{
+    Arbiter::new().spawn_fn(move || {
+        Context::with_receiver(rx).run(make());
+    });
+}
+
+/// Starts every actor of the member; returns what the client side talks to.
+pub(crate) fn start_actors(
+    cfg: &Config,
+    rec: Recovered,
+    supervisor: &Addr<Supervisor>,
+) -> PipelineRoutes {
+    let (boxes, a) = Mailboxes::new();
+    let identity = MemberIdentity {
+        cluster_id: cfg.cluster_id,
+        member_id: cfg.member_id,
+    };
+    let lessor = leases(cfg, &rec.store, &a);
+    let (auth, auth_view) = auth_store(rec.auth);
+    let current_revision = rec.store.current_revision();
+    let backend = storage(rec.engine, rec.store, boxes.store, &a, &lessor, supervisor);
+    watch_hub(cfg, boxes.hub, &a, identity, current_revision);
+    let consensus = consensus(
+        cfg,
+        boxes.raft,
+        rec.raft_node,
+        rec.wal,
+        &rec.members,
+        &a,
+        &lessor,
+        supervisor,
+    );
+    apply(
+        boxes.applier,
+        rec.consistent_index,
+        &a,
+        &auth,
+        auth_view,
+        identity,
+        supervisor,
+    );
+    admission(cfg, boxes.preflight, &a);
+    ticks(cfg, &a, &lessor, &backend, supervisor);
+    let actors = vec![
+        ActorProbe::of("preflight", &a.preflight),
+        ActorProbe::of("raft", &a.raft),
+        ActorProbe::of("wal", &consensus.wal),
+        ActorProbe::of("applier", &a.applier),
+        ActorProbe::of("mvcc", &a.store),
+        ActorProbe::of("watch", &a.hub),
+        ActorProbe::of("transport", &consensus.transport),
+        ActorProbe::of("backend", &backend),
+        ActorProbe::of("lessor", &lessor),
+        ActorProbe::of("auth", &auth),
+    ];
+    routes(a, consensus, lessor, auth, backend, actors)
+}
+
+/// Lease time: the lessor, told every stored lease before raft can make it the leader's. On
+/// the System thread: a keepalive costs it one short handler (profiled at 100 clients, a lessor
+/// thread of its own made no difference).
+fn leases(cfg: &Config, store: &Store, a: &Addrs) -> Addr<LessorActor<TokioClock>> {
+    let config = LessorConfig {
+        election_timeout: Duration::from_millis(cfg.flags.election_timeout),
+        ..LessorConfig::default()
+    };
+    let lessor = LessorActor::new(config, TokioClock, a.preflight.clone().recipient()).start();
+    for note in store.leases().notes() {
+        if let LeaseNote::Granted {
+            id,
+            ttl,
+            remaining_ttl,
+        } = note
+        {
+            lessor.do_send(LeaseGranted {
+                id,
+                ttl,
+                remaining_ttl,
+            });
+        }
+    }
+    lessor
+}
+
+/// The auth store on a thread of its own (its loads and view builds must not hold up applies
+/// or the front; bcrypt runs on that thread's blocking pool), and the view it starts with.
+fn auth_store(auth: AuthActor) -> (Addr<AuthActor>, SharedView) {
+    let view = auth.view();
+    (auth.start_on_own_thread(), view)
+}
+
+/// The key space and its disk: the backend (the environment's only writer, its own thread)
+/// and the store, which sends it its writes, hears its commits and failures, and is drained
+/// into it when the member stops.
+fn storage(
+    engine: Arc<LmdbEngine>,
+    store: Store,
+    mailbox: AddressReceiver<MvccActor>,
+    a: &Addrs,
+    lessor: &Addr<LessorActor<TokioClock>>,
+    supervisor: &Addr<Supervisor>,
+) -> Addr<BackendActor> {
+    let backend = BackendActor::start_on_own_thread(engine);
+    let peers = MvccPeers {
+        watch: Some(a.hub.clone().recipient()),
+        granted: Some(lessor.clone().recipient()),
+        revoked: Some(lessor.clone().recipient()),
+        checkpointed: Some(lessor.clone().recipient()),
+        conf: Some(a.raft.clone().recipient()),
+        conf_sync: Some(a.raft.clone().recipient()),
+        backend: Some(BackendLink {
+            commit: backend.clone().recipient(),
+            flush: backend.clone().recipient(),
+            sync: backend.clone().recipient(),
+            defragment: backend.clone().recipient(),
+            open_reader: backend.clone().recipient(),
+        }),
+    };
+    // Subscribed before any apply: the store trims its write buffer as commits are reported; a
+    // failed backend write poisons the store and stops the member.
+    backend.do_send(Subscribe {
+        committed: Some(a.store.clone().recipient()),
+        fatal: Some(a.store.clone().recipient()),
+    });
+    backend.do_send(Subscribe {
+        committed: None,
+        fatal: Some(supervisor.clone().recipient()),
+    });
+    supervisor.do_send(DrainWith(a.store.clone().recipient()));
+    // etcd's backend batch limit: at most this many applied requests wait for a commit.
+    let make = move || MvccActor::batched(store, 10_000).with_peers(peers);
+    // With the front on this thread (small machines), the store joins it too: a write then
+    // crosses no thread boundary but the fsync's (see `front_threads`).
+    if front_threads() == 0 {
+        Context::with_receiver(mailbox).run(make());
+    } else {
+        run_on_own_thread(mailbox, make);
+    }
+    backend
+}
+
+/// The watch hub, on a thread of its own: fanning one write out to thousands of watchers must
+/// not hold up raft or the front. It reads history from the store, which notifies it of every
+/// applied batch.
+fn watch_hub(
+    cfg: &Config,
+    mailbox: AddressReceiver<WatchHubActor>,
+    a: &Addrs,
+    member: MemberIdentity,
+    current_revision: i64,
+) {
+    let config = HubConfig {
+        max_request_bytes: cfg.flags.max_request_bytes,
+        progress_interval: cfg.flags.experimental_watch_progress_notify_interval,
+        member,
+        ..HubConfig::default()
+    };
+    let (history, interest) = (a.store.clone().recipient(), a.store.clone().recipient());
+    run_on_own_thread(mailbox, move || {
+        WatchHubActor::new(config, history, current_revision).with_interest(interest)
+    });
+}
+
+/// What consensus started besides the raft node.
+struct Consensus {
+    wal: Addr<WalActor>,
+    transport: Addr<TransportActor>,
+    learner: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Consensus: the raft node, its WAL writer (on raft's thread: small Readies are written in
+/// place, large ones and releases move to a blocking-pool thread, see actcd_wal), the transport
+/// to the other members, and the peer listener.
+#[allow(clippy::too_many_arguments)] // one builder, the whole subsystem's inputs
+fn consensus(
+    cfg: &Config,
+    mailbox: Context<RaftActor>,
+    raft_node: RaftNode,
+    wal: Wal,
+    members: &[MemberRecord],
+    a: &Addrs,
+    lessor: &Addr<LessorActor<TokioClock>>,
+    supervisor: &Addr<Supervisor>,
+) -> Consensus {
+    let wal = WalActor::new(wal).start();
+    let (learner_tx, learner) = tokio::sync::watch::channel(false);
+    let transport = TransportActor::new(cfg.cluster_id)
+        .with_tls(cfg.peer_tls.clone())
+        .reporting_to(a.raft.clone().recipient())
+        .with_snapshots(a.store.clone().recipient(), a.raft.clone().recipient())
+        .start();
+    let peers = RaftPeers {
+        wal: wal.clone().recipient(),
+        release: wal.clone().recipient(),
+        applier: a.applier.clone().recipient(),
+        progress: a.preflight.clone().recipient(),
+        sync_storage: a.store.clone().recipient(),
+        range_to: a.store.clone().recipient(),
+        outbox: Some(transport.clone().recipient()),
+        leadership: Some(lessor.clone().recipient()),
+        peer_book: Some(transport.clone().recipient()),
+        snapshots: Some(transport.clone().recipient()),
+        install: Some(a.applier.clone().recipient()),
+        learner: Some(learner_tx),
+        fatal: supervisor.clone().recipient(),
+        shutdown: supervisor.clone().recipient(),
+    };
+    let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
+    mailbox.run(
+        RaftActor::new(raft_node, peers, snapshot_count, catchup)
+            .with_proposal_ttl(cfg.request_timeout()),
+    );
+    for m in members.iter().filter(|m| m.id != cfg.member_id) {
+        transport.do_send(PeerChange::Upsert {
+            id: m.id,
+            urls: m.peer_urls.clone(),
+        });
+    }
+    serve_peer_urls(
+        cfg,
+        PeerRoutes {
+            step: a.raft.clone().recipient(),
+            snapshot: Some(a.raft.clone().recipient()),
+            members: Some(a.store.clone().recipient()),
+            renew_lease: Some(lessor.clone().recipient()),
+            lease_ttl: Some(lessor.clone().recipient()),
+            learner_ready: Some(a.raft.clone().recipient()),
+        },
+        cfg.cluster_id,
+    );
+    Consensus {
+        wal,
+        transport,
+        learner,
+    }
+}
+
+/// The applier and its chain's peers: the store for key-space runs, the auth store for auth
+/// entries (their view judges the entries after them).
+fn apply(
+    mailbox: Context<ApplierActor>,
+    consistent_index: u64,
+    a: &Addrs,
+    auth: &Addr<AuthActor>,
+    auth_view: SharedView,
+    identity: MemberIdentity,
+    supervisor: &Addr<Supervisor>,
+) {
+    mailbox.run(ApplierActor::new(
+        Applier::new(consistent_index),
+        ApplierPeers {
+            chain: ChainPeers {
+                store: a.store.clone().recipient(),
+                lease_keys: a.store.clone().recipient(),
+                revision: a.store.clone().recipient(),
+                auth: auth.clone().recipient(),
+                identity,
+            },
+            raft: a.raft.clone().recipient(),
+            install: Some(a.store.clone().recipient()),
+            reload_auth: Some(auth.clone().recipient()),
+            fatal: supervisor.clone().recipient(),
+        },
+        auth_view,
+    ));
+}
+
+/// Preflight: validation, quota and the apply gap before anything is proposed.
+fn admission(cfg: &Config, mailbox: Context<PreflightActor>, a: &Addrs) {
+    let limits = Limits {
+        max_request_bytes: cfg.flags.max_request_bytes,
+        max_txn_ops: cfg.flags.max_txn_ops,
+        quota_bytes: cfg.quota_bytes(),
+    };
+    mailbox.run(
+        PreflightActor::new(
+            limits,
+            PreflightPeers {
+                propose: a.raft.clone().recipient(),
+                register: a.applier.clone().recipient(),
+                cancel: a.applier.clone().recipient(),
+            },
+        )
+        .with_member(cfg.member_id)
+        .with_store_status(a.store.clone().recipient())
+        .with_conf_changes(a.raft.clone().recipient()),
+    );
+}
+
+/// Every periodic message comes from one ticker, the only place real time enters the actors
+/// (see `ticker.rs` for each period and why); the auto-compactor, when on, is one of its
+/// targets.
+fn ticks(
+    cfg: &Config,
+    a: &Addrs,
+    lessor: &Addr<LessorActor<TokioClock>>,
+    backend: &Addr<BackendActor>,
+    supervisor: &Addr<Supervisor>,
+) {
+    let mut ticker = Ticker::new()
+        .every(cfg.tick(), Periodic::Raft(a.raft.clone().recipient()))
+        .every(
+            Duration::from_millis(500),
+            Periodic::Lessor(lessor.clone().recipient()),
+        )
+        .every(
+            Duration::from_millis(100),
+            Periodic::BackendBatch(BackendBatch {
+                store: a.store.clone().recipient(),
+                backend: backend.clone().recipient(),
+                status: a.store.clone().recipient(),
+                quota: a.preflight.clone().recipient(),
+                fatal: supervisor.clone().recipient(),
+            }),
+        );
+    if let Some(mode) = cfg.auto_compaction {
+        let schedule = actcd_compactor::Schedule::new(mode, Duration::ZERO);
+        let every = schedule.tick_interval();
+        let compactor = actcd_compactor::CompactorActor::new(
+            schedule,
+            actcd_compactor::CompactorPeers {
+                raft: a.raft.clone().recipient(),
+                store: a.store.clone().recipient(),
+                submit: a.preflight.clone().recipient(),
+                member_id: cfg.member_id,
+            },
+            // Request ids of its own: the front's carry the member id's low bits on top.
+            actcd_types::ids::IdGenerator::new(cfg.member_id ^ 0x8000, now_ms()),
+        )
+        .start();
+        tracing::info!(?mode, "auto compaction on");
+        ticker = ticker.every(every, Periodic::Compactor(compactor.recipient()));
+    }
+    ticker.start();
+}
+
+/// Where the client side's calls go.
+fn routes(
+    a: Addrs,
+    c: Consensus,
+    lessor: Addr<LessorActor<TokioClock>>,
+    auth: Addr<AuthActor>,
+    backend: Addr<BackendActor>,
+    actors: Vec<ActorProbe>,
+) -> PipelineRoutes {
+    PipelineRoutes {
+        submit: a.preflight.recipient(),
+        read_index: a.raft.clone().recipient(),
+        range: a.store.clone().recipient(),
+        store_status: a.store.clone().recipient(),
+        hash_kv: a.store.clone().recipient(),
+        read_txn: a.store.clone().recipient(),
+        raft_status: a.raft.clone().recipient(),
+        linearizable_range: a.raft.clone().recipient(),
+        renew_lease: lessor.clone().recipient(),
+        lease_ttl: lessor.clone().recipient(),
+        list_leases: lessor.recipient(),
+        lease_keys: a.store.clone().recipient(),
+        open_watch: a.hub.clone().recipient(),
+        watch_request: a.hub.clone().recipient(),
+        close_watch: a.hub.recipient(),
+        check_password: auth.clone().recipient(),
+        hash_password: auth.clone().recipient(),
+        connect_auth: auth.recipient(),
+        members: a.store.clone().recipient(),
+        transfer_leader: a.raft.clone().recipient(),
+        peer_activity: c.transport.clone().recipient(),
+        learner_ready: a.raft.clone().recipient(),
+        learner: c.learner,
+        leader_call: c.transport.recipient(),
+        hash_backend: a.store.clone().recipient(),
+        snapshot: a.store.clone().recipient(),
+        defragment: a.store.clone().recipient(),
+        fsync_stats: c.wal.recipient(),
+        actors,
+        commit_stats: backend.recipient(),
+    }
+}
