@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use actcd_applier::{Applier, ApplierActor, ApplierPeers, ChainPeers};
+use actcd_applier::{Alarms, Applier, ApplierActor, ApplierPeers, ChainPeers};
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, BackendOptions, LmdbEngine, Subscribe};
 use actcd_front::authn::AuthGate;
@@ -232,6 +232,11 @@ pub fn run_until(
         path: snap_dir.display().to_string(),
         reason: e.to_string(),
     })?;
+    // The applier's alarms, from the same committed state.
+    let alarms = actcd_applier::load_alarms(&*engine).map_err(|e| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
     let members = store.members().list();
     if store.members().is_removed(cfg.member_id) {
         return Err(StartError::Raft(
@@ -308,6 +313,7 @@ pub fn run_until(
                     actix_engine,
                     store,
                     auth,
+                    alarms,
                     wal,
                     raft_node,
                     consistent_index,
@@ -441,6 +447,7 @@ fn start_actors(
     engine: Arc<LmdbEngine>,
     store: Store,
     auth: AuthActor,
+    alarms: Alarms,
     wal: Wal,
     raft_node: RaftNode,
     consistent_index: u64,
@@ -492,6 +499,8 @@ fn start_actors(
     let current_revision = store.current_revision();
     // The backend: the environment's only writer, on a thread of its own; the store sends it
     // its writes and reads the engine itself.
+    // The applier reads its alarms from it again after a snapshot is installed.
+    let alarm_engine = engine.clone() as Arc<dyn actcd_types::storage::ReadEngine>;
     let backend = BackendActor::start_on_own_thread(engine);
     let mvcc_peers = MvccPeers {
         watch: None,
@@ -615,26 +624,29 @@ fn start_actors(
         },
         cluster_id,
     );
-    applier_ctx.run(ApplierActor::new(
-        Applier::new(consistent_index),
-        ApplierPeers {
-            chain: ChainPeers {
-                store: mvcc.clone().recipient(),
-                lease_keys: mvcc.clone().recipient(),
-                revision: mvcc.clone().recipient(),
-                auth: auth.clone().recipient(),
-                identity: MemberIdentity {
-                    cluster_id: cfg.cluster_id,
-                    member_id: cfg.member_id,
+    applier_ctx.run(
+        ApplierActor::new(
+            Applier::new(consistent_index),
+            ApplierPeers {
+                chain: ChainPeers {
+                    store: mvcc.clone().recipient(),
+                    lease_keys: mvcc.clone().recipient(),
+                    revision: mvcc.clone().recipient(),
+                    auth: auth.clone().recipient(),
+                    identity: MemberIdentity {
+                        cluster_id: cfg.cluster_id,
+                        member_id: cfg.member_id,
+                    },
                 },
+                raft: raft.clone().recipient(),
+                install: Some(mvcc.clone().recipient()),
+                reload_auth: Some(auth.clone().recipient()),
+                fatal: supervisor.clone().recipient(),
             },
-            raft: raft.clone().recipient(),
-            install: Some(mvcc.clone().recipient()),
-            reload_auth: Some(auth.clone().recipient()),
-            fatal: supervisor.clone().recipient(),
-        },
-        auth_view,
-    ));
+            auth_view,
+        )
+        .with_alarms(alarms, alarm_engine),
+    );
     let limits = Limits {
         max_request_bytes: cfg.flags.max_request_bytes,
         max_txn_ops: cfg.flags.max_txn_ops,
@@ -698,6 +710,7 @@ fn start_actors(
         read_index: raft.clone().recipient(),
         range: mvcc.clone().recipient(),
         store_status: mvcc.clone().recipient(),
+        alarms: applier.clone().recipient(),
         hash_kv: mvcc.clone().recipient(),
         read_txn: mvcc.clone().recipient(),
         raft_status: raft.clone().recipient(),
