@@ -114,17 +114,17 @@ impl Handler<Apply> for ApplierActor {
 }
 
 impl ApplierActor {
+    /// What a Ready's outcome leaves: `Applied` to raft, or a stop.
     fn after_apply(&mut self, res: Result<(), Failure>, last_index: u64, ctx: &mut Context<Self>) {
-        let act = self;
         match res {
             Ok(()) => {
-                act.applier.complete(last_index);
-                act.peers.raft.do_send(Applied { index: last_index });
+                self.applier.complete(last_index);
+                self.peers.raft.do_send(Applied { index: last_index });
             }
             Err(Failure::Fatal(error)) => {
                 // Memory and disk may disagree now: apply nothing more, and have the
                 // supervisor stop the member (the WAL replays the batch on restart).
-                act.peers.fatal.do_send(Fatal {
+                self.peers.fatal.do_send(Fatal {
                     actor: "applier",
                     error,
                 });
