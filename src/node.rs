@@ -225,6 +225,11 @@ pub fn run_until(
         path: snap_dir.display().to_string(),
         reason: e.to_string(),
     })?;
+    // The applier's alarms, from the same committed state.
+    let alarms = actcd_applier::load_alarms(&*engine).map_err(|e| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
     let members = store.members().list();
     if store.members().is_removed(cfg.member_id) {
         return Err(StartError::Raft(
@@ -300,6 +305,7 @@ pub fn run_until(
                     engine: actix_engine,
                     store,
                     auth,
+                    alarms,
                     wal,
                     raft_node,
                     consistent_index,

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actcd_applier::{Applier, ApplierActor, ApplierPeers, ChainPeers};
+use actcd_applier::{Alarms, Applier, ApplierActor, ApplierPeers, ChainPeers};
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, LmdbEngine, Subscribe};
 use actcd_front::{ActorProbe, PipelineRoutes};
@@ -27,6 +27,7 @@ use actcd_transport::{PeerRoutes, TransportActor};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{LeaseGranted, MemberRecord, PeerChange};
+use actcd_types::storage::ReadEngine;
 use actcd_wal::{Wal, WalActor};
 use actcd_watch::{HubConfig, WatchHubActor};
 use actix::dev::channel::{AddressReceiver, channel};
@@ -42,6 +43,7 @@ pub(crate) struct Recovered {
     pub engine: Arc<LmdbEngine>,
     pub store: Store,
     pub auth: AuthActor,
+    pub alarms: Alarms,
     pub wal: Wal,
     pub raft_node: RaftNode,
     pub consistent_index: u64,
@@ -119,6 +121,8 @@ pub(crate) fn start_actors(
     let lessor = leases(cfg, &rec.store, &a);
     let (auth, auth_view) = auth_store(rec.auth);
     let current_revision = rec.store.current_revision();
+    // The applier reads its alarms from the engine again after a snapshot is installed.
+    let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
     let backend = storage(rec.engine, rec.store, boxes.store, &a, &lessor, supervisor);
     watch_hub(cfg, boxes.hub, &a, identity, current_revision);
     let consensus = consensus(
@@ -134,9 +138,9 @@ pub(crate) fn start_actors(
     apply(
         boxes.applier,
         rec.consistent_index,
+        (rec.alarms, alarm_engine),
         &a,
-        &auth,
-        auth_view,
+        (&auth, auth_view),
         identity,
         supervisor,
     );
@@ -336,18 +340,18 @@ fn consensus(
     }
 }
 
-/// The applier and its chain's peers: the store for key-space runs, the auth store for auth
-/// entries (their view judges the entries after them).
+/// The applier, which owns the alarms, and its chain's peers: the store for key-space runs,
+/// the auth store for auth entries (their view judges the entries after them).
 fn apply(
     mailbox: Context<ApplierActor>,
     consistent_index: u64,
+    (alarms, alarm_engine): (Alarms, Arc<dyn ReadEngine>),
     a: &Addrs,
-    auth: &Addr<AuthActor>,
-    auth_view: SharedView,
+    (auth, auth_view): (&Addr<AuthActor>, SharedView),
     identity: MemberIdentity,
     supervisor: &Addr<Supervisor>,
 ) {
-    mailbox.run(ApplierActor::new(
+    let applier = ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
             chain: ChainPeers {
@@ -363,7 +367,9 @@ fn apply(
             fatal: supervisor.clone().recipient(),
         },
         auth_view,
-    ));
+    )
+    .with_alarms(alarms, alarm_engine);
+    mailbox.run(applier);
 }
 
 /// Preflight: validation, quota and the apply gap before anything is proposed.
@@ -469,6 +475,7 @@ fn routes(
         learner_ready: a.raft.clone().recipient(),
         learner: c.learner,
         leader_call: c.transport.recipient(),
+        alarms: a.applier.clone().recipient(),
         hash_backend: a.store.clone().recipient(),
         snapshot: a.store.clone().recipient(),
         defragment: a.store.clone().recipient(),

@@ -1,10 +1,17 @@
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::AlarmType;
 use actcd_types::EtcdError;
 use actcd_types::auth::SharedView;
-use actcd_types::msg::{Applied, Apply, Cancel, Fatal, InstallSnapshot, Register, ReloadAuth};
+use actcd_types::msg::{
+    Applied, Apply, Cancel, Fatal, GetAlarms, InstallSnapshot, Register, ReloadAuth,
+};
+use actcd_types::storage::ReadEngine;
 use actix::prelude::*;
 
+use crate::alarms::Alarms;
 use crate::applier::Applier;
-use crate::dispatch::{ChainPeers, Failure};
+use crate::dispatch::{ChainPeers, ChainState, Failure};
 
 #[derive(Clone)]
 pub struct ApplierPeers {
@@ -29,6 +36,10 @@ pub struct ApplierActor {
     chain: std::sync::Arc<ChainPeers>,
     /// The permission view at the point of the log applied so far.
     view: SharedView,
+    /// The alarms raised at the point of the log applied so far.
+    alarms: Alarms,
+    /// The committed state alarms are read from at start and after a snapshot is installed.
+    engine: Option<Arc<dyn ReadEngine>>,
 }
 
 impl ApplierActor {
@@ -40,8 +51,25 @@ impl ApplierActor {
             chain: std::sync::Arc::new(peers.chain.clone()),
             peers,
             view,
+            alarms: Alarms::default(),
+            engine: None,
         }
     }
+
+    /// Starts from `alarms`, as [`load_alarms`] read them from `engine`'s committed state (the
+    /// backend the applier starts from), and reads them again from it whenever a snapshot is
+    /// installed.
+    pub fn with_alarms(mut self, alarms: Alarms, engine: Arc<dyn ReadEngine>) -> Self {
+        self.alarms = alarms;
+        self.engine = Some(engine);
+        self
+    }
+}
+
+/// The alarms `engine`'s last commit holds.
+pub fn load_alarms(engine: &dyn ReadEngine) -> Result<Alarms, EtcdError> {
+    let txn = engine.begin_read().map_err(EtcdError::internal)?;
+    Alarms::load(&*txn)
 }
 
 impl Actor for ApplierActor {
@@ -65,28 +93,45 @@ impl Handler<Apply> for ApplierActor {
             return AtomicResponse::new(Box::pin(fut::ready(())));
         };
         let chain = self.chain.clone();
-        let view = self.view.clone();
+        // The state travels with the work and comes back: no other message is handled before.
+        let mut state = ChainState {
+            view: self.view.clone(),
+            alarms: std::mem::take(&mut self.alarms),
+        };
         let last_index = prepared.last_index;
-        let work = async move { chain.apply(view, prepared).await };
+        let work = async move {
+            let res = chain.apply(&mut state, prepared).await;
+            (state, res)
+        };
         AtomicResponse::new(Box::pin(work.into_actor(self).map(
-            move |res, act, ctx| match res {
-                Ok(view) => {
-                    act.view = view;
-                    act.applier.complete(last_index);
-                    act.peers.raft.do_send(Applied { index: last_index });
-                }
-                Err(Failure::Fatal(error)) => {
-                    // Memory and disk may disagree now: apply nothing more, and have the
-                    // supervisor stop the member (the WAL replays the batch on restart).
-                    act.peers.fatal.do_send(Fatal {
-                        actor: "applier",
-                        error,
-                    });
-                    ctx.stop();
-                }
-                Err(Failure::Gone) => tracing::warn!("a state owner is gone; server stopping"),
+            move |(state, res), act, ctx| {
+                act.view = state.view;
+                act.alarms = state.alarms;
+                act.after_apply(res, last_index, ctx);
             },
         )))
+    }
+}
+
+impl ApplierActor {
+    /// What a Ready's outcome leaves: `Applied` to raft, or a stop.
+    fn after_apply(&mut self, res: Result<(), Failure>, last_index: u64, ctx: &mut Context<Self>) {
+        match res {
+            Ok(()) => {
+                self.applier.complete(last_index);
+                self.peers.raft.do_send(Applied { index: last_index });
+            }
+            Err(Failure::Fatal(error)) => {
+                // Memory and disk may disagree now: apply nothing more, and have the
+                // supervisor stop the member (the WAL replays the batch on restart).
+                self.peers.fatal.do_send(Fatal {
+                    actor: "applier",
+                    error,
+                });
+                ctx.stop();
+            }
+            Err(Failure::Gone) => tracing::warn!("a state owner is gone; server stopping"),
+        }
     }
 }
 
@@ -102,22 +147,36 @@ impl Handler<InstallSnapshot> for ApplierActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         };
         let reload = self.peers.reload_auth.clone();
+        let engine = self.engine.clone();
         let work = async move {
             let index = store.send(msg).await.map_err(EtcdError::from)??;
+            let alarms = engine.as_deref().map(load_alarms).transpose()?;
             let view = match reload {
                 Some(auth) => Some(auth.send(ReloadAuth).await.map_err(EtcdError::from)??),
                 None => None,
             };
-            Ok::<_, EtcdError>((index, view))
+            Ok::<_, EtcdError>((index, alarms, view))
         };
         AtomicResponse::new(Box::pin(work.into_actor(self).map(|res, act, _| {
-            let (index, view) = res?;
+            let (index, alarms, view) = res?;
+            if let Some(alarms) = alarms {
+                act.alarms = alarms;
+            }
             if let Some(view) = view {
                 act.view = view;
             }
             act.applier.installed(index);
             Ok(index)
         })))
+    }
+}
+
+/// The alarms raised as of the entries applied so far (Status, `/health`).
+impl Handler<GetAlarms> for ApplierActor {
+    type Result = MessageResult<GetAlarms>;
+
+    fn handle(&mut self, _: GetAlarms, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.alarms.list(AlarmType::None as i32))
     }
 }
 

@@ -6,7 +6,11 @@ use std::sync::{Arc, Mutex};
 use actcd_authz::{AuthView, UserEntry, UserPerms};
 use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
 use actcd_proto::authpb::{Permission, Role, permission::Type};
-use actcd_proto::etcdserverpb::{AuthRoleRevokePermissionRequest, PutRequest};
+use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::etcdserverpb::{
+    AlarmMember, AlarmRequest, AlarmType, AuthRoleRevokePermissionRequest, DeleteRangeRequest,
+    LeaseGrantRequest, PutRequest,
+};
 use actcd_types::MemberIdentity;
 use actcd_types::msg::{
     ApplyAuth, ApplyBatch, ApplyResponse, ApplyResult, AuthApplied, AuthReply, CommittedEntry,
@@ -318,4 +322,168 @@ async fn a_failed_batch_is_reported_once_and_nothing_more_is_applied() {
     assert_eq!(fatal.len(), 1);
     assert_eq!(fatal[0].actor, "applier");
     assert!(fatal[0].error.contains("File too large"), "{fatal:?}");
+}
+
+fn alarm(id: u64, action: AlarmAction) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: Some(RequestHeader {
+            id,
+            ..Default::default()
+        }),
+        alarm: Some(AlarmRequest {
+            action: action as i32,
+            member_id: 9,
+            alarm: AlarmType::Nospace as i32,
+        }),
+        ..Default::default()
+    }
+}
+
+fn nospace_key() -> Vec<u8> {
+    AlarmMember {
+        member_id: 9,
+        alarm: AlarmType::Nospace as i32,
+    }
+    .encode_to_vec()
+}
+
+#[actix_rt::test]
+async fn a_nospace_alarm_caps_growing_writes_from_the_next_entry_until_disarmed() {
+    #[derive(Debug, PartialEq)]
+    enum Want {
+        Stored,
+        Alarms(usize),
+        NoSpace,
+    }
+    struct Case {
+        name: &'static str,
+        req: InternalRaftRequest,
+        want: Want,
+    }
+    let plain = |id, f: fn(&mut InternalRaftRequest)| {
+        let mut r = InternalRaftRequest {
+            header: Some(RequestHeader {
+                id,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        f(&mut r);
+        r
+    };
+    let cases = vec![
+        Case {
+            name: "a put before the alarm",
+            req: put(1, "", false),
+            want: Want::Stored,
+        },
+        Case {
+            name: "raise NOSPACE",
+            req: alarm(2, AlarmAction::Activate),
+            want: Want::Alarms(1),
+        },
+        Case {
+            name: "a put is capped",
+            req: put(3, "", false),
+            want: Want::NoSpace,
+        },
+        Case {
+            name: "a lease grant is capped",
+            req: plain(4, |r| {
+                r.lease_grant = Some(LeaseGrantRequest { ttl: 5, id: 1 })
+            }),
+            want: Want::NoSpace,
+        },
+        Case {
+            name: "a delete makes room",
+            req: plain(5, |r| {
+                r.delete_range = Some(DeleteRangeRequest {
+                    key: b"k".to_vec(),
+                    ..Default::default()
+                })
+            }),
+            want: Want::Stored,
+        },
+        Case {
+            name: "list",
+            req: alarm(6, AlarmAction::Get),
+            want: Want::Alarms(1),
+        },
+        Case {
+            name: "disarm",
+            req: alarm(7, AlarmAction::Deactivate),
+            want: Want::Alarms(1),
+        },
+        Case {
+            name: "a put after the disarm",
+            req: put(8, "", false),
+            want: Want::Stored,
+        },
+    ];
+    let seen = Recorder::new(false);
+    let applier = start(&seen, AuthView::disabled().shared());
+    let mut waiting = Vec::new();
+    let mut entries = Vec::new();
+    for (i, c) in cases.into_iter().enumerate() {
+        let index = i as u64 + 1;
+        waiting.push((c.name, c.want, register(&applier, index).await));
+        entries.push(entry(index, c.req));
+    }
+    applier.send(Apply { entries }).await.unwrap();
+    for (name, want, rx) in waiting {
+        let got = match rx.await.unwrap() {
+            Ok(ApplyResponse::Empty) => Want::Stored,
+            Ok(ApplyResponse::Alarm(a)) => {
+                let h = a.header.unwrap();
+                assert_eq!((h.revision, h.raft_term), (42, 1), "{name}: header");
+                Want::Alarms(a.alarms.len())
+            }
+            Err(EtcdError::NoSpace) => Want::NoSpace,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(got, want, "{name}");
+    }
+    let raised = Op::Put {
+        table: Table::Alarm,
+        key: nospace_key(),
+        value: Vec::new(),
+    };
+    let cleared = Op::Delete {
+        table: Table::Alarm,
+        key: nospace_key(),
+    };
+    assert_eq!(
+        seen.batches.lock().unwrap().clone(),
+        vec![
+            // Each alarm entry flushes the run before it (its answer carries that revision).
+            (1, vec![b"k".to_vec()], Vec::new()),
+            // The alarm's write rides with the next batch; capped requests never reach it.
+            (5, vec![Vec::new()], vec![raised]),
+            (8, vec![b"k".to_vec()], vec![cleared]),
+        ]
+    );
+    assert!(applier.send(GetAlarms).await.unwrap().is_empty());
+}
+
+#[actix_rt::test]
+async fn alarms_are_listed_as_applied_and_a_ready_ending_with_one_commits_its_write() {
+    let seen = Recorder::new(false);
+    let applier = start(&seen, AuthView::disabled().shared());
+    applier
+        .send(Apply {
+            entries: vec![entry(1, alarm(0, AlarmAction::Activate))],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        applier.send(GetAlarms).await.unwrap(),
+        vec![AlarmMember {
+            member_id: 9,
+            alarm: AlarmType::Nospace as i32,
+        }]
+    );
+    let batches = seen.batches.lock().unwrap().clone();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    assert_eq!((batches[0].0, batches[0].1.len()), (1, 0));
+    assert_eq!(batches[0].2.len(), 1, "the alarm's write with index 1");
 }

@@ -1,18 +1,22 @@
-//! Step three of the chain, and the walk through a Ready that ties the steps together.
+//! The walk through a Ready that ties the steps together, and step four of the chain:
+//! dispatch.
 //!
-//! Key-space, lease, alarm, compaction and membership requests go to the MVCC store in runs,
-//! one `ApplyBatch` per run (the store answers their waiters itself). An auth request ends the
-//! run before it (so the store has applied everything before it, and its answer's header
-//! carries the revision at that point), goes to the auth actor, and its new view judges every
-//! entry after it. The auth actor's table writes travel with the next `ApplyBatch`
-//! (`ApplyBatch.ops`), into the backend commit of a consistent index at or after the auth
-//! entry; a Ready ending with an auth entry sends a batch with no requests, only those writes
-//! and the index. A refused request gets its error on its waiter and goes no further.
+//! Each entry passes the auth step (`auth_step.rs`) and the capped step (`capped.rs`); a
+//! refused request gets its error on its waiter and goes no further. Key-space, lease,
+//! compaction and membership requests go to the MVCC store in runs, one `ApplyBatch` per run
+//! (the store answers their waiters itself). An auth or alarm request ends the run before it
+//! (so the store has applied everything before it, and its answer's header carries the
+//! revision at that point, asked with `CurrentRevision`); auth requests go to the auth actor,
+//! whose new view judges every entry after it, and alarm requests are applied here
+//! (`alarms.rs`), so a NOSPACE raised caps the very next entry. The table writes of both travel
+//! with the next `ApplyBatch` (`ApplyBatch.ops`), into the backend commit of a consistent index
+//! at or after their entry; a Ready ending with such an entry sends a batch with no requests,
+//! only those writes and the index.
 //! Judging a Put with a lease or a LeaseRevoke needs the keys attached to the lease: the run
 //! before is flushed first, then the store is asked (`LeaseKeys`); rare (auth on and leases).
 
 use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::ResponseHeader;
+use actcd_proto::etcdserverpb::{AlarmRequest, ResponseHeader};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
@@ -22,8 +26,18 @@ use actcd_types::storage::Op;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use crate::alarms::Alarms;
 use crate::applier::{Item, Prepared};
-use crate::auth_step;
+use crate::{auth_step, capped};
+
+/// What the chain's steps judge by, as of the point of the log applied so far.
+#[derive(Debug)]
+pub struct ChainState {
+    /// The permission view the auth step judges by.
+    pub view: SharedView,
+    /// The raised alarms; NOSPACE makes the capped step refuse growing requests.
+    pub alarms: Alarms,
+}
 
 /// Where the chain's steps send their work.
 #[derive(Clone)]
@@ -81,12 +95,8 @@ impl Run {
 }
 
 impl ChainPeers {
-    /// Applies one Ready's requests in order; returns the view to judge the next Ready by.
-    pub async fn apply(
-        &self,
-        mut view: SharedView,
-        prepared: Prepared,
-    ) -> Result<SharedView, Failure> {
+    /// Applies one Ready's requests in order, moving `state` along with the log.
+    pub async fn apply(&self, state: &mut ChainState, prepared: Prepared) -> Result<(), Failure> {
         let mut run = Run::default();
         for item in prepared.items {
             let Item {
@@ -103,7 +113,7 @@ impl ChainPeers {
                     .send(ApplyAuth { request, who })
                     .await?
                     .map_err(|e| Failure::Fatal(format!("auth entry {index}: {e}")))?;
-                view = applied.view;
+                state.view = applied.view;
                 run.ops.extend(applied.ops);
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
@@ -112,9 +122,7 @@ impl ChainPeers {
                             let revision = self.revision.send(CurrentRevision).await?;
                             Ok(ApplyResponse::Auth(stamp_auth(
                                 r,
-                                revision,
-                                self.identity,
-                                term,
+                                header(self.identity, revision, term),
                             )))
                         }
                         Err(e) => Err(e),
@@ -123,7 +131,7 @@ impl ChainPeers {
                 }
                 continue;
             }
-            let lease_keys = match auth_step::lease_in_question(&*view, &request) {
+            let lease_keys = match auth_step::lease_in_question(&*state.view, &request) {
                 Some(id) => {
                     self.flush(&mut run).await?;
                     // An unknown lease has no keys: the store refuses the request itself.
@@ -134,20 +142,33 @@ impl ChainPeers {
                 }
                 None => Vec::new(),
             };
-            run.covered = Some((index, term));
-            if let Err(e) = auth_step::judge(&*view, &request, &lease_keys) {
+            let judged = auth_step::judge(&*state.view, &request, &lease_keys)
+                .and_then(|()| capped::check(state.alarms.nospace(), &request));
+            if let Err(e) = judged {
+                run.covered = Some((index, term));
                 if let Some(reply) = reply {
                     let _ = reply.send(Err(e));
                 }
                 continue;
             }
+            if let Some(alarm) = alarm_request(&request) {
+                self.flush(&mut run).await?;
+                let mut answer = state.alarms.apply(alarm, &mut run.ops);
+                run.covered = Some((index, term));
+                if let Some(reply) = reply {
+                    let revision = self.revision.send(CurrentRevision).await?;
+                    answer.header = header(self.identity, revision, term);
+                    let _ = reply.send(Ok(ApplyResponse::Alarm(answer)));
+                }
+                continue;
+            }
+            run.covered = Some((index, term));
             run.requests.push(request);
             run.replies.push(reply);
         }
         // The last batch always goes: it moves the consistent index to the Ready's last entry.
         let batch = run.take_batch((prepared.last_index, prepared.last_term));
-        self.send_batch(batch).await?;
-        Ok(view)
+        self.send_batch(batch).await
     }
 
     /// Sends what the run holds, if anything.
@@ -170,13 +191,31 @@ impl ChainPeers {
     }
 }
 
-/// Gives an auth answer its header: the key space's revision, this member, the entry's term.
-fn stamp_auth(
-    mut reply: AuthReply,
-    revision: i64,
-    identity: MemberIdentity,
-    term: u64,
-) -> AuthReply {
+/// The alarm request an entry carries, if the applier applies it: with the store's precedence
+/// when several fields are set (membership, a range, key writes and compaction come first).
+fn alarm_request(req: &InternalRaftRequest) -> Option<&AlarmRequest> {
+    let before = req.member_change.is_some()
+        || req.member_attr_set.is_some()
+        || req.range.is_some()
+        || req.put.is_some()
+        || req.delete_range.is_some()
+        || req.txn.is_some()
+        || req.compaction.is_some();
+    req.alarm.as_ref().filter(|_| !before)
+}
+
+/// An answer's header: this member, the key space's revision, the entry's term.
+fn header(identity: MemberIdentity, revision: i64, term: u64) -> Option<ResponseHeader> {
+    Some(ResponseHeader {
+        cluster_id: identity.cluster_id,
+        member_id: identity.member_id,
+        revision,
+        raft_term: term,
+    })
+}
+
+/// Gives an auth answer its header.
+fn stamp_auth(mut reply: AuthReply, stamp: Option<ResponseHeader>) -> AuthReply {
     let header = match &mut reply {
         AuthReply::Authenticate { .. } => return reply,
         AuthReply::Enable(r) => &mut r.header,
@@ -196,11 +235,6 @@ fn stamp_auth(
         AuthReply::RoleGrantPermission(r) => &mut r.header,
         AuthReply::RoleRevokePermission(r) => &mut r.header,
     };
-    *header = Some(ResponseHeader {
-        cluster_id: identity.cluster_id,
-        member_id: identity.member_id,
-        revision,
-        raft_term: term,
-    });
+    *header = stamp;
     reply
 }

@@ -1,9 +1,10 @@
 //! # actcd-applier — committed entries into the state machine
 //!
 //! Owns the applied index, the consistent index it started from, the reply registry (the
-//! requests waiting, by id, for their entry to be applied) and the permission view at the point
-//! of the log applied so far. It decides *what* happens to each entry; the state owners (the
-//! MVCC store, the auth store) execute it.
+//! requests waiting, by id, for their entry to be applied), the permission view at the point
+//! of the log applied so far, and the **alarms** (`alarms.rs`: which member raised NOSPACE or
+//! CORRUPT, kept in the `alarm` table). It decides *what* happens to each entry; the state
+//! owners (the MVCC store, the auth store) execute it; alarm entries it applies itself.
 //!
 //! ## The chain (etcd's composed appliers), a file per step
 //! 1. `applier.rs`, skip applied: entries at or below the consistent index read from the
@@ -12,20 +13,30 @@
 //! 2. `auth_step.rs`, auth: each request is judged against the permission view current at its
 //!    point of the log, unless a member made it itself (`header.internal`). Auth requests go to
 //!    the auth store, which judges and applies them; its new view judges the entries after.
-//! 3. `dispatch.rs`, dispatch: runs of the other requests go to the MVCC store as one
-//!    `ApplyBatch` each (quota/capped and the per-kind work happen there), with the auth
-//!    store's table writes of the entries before, into one backend commit with the consistent
-//!    index. See its doc for how a Ready is cut into runs.
+//! 3. `capped.rs`, capped (etcd's capped applier): while NOSPACE is raised, a Put, a
+//!    LeaseGrant or a Txn with a put is refused with `etcdserver: mvcc: database space
+//!    exceeded`; the alarm raised by an entry caps the very next one.
+//! 4. `dispatch.rs`, dispatch: alarm requests are applied here (`alarms.rs`); runs of the other
+//!    requests go to the MVCC store as one `ApplyBatch` each, with the table writes of the
+//!    auth and alarm entries before, into one backend commit with the consistent index. See its
+//!    doc for how a Ready is cut into runs.
 //!
 //! ## Messages
 //! - takes `Apply{entries}` from the raft node, in log order; sends `ApplyBatch` to the MVCC
 //!   store (which answers each request's waiter itself: store → caller, not store → applier →
 //!   caller), `ApplyAuth` to the auth store (whose answers the applier stamps with the store's
-//!   `CurrentRevision` and sends to the waiter), `LeaseKeys` to the store when a leased Put or a
-//!   LeaseRevoke must be judged with auth on. Then `Applied{index}` goes back to the raft node.
+//!   `CurrentRevision` and sends to the waiter; alarm answers are stamped the same way),
+//!   `LeaseKeys` to the store when a leased Put or a LeaseRevoke must be judged with auth on.
+//!   Then `Applied{index}` goes back to the raft node.
+//! - takes `GetAlarms` from the front (Status's `errors`, `/health`) → the raised alarms as of
+//!   the entries applied. The list is asked of its owner rather than published elsewhere:
+//!   Status and health are rare, and an answer queued behind the Ready in flight is as fresh as
+//!   the store's status beside it.
 //! - takes `InstallSnapshot` from the raft node (a leader's snapshot): forwarded to the store
-//!   behind the batches before it, then `ReloadAuth` to the auth store, whose view judges from
-//!   then on; the consistent index moves to the one the snapshot covers. Conf-change entries
+//!   behind the batches before it; the alarms are read again from the backend (a read
+//!   transaction on the engine handed over at start-up, `with_alarms`), then `ReloadAuth` goes
+//!   to the auth store, whose view judges from then on; the consistent index moves to the one
+//!   the snapshot covers. Conf-change entries
 //!   carry their request in their context and are applied like the rest.
 //! - sends `Fatal` to the daemon's supervisor when a state owner refuses a batch (see
 //!   Invariants).
@@ -35,9 +46,11 @@
 //! ## Invariants
 //! - Readies are applied one at a time in the order they arrive (`AtomicResponse`), and within
 //!   one the steps run in log order: a later entry never starts before an earlier one is done.
-//! - A write ordered after an auth change is judged by the view after it.
+//! - A write ordered after an auth change is judged by the view after it; one ordered after a
+//!   NOSPACE alarm is capped by it.
 //! - A refused request changes nothing and reaches no state owner; its waiter gets the error.
-//! - The consistent index never commits ahead of the auth writes of the entries it covers.
+//! - The consistent index never commits ahead of the auth and alarm writes of the entries it
+//!   covers.
 //! - A reply finds its caller by request id, never by queue order. A waiter whose entry is applied
 //!   gets exactly one answer; waiters on a failed proposal are cancelled.
 //! - A storage failure while applying stops the member: continuing would let memory and disk, or
@@ -46,14 +59,18 @@
 //!   member down and exits non-zero, and the WAL replays the batch on restart.
 //!
 //! ## Layout
-//! `applier.rs` step 1 and the registries · `auth_step.rs` step 2 · `dispatch.rs` step 3 and the
-//! walk through a Ready · `actor.rs` the glue.
+//! `applier.rs` step 1 and the registries · `auth_step.rs` step 2 · `capped.rs` step 3 ·
+//! `dispatch.rs` step 4 and the walk through a Ready · `alarms.rs` the alarm store ·
+//! `actor.rs` the glue.
 
 mod actor;
+mod alarms;
 mod applier;
 mod auth_step;
+mod capped;
 mod dispatch;
 
-pub use actor::{ApplierActor, ApplierPeers};
+pub use actor::{ApplierActor, ApplierPeers, load_alarms};
+pub use alarms::Alarms;
 pub use applier::{Applier, Item, Prepared};
-pub use dispatch::{ChainPeers, Failure};
+pub use dispatch::{ChainPeers, ChainState, Failure};

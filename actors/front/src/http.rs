@@ -199,11 +199,11 @@ async fn health(p: &Pipeline, query: &[(String, String)]) -> (bool, String) {
     let serializable = query
         .iter()
         .any(|(k, v)| k == "serializable" && v == "true");
-    let status = match p.store_status().await {
-        Ok(s) => s,
+    let alarms = match p.alarms().await {
+        Ok(a) => a,
         Err(e) => return (false, format!("QGET ERROR:{e}")),
     };
-    for a in &status.alarms {
+    for a in &alarms {
         let name = AlarmType::try_from(a.alarm).map_or("UNKNOWN", |t| t.as_str_name());
         if excluded.contains(&name) {
             continue;

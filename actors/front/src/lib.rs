@@ -20,7 +20,8 @@
 //!   (`actcd_types::watch`: `OpenStream`, `WatchRequestMsg`, `CloseStream`, answered with
 //!   `StreamResponse`s); it adds the raft term and, for `prev_kv` watchers, each event's previous
 //!   value read from the store.
-//! - Maintenance `Status`/`HashKV`/`Alarm` read the raft node and the store; `MoveLeader` asks
+//! - Maintenance `Status`/`HashKV` read the raft node and the store, and Status's `errors` (and
+//!   `/health`) the applier's alarms (`GetAlarms`); `Alarm` goes through the log; `MoveLeader` asks
 //!   the raft node to transfer leadership and waits until the target leads.
 //! - Cluster (`cluster.rs`): membership changes are entries (adds, removals and promotions as
 //!   raft conf changes) validated by the store when applied; etcd's `--strict-reconfig-check`

@@ -55,6 +55,7 @@ impl Maintenance for MaintenanceService {
     async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
         let raft = self.pipeline.raft_status().await?;
         let store = self.pipeline.store_status().await?;
+        let alarms = self.pipeline.alarms().await?;
         let id = self.pipeline.config.identity;
         Ok(Response::new(StatusResponse {
             header: Some(ResponseHeader {
@@ -69,8 +70,7 @@ impl Maintenance for MaintenanceService {
             raft_index: raft.commit,
             raft_term: raft.term,
             raft_applied_index: raft.applied,
-            errors: store
-                .alarms
+            errors: alarms
                 .iter()
                 // etcd's entries are the alarm's protobuf text form, trailing space included.
                 .map(|a| format!("memberID:{} alarm:{} ", a.member_id, alarm_name(a.alarm)))

@@ -3,12 +3,13 @@ use std::time::Duration;
 
 use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
 use actcd_proto::etcdserverpb::{
-    RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, TxnResponse, request_op,
+    AlarmMember, RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, TxnResponse,
+    request_op,
 };
 use actcd_types::auth::Perm;
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
-    ApplyResponse, CheckLearner, CheckPassword, ConnectAuth, GetFsyncStats, GetMembers,
+    ApplyResponse, CheckLearner, CheckPassword, ConnectAuth, GetAlarms, GetFsyncStats, GetMembers,
     GetStoreStatus, HashBackend, HashKv, HashKvResult, LeaderCall, LeaseKeys, LeaseTimeToLive,
     LeaseTtl, LinearizableRange, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
     RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus,
@@ -42,6 +43,8 @@ pub struct PipelineRoutes {
     pub read_index: Recipient<ReadIndex>,
     pub range: Recipient<Range>,
     pub store_status: Recipient<GetStoreStatus>,
+    /// The applier: the alarms raised as of the entries applied.
+    pub alarms: Recipient<GetAlarms>,
     pub hash_kv: Recipient<HashKv>,
     pub read_txn: Recipient<ReadTxn>,
     pub raft_status: Recipient<RaftStatus>,
@@ -495,6 +498,11 @@ impl Pipeline {
 
     pub async fn store_status(&self) -> Result<StoreStatus, EtcdError> {
         self.routes.store_status.send(GetStoreStatus).await?
+    }
+
+    /// The raised alarms, as the applier has applied them.
+    pub async fn alarms(&self) -> Result<Vec<AlarmMember>, EtcdError> {
+        Ok(self.routes.alarms.send(GetAlarms).await?)
     }
 
     pub async fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {

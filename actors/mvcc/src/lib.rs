@@ -12,8 +12,6 @@
 //!   and the `scheduledCompactRev`/`finishedCompactRev` marks that make a crash mid-compaction
 //!   recoverable.
 //! - the **consistent index** and term of the last applied raft entry, written with the data.
-//! - the **alarms** (`alarm.rs`): raised NOSPACE/CORRUPT alarms, applied from the log and kept
-//!   in the `alarm` table; NOSPACE caps growing writes.
 //! - the **leases of the applied state** (`lease.rs`): which leases exist, their granted TTL and
 //!   checkpointed remaining TTL (the `lease` table), and the keys attached to each (rebuilt
 //!   from the key records on open). Grant, revoke (every attached key deleted at one revision)
@@ -30,12 +28,13 @@
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
 //! - `ApplyBatch{consistent_index, term, requests, ops}` → `Result<Vec<ApplyResult>, EtcdError>`:
-//!   Put, DeleteRange, Txn, Compaction, Alarm, LeaseGrant, LeaseRevoke and LeaseCheckpoint
+//!   Put, DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke and LeaseCheckpoint
 //!   requests, one result each, in order; a result goes straight to the request's waiter when
-//!   the batch carries one. The applier has already judged them by auth (the store checks no
-//!   permission); `ops` are the auth store's table writes for entries the batch covers, written
-//!   first into the same commit as the batch's consistent index. Requests applied elsewhere
-//!   (auth…) answer `ApplyResponse::Empty`.
+//!   the batch carries one. The applier has already judged them by auth and refused growing
+//!   writes under a NOSPACE alarm (the store checks neither permissions nor alarms); `ops` are
+//!   the table writes of the auth store and the applier's alarms for entries the batch covers,
+//!   written first into the same commit as the batch's consistent index. Requests applied
+//!   elsewhere (auth, alarms) answer `ApplyResponse::Empty`.
 //! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
 //! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
 //!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
@@ -145,7 +144,6 @@
 //! `EtcdError`.
 
 mod actor;
-mod alarm;
 mod error;
 mod hash;
 mod history;

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    AlarmRequest, AlarmType, CompactionResponse, DeleteRangeRequest, LeaseGrantResponse,
-    LeaseRevokeResponse, PutRequest, RangeRequest, RangeResponse, ResponseHeader, TxnRequest,
-    TxnResponse,
+    CompactionResponse, DeleteRangeRequest, LeaseGrantResponse, LeaseRevokeResponse, PutRequest,
+    RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::Commit;
@@ -19,7 +18,6 @@ use actcd_types::{EtcdError, MemberIdentity, Revision};
 use actix::Recipient;
 use prost::Message;
 
-use crate::alarm::{Alarms, txn_puts};
 use crate::error::Error;
 use crate::key_index::{KeyIndex, TreeIndex, Undo};
 use crate::lease::{LeaseNote, LeaseUndo, Leases};
@@ -114,8 +112,6 @@ pub struct Store {
     compaction_batch_limit: usize,
     /// A compaction whose deletions are still under way (see [`Self::step_compaction`]).
     compaction: Option<CompactionJob>,
-    /// Raised alarms; NOSPACE caps writes.
-    alarms: Alarms,
     /// How long each commit of applied batches took (for `/metrics`).
     commits: actcd_types::msg::DiskLatency,
     /// Set when a pending transaction had to be abandoned: memory is ahead of disk, and only a
@@ -156,7 +152,6 @@ struct Applied {
     lease_notes: Vec<LeaseNote>,
     conf: Vec<ConfOrder>,
     physical: bool,
-    alarms: Alarms,
     current_rev: i64,
     compact_rev: i64,
     compactions: Vec<i64>,
@@ -178,17 +173,7 @@ impl Store {
         identity: MemberIdentity,
         seq: u64,
     ) -> Result<Self, Error> {
-        let (
-            index,
-            last_main,
-            consistent_index,
-            term,
-            finished,
-            scheduled,
-            alarms,
-            leases,
-            members,
-        ) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, leases, members) = {
             let txn = engine.begin_read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -201,7 +186,6 @@ impl Store {
                 last_main = restore_record(&mut index, &mut key_leases, k, v)?;
                 Ok::<(), Error>(())
             })?;
-            let alarms = Alarms::load(&*txn)?;
             let mut leases = Leases::load(&*txn)?;
             for (key, id) in key_leases {
                 leases.restore_attachment(key, id);
@@ -214,7 +198,6 @@ impl Store {
                 term,
                 finished,
                 scheduled,
-                alarms,
                 leases,
                 members,
             )
@@ -245,7 +228,6 @@ impl Store {
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
             compaction: None,
             poisoned: false,
-            alarms,
             commits: Default::default(),
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
@@ -527,7 +509,6 @@ impl Store {
             db_size,
             db_size_in_use,
             keys: self.index().len() as u64,
-            alarms: self.alarms.list(AlarmType::None as i32),
         })
     }
 
@@ -714,7 +695,6 @@ impl Store {
         self.compact_rev = applied.compact_rev;
         self.consistent_index = consistent_index;
         self.term = term;
-        self.alarms = applied.alarms;
         if self.notify {
             self.outbox.events.extend(applied.events);
             self.outbox.leases.extend(applied.lease_notes);
@@ -836,7 +816,6 @@ impl Store {
         let mut compact_rev = self.compact_rev;
         let mut compactions = Vec::new();
         let mut physical = false;
-        let mut alarms = self.alarms.clone();
         let mut results = Vec::with_capacity(requests.len());
         let mut events = Vec::new();
         let mut lease_notes = Vec::new();
@@ -888,23 +867,6 @@ impl Store {
                     (outcome.map_err(Error::from), false)
                 }
                 KvRequest::None => (Ok(ApplyResponse::Empty), false),
-                KvRequest::Alarm(a) => {
-                    let outcome = alarms.apply(txn, &a).map(|mut resp| {
-                        resp.header = rev_header(current_rev);
-                        stamp(&mut resp.header, identity, term);
-                        ApplyResponse::Alarm(resp)
-                    });
-                    (outcome, false)
-                }
-                // etcd's capped applier: with NOSPACE raised, nothing may grow the store.
-                KvRequest::Write(KvWrite::Put(_)) | KvRequest::LeaseGrant(..)
-                    if alarms.nospace() =>
-                {
-                    (Err(Error::Request(EtcdError::NoSpace)), false)
-                }
-                KvRequest::Write(KvWrite::Txn(t)) if alarms.nospace() && txn_puts(&t) => {
-                    (Err(Error::Request(EtcdError::NoSpace)), false)
-                }
                 KvRequest::LeaseGrant(id, ttl) => {
                     let outcome = self.leases.grant(txn, lease_undo, id, ttl).map(|ttl| {
                         lease_notes.push(LeaseNote::Granted {
@@ -1023,7 +985,6 @@ impl Store {
             lease_notes,
             conf,
             physical,
-            alarms,
             current_rev,
             compact_rev,
             compactions,
@@ -1150,10 +1111,8 @@ enum KvRequest {
     /// `(lease id, remaining TTL)` pairs.
     LeaseCheckpoint(Vec<(i64, i64)>),
     Compaction(i64, bool),
-    Alarm(AlarmRequest),
     /// Not a key-space write: a Range (reads are served outside the log, so one that went
-    /// through it has no answer here) or a lease, auth or alarm request, which another actor
-    /// applies.
+    /// through it has no answer here), or a request another owner applies.
     None,
 }
 
@@ -1169,8 +1128,6 @@ impl KvRequest {
             Self::Write(KvWrite::Txn(t))
         } else if let Some(c) = req.compaction {
             Self::Compaction(c.revision, c.physical)
-        } else if let Some(a) = req.alarm {
-            Self::Alarm(a)
         } else if let Some(g) = req.lease_grant {
             Self::LeaseGrant(g.id, g.ttl)
         } else if let Some(r) = req.lease_revoke {

@@ -2094,44 +2094,6 @@ fn another_owners_ops_commit_with_the_batch_and_its_consistent_index() {
     assert_eq!(s.current_revision(), 1, "the key space did not move");
 }
 
-#[test]
-fn nospace_alarm_caps_growing_writes_at_apply() {
-    use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
-    use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
-    let mut h = Harness::new();
-    h.one(put("k", "v")).unwrap();
-    let alarm = |action: AlarmAction| InternalRaftRequest {
-        alarm: Some(AlarmRequest {
-            action: action as i32,
-            member_id: 9,
-            alarm: AlarmType::Nospace as i32,
-        }),
-        ..Default::default()
-    };
-    let raised = h.one(alarm(AlarmAction::Activate)).unwrap();
-    assert!(matches!(raised, ApplyResponse::Alarm(ref a) if a.alarms.len() == 1));
-    assert_eq!(h.one(put("k2", "v")), Err(EtcdError::NoSpace));
-    let txn = InternalRaftRequest {
-        txn: Some(TxnRequest {
-            compare: vec![],
-            success: vec![RequestOp {
-                request: Some(Request::RequestPut(PutRequest {
-                    key: b"t".to_vec(),
-                    ..Default::default()
-                })),
-            }],
-            failure: vec![],
-        }),
-        ..Default::default()
-    };
-    assert_eq!(h.one(txn.clone()), Err(EtcdError::NoSpace));
-    assert!(h.one(del("k", "")).is_ok(), "deletes make room");
-    assert_eq!(h.store.status().unwrap().alarms.len(), 1);
-    h.one(alarm(AlarmAction::Deactivate)).unwrap();
-    assert!(h.one(txn).is_ok());
-    assert!(h.store.status().unwrap().alarms.is_empty());
-}
-
 // ------------------------------------------------------------------ leases, events, history
 
 fn revoke(id: i64) -> InternalRaftRequest {

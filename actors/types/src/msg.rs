@@ -602,9 +602,13 @@ pub struct StoreStatus {
     pub db_size_in_use: u64,
     /// Keys in the index (live, or with history not yet compacted away).
     pub keys: u64,
-    /// Raised alarms, as Status reports them.
-    pub alarms: Vec<AlarmMember>,
 }
+
+/// The alarms raised as of the entries applied so far, as Status and `/health` report them
+/// (asked of the applier, which owns them).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Vec<AlarmMember>")]
+pub struct GetAlarms;
 
 /// Make everything applied so far durable in the backend (before WAL segments are released).
 #[derive(Debug, Message)]

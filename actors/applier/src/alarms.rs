@@ -1,25 +1,19 @@
-//! The alarm store (etcd's `alarmStore`): which member raised which alarm. It lives beside the
-//! key space because its changes are applied from the log like any write and must commit in the
-//! same backend transaction as the consistent index; records sit in the `alarm` table keyed by
-//! the encoded `AlarmMember`, as etcd keys its `alarm` bucket.
-//!
-//! While a NOSPACE alarm is raised the store refuses what would grow it (Put, and a Txn whose
-//! branches put anything: etcd's capped applier) with `etcdserver: mvcc: database space
-//! exceeded`; deletes and compactions still run, so an operator can make room and disarm.
+//! The alarm store (etcd's `alarmStore`): which member raised which alarm. Alarm entries are
+//! applied here, by the applier, in log order; their writes go out as `Op`s that ride with the
+//! next `ApplyBatch`, into the backend commit of a consistent index at or after the entry.
+//! Records sit in the `alarm` table keyed by the encoded `AlarmMember`, as etcd keys its `alarm`
+//! bucket, with an empty value.
 
 use std::collections::BTreeSet;
 
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
-use actcd_proto::etcdserverpb::{
-    AlarmMember, AlarmRequest, AlarmResponse, AlarmType, TxnRequest, request_op,
-};
-use actcd_types::storage::{ReadTxn, Table, WriteTxn};
+use actcd_proto::etcdserverpb::{AlarmMember, AlarmRequest, AlarmResponse, AlarmType};
+use actcd_types::EtcdError;
+use actcd_types::storage::{Op, ReadTxn, Table};
 use prost::Message;
 
-use crate::error::Error;
-
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Alarms {
+pub struct Alarms {
     /// (member id, alarm type number).
     raised: BTreeSet<(u64, i32)>,
 }
@@ -32,25 +26,28 @@ fn member(m: u64, alarm: i32) -> AlarmMember {
 }
 
 impl Alarms {
-    pub(crate) fn load<R: ReadTxn + ?Sized>(txn: &R) -> Result<Self, Error> {
+    /// The alarms a committed state holds (at start-up, and after a snapshot is installed).
+    pub fn load<R: ReadTxn + ?Sized>(txn: &R) -> Result<Self, EtcdError> {
         let mut raised = BTreeSet::new();
         txn.scan(Table::Alarm, &[], None, &mut |k, _| {
             if let Ok(m) = AlarmMember::decode(k) {
                 raised.insert((m.member_id, m.alarm));
             }
             true
-        })?;
+        })
+        .map_err(EtcdError::internal)?;
         Ok(Self { raised })
     }
 
-    pub(crate) fn nospace(&self) -> bool {
+    /// Whether a NOSPACE alarm is raised (the capped step then refuses growing requests).
+    pub fn nospace(&self) -> bool {
         self.raised
             .iter()
             .any(|&(_, a)| a == AlarmType::Nospace as i32)
     }
 
     /// Raised alarms of one type, or all of them for NONE.
-    pub(crate) fn list(&self, alarm: i32) -> Vec<AlarmMember> {
+    pub fn list(&self, alarm: i32) -> Vec<AlarmMember> {
         self.raised
             .iter()
             .filter(|&&(_, a)| alarm == AlarmType::None as i32 || a == alarm)
@@ -60,39 +57,35 @@ impl Alarms {
 
     /// etcd's rules: GET lists; ACTIVATE of NONE does nothing, otherwise raises (or finds) the
     /// alarm and returns it; DEACTIVATE returns the alarm it cleared, nothing if none was raised.
-    pub(crate) fn apply<W: WriteTxn + ?Sized>(
-        &mut self,
-        txn: &mut W,
-        req: &AlarmRequest,
-    ) -> Result<AlarmResponse, Error> {
-        let key = member(req.member_id, req.alarm).encode_to_vec();
+    /// The table writes are pushed onto `ops`; the answer has no header yet.
+    pub fn apply(&mut self, req: &AlarmRequest, ops: &mut Vec<Op>) -> AlarmResponse {
+        let key = || member(req.member_id, req.alarm).encode_to_vec();
         let alarms = match AlarmAction::try_from(req.action) {
             Ok(AlarmAction::Get) => self.list(req.alarm),
             Ok(AlarmAction::Activate) if req.alarm != AlarmType::None as i32 => {
                 if self.raised.insert((req.member_id, req.alarm)) {
-                    txn.put(Table::Alarm, &key, &[])?;
+                    ops.push(Op::Put {
+                        table: Table::Alarm,
+                        key: key(),
+                        value: Vec::new(),
+                    });
                 }
                 vec![member(req.member_id, req.alarm)]
             }
             Ok(AlarmAction::Deactivate) if self.raised.remove(&(req.member_id, req.alarm)) => {
-                txn.delete(Table::Alarm, &key)?;
+                ops.push(Op::Delete {
+                    table: Table::Alarm,
+                    key: key(),
+                });
                 vec![member(req.member_id, req.alarm)]
             }
             _ => vec![],
         };
-        Ok(AlarmResponse {
+        AlarmResponse {
             header: None,
             alarms,
-        })
+        }
     }
-}
-
-/// Whether a txn would grow the store: any put in either branch (top level, as etcd counts).
-pub(crate) fn txn_puts(t: &TxnRequest) -> bool {
-    t.success
-        .iter()
-        .chain(&t.failure)
-        .any(|op| matches!(op.request, Some(request_op::Request::RequestPut(_))))
 }
 
 #[cfg(test)]
@@ -116,6 +109,7 @@ mod tests {
             req: AlarmRequest,
             want: Vec<(u64, AlarmType)>,
             want_nospace: bool,
+            want_ops: usize,
         }
         use AlarmAction::*;
         use AlarmType::*;
@@ -125,61 +119,73 @@ mod tests {
                 req: req(Get, 0, None),
                 want: vec![],
                 want_nospace: false,
+                want_ops: 0,
             },
             Case {
                 name: "activate NONE is ignored",
                 req: req(Activate, 1, None),
                 want: vec![],
                 want_nospace: false,
+                want_ops: 0,
             },
             Case {
                 name: "activate",
                 req: req(Activate, 1, Nospace),
                 want: vec![(1, Nospace)],
                 want_nospace: true,
+                want_ops: 1,
             },
             Case {
-                name: "activate again",
+                name: "activate again: found, not written again",
                 req: req(Activate, 1, Nospace),
                 want: vec![(1, Nospace)],
                 want_nospace: true,
+                want_ops: 0,
             },
             Case {
                 name: "other member",
                 req: req(Activate, 2, Corrupt),
                 want: vec![(2, Corrupt)],
                 want_nospace: true,
+                want_ops: 1,
             },
             Case {
                 name: "get all",
                 req: req(Get, 0, None),
                 want: vec![(1, Nospace), (2, Corrupt)],
                 want_nospace: true,
+                want_ops: 0,
             },
             Case {
                 name: "get one type",
                 req: req(Get, 0, Corrupt),
                 want: vec![(2, Corrupt)],
                 want_nospace: true,
+                want_ops: 0,
             },
             Case {
                 name: "deactivate absent",
                 req: req(Deactivate, 3, Nospace),
                 want: vec![],
                 want_nospace: true,
+                want_ops: 0,
             },
             Case {
                 name: "deactivate",
                 req: req(Deactivate, 1, Nospace),
                 want: vec![(1, Nospace)],
                 want_nospace: false,
+                want_ops: 1,
             },
         ];
         let engine = MemEngine::new();
         let mut alarms = Alarms::default();
         for c in cases {
+            let mut ops = Vec::new();
+            let resp = alarms.apply(&c.req, &mut ops);
+            assert_eq!(ops.len(), c.want_ops, "{}: ops", c.name);
             let mut txn = engine.write().unwrap();
-            let resp = alarms.apply(&mut *txn, &c.req).unwrap();
+            actcd_types::storage::write_ops(&mut *txn, &ops, Option::None).unwrap();
             txn.commit().unwrap();
             let got: Vec<_> = resp.alarms.iter().map(|m| (m.member_id, m.alarm)).collect();
             let want: Vec<_> = c.want.iter().map(|&(m, a)| (m, a as i32)).collect();
@@ -188,7 +194,7 @@ mod tests {
             assert_eq!(
                 Alarms::load(&*engine.read().unwrap()).unwrap(),
                 alarms,
-                "{}: persisted",
+                "{}: the ops persist it",
                 c.name
             );
         }
