@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendOptions, LmdbEngine};
@@ -15,7 +15,6 @@ use actcd_front::authn::AuthGate;
 use actcd_front::{FrontConfig, Pipeline, PipelineRoutes};
 use actcd_mvcc::Store;
 use actcd_raft::{NodeConfig, RaftNode, Recovered};
-use actcd_transport::{PeerRoutes, serve_peers};
 use actcd_types::MemberIdentity;
 use actcd_types::msg::MemberRecord;
 use actcd_types::storage::{KvEngine, Table};
@@ -24,6 +23,7 @@ use actix::prelude::*;
 
 use crate::config::Config;
 use crate::supervisor::{StopActors, Supervisor};
+use crate::wiring::{front_threads, now_ms};
 
 /// The etcd API level actcd implements, as Status reports it.
 pub const API_VERSION: &str = "3.5.13";
@@ -45,13 +45,6 @@ pub enum StartError {
     /// An actor reported a fatal error and the member was shut down (the supervisor logged it).
     #[error("{actor}: {error}")]
     Fatal { actor: &'static str, error: String },
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn wal_metadata(cfg: &Config) -> Vec<u8> {
@@ -431,66 +424,6 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
             is_learner: m.is_learner,
         })
         .collect())
-}
-
-/// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
-/// thread: each message is one `Step` into the raft node's mailbox).
-pub(crate) fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
-    for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
-        let Some(addr) = actcd_front::parse_url(url) else {
-            tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
-            continue;
-        };
-        let listener = match std::net::TcpListener::bind(addr)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .and_then(tokio::net::TcpListener::from_std)
-        {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(%url, error = %e, "cannot listen for peers");
-                continue;
-            }
-        };
-        tracing::info!(%addr, "listening for peers");
-        let routes = routes.clone();
-        let tls = cfg.peer_tls.clone().filter(|_| url.starts_with("https://"));
-        actix::spawn(async move {
-            let serve = serve_peers(
-                listener,
-                routes,
-                cluster_id,
-                tls.as_ref(),
-                std::future::pending(),
-            );
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "peer server failed");
-            }
-        });
-    }
-}
-
-/// gRPC worker threads of their own, or 0: serve gRPC on the actors' System thread.
-///
-/// On 2 cores the front shares the actors' thread, and so does the MVCC store: a request then
-/// reaches preflight, raft, the lessor and the store as mailbox pushes instead of thread
-/// wake-ups, and the second core is left to the WAL's fsyncs of large Readies, the backend
-/// sync, the watch hub and the clients. Measured on 2 vCPUs in the same runs against etcd 3.5.1:
-/// - front shared, against one front thread of its own: put at 100 clients 33k → 39k/s,
-///   serializable range 61k → 78k/s, keepalive 118k → 171k/s, single-client put p50 0.27 →
-///   0.24 ms;
-/// - store shared too, against the store on its own thread: put at 100 clients 31k → 42k/s,
-///   linearizable range 59k → 70k/s, single-client put p50 0.25–0.31 → 0.23–0.25 ms.
-///
-/// With more cores the front gets all but two of them and the store its own thread.
-/// `ACTCD_FRONT_THREADS` overrides (0 = share).
-pub(crate) fn front_threads() -> usize {
-    std::env::var("ACTCD_FRONT_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            cores.saturating_sub(2)
-        })
 }
 
 /// Serves the client API on the tokio runtime until a signal asks to stop.
