@@ -17,8 +17,10 @@
 //!   but two; `ACTCD_FRONT_THREADS` overrides;
 //! - a thread each for the blocking or bulky work: the WAL writer's fsyncs of Readies of three
 //!   or more entries and its releases (a tokio blocking-pool thread, to which the WAL actor
-//!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store (LMDB write
-//!   transactions, reads), the backend (periodic LMDB sync) and the watch hub (fan-out);
+//!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store (with more than 2
+//!   cores; on 2 it shares the System thread with the front), the backend (the environment's
+//!   only writer: batched LMDB commits, syncs, defragmentation), the auth store (view builds,
+//!   bcrypt on its blocking pool) and the watch hub (fan-out);
 //! - the main thread waits for a signal.
 //!
 //! ## Time and shutdown
@@ -26,9 +28,17 @@
 //!   auto-compactor's, the backend batch flush and sync) at its period; no other code in the
 //!   member reads the clock to drive an actor.
 //! - `supervisor.rs`: the only place the actors' System is stopped. An actor's fatal error
-//!   arrives as a typed `Fatal` message (a removal from the cluster as `Shutdown`); the member
-//!   then stops serving clients, stops its actors, syncs the backend, and [`node::run_until`]
-//!   returns the error, so the daemon exits 1 as etcd does.
+//!   arrives as a typed `Fatal` message (a backend failure as `BackendFailed`, a removal from
+//!   the cluster as `Shutdown`); the member then stops serving clients, drains the store's
+//!   buffered writes into the backend, stops its actors, syncs the backend, and
+//!   [`node::run_until`] returns the error, so the daemon exits 1 as etcd does.
+//!
+//! ## Wiring
+//! `wiring.rs` starts the actors, one small builder per subsystem (leases, auth store, storage,
+//! watch hub, consensus, apply, admission, ticks, routes). Every mailbox in a cycle is made
+//! first, so each actor starts once with all its peers; which thread each runs on is decided
+//! there and nowhere else. `node.rs` recovers the state the actors start from (backend, key
+//! index, auth, alarms, WAL, raft node) and serves the client side.
 
 pub mod config;
 pub mod logging;
