@@ -69,8 +69,10 @@ mod applier;
 mod auth_step;
 mod capped;
 mod dispatch;
+mod members;
 
-pub use actor::{ApplierActor, ApplierPeers, load_alarms};
+pub use actor::{ApplierActor, ApplierPeers, load_alarms, load_members};
 pub use alarms::Alarms;
 pub use applier::{Applier, Item, Prepared};
 pub use dispatch::{ChainPeers, ChainState, Failure};
+pub use members::{Applied as MemberApplied, ConfOrder, MAX_LEARNERS, Membership, member_to_pb};
