@@ -63,8 +63,7 @@
 //! After each applied batch, before its results go out: `Notify{revision, events}` to the
 //! watch hub (one Put or Delete event per record written, in revision order), and
 //! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor. Sending before answering
-//! means a client
-//! that saw its write acknowledged and then watches finds the hub past it.
+//! means a client that saw its write acknowledged and then watches finds the hub past it.
 //!
 //! Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the
