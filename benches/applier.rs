@@ -86,11 +86,13 @@ fn bench_apply(c: &mut Criterion) {
                 lease_keys: store.clone().recipient(),
                 revision: store.recipient(),
                 auth: auth.clone().recipient(),
+                conf: None,
                 identity: Default::default(),
             },
             raft: raft.clone().recipient(),
             install: None,
             reload_auth: Some(auth.recipient()),
+            conf_sync: None,
             fatal: raft.clone().recipient(),
         };
         (ApplierActor::new(applier, peers, view).start(), raft)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use actcd_applier::Membership;
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendOptions, LmdbEngine};
 use actcd_front::authn::AuthGate;
@@ -97,6 +98,26 @@ fn initial_members(cfg: &Config) -> Vec<MemberRecord> {
         .collect()
 }
 
+/// The members `engine` records; a data dir that has none records `initial` first, with one
+/// commit straight into the engine before any actor runs: a new cluster's members, or those a
+/// joining member fetched. A data dir that has members keeps them: after that the applied
+/// membership is the truth.
+fn bootstrap_members(
+    engine: &dyn KvEngine,
+    initial: Vec<MemberRecord>,
+) -> Result<Membership, String> {
+    let mut members = actcd_applier::load_members(engine).map_err(|e| e.to_string())?;
+    if !members.is_empty() {
+        return Ok(members);
+    }
+    let mut ops = Vec::new();
+    members.bootstrap(initial, &mut ops);
+    let mut txn = engine.write().map_err(|e| e.to_string())?;
+    actcd_types::storage::write_ops(&mut *txn, &ops, None).map_err(|e| e.to_string())?;
+    txn.commit().map_err(|e| e.to_string())?;
+    Ok(members)
+}
+
 /// Makes `cfg.data_dir` a new member of a new cluster (the one `cfg`'s `--initial-cluster`
 /// and token describe) whose state is `records`: what a snapshot restore does. The data dir
 /// must be empty or absent. The records go in with one commit; the new cluster's members are
@@ -127,11 +148,9 @@ pub fn restore(cfg: &Config, records: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<()
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,
     };
-    let mut store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity)
-        .map_err(|e| backend_error(&e))?;
-    store
-        .bootstrap_members(initial_members(cfg))
-        .map_err(|e| backend_error(&e))?;
+    // Opening the store finishes a compaction the records say was under way, as a start would.
+    Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| backend_error(&e))?;
+    bootstrap_members(&*engine, initial_members(cfg)).map_err(|e| backend_error(&e))?;
     engine.force_sync().map_err(|e| backend_error(&e))?;
     Wal::create(&wal_dir, &wal_metadata(cfg)).map_err(|e| StartError::Wal(e.to_string()))?;
     Ok(())
@@ -191,6 +210,15 @@ pub fn run_until(
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,
     };
+    // The membership is applied state: a new member records the initial cluster (or the one
+    // it joined) once; after that the recorded copy is the truth (the applier's, once the
+    // actors run), and raft's configuration starts from it.
+    let initial = joined.unwrap_or_else(|| initial_members(&cfg));
+    let membership =
+        bootstrap_members(&*engine, initial).map_err(|reason| StartError::Backend {
+            path: snap_dir.display().to_string(),
+            reason,
+        })?;
     let mut store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
         StartError::Backend {
             path: snap_dir.display().to_string(),
@@ -198,16 +226,6 @@ pub fn run_until(
         }
     })?;
     store.set_min_lease_ttl(cfg.min_lease_ttl());
-    // The membership is applied state: a new member records the initial cluster (or the one
-    // it joined) once; after that the store's copy is the truth, and raft's configuration
-    // starts from it.
-    let initial = joined.unwrap_or_else(|| initial_members(&cfg));
-    store
-        .bootstrap_members(initial)
-        .map_err(|e| StartError::Backend {
-            path: snap_dir.display().to_string(),
-            reason: e.to_string(),
-        })?;
     let consistent_index = store.consistent_index();
     // The auth store loads its tables from the same committed state.
     let auth = AuthActor::open(
@@ -223,8 +241,8 @@ pub fn run_until(
         path: snap_dir.display().to_string(),
         reason: e.to_string(),
     })?;
-    let members = store.members().list();
-    if store.members().is_removed(cfg.member_id) {
+    let members = membership.list();
+    if membership.is_removed(cfg.member_id) {
         return Err(StartError::Raft(
             "the member has been permanently removed from the cluster".into(),
         ));
@@ -232,7 +250,7 @@ pub fn run_until(
     // A restarted member keeps the identity in its data dir whatever the flags say, as etcd's
     // does; if it now advertises other peer URLs than the cluster knows it by, say so: the
     // others keep dialling the old ones until `member update`.
-    if !fresh && let Some(me) = store.members().get(cfg.member_id) {
+    if !fresh && let Some(me) = membership.get(cfg.member_id) {
         let advertised: Vec<String> = cfg
             .flags
             .initial_advertise_peer_urls
@@ -286,7 +304,6 @@ pub fn run_until(
     // The actors' thread ending early (a panic) stops the client side too.
     let (actors_done_tx, actors_done_rx) = tokio::sync::oneshot::channel::<()>();
     let actix_cfg = cfg.clone();
-    let members = members.clone();
     let actix_engine = engine.clone();
     let actix_thread = std::thread::Builder::new()
         .name("actors".into())
@@ -302,7 +319,7 @@ pub fn run_until(
                     wal,
                     raft_node,
                     consistent_index,
-                    members,
+                    members: membership,
                 };
                 let routes = crate::wiring::start_actors(&actix_cfg, recovered, &supervisor);
                 let _ = routes_tx.send((routes, actix::System::current(), supervisor));

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use actcd_applier::{Alarms, Applier, ApplierActor, ApplierPeers, ChainPeers};
+use actcd_applier::{Alarms, Applier, ApplierActor, ApplierPeers, ChainPeers, Membership};
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, LmdbEngine, Subscribe};
 use actcd_front::{ActorProbe, PipelineRoutes};
@@ -46,7 +46,8 @@ pub(crate) struct Recovered {
     pub wal: Wal,
     pub raft_node: RaftNode,
     pub consistent_index: u64,
-    pub members: Vec<MemberRecord>,
+    /// The members as recorded in `engine` (a new cluster's recorded before the actors start).
+    pub members: Membership,
 }
 
 /// The mailboxes of the actors in cycles, made before any of them runs. Those that run on the
@@ -120,7 +121,8 @@ pub(crate) fn start_actors(
     let lessor = leases(cfg, &rec.store, &a);
     let (auth, auth_view) = auth_store(rec.auth);
     let current_revision = rec.store.current_revision();
-    // The applier reads its alarms from the engine again after a snapshot is installed.
+    // The applier reads its alarms and members from the engine again after a snapshot is
+    // installed.
     let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
     let backend = storage(rec.engine, rec.store, boxes.store, &a, &lessor, supervisor);
     watch_hub(cfg, boxes.hub, &a, identity, current_revision);
@@ -129,7 +131,7 @@ pub(crate) fn start_actors(
         boxes.raft,
         rec.raft_node,
         rec.wal,
-        &rec.members,
+        &rec.members.list(),
         &a,
         &lessor,
         supervisor,
@@ -137,7 +139,7 @@ pub(crate) fn start_actors(
     apply(
         boxes.applier,
         rec.consistent_index,
-        (rec.alarms, alarm_engine),
+        (rec.alarms, rec.members, alarm_engine),
         &a,
         (&auth, auth_view),
         identity,
@@ -210,8 +212,6 @@ fn storage(
         granted: Some(lessor.clone().recipient()),
         revoked: Some(lessor.clone().recipient()),
         checkpointed: Some(lessor.clone().recipient()),
-        conf: Some(a.raft.clone().recipient()),
-        conf_sync: Some(a.raft.clone().recipient()),
         backend: Some(BackendLink {
             commit: backend.clone().recipient(),
             flush: backend.clone().recipient(),
@@ -325,7 +325,7 @@ fn consensus(
         PeerRoutes {
             step: a.raft.clone().recipient(),
             snapshot: Some(a.raft.clone().recipient()),
-            members: Some(a.store.clone().recipient()),
+            members: Some(a.applier.clone().recipient()),
             renew_lease: Some(lessor.clone().recipient()),
             lease_ttl: Some(lessor.clone().recipient()),
             learner_ready: Some(a.raft.clone().recipient()),
@@ -339,12 +339,13 @@ fn consensus(
     }
 }
 
-/// The applier, which owns the alarms, and its chain's peers: the store for key-space runs,
-/// the auth store for auth entries (their view judges the entries after them).
+/// The applier, which owns the alarms and the members, and its chain's peers: the store for
+/// key-space runs, the auth store for auth entries (their view judges the entries after them),
+/// raft for applied membership changes.
 fn apply(
     mailbox: Context<ApplierActor>,
     consistent_index: u64,
-    (alarms, alarm_engine): (Alarms, Arc<dyn ReadEngine>),
+    (alarms, members, engine): (Alarms, Membership, Arc<dyn ReadEngine>),
     a: &Addrs,
     (auth, auth_view): (&Addr<AuthActor>, SharedView),
     identity: MemberIdentity,
@@ -358,16 +359,19 @@ fn apply(
                 lease_keys: a.store.clone().recipient(),
                 revision: a.store.clone().recipient(),
                 auth: auth.clone().recipient(),
+                conf: Some(a.raft.clone().recipient()),
                 identity,
             },
             raft: a.raft.clone().recipient(),
             install: Some(a.store.clone().recipient()),
             reload_auth: Some(auth.clone().recipient()),
+            conf_sync: Some(a.raft.clone().recipient()),
             fatal: supervisor.clone().recipient(),
         },
         auth_view,
     )
-    .with_alarms(alarms, alarm_engine);
+    .with_alarms(alarms, engine)
+    .with_members(members);
     mailbox.run(applier);
 }
 
@@ -468,7 +472,7 @@ fn routes(
         check_password: auth.clone().recipient(),
         hash_password: auth.clone().recipient(),
         connect_auth: auth.recipient(),
-        members: a.store.clone().recipient(),
+        members: a.applier.clone().recipient(),
         transfer_leader: a.raft.clone().recipient(),
         peer_activity: c.transport.clone().recipient(),
         learner_ready: a.raft.clone().recipient(),

@@ -4,7 +4,8 @@ use actcd_proto::etcdserverpb::AlarmType;
 use actcd_types::EtcdError;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
-    Applied, Apply, Cancel, Fatal, GetAlarms, InstallSnapshot, Register, ReloadAuth,
+    Applied, Apply, Cancel, Fatal, GetAlarms, GetMembers, InstallSnapshot, Register, ReloadAuth,
+    SyncConf,
 };
 use actcd_types::storage::ReadEngine;
 use actix::prelude::*;
@@ -12,6 +13,7 @@ use actix::prelude::*;
 use crate::alarms::Alarms;
 use crate::applier::Applier;
 use crate::dispatch::{ChainPeers, ChainState, Failure};
+use crate::members::Membership;
 
 #[derive(Clone)]
 pub struct ApplierPeers {
@@ -22,6 +24,8 @@ pub struct ApplierPeers {
     pub install: Option<Recipient<InstallSnapshot>>,
     /// The auth store, told to read its tables again once a snapshot is installed.
     pub reload_auth: Option<Recipient<ReloadAuth>>,
+    /// The raft node, given the whole membership once a snapshot is installed.
+    pub conf_sync: Option<Recipient<SyncConf>>,
     /// The daemon's supervisor, told once when a batch cannot be applied; the applier then
     /// stops itself.
     pub fatal: Recipient<Fatal>,
@@ -38,7 +42,9 @@ pub struct ApplierActor {
     view: SharedView,
     /// The alarms raised at the point of the log applied so far.
     alarms: Alarms,
-    /// The committed state alarms are read from at start and after a snapshot is installed.
+    /// The cluster's members at the point of the log applied so far.
+    members: Membership,
+    /// The committed state alarms and members are read from after a snapshot is installed.
     engine: Option<Arc<dyn ReadEngine>>,
 }
 
@@ -52,6 +58,7 @@ impl ApplierActor {
             peers,
             view,
             alarms: Alarms::default(),
+            members: Membership::default(),
             engine: None,
         }
     }
@@ -64,6 +71,20 @@ impl ApplierActor {
         self.engine = Some(engine);
         self
     }
+
+    /// Starts from `members`, as [`Membership::load`] read them from the committed state the
+    /// applier starts from (after the daemon recorded a new cluster's members); read again with
+    /// the alarms whenever a snapshot is installed.
+    pub fn with_members(mut self, members: Membership) -> Self {
+        self.members = members;
+        self
+    }
+}
+
+/// The members `engine`'s last commit holds.
+pub fn load_members(engine: &dyn ReadEngine) -> Result<Membership, EtcdError> {
+    let txn = engine.begin_read().map_err(EtcdError::internal)?;
+    Membership::load(&*txn).map_err(EtcdError::internal)
 }
 
 /// The alarms `engine`'s last commit holds.
@@ -97,6 +118,7 @@ impl Handler<Apply> for ApplierActor {
         let mut state = ChainState {
             view: self.view.clone(),
             alarms: std::mem::take(&mut self.alarms),
+            members: std::mem::take(&mut self.members),
         };
         let last_index = prepared.last_index;
         let work = async move {
@@ -107,6 +129,7 @@ impl Handler<Apply> for ApplierActor {
             move |(state, res), act, ctx| {
                 act.view = state.view;
                 act.alarms = state.alarms;
+                act.members = state.members;
                 act.after_apply(res, last_index, ctx);
             },
         )))
@@ -136,7 +159,8 @@ impl ApplierActor {
 }
 
 /// A snapshot from the leader replaces the store, in order with the entries before it; the
-/// consistent index moves to the one the snapshot covers.
+/// alarms and members are read again from it (raft's configuration follows the members, with
+/// `SyncConf`); the consistent index moves to the one the snapshot covers.
 impl Handler<InstallSnapshot> for ApplierActor {
     type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
 
@@ -151,16 +175,25 @@ impl Handler<InstallSnapshot> for ApplierActor {
         let work = async move {
             let index = store.send(msg).await.map_err(EtcdError::from)??;
             let alarms = engine.as_deref().map(load_alarms).transpose()?;
+            let members = engine.as_deref().map(load_members).transpose()?;
             let view = match reload {
                 Some(auth) => Some(auth.send(ReloadAuth).await.map_err(EtcdError::from)??),
                 None => None,
             };
-            Ok::<_, EtcdError>((index, alarms, view))
+            Ok::<_, EtcdError>((index, alarms, members, view))
         };
         AtomicResponse::new(Box::pin(work.into_actor(self).map(|res, act, _| {
-            let (index, alarms, view) = res?;
+            let (index, alarms, members, view) = res?;
             if let Some(alarms) = alarms {
                 act.alarms = alarms;
+            }
+            if let Some(members) = members {
+                act.members = members;
+                if let Some(raft) = &act.peers.conf_sync {
+                    raft.do_send(SyncConf {
+                        members: act.members.list(),
+                    });
+                }
             }
             if let Some(view) = view {
                 act.view = view;
@@ -177,6 +210,16 @@ impl Handler<GetAlarms> for ApplierActor {
 
     fn handle(&mut self, _: GetAlarms, _: &mut Context<Self>) -> Self::Result {
         MessageResult(self.alarms.list(AlarmType::None as i32))
+    }
+}
+
+/// The members as of the entries applied so far (the Cluster service, the peer `members`
+/// route a joining member asks).
+impl Handler<GetMembers> for ApplierActor {
+    type Result = MessageResult<GetMembers>;
+
+    fn handle(&mut self, _: GetMembers, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.members.list())
     }
 }
 

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use actcd_authz::{AuthView, UserEntry, UserPerms};
-use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
+use actcd_proto::actcdpb::member_change::Kind;
+use actcd_proto::actcdpb::{InternalRaftRequest, MemberAttributes, MemberChange, RequestHeader};
 use actcd_proto::authpb::{Permission, Role, permission::Type};
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{
@@ -13,8 +14,8 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::MemberIdentity;
 use actcd_types::msg::{
-    ApplyAuth, ApplyBatch, ApplyResponse, ApplyResult, AuthApplied, AuthReply, CommittedEntry,
-    CurrentRevision, EntryKind, LeaseKeys,
+    ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthApplied, AuthReply,
+    CommittedEntry, ConfChangeKind, CurrentRevision, EntryKind, LeaseKeys, MemberRecord,
 };
 use actcd_types::storage::{Op, Table};
 use prost::Message as _;
@@ -36,6 +37,7 @@ struct Recorder {
     auth: Arc<Mutex<usize>>,
     applied: Arc<Mutex<Vec<u64>>>,
     fatal: Arc<Mutex<Vec<Fatal>>>,
+    conf: Arc<Mutex<Vec<(ConfChangeKind, u64)>>>,
 }
 
 impl Recorder {
@@ -47,6 +49,7 @@ impl Recorder {
             auth: Default::default(),
             applied: Default::default(),
             fatal: Default::default(),
+            conf: Default::default(),
         }
     }
 }
@@ -110,6 +113,13 @@ impl Handler<Applied> for Recorder {
     type Result = ();
     fn handle(&mut self, m: Applied, _: &mut Context<Self>) {
         self.applied.lock().unwrap().push(m.index);
+    }
+}
+
+impl Handler<ApplyConfChange> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: ApplyConfChange, _: &mut Context<Self>) {
+        self.conf.lock().unwrap().push((m.kind, m.node_id));
     }
 }
 
@@ -199,11 +209,13 @@ fn start(seen: &Recorder, view: SharedView) -> Addr<ApplierActor> {
                 lease_keys: fake.clone().recipient(),
                 revision: fake.clone().recipient(),
                 auth: fake.clone().recipient(),
+                conf: None,
                 identity: MemberIdentity::default(),
             },
             raft: fake.clone().recipient(),
             install: None,
             reload_auth: None,
+            conf_sync: None,
             fatal: fake.recipient(),
         },
         view,
@@ -486,4 +498,101 @@ async fn alarms_are_listed_as_applied_and_a_ready_ending_with_one_commits_its_wr
     assert_eq!(batches.len(), 1, "{batches:?}");
     assert_eq!((batches[0].0, batches[0].1.len()), (1, 0));
     assert_eq!(batches[0].2.len(), 1, "the alarm's write with index 1");
+}
+
+fn member_change(id: u64, kind: Kind, member_id: u64, url: &str) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: Some(RequestHeader {
+            id,
+            ..Default::default()
+        }),
+        member_change: Some(MemberChange {
+            kind: kind as i32,
+            member_id,
+            peer_urls: vec![url.to_string()],
+        }),
+        ..Default::default()
+    }
+}
+
+#[actix_rt::test]
+async fn membership_is_applied_in_log_order_told_to_raft_and_written_with_the_next_batch() {
+    let seen = Recorder::new(false);
+    let fake = seen.clone().start();
+    let mut members = Membership::default();
+    members.bootstrap(
+        vec![MemberRecord {
+            id: 1,
+            peer_urls: vec!["http://a:2380".into()],
+            ..Default::default()
+        }],
+        &mut Vec::new(),
+    );
+    let applier = ApplierActor::new(
+        Applier::new(0),
+        ApplierPeers {
+            chain: ChainPeers {
+                store: fake.clone().recipient(),
+                lease_keys: fake.clone().recipient(),
+                revision: fake.clone().recipient(),
+                auth: fake.clone().recipient(),
+                conf: Some(fake.clone().recipient()),
+                identity: MemberIdentity::default(),
+            },
+            raft: fake.clone().recipient(),
+            install: None,
+            reload_auth: None,
+            conf_sync: None,
+            fatal: fake.recipient(),
+        },
+        AuthView::disabled().shared(),
+    )
+    .with_members(members)
+    .start();
+    let added = register(&applier, 2).await;
+    let refused = register(&applier, 3).await;
+    let attrs = InternalRaftRequest {
+        member_attr_set: Some(MemberAttributes {
+            member_id: 2,
+            name: "b".into(),
+            client_urls: vec!["http://b:2379".into()],
+        }),
+        ..Default::default()
+    };
+    applier
+        .send(Apply {
+            entries: vec![
+                entry(1, put(1, "", true)),
+                entry(2, member_change(2, Kind::Add, 2, "http://b:2380")),
+                entry(3, member_change(3, Kind::Add, 4, "http://a:2380")),
+                entry(4, attrs),
+                entry(5, put(5, "", true)),
+            ],
+        })
+        .await
+        .unwrap();
+    match added.await.unwrap() {
+        Ok(ApplyResponse::Members { member, members }) => {
+            assert_eq!(member.map(|m| m.id), Some(2));
+            assert_eq!(members.len(), 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(refused.await.unwrap(), Err(EtcdError::PeerUrlExist));
+    assert_eq!(
+        *seen.conf.lock().unwrap(),
+        [(ConfChangeKind::AddVoter, 2)],
+        "only the applied change reaches raft"
+    );
+    let listed = applier.send(GetMembers).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[1].name, "b");
+    let batches = seen.batches.lock().unwrap().clone();
+    let shape: Vec<_> = batches
+        .iter()
+        .map(|(index, keys, ops)| (*index, keys.len(), ops.len()))
+        .collect();
+    // Each membership entry flushes the run before it (so raft hears a change after what
+    // precedes it is applied); each write rides with the next batch, covering its entry.
+    assert_eq!(shape, [(1, 1, 0), (2, 0, 1), (5, 1, 1)]);
 }

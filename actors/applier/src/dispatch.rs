@@ -2,16 +2,18 @@
 //! dispatch.
 //!
 //! Each entry passes the auth step (`auth_step.rs`) and the capped step (`capped.rs`); a
-//! refused request gets its error on its waiter and goes no further. Key-space, lease,
-//! compaction and membership requests go to the MVCC store in runs, one `ApplyBatch` per run
-//! (the store answers their waiters itself). An auth or alarm request ends the run before it
-//! (so the store has applied everything before it, and its answer's header carries the
-//! revision at that point, asked with `CurrentRevision`); auth requests go to the auth actor,
-//! whose new view judges every entry after it, and alarm requests are applied here
-//! (`alarms.rs`), so a NOSPACE raised caps the very next entry. The table writes of both travel
-//! with the next `ApplyBatch` (`ApplyBatch.ops`), into the backend commit of a consistent index
-//! at or after their entry; a Ready ending with such an entry sends a batch with no requests,
-//! only those writes and the index.
+//! refused request gets its error on its waiter and goes no further. Key-space, lease and
+//! compaction requests go to the MVCC store in runs, one `ApplyBatch` per run (the store
+//! answers their waiters itself). An auth, alarm or membership request ends the run before it
+//! (so the store has applied everything before it, and an auth or alarm answer's header carries
+//! the revision at that point, asked with `CurrentRevision`); auth requests go to the auth
+//! actor, whose new view judges every entry after it; alarm requests are applied here
+//! (`alarms.rs`), so a NOSPACE raised caps the very next entry; membership changes and member
+//! attributes are applied here too (`members.rs`), and an applied change goes to raft as
+//! `ApplyConfChange` before its waiter is answered. The table writes of all three travel with
+//! the next `ApplyBatch` (`ApplyBatch.ops`), into the backend commit of a consistent index at
+//! or after their entry; a Ready ending with such an entry sends a batch with no requests, only
+//! those writes and the index.
 //! Judging a Put with a lease or a LeaseRevoke needs the keys attached to the lease: the run
 //! before is flushed first, then the store is asked (`LeaseKeys`); rare (auth on and leases).
 
@@ -20,7 +22,8 @@ use actcd_proto::etcdserverpb::{AlarmRequest, ResponseHeader};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
-    ApplyAuth, ApplyBatch, ApplyResponse, ApplyResult, AuthReply, CurrentRevision, LeaseKeys,
+    ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthReply, CurrentRevision,
+    LeaseKeys,
 };
 use actcd_types::storage::Op;
 use actix::prelude::*;
@@ -28,6 +31,7 @@ use tokio::sync::oneshot;
 
 use crate::alarms::Alarms;
 use crate::applier::{Item, Prepared};
+use crate::members::Membership;
 use crate::{auth_step, capped};
 
 /// What the chain's steps judge by, as of the point of the log applied so far.
@@ -37,6 +41,8 @@ pub struct ChainState {
     pub view: SharedView,
     /// The raised alarms; NOSPACE makes the capped step refuse growing requests.
     pub alarms: Alarms,
+    /// The cluster's members.
+    pub members: Membership,
 }
 
 /// Where the chain's steps send their work.
@@ -48,6 +54,8 @@ pub struct ChainPeers {
     pub revision: Recipient<CurrentRevision>,
     /// The auth store.
     pub auth: Recipient<ApplyAuth>,
+    /// The raft node, told of each membership change applied (its configuration follows).
+    pub conf: Option<Recipient<ApplyConfChange>>,
     /// Stamped on auth answers' headers.
     pub identity: MemberIdentity,
 }
@@ -151,6 +159,15 @@ impl ChainPeers {
                 }
                 continue;
             }
+            if request.member_change.is_some() || request.member_attr_set.is_some() {
+                self.flush(&mut run).await?;
+                let answer = self.apply_membership(&mut state.members, &request, &mut run.ops);
+                run.covered = Some((index, term));
+                if let Some(reply) = reply {
+                    let _ = reply.send(answer);
+                }
+                continue;
+            }
             if let Some(alarm) = alarm_request(&request) {
                 self.flush(&mut run).await?;
                 let mut answer = state.alarms.apply(alarm, &mut run.ops);
@@ -169,6 +186,34 @@ impl ChainPeers {
         // The last batch always goes: it moves the consistent index to the Ready's last entry.
         let batch = run.take_batch((prepared.last_index, prepared.last_term));
         self.send_batch(batch).await
+    }
+
+    /// A membership change (etcd's validation, then the change; raft hears an applied one) or
+    /// a member's attributes; the table writes go onto `ops`.
+    fn apply_membership(
+        &self,
+        members: &mut Membership,
+        request: &InternalRaftRequest,
+        ops: &mut Vec<Op>,
+    ) -> ApplyResult {
+        let Some(change) = &request.member_change else {
+            if let Some(attrs) = &request.member_attr_set {
+                members.set_attributes(attrs, ops);
+            }
+            return Ok(ApplyResponse::Empty);
+        };
+        let applied = members.apply(change, ops)?;
+        if let (Some(raft), Some(order)) = (&self.conf, applied.order) {
+            raft.do_send(ApplyConfChange {
+                kind: order.kind,
+                node_id: order.node_id,
+                peer_urls: order.peer_urls,
+            });
+        }
+        Ok(ApplyResponse::Members {
+            member: Some(applied.member),
+            members: members.list(),
+        })
     }
 
     /// Sends what the run holds, if anything.

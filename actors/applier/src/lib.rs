@@ -2,9 +2,13 @@
 //!
 //! Owns the applied index, the consistent index it started from, the reply registry (the
 //! requests waiting, by id, for their entry to be applied), the permission view at the point
-//! of the log applied so far, and the **alarms** (`alarms.rs`: which member raised NOSPACE or
-//! CORRUPT, kept in the `alarm` table). It decides *what* happens to each entry; the state
-//! owners (the MVCC store, the auth store) execute it; alarm entries it applies itself.
+//! of the log applied so far, the **alarms** (`alarms.rs`: which member raised NOSPACE or
+//! CORRUPT, kept in the `alarm` table) and the **members** (`members.rs`: the cluster's
+//! membership as applied state, etcd's `members`/`members_removed` tables; a change is
+//! validated here in log order by every member alike, etcd's `ValidateConfigurationChange`,
+//! and only an applied change reaches raft's configuration; published names and client URLs
+//! too). It decides *what* happens to each entry; the state owners (the MVCC store, the auth
+//! store) execute it; alarm and membership entries it applies itself.
 //!
 //! ## The chain (etcd's composed appliers), a file per step
 //! 1. `applier.rs`, skip applied: entries at or below the consistent index read from the
@@ -16,25 +20,31 @@
 //! 3. `capped.rs`, capped (etcd's capped applier): while NOSPACE is raised, a Put, a
 //!    LeaseGrant or a Txn with a put is refused with `etcdserver: mvcc: database space
 //!    exceeded`; the alarm raised by an entry caps the very next one.
-//! 4. `dispatch.rs`, dispatch: alarm requests are applied here (`alarms.rs`); runs of the other
-//!    requests go to the MVCC store as one `ApplyBatch` each, with the table writes of the
-//!    auth and alarm entries before, into one backend commit with the consistent index. See its
-//!    doc for how a Ready is cut into runs.
+//! 4. `dispatch.rs`, dispatch: alarm and membership requests are applied here (`alarms.rs`,
+//!    `members.rs`); runs of the other requests go to the MVCC store as one `ApplyBatch` each,
+//!    with the table writes of the auth, alarm and membership entries before, into one backend
+//!    commit with the consistent index. See its doc for how a Ready is cut into runs.
 //!
 //! ## Messages
 //! - takes `Apply{entries}` from the raft node, in log order; sends `ApplyBatch` to the MVCC
 //!   store (which answers each request's waiter itself: store → caller, not store → applier →
 //!   caller), `ApplyAuth` to the auth store (whose answers the applier stamps with the store's
 //!   `CurrentRevision` and sends to the waiter; alarm answers are stamped the same way),
-//!   `LeaseKeys` to the store when a leased Put or a LeaseRevoke must be judged with auth on.
-//!   Then `Applied{index}` goes back to the raft node.
+//!   `LeaseKeys` to the store when a leased Put or a LeaseRevoke must be judged with auth on,
+//!   `ApplyConfChange{kind, node_id, peer_urls}` to the raft node for each membership change
+//!   applied (before its waiter hears `ApplyResponse::Members`; a refused change, with etcd's
+//!   error, reaches nobody). Then `Applied{index}` goes back to the raft node.
 //! - takes `GetAlarms` from the front (Status's `errors`, `/health`) → the raised alarms as of
 //!   the entries applied. The list is asked of its owner rather than published elsewhere:
 //!   Status and health are rare, and an answer queued behind the Ready in flight is as fresh as
 //!   the store's status beside it.
+//! - takes `GetMembers` from the front (the Cluster service, publishing attributes) and the
+//!   peer listener (a member joining asks the cluster) → the members as of the entries
+//!   applied.
 //! - takes `InstallSnapshot` from the raft node (a leader's snapshot): forwarded to the store
-//!   behind the batches before it; the alarms are read again from the backend (a read
-//!   transaction on the engine handed over at start-up, `with_alarms`), then `ReloadAuth` goes
+//!   behind the batches before it; the alarms and members are read again from the backend (a
+//!   read transaction on the engine handed over at start-up, `with_alarms`), `SyncConf` with
+//!   the new members goes to the raft node, then `ReloadAuth` goes
 //!   to the auth store, whose view judges from then on; the consistent index moves to the one
 //!   the snapshot covers. Conf-change entries
 //!   carry their request in their context and are applied like the rest.
@@ -49,8 +59,12 @@
 //! - A write ordered after an auth change is judged by the view after it; one ordered after a
 //!   NOSPACE alarm is capped by it.
 //! - A refused request changes nothing and reaches no state owner; its waiter gets the error.
-//! - The consistent index never commits ahead of the auth and alarm writes of the entries it
-//!   covers.
+//! - The consistent index never commits ahead of the auth, alarm and membership writes of the
+//!   entries it covers.
+//! - At start-up the daemon loads the members from a read transaction ([`load_members`]),
+//!   refuses to start a member that was removed, records a new cluster's members straight into
+//!   the engine ([`Membership::bootstrap`]'s ops) and hands them over (`with_members`), all
+//!   before any actor runs.
 //! - A reply finds its caller by request id, never by queue order. A waiter whose entry is applied
 //!   gets exactly one answer; waiters on a failed proposal are cancelled.
 //! - A storage failure while applying stops the member: continuing would let memory and disk, or
@@ -61,6 +75,7 @@
 //! ## Layout
 //! `applier.rs` step 1 and the registries · `auth_step.rs` step 2 · `capped.rs` step 3 ·
 //! `dispatch.rs` step 4 and the walk through a Ready · `alarms.rs` the alarm store ·
+//! `members.rs` the membership ·
 //! `actor.rs` the glue.
 
 mod actor;
@@ -69,8 +84,10 @@ mod applier;
 mod auth_step;
 mod capped;
 mod dispatch;
+mod members;
 
-pub use actor::{ApplierActor, ApplierPeers, load_alarms};
+pub use actor::{ApplierActor, ApplierPeers, load_alarms, load_members};
 pub use alarms::Alarms;
 pub use applier::{Applier, Item, Prepared};
 pub use dispatch::{ChainPeers, ChainState, Failure};
+pub use members::{Applied as MemberApplied, ConfOrder, MAX_LEARNERS, Membership, member_to_pb};

@@ -24,9 +24,9 @@
 //!   `/health`) the applier's alarms (`GetAlarms`); `Alarm` goes through the log; `MoveLeader` asks
 //!   the raft node to transfer leadership and waits until the target leads.
 //! - Cluster (`cluster.rs`): membership changes are entries (adds, removals and promotions as
-//!   raft conf changes) validated by the store when applied; etcd's `--strict-reconfig-check`
+//!   raft conf changes) validated by the applier when applied; etcd's `--strict-reconfig-check`
 //!   rules (started members, peer streams up 5 s, a learner in sync with the leader) are
-//!   checked here first. `MemberList` reads the store's applied members.
+//!   checked here first. `MemberList` reads the applier's applied members.
 //! - Lock and Election (`lock.rs`, `election.rs`, over `concurrency.rs`): etcd's
 //!   server-side mutex and leader election, each step an ordinary request made as the caller
 //!   (txns on create revisions, linearizable reads, watches through the hub to wait for the

@@ -66,7 +66,7 @@ pub struct PipelineRoutes {
     pub check_password: Recipient<CheckPassword>,
     pub hash_password: Recipient<actcd_types::msg::HashPassword>,
     pub connect_auth: Recipient<ConnectAuth>,
-    /// The store's applied membership.
+    /// The applier's applied membership.
     pub members: Recipient<GetMembers>,
     /// The raft node, for MoveLeader.
     pub transfer_leader: Recipient<TransferLeader>,

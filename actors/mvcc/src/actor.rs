@@ -26,10 +26,10 @@
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyConfChange, ApplyResult, CurrentRevision, FlushStore, GetMembers,
-    GetStoreStatus, HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot,
-    LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo,
-    ReadTxn, SnapshotError, StoreSnapshot, StoreStatus, SyncConf, SyncStorage, WatchInterest,
+    ApplyBatch, ApplyResult, CurrentRevision, FlushStore, GetStoreStatus, HashBackend, HashKv,
+    HashKvResult, History, HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted,
+    LeaseKeys, LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError,
+    StoreSnapshot, StoreStatus, SyncStorage, WatchInterest,
 };
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
@@ -79,10 +79,6 @@ pub struct MvccPeers {
     pub granted: Option<Recipient<LeaseGranted>>,
     pub revoked: Option<Recipient<LeaseRevoked>>,
     pub checkpointed: Option<Recipient<LeaseCheckpointed>>,
-    /// The raft node: membership changes once applied, and the whole membership after a
-    /// snapshot was installed.
-    pub conf: Option<Recipient<ApplyConfChange>>,
-    pub conf_sync: Option<Recipient<SyncConf>>,
     /// The backend actor, the only writer of the environment. `None`: the store commits
     /// straight into its engine (tests, benches).
     pub backend: Option<BackendLink>,
@@ -169,20 +165,10 @@ impl MvccActor {
         }
     }
 
-    /// Hands the events and lease notes of the batches just applied to the hub and the lessor,
-    /// and membership changes to raft. `do_send`: one message per batch, bounded by the apply
-    /// rate.
+    /// Hands the events and lease notes of the batches just applied to the hub and the lessor.
+    /// `do_send`: one message per batch, bounded by the apply rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
-        if let Some(raft) = &self.peers.conf {
-            for o in out.conf {
-                raft.do_send(ApplyConfChange {
-                    kind: o.kind,
-                    node_id: o.node_id,
-                    peer_urls: o.peer_urls,
-                });
-            }
-        }
         if !out.events.is_empty()
             && self.hub_listening
             && let Some(w) = &self.peers.watch
@@ -503,7 +489,8 @@ impl MvccActor {
         }
     }
 
-    /// After a snapshot was installed: raft, the hub and the lessor follow.
+    /// After a snapshot was installed: the hub and the lessor follow (raft's configuration
+    /// follows the members the applier reads again).
     fn after_restore(&mut self, snapshot_index: u64, index: u64) {
         tracing::info!(
             snapshot_index,
@@ -511,11 +498,6 @@ impl MvccActor {
             revision = self.store.current_revision(),
             "installed a snapshot from the leader"
         );
-        if let Some(raft) = &self.peers.conf_sync {
-            raft.do_send(SyncConf {
-                members: self.store.members().list(),
-            });
-        }
         if self.hub_listening
             && let Some(w) = &self.peers.watch
         {
@@ -541,8 +523,8 @@ fn backend_answer(res: Result<Result<(), String>, actix::MailboxError>) -> Resul
 /// Replaces the store with a snapshot the leader sent (through the applier, in log order),
 /// durably: with the backend actor, the snapshot's records are sent and synced before the
 /// store rebuilds from them, and nothing else is applied meanwhile. Watchers catch up from the
-/// new history, the lessor learns the new leases, and raft's configuration follows the new
-/// members.
+/// new history and the lessor learns the new leases (raft's configuration follows the members
+/// the applier reads again).
 impl Handler<InstallSnapshot> for MvccActor {
     type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
 
@@ -584,15 +566,6 @@ impl Handler<BackendFailed> for MvccActor {
     fn handle(&mut self, msg: BackendFailed, _: &mut Self::Context) {
         tracing::error!(error = %msg.error, "the backend failed; the store stops applying");
         self.store.backend_failed();
-    }
-}
-
-/// The members as applied here.
-impl Handler<GetMembers> for MvccActor {
-    type Result = actix::MessageResult<GetMembers>;
-
-    fn handle(&mut self, _: GetMembers, _: &mut Self::Context) -> Self::Result {
-        actix::MessageResult(self.store.members().list())
     }
 }
 

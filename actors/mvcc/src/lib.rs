@@ -17,10 +17,6 @@
 //!   from the key records on open). Grant, revoke (every attached key deleted at one revision)
 //!   and checkpoint are applied here, in log order with the writes they race; the lessor actor
 //!   only keeps time.
-//! - the **members** (`members.rs`): the cluster's membership as applied state, in etcd's
-//!   `members`/`members_removed` tables; a membership change is validated here, in log order, by
-//!   every member alike (etcd's `ValidateConfigurationChange`), and only an applied change
-//!   reaches raft's configuration; published names and client URLs too.
 //! - **whole-store snapshots** (`snapshot.rs`): every record of every table as one blob, made
 //!   from one read transaction, installed in one write transaction (for a follower too far
 //!   behind). etcd's snapshot file (bbolt, etcd's bucket layout) is not made here: the
@@ -32,9 +28,10 @@
 //!   requests, one result each, in order; a result goes straight to the request's waiter when
 //!   the batch carries one. The applier has already judged them by auth and refused growing
 //!   writes under a NOSPACE alarm (the store checks neither permissions nor alarms); `ops` are
-//!   the table writes of the auth store and the applier's alarms for entries the batch covers,
-//!   written first into the same commit as the batch's consistent index. Requests applied
-//!   elsewhere (auth, alarms) answer `ApplyResponse::Empty`.
+//!   the table writes of the auth store and of the applier's alarms and members for entries
+//!   the batch covers, written first into the same commit as the batch's consistent index.
+//!   Requests applied elsewhere (auth, alarms, membership) answer `ApplyResponse::Empty`. The
+//!   membership (etcd's `members`/`members_removed` tables) is the applier's.
 //! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
 //! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
 //!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
@@ -42,12 +39,12 @@
 //!   (events by revision, for watchers catching up, `history.rs`); `LeaseKeys{id}`.
 //! - `FlushStore` (every 100 ms: a compaction slice, its writes sent, the backend flushed) and
 //!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
-//! - `GetMembers`; `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
+//! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
 //!   backend, which commits what was sent first, and the copy made from it on a blocking
 //!   thread); `InstallSnapshot{data}` (replaces everything durably — the records sent, the
 //!   backend synced, nothing applied meanwhile — and rebuilds every index; watchers are told to
-//!   catch up from the new history, the lessor which leases went and came, raft the new
-//!   members).
+//!   catch up from the new history, the lessor which leases went and came; the applier then
+//!   reads the new members and alarms and tells raft).
 //! - `SnapshotStream` (a reader from the backend after the writes, then etcd's snapshot file
 //!   streamed from it on a blocking thread with `actcd_etcd_snapshot::send_snapshot`; answered
 //!   with the channel of chunks, `SnapshotChunks`, which the front forwards); `HashBackend`
@@ -65,9 +62,8 @@
 //!
 //! After each applied batch, before its results go out: `Notify{revision, events}` to the
 //! watch hub (one Put or Delete event per record written, in revision order), and
-//! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor, and `ApplyConfChange` to
-//! the raft node for each applied membership change. Sending before answering means a client
-//! that saw its write acknowledged and then watches finds the hub past it.
+//! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor. Sending before answering
+//! means a client that saw its write acknowledged and then watches finds the hub past it.
 //!
 //! Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the
@@ -149,7 +145,6 @@ mod hash;
 mod history;
 mod key_index;
 mod lease;
-mod members;
 mod range;
 pub mod snapshot;
 mod store;
@@ -160,7 +155,6 @@ pub use actor::{BackendLink, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};
-pub use members::{ConfOrder, MAX_LEARNERS, Membership, member_to_pb};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
     META_SCHEDULED_COMPACT, META_TERM, Outbox, Sink, Store,

@@ -12,7 +12,7 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::Commit;
-use actcd_types::msg::{ApplyResponse, ApplyResult, MemberRecord, StoreStatus};
+use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
 use actcd_types::storage::{KvEngine, Op, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
 use actix::Recipient;
@@ -21,7 +21,6 @@ use prost::Message;
 use crate::error::Error;
 use crate::key_index::{KeyIndex, TreeIndex, Undo};
 use crate::lease::{LeaseNote, LeaseUndo, Leases};
-use crate::members::{ConfOrder, Membership};
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -44,14 +43,11 @@ pub struct Outbox {
     /// Watch events, in revision order.
     pub events: Vec<Event>,
     pub leases: Vec<LeaseNote>,
-    /// Membership changes applied, in order, for raft's configuration and the transport
-    /// (collected always, like auth changes).
-    pub conf: Vec<ConfOrder>,
 }
 
 impl Outbox {
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.leases.is_empty() && self.conf.is_empty()
+        self.events.is_empty() && self.leases.is_empty()
     }
 }
 
@@ -101,11 +97,6 @@ pub struct Store {
     identity: MemberIdentity,
     /// Leases in the applied state and the keys attached to them.
     leases: Leases,
-    /// The cluster's members, applied in log order like everything else.
-    members: Membership,
-    /// The membership before the first change of the batch being applied, to put back if the
-    /// batch fails.
-    members_before: Option<Membership>,
     /// Whether applies collect events and lease notes into `outbox`.
     notify: bool,
     outbox: Outbox,
@@ -134,8 +125,6 @@ impl fmt::Debug for Store {
 /// A batch written into the pending transaction and memory, not yet committed.
 struct Uncommitted {
     results: Vec<ApplyResult>,
-    /// The membership before the batch's first change, to put back if the commit fails.
-    members_before: Option<Membership>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
     lease_undo: Vec<LeaseUndo>,
@@ -150,7 +139,6 @@ struct Applied {
     results: Vec<ApplyResult>,
     events: Vec<Event>,
     lease_notes: Vec<LeaseNote>,
-    conf: Vec<ConfOrder>,
     physical: bool,
     current_rev: i64,
     compact_rev: i64,
@@ -173,7 +161,7 @@ impl Store {
         identity: MemberIdentity,
         seq: u64,
     ) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, leases, members) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, leases) = {
             let txn = engine.begin_read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -190,7 +178,6 @@ impl Store {
             for (key, id) in key_leases {
                 leases.restore_attachment(key, id);
             }
-            let members = Membership::load(&*txn)?;
             (
                 index,
                 last_main,
@@ -199,7 +186,6 @@ impl Store {
                 finished,
                 scheduled,
                 leases,
-                members,
             )
         };
 
@@ -221,8 +207,6 @@ impl Store {
             term,
             identity,
             leases,
-            members,
-            members_before: None,
             notify: false,
             outbox: Outbox::default(),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
@@ -258,31 +242,6 @@ impl Store {
     /// How long commits of applied batches have taken.
     pub fn commit_stats(&self) -> actcd_types::msg::DiskLatency {
         self.commits.clone()
-    }
-
-    /// The cluster's members as applied.
-    pub fn members(&self) -> &Membership {
-        &self.members
-    }
-
-    /// Records the members of a new cluster, or those a joining member fetched, once: a store
-    /// that has members keeps them. Committed at once (direct sink) or sent to the backend.
-    pub fn bootstrap_members(&mut self, members: Vec<MemberRecord>) -> Result<(), EtcdError> {
-        if !self.members.is_empty() {
-            return Ok(());
-        }
-        let mut next = self.members.clone();
-        let mut buffer = self.take_buffer()?;
-        buffer.begin_batch();
-        let written = next.bootstrap(&mut buffer, members).map_err(Error::from);
-        if written.is_err() {
-            buffer.rollback_batch();
-        }
-        self.buffer = Some(buffer);
-        written?;
-        self.commit()?;
-        self.members = next;
-        Ok(())
     }
 
     /// Sends commits to the backend actor from now on, after committing what the direct sink
@@ -579,13 +538,11 @@ impl Store {
             self.term,
         );
         let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
-        let conf_mark = self.outbox.conf.len();
         let Uncommitted {
             results,
             undo,
             lease_undo,
             compaction,
-            members_before,
             ..
         } = self.apply_uncommitted(consistent_index, term, requests, Vec::new())?;
         if let Err(e) = self.commit() {
@@ -593,10 +550,6 @@ impl Store {
             for u in undo.iter().rev() {
                 self.index.undo(u);
             }
-            if let Some(m) = members_before {
-                self.members = m;
-            }
-            self.outbox.conf.truncate(conf_mark);
             for u in lease_undo.into_iter().rev() {
                 self.leases.undo(u);
             }
@@ -679,9 +632,6 @@ impl Store {
                 for u in lease_undo.into_iter().rev() {
                     self.leases.undo(u);
                 }
-                if let Some(m) = self.members_before.take() {
-                    self.members = m;
-                }
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
             }
@@ -699,13 +649,10 @@ impl Store {
             self.outbox.events.extend(applied.events);
             self.outbox.leases.extend(applied.lease_notes);
         }
-        self.outbox.conf.extend(applied.conf);
-        let members_before = self.members_before.take();
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
             results: applied.results,
-            members_before,
             undo,
             lease_undo,
             compaction,
@@ -819,33 +766,8 @@ impl Store {
         let mut results = Vec::with_capacity(requests.len());
         let mut events = Vec::new();
         let mut lease_notes = Vec::new();
-        let mut conf = Vec::new();
         let identity = self.identity;
-        for mut req in requests {
-            if let Some(change) = req.member_change.take() {
-                if self.members_before.is_none() {
-                    self.members_before = Some(self.members.clone());
-                }
-                match self.members.apply(txn, &change)? {
-                    Ok(applied) => {
-                        conf.extend(applied.order);
-                        results.push(Ok(ApplyResponse::Members {
-                            member: Some(applied.member),
-                            members: self.members.list(),
-                        }));
-                    }
-                    Err(e) => results.push(Err(e)),
-                }
-                continue;
-            }
-            if let Some(attrs) = req.member_attr_set.take() {
-                if self.members_before.is_none() {
-                    self.members_before = Some(self.members.clone());
-                }
-                self.members.set_attributes(txn, &attrs)?;
-                results.push(Ok(ApplyResponse::Empty));
-                continue;
-            }
+        for req in requests {
             let first_event = events.len();
             let (outcome, changed) = match KvRequest::of(req) {
                 KvRequest::Compaction(revision, wants_physical) => {
@@ -983,7 +905,6 @@ impl Store {
             results,
             events,
             lease_notes,
-            conf,
             physical,
             current_rev,
             compact_rev,

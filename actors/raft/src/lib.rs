@@ -14,8 +14,8 @@
 //! `Step` (peer messages), `Unreachable` (the transport lost a peer), `Applied` (from the
 //! applier), `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
 //! Membership and snapshots: `ProposeConfChange` (from preflight), `ApplyConfChange` (from the
-//! store, once a change is applied), `SyncConf` (the store's members after it installed a
-//! snapshot), `StepSnapshot` (a leader's snapshot message with its store copy),
+//! applier, once a change is applied), `SyncConf` (the applier's members after a snapshot was
+//! installed), `StepSnapshot` (a leader's snapshot message with its store copy),
 //! `SnapshotReport` (how sending one went), `CheckLearner` and `TransferLeader`.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
 //! applier, `RangeTo` to the store, `RaftProgress` to preflight, `SyncStorage` to the MVCC
@@ -29,9 +29,9 @@
 //!
 //! ## Membership
 //! Raft's configuration follows the *applied* membership: a committed conf change is applied to
-//! raft-rs only when the store has applied (validated and recorded) it, in log order, as etcd
-//! does; a change the store refuses never reaches raft. On start the configuration is the
-//! store's members at its consistent index, and conf changes above it are applied again as the
+//! raft-rs only when the applier has applied (validated and recorded) it, in log order, as etcd
+//! does; a change the applier refuses never reaches raft. On start the configuration is the
+//! members recorded at the backend's consistent index, and conf changes above it are applied again as the
 //! applier reaches them. A member that applies its own removal stops.
 //!
 //! ## Snapshots
@@ -42,7 +42,8 @@
 //! if raft accepts it, the Ready carrying it is persisted only after the store installed the
 //! copy durably (through the applier, behind the entries before it) and the WAL marked the
 //! snapshot, so a crash leaves the old state with the old log or the new state with a log that
-//! continues from it. The store's members then become raft's configuration (`SyncConf`).
+//! continues from it. The members the applier reads from it then become raft's configuration
+//! (`SyncConf`).
 //!
 //! ## Handling a Ready (raft-rs's documented order, asynchronous persistence)
 //! 1. send `messages` to peers at once (a leader may send before its own fsync);

@@ -19,7 +19,7 @@
 //! - its peer port ([`serve_peers`], routes in [`PeerRoutes`]) steps every message a peer sends
 //!   into the raft node (`Step`), hands snapshots with their copy to it (`StepSnapshot`) once
 //!   whole and intact, answers `Members` (how a member joining an existing cluster learns its
-//!   id: [`fetch_members`]) from the store, and leader calls from the lessor and the raft node;
+//!   id: [`fetch_members`]) from the applier, and leader calls from the lessor and the raft node;
 //! - sends `Unreachable{id}` whenever the stream to a peer breaks or cannot be opened.
 //!
 //! Peer TLS ([`PeerTls`]): `https://` peer URLs are served with the peer key pair and dialled

@@ -218,8 +218,8 @@ pub struct ProposeConfChange {
     pub context: Vec<u8>,
 }
 
-/// The store applied a membership change: raft's configuration follows it, and the
-/// transport opens or drops the member's stream. Sent before the store answers the change.
+/// The applier applied a membership change: raft's configuration follows it, and the
+/// transport opens or drops the member's stream. Sent before the applier answers the change.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct ApplyConfChange {
@@ -236,8 +236,9 @@ pub enum PeerChange {
     Remove { id: u64 },
 }
 
-/// The raft configuration the store's members call for, after the store was replaced by a
-/// snapshot: raft's configuration and the transport are brought in line with it.
+/// The raft configuration the applied members call for, after the store was replaced by a
+/// snapshot (the applier reads them again): raft's configuration and the transport are
+/// brought in line with it.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct SyncConf {
@@ -348,7 +349,7 @@ pub struct TransferLeader {
 #[rtype(result = "std::collections::HashMap<u64, std::time::Duration>")]
 pub struct PeerActivity;
 
-/// The members as this member has applied them, by id.
+/// The members as this member has applied them, by id (answered by the applier).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Vec<MemberRecord>")]
 pub struct GetMembers;

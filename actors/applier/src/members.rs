@@ -2,8 +2,13 @@
 //!
 //! Members live in the `members` table (key: the id in lower-case hex, as etcd's; value: an
 //! encoded `etcdserverpb.Member`), removed ids in `members_removed` (value `removed`). Changes
-//! are applied in log order with the writes, so every member validates a change against the
-//! same state and reaches the same answer; raft's configuration follows what is applied here.
+//! are applied here, by the applier, in log order, so every member validates a change against
+//! the same state and reaches the same answer; raft's configuration follows what is applied
+//! here. Their writes go out as `Op`s that ride with the next `ApplyBatch`, into the backend
+//! commit of a consistent index at or after the entry (as the alarms' do). Before the actors
+//! start, the daemon loads this from a read transaction, checks that its member was not
+//! removed, and records a new cluster's members by writing [`Membership::bootstrap`]'s ops
+//! straight into the engine.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,7 +17,7 @@ use actcd_proto::actcdpb::{MemberAttributes, MemberChange};
 use actcd_proto::etcdserverpb::Member;
 use actcd_types::EtcdError;
 use actcd_types::msg::{ConfChangeKind, MemberRecord};
-use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
+use actcd_types::storage::{Op, ReadTxn, StorageError, Table};
 use prost::Message;
 
 /// etcd's limit on learners in a cluster.
@@ -114,26 +119,21 @@ impl Membership {
         self.removed.contains(&id)
     }
 
-    /// Writes the initial members of a new cluster (or what a joining member fetched).
-    pub fn bootstrap<W: WriteTxn + ?Sized>(
-        &mut self,
-        txn: &mut W,
-        members: Vec<MemberRecord>,
-    ) -> Result<(), StorageError> {
+    /// Records the initial members of a new cluster (or what a joining member fetched); the
+    /// table writes are pushed onto `ops`.
+    pub fn bootstrap(&mut self, members: Vec<MemberRecord>, ops: &mut Vec<Op>) {
         for m in members {
-            self.save(txn, m)?;
+            self.save(ops, m);
         }
-        Ok(())
     }
 
-    fn save<W: WriteTxn + ?Sized>(
-        &mut self,
-        txn: &mut W,
-        m: MemberRecord,
-    ) -> Result<(), StorageError> {
-        txn.put(Table::Members, &key(m.id), &to_pb(&m).encode_to_vec())?;
+    fn save(&mut self, ops: &mut Vec<Op>, m: MemberRecord) {
+        ops.push(Op::Put {
+            table: Table::Members,
+            key: key(m.id),
+            value: to_pb(&m).encode_to_vec(),
+        });
         self.members.insert(m.id, m);
-        Ok(())
     }
 
     fn peer_urls_taken(&self, urls: &[String], except: u64) -> bool {
@@ -143,20 +143,20 @@ impl Membership {
             .any(|m| m.peer_urls.iter().any(|u| urls.contains(u)))
     }
 
-    /// etcd's `ValidateConfigurationChange` followed by the change itself. The outer error is
-    /// storage failing; the inner one is the client's answer, and then nothing changed.
-    pub fn apply<W: WriteTxn + ?Sized>(
+    /// etcd's `ValidateConfigurationChange` followed by the change itself, its table writes
+    /// pushed onto `ops`. An error is the client's answer, and then nothing changed.
+    pub fn apply(
         &mut self,
-        txn: &mut W,
         change: &MemberChange,
-    ) -> Result<Result<Applied, EtcdError>, StorageError> {
+        ops: &mut Vec<Op>,
+    ) -> Result<Applied, EtcdError> {
         let id = change.member_id;
         let kind = Kind::try_from(change.kind).unwrap_or(Kind::Add);
         if self.removed.contains(&id) {
-            return Ok(Err(EtcdError::MemberNotFound));
+            return Err(EtcdError::MemberNotFound);
         }
         let existing = self.members.get(&id).cloned();
-        let outcome = match (kind, existing) {
+        match (kind, existing) {
             (Kind::Add | Kind::AddLearner, Some(_)) => Err(EtcdError::MemberExist),
             (Kind::Add | Kind::AddLearner, None) => {
                 let learner = kind == Kind::AddLearner;
@@ -173,7 +173,7 @@ impl Membership {
                         is_learner: learner,
                         ..Default::default()
                     };
-                    self.save(txn, m.clone())?;
+                    self.save(ops, m.clone());
                     let kind = if learner {
                         ConfChangeKind::AddLearner
                     } else {
@@ -191,8 +191,15 @@ impl Membership {
             }
             (_, None) => Err(EtcdError::MemberNotFound),
             (Kind::Remove, Some(m)) => {
-                txn.delete(Table::Members, &key(id))?;
-                txn.put(Table::MembersRemoved, &key(id), b"removed")?;
+                ops.push(Op::Delete {
+                    table: Table::Members,
+                    key: key(id),
+                });
+                ops.push(Op::Put {
+                    table: Table::MembersRemoved,
+                    key: key(id),
+                    value: b"removed".to_vec(),
+                });
                 self.members.remove(&id);
                 self.removed.insert(id);
                 Ok(Applied {
@@ -207,7 +214,7 @@ impl Membership {
             (Kind::Promote, Some(m)) if !m.is_learner => Err(EtcdError::MemberNotLearner),
             (Kind::Promote, Some(mut m)) => {
                 m.is_learner = false;
-                self.save(txn, m.clone())?;
+                self.save(ops, m.clone());
                 Ok(Applied {
                     order: Some(ConfOrder {
                         kind: ConfChangeKind::Promote,
@@ -222,38 +229,35 @@ impl Membership {
                     Err(EtcdError::PeerUrlExist)
                 } else {
                     m.peer_urls = change.peer_urls.clone();
-                    self.save(txn, m.clone())?;
+                    self.save(ops, m.clone());
                     Ok(Applied {
                         order: None,
                         member: m,
                     })
                 }
             }
-        };
-        Ok(outcome)
+        }
     }
 
     /// A started member's name and client URLs. Ignored for a member not (or no longer) in the
     /// cluster, as etcd does for a removed one.
-    pub fn set_attributes<W: WriteTxn + ?Sized>(
+    pub fn set_attributes(
         &mut self,
-        txn: &mut W,
         attrs: &MemberAttributes,
-    ) -> Result<Option<MemberRecord>, StorageError> {
-        let Some(mut m) = self.members.get(&attrs.member_id).cloned() else {
-            return Ok(None);
-        };
+        ops: &mut Vec<Op>,
+    ) -> Option<MemberRecord> {
+        let mut m = self.members.get(&attrs.member_id).cloned()?;
         m.name = attrs.name.clone();
         m.client_urls = attrs.client_urls.clone();
-        self.save(txn, m.clone())?;
-        Ok(Some(m))
+        self.save(ops, m.clone());
+        Some(m)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use actcd_types::storage::{KvEngine, MemEngine};
+    use actcd_types::storage::{KvEngine, MemEngine, write_ops};
 
     fn change(kind: Kind, id: u64, urls: &[&str]) -> MemberChange {
         MemberChange {
@@ -266,18 +270,17 @@ mod tests {
     #[test]
     fn changes_are_validated_as_etcd_validates_them() {
         let engine = MemEngine::default();
-        let mut txn = engine.write().unwrap();
+        let mut ops = Vec::new();
         let mut m = Membership::default();
         m.bootstrap(
-            &mut *txn,
             vec![MemberRecord {
                 id: 1,
                 name: "a".into(),
                 peer_urls: vec!["http://a:2380".into()],
                 ..Default::default()
             }],
-        )
-        .unwrap();
+            &mut ops,
+        );
         struct Case {
             name: &'static str,
             change: MemberChange,
@@ -351,16 +354,22 @@ mod tests {
             },
         ];
         for c in cases {
-            let before = m.clone();
+            let before = (m.clone(), ops.len());
             let got = m
-                .apply(&mut *txn, &c.change)
-                .unwrap()
+                .apply(&c.change, &mut ops)
                 .map(|a| a.order.map(|o| o.kind));
             assert_eq!(got, c.want, "{}", c.name);
             if got.is_err() {
-                assert_eq!(m, before, "{}: a refused change changes nothing", c.name);
+                assert_eq!(
+                    (m.clone(), ops.len()),
+                    before,
+                    "{}: a refused change changes nothing",
+                    c.name
+                );
             }
         }
+        let mut txn = engine.write().unwrap();
+        write_ops(&mut *txn, &ops, None).unwrap();
         txn.commit().unwrap();
         let loaded = Membership::load(&*engine.read().unwrap()).unwrap();
         assert_eq!(loaded, m, "persisted as applied");
@@ -372,25 +381,25 @@ mod tests {
 
     #[test]
     fn attributes_are_published_for_members_only() {
-        let engine = MemEngine::default();
-        let mut txn = engine.write().unwrap();
+        let mut ops = Vec::new();
         let mut m = Membership::default();
         m.bootstrap(
-            &mut *txn,
             vec![MemberRecord {
                 id: 1,
                 peer_urls: vec!["http://a:2380".into()],
                 ..Default::default()
             }],
-        )
-        .unwrap();
+            &mut ops,
+        );
         let attrs = |id| MemberAttributes {
             member_id: id,
             name: "a".into(),
             client_urls: vec!["http://a:2379".into()],
         };
-        assert!(m.set_attributes(&mut *txn, &attrs(1)).unwrap().is_some());
-        assert!(m.set_attributes(&mut *txn, &attrs(2)).unwrap().is_none());
+        assert!(m.set_attributes(&attrs(1), &mut ops).is_some());
+        let written = ops.len();
+        assert!(m.set_attributes(&attrs(2), &mut ops).is_none());
+        assert_eq!(ops.len(), written, "nothing written for a stranger");
         assert_eq!(m.get(1).unwrap().client_urls, ["http://a:2379"]);
         assert_eq!(m.list().len(), 1);
     }
