@@ -154,7 +154,7 @@ fn commit_of(seq: u64, first: i64, value: &[u8]) -> Commit {
         .map(|main| Op::Put {
             table: Table::Key,
             key: Revision::new(main, 0).to_bytes(false).to_vec(),
-            value: value.to_vec(),
+            value: value.into(),
         })
         .collect();
     Commit {

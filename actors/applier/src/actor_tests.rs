@@ -458,7 +458,7 @@ async fn a_nospace_alarm_caps_growing_writes_from_the_next_entry_until_disarmed(
     let raised = Op::Put {
         table: Table::Alarm,
         key: nospace_key(),
-        value: Vec::new(),
+        value: Vec::new().into(),
     };
     let cleared = Op::Delete {
         table: Table::Alarm,

@@ -67,7 +67,7 @@ impl Alarms {
                     ops.push(Op::Put {
                         table: Table::Alarm,
                         key: key(),
-                        value: Vec::new(),
+                        value: Vec::new().into(),
                     });
                 }
                 vec![member(req.member_id, req.alarm)]

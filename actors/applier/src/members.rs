@@ -131,7 +131,7 @@ impl Membership {
         ops.push(Op::Put {
             table: Table::Members,
             key: key(m.id),
-            value: to_pb(&m).encode_to_vec(),
+            value: to_pb(&m).encode_to_vec().into(),
         });
         self.members.insert(m.id, m);
     }
@@ -198,7 +198,7 @@ impl Membership {
                 ops.push(Op::Put {
                     table: Table::MembersRemoved,
                     key: key(id),
-                    value: b"removed".to_vec(),
+                    value: b"removed".as_slice().into(),
                 });
                 self.members.remove(&id);
                 self.removed.insert(id);

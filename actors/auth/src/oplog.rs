@@ -41,7 +41,7 @@ impl WriteTxn for OpLog {
         self.ops.push(Op::Put {
             table,
             key: key.to_vec(),
-            value: value.to_vec(),
+            value: value.into(),
         });
         Ok(())
     }

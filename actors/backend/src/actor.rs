@@ -294,7 +294,7 @@ mod tests {
         Op::Put {
             table: Table::Key,
             key: key.to_vec(),
-            value: value.to_vec(),
+            value: value.into(),
         }
     }
 

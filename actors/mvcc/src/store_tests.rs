@@ -2075,7 +2075,7 @@ fn another_owners_ops_commit_with_the_batch_and_its_consistent_index() {
     let ops = vec![actcd_types::storage::Op::Put {
         table: Table::AuthRoles,
         key: b"app".to_vec(),
-        value: b"role".to_vec(),
+        value: b"role".as_slice().into(),
     }];
     // An auth entry at index 4 with nothing after it in its Ready: no requests, only its writes.
     s.apply_deferred(4, 1, Vec::new(), ops).unwrap();

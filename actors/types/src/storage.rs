@@ -159,7 +159,9 @@ pub enum Op {
     Put {
         table: Table,
         key: Vec<u8>,
-        value: Vec<u8>,
+        /// Shared with the write buffer's overlay, which serves reads of it until the backend
+        /// has committed it: one copy of each value, not two.
+        value: Arc<[u8]>,
     },
     Delete {
         table: Table,
@@ -202,7 +204,7 @@ pub fn write_ops<W: WriteTxn + ?Sized>(
 #[derive(Debug, Clone)]
 struct Slot {
     seq: u64,
-    value: Option<Vec<u8>>,
+    value: Option<Arc<[u8]>>,
 }
 
 /// A state owner's writes not yet committed by the backend (etcd's write buffer over its batch
@@ -361,9 +363,10 @@ impl WriteBuffer {
     }
 
     fn record(&mut self, table: Table, key: &[u8], value: Option<&[u8]>) {
+        let value: Option<Arc<[u8]>> = value.map(Arc::from);
         let slot = Slot {
             seq: self.seq,
-            value: value.map(<[u8]>::to_vec),
+            value: value.clone(),
         };
         let map = &mut self.overlay[table as usize];
         match map.get_mut(key) {
@@ -379,10 +382,10 @@ impl WriteBuffer {
             }
         }
         let op = match value {
-            Some(v) => Op::Put {
+            Some(value) => Op::Put {
                 table,
                 key: key.to_vec(),
-                value: v.to_vec(),
+                value,
             },
             None => Op::Delete {
                 table,
@@ -409,7 +412,7 @@ impl WriteBuffer {
 impl ReadTxn for WriteBuffer {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
         if let Some(slot) = self.overlay[table as usize].get(key) {
-            return Ok(slot.value.clone());
+            return Ok(slot.value.as_deref().map(<[u8]>::to_vec));
         }
         self.with_reader(|txn| txn.get(table, key))
     }
@@ -958,7 +961,7 @@ mod tests {
             &[Op::Put {
                 table: Table::Key,
                 key: b"k".to_vec(),
-                value: b"v".to_vec(),
+                value: b"v".as_slice().into(),
             }],
         );
         let r = e.read().unwrap();
