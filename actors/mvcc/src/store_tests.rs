@@ -23,12 +23,19 @@ struct TestEngine {
     key_reads: Arc<AtomicUsize>,
 }
 
-struct CountingRead<'a> {
-    inner: Box<dyn ReadTxn + 'a>,
-    key_reads: &'a AtomicUsize,
+/// A read transaction that counts the `key` records read through it (borrowed or owned: the
+/// transaction and the counter are anything that derefs to them).
+struct CountingRead<R, N> {
+    inner: R,
+    key_reads: N,
 }
 
-impl ReadTxn for CountingRead<'_> {
+impl<R, N> ReadTxn for CountingRead<R, N>
+where
+    R: std::ops::Deref,
+    R::Target: ReadTxn,
+    N: std::ops::Deref<Target = AtomicUsize>,
+{
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
         if table == Table::Key {
             self.key_reads.fetch_add(1, Ordering::Relaxed);
@@ -87,7 +94,7 @@ impl ReadEngine for TestEngine {
         KvEngine::read(self)
     }
     fn begin_read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
-        Ok(Box::new(OwnedCountingRead {
+        Ok(Box::new(CountingRead {
             inner: Arc::new(self.mem.clone()).read_owned()?,
             key_reads: self.key_reads.clone(),
         }))
@@ -97,34 +104,11 @@ impl ReadEngine for TestEngine {
     }
 }
 
-struct OwnedCountingRead {
-    inner: Box<dyn ReadTxn + Send>,
-    key_reads: Arc<AtomicUsize>,
-}
-
-impl ReadTxn for OwnedCountingRead {
-    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
-        if table == Table::Key {
-            self.key_reads.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner.get(table, key)
-    }
-    fn scan(
-        &self,
-        t: Table,
-        from: &[u8],
-        to: Option<&[u8]>,
-        f: &mut ScanFn<'_>,
-    ) -> StorageResult<()> {
-        self.inner.scan(t, from, to, f)
-    }
-}
-
 impl KvEngine for TestEngine {
     fn read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
         Ok(Box::new(CountingRead {
             inner: self.mem.read()?,
-            key_reads: &self.key_reads,
+            key_reads: &*self.key_reads,
         }))
     }
     fn write(&self) -> StorageResult<Box<dyn WriteTxn + '_>> {
