@@ -140,13 +140,18 @@ impl UserPerms {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use actcd_proto::authpb::Permission;
 
     fn role(perms: &[(PermType, &str, &[u8])]) -> Role {
+        named_role("r", perms)
+    }
+
+    /// A role named `name` granting `perms` (type, key, range end): for this crate's tests.
+    pub(crate) fn named_role(name: &str, perms: &[(PermType, &str, &[u8])]) -> Role {
         Role {
-            name: b"r".to_vec(),
+            name: name.as_bytes().to_vec(),
             key_permission: perms
                 .iter()
                 .map(|(t, k, e)| Permission {

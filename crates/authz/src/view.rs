@@ -234,22 +234,12 @@ impl PermissionView for AuthView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actcd_proto::authpb::Role;
     use actcd_proto::authpb::permission::Type;
-    use actcd_proto::authpb::{Permission, Role};
     use actcd_proto::etcdserverpb as pb;
 
     fn role(perms: &[(Type, &str, &[u8])]) -> Role {
-        Role {
-            name: b"app".to_vec(),
-            key_permission: perms
-                .iter()
-                .map(|(t, k, e)| Permission {
-                    perm_type: *t as i32,
-                    key: k.as_bytes().to_vec(),
-                    range_end: e.to_vec(),
-                })
-                .collect(),
-        }
+        crate::perms::tests::named_role("app", perms)
     }
 
     /// root, alice with read-write on `[a/, a0)`, bob with nothing; at auth revision 5.
