@@ -709,20 +709,23 @@ mod tests {
         );
     }
 
+    /// The consistent index the engine has committed, as stored.
+    fn committed_index(engine: &MemEngine) -> Option<Vec<u8>> {
+        use actcd_types::storage::{KvEngine, Table};
+        engine
+            .read()
+            .unwrap()
+            .get(Table::Meta, crate::META_CONSISTENT_INDEX)
+            .unwrap()
+    }
+
     #[actix::test]
     async fn batched_commits_wait_for_a_flush_and_reads_see_them_before() {
         let engine = Arc::new(MemEngine::new());
         let store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
         let addr = MvccActor::start_batched(store, 1000);
         apply(&addr, 5, vec![put("v")]).await;
-        let committed = || {
-            use actcd_types::storage::{KvEngine, Table};
-            engine
-                .read()
-                .unwrap()
-                .get(Table::Meta, crate::META_CONSISTENT_INDEX)
-                .unwrap()
-        };
+        let committed = || committed_index(&engine);
         assert_eq!(committed(), None, "nothing committed before a flush");
         let range = Range {
             request: RangeRequest {
@@ -888,13 +891,7 @@ mod tests {
         let engine = Arc::new(MemEngine::new());
         let addr = with_fake_backend(&engine);
         apply(&addr, 5, vec![put("v")]).await;
-        let committed = || {
-            engine
-                .read()
-                .unwrap()
-                .get(Table::Meta, crate::META_CONSISTENT_INDEX)
-                .unwrap()
-        };
+        let committed = || committed_index(&engine);
         let range = || Range {
             request: RangeRequest {
                 key: b"k".to_vec(),
