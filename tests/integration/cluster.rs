@@ -53,7 +53,10 @@ impl Member {
             .args(["--initial-cluster", initial_cluster])
             .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("ACTCD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

@@ -29,11 +29,37 @@ use etcd_client::{
     TxnOp, TxnOpResponse,
 };
 
+/// A port no one listens on, handed out once per test process.
+///
+/// Not the kernel's `bind(0)`: a port from the ephemeral range, free when asked, can be taken as
+/// the source port of any outgoing connection (clients, peers) before the server binds it, and
+/// the member then fails with "address already in use". Ports here come from below that range,
+/// where the kernel never picks, in a walk no two tests of this process share.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
+    use std::sync::atomic::AtomicU16;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (base, span) = (
+        low.saturating_sub(12_000).max(1024),
+        12_000u16.min(low.saturating_sub(1024).max(1)),
+    );
+    // Start each test process elsewhere so two runs side by side rarely meet.
+    let _ = NEXT.compare_exchange(
+        0,
+        (std::process::id() % u32::from(span)) as u16 + 1,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = base + n % span;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 struct Server {

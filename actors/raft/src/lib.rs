@@ -96,6 +96,7 @@
 //! with table-driven scenarios and a chaos run.
 
 mod actor;
+mod log;
 mod node;
 #[cfg(test)]
 mod sim_tests;

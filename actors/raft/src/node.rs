@@ -167,7 +167,7 @@ impl RaftNode {
             ..Default::default()
         };
         config.validate().map_err(EtcdError::internal)?;
-        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let logger = slog::Logger::root(crate::log::ToTracing, slog::o!());
         let mut raw = RawNode::new(&config, store, &logger).map_err(EtcdError::internal)?;
         if cfg.voters == [cfg.id] {
             raw.campaign().map_err(EtcdError::internal)?;
