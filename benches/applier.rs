@@ -76,6 +76,9 @@ fn bench_apply(c: &mut Criterion) {
         let auth = actcd_auth::AuthActor::open(
             std::sync::Arc::new(actcd_types::storage::MemEngine::new()),
             actcd_auth::DEFAULT_COST,
+            actcd_authz::TokenProvider::Simple(actcd_authz::SimpleTokens::new(
+                std::time::Duration::from_secs(300),
+            )),
         )
         .expect("auth store");
         let view = auth.view();

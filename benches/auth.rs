@@ -122,7 +122,10 @@ fn engine() -> (Arc<MemEngine>, AuthInfo) {
 
 fn bench_auth(c: &mut Criterion) {
     let (engine, who) = engine();
-    let actor = AuthActor::open(engine, actcd_auth::DEFAULT_COST).expect("auth store");
+    let tokens = actcd_authz::TokenProvider::Simple(actcd_authz::SimpleTokens::new(
+        std::time::Duration::from_secs(300),
+    ));
+    let actor = AuthActor::open(engine, actcd_auth::DEFAULT_COST, tokens).expect("auth store");
     let s = actor.view();
     let mut g = c.benchmark_group("auth/check");
     g.bench_function("key_granted_10k_grants", |b| {

@@ -228,9 +228,13 @@ pub fn run_until(
     store.set_min_lease_ttl(cfg.min_lease_ttl());
     let consistent_index = store.consistent_index();
     // The auth store loads its tables from the same committed state.
+    let tokens = cfg
+        .token_provider()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
     let auth = AuthActor::open(
         engine.clone() as Arc<dyn actcd_types::storage::ReadEngine>,
         cfg.flags.bcrypt_cost,
+        tokens,
     )
     .map_err(|e| StartError::Backend {
         path: snap_dir.display().to_string(),
@@ -479,10 +483,7 @@ fn serve_clients(
         .client_tls
         .as_ref()
         .is_some_and(|t| t.client_cert_auth());
-    let tokens = cfg
-        .token_provider()
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let gate = AuthGate::new(tokens, client_cert_auth);
+    let gate = AuthGate::new(client_cert_auth);
     let pipeline = Pipeline::new(routes, front_cfg, gate, now_ms());
     rt.block_on(async move {
         pipeline.follow_auth();

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
+use actcd_authz::TokenProvider;
 use actcd_types::EtcdError;
-use actcd_types::auth::SharedView;
+use actcd_types::auth::{SharedTokens, SharedView};
 use actcd_types::msg::{
-    ApplyAuth, AuthApplied, AuthEvent, AuthReply, CheckPassword, ConnectAuth, HashPassword,
-    ReloadAuth,
+    ApplyAuth, AuthApplied, AuthEvent, AuthReply, CheckPassword, ConnectAuth, DraftToken,
+    HashPassword, ReloadAuth, SignToken, TokenUsed,
 };
 use actcd_types::storage::ReadEngine;
 use actix::prelude::*;
@@ -27,24 +28,37 @@ pub struct AuthActor {
     bcrypt_cost: u32,
     /// The view last published.
     view: SharedView,
-    /// The front's token keeper (`ConnectAuth`).
+    /// `--auth-token`: simple tokens (drafted, registered as logins apply, ended) or JWTs.
+    tokens: TokenProvider,
+    /// The token book last published.
+    book: SharedTokens,
+    /// The front (`ConnectAuth`).
     events: Option<UnboundedSender<AuthEvent>>,
 }
 
 impl AuthActor {
-    /// Loads the auth tables from a read transaction on `engine`.
-    pub fn open(engine: Arc<dyn ReadEngine>, bcrypt_cost: u32) -> Result<Self, EtcdError> {
+    /// Loads the auth tables from a read transaction on `engine`; `tokens` is the provider
+    /// `--auth-token` chose.
+    pub fn open(
+        engine: Arc<dyn ReadEngine>,
+        bcrypt_cost: u32,
+        mut tokens: TokenProvider,
+    ) -> Result<Self, EtcdError> {
         let store = {
             let txn = engine.begin_read().map_err(EtcdError::internal)?;
             AuthStore::open(&*txn).map_err(EtcdError::internal)?
         };
         let view = store.publish();
+        tokens.set_enabled(store.is_enabled());
+        let book = tokens.publish();
         Ok(Self {
             meter: actcd_types::meter::Meter::new(),
             store,
             engine,
             bcrypt_cost,
             view,
+            tokens,
+            book,
             events: None,
         })
     }
@@ -61,14 +75,12 @@ impl AuthActor {
         AuthActor::start_in_arbiter(&arbiter.handle(), move |_| self)
     }
 
-    /// Tells the token keeper what changed, then the newest view and state.
-    fn announce(&self, changes: Vec<AuthEvent>) {
+    /// Tells the front the newest token book, view and state.
+    fn announce(&self) {
         let Some(tx) = &self.events else {
             return;
         };
-        for ev in changes {
-            let _ = tx.send(ev);
-        }
+        let _ = tx.send(AuthEvent::Tokens(self.book.clone()));
         let _ = tx.send(AuthEvent::View(self.view.clone()));
         let _ = tx.send(AuthEvent::State {
             enabled: self.store.is_enabled(),
@@ -76,7 +88,7 @@ impl AuthActor {
         });
     }
 
-    /// Applies one auth request; the events for the token keeper go out before the answer.
+    /// Applies one auth request; the front hears of it before the answer goes back.
     fn apply(&mut self, mut msg: ApplyAuth) -> Result<AuthApplied, EtcdError> {
         let Some(req) = AuthRequest::take(&mut msg.request) else {
             return Err(EtcdError::internal("auth: not an auth request"));
@@ -95,21 +107,25 @@ impl AuthActor {
         if before != (self.store.is_enabled(), self.store.revision()) {
             self.view = self.store.publish();
         }
-        let mut changes = Vec::new();
         if let Ok(reply) = &result {
             let revision = self.store.revision();
-            changes.extend(invalidates.map(|user| AuthEvent::UserInvalidated { user, revision }));
+            let mut changed = self.tokens.set_enabled(self.store.is_enabled());
+            if let Some(user) = invalidates {
+                changed |= self.tokens.invalidate_user(&user, revision);
+            }
             if let AuthReply::Authenticate { username, revision } = reply
                 && !simple_token.is_empty()
             {
-                changes.push(AuthEvent::TokenAssigned {
-                    user: username.clone(),
-                    revision: *revision,
-                    token: simple_token,
-                });
+                let now = tokio::time::Instant::now();
+                self.tokens
+                    .register(username, *revision, &simple_token, now);
+                changed = true;
+            }
+            if changed {
+                self.book = self.tokens.publish();
             }
         }
-        self.announce(changes);
+        self.announce();
         Ok(AuthApplied {
             result,
             view: self.view.clone(),
@@ -123,6 +139,13 @@ impl Actor for AuthActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(4096);
+        // etcd's TTL keeper looks for unused simple tokens once a second.
+        ctx.run_interval(std::time::Duration::from_secs(1), |a, _| {
+            if a.tokens.expire(tokio::time::Instant::now()) {
+                a.book = a.tokens.publish();
+                a.announce();
+            }
+        });
     }
 }
 
@@ -147,7 +170,10 @@ impl Handler<ReloadAuth> for AuthActor {
             AuthStore::open(&*txn).map_err(EtcdError::internal)?
         };
         self.view = self.store.publish();
-        self.announce(Vec::new());
+        if self.tokens.set_enabled(self.store.is_enabled()) {
+            self.book = self.tokens.publish();
+        }
+        self.announce();
         Ok(self.view.clone())
     }
 }
@@ -192,13 +218,49 @@ impl Handler<HashPassword> for AuthActor {
     }
 }
 
-/// The front's token keeper: it hears the current view and state at once, then every change.
+/// The front: it hears the current token book, view and state at once, then every change.
 impl Handler<ConnectAuth> for AuthActor {
     type Result = ();
 
     fn handle(&mut self, msg: ConnectAuth, _: &mut Self::Context) {
         self.events = Some(msg.events);
-        self.announce(Vec::new());
+        self.announce();
+    }
+}
+
+/// A simple token for a login about to be proposed (empty with JWTs).
+impl Handler<DraftToken> for AuthActor {
+    type Result = String;
+
+    fn handle(&mut self, _: DraftToken, _: &mut Self::Context) -> String {
+        self.tokens.draft()
+    }
+}
+
+/// A JWT for a login that applied, signed on the blocking pool (RS256 takes milliseconds).
+impl Handler<SignToken> for AuthActor {
+    type Result = ResponseFuture<Result<Option<String>, EtcdError>>;
+
+    fn handle(&mut self, msg: SignToken, _: &mut Self::Context) -> Self::Result {
+        let signer = self.tokens.signer();
+        Box::pin(async move {
+            let Some(signer) = signer else {
+                return Ok(None);
+            };
+            tokio::task::spawn_blocking(move || signer.sign(&msg.username, msg.revision))
+                .await
+                .map_err(EtcdError::internal)?
+                .map(Some)
+        })
+    }
+}
+
+/// A simple token identified a caller: it lives a TTL from now.
+impl Handler<TokenUsed> for AuthActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: TokenUsed, _: &mut Self::Context) {
+        self.tokens.touch(&msg.token, tokio::time::Instant::now());
     }
 }
 
@@ -225,13 +287,17 @@ mod tests {
         }
     }
 
+    fn simple_tokens() -> TokenProvider {
+        TokenProvider::parse("simple", std::time::Duration::from_secs(300)).unwrap()
+    }
+
     /// Through its messages: writes come back as ops (nothing is written by the actor), the
-    /// token keeper hears of a password change before the answer, and a reload reads what the
-    /// ops became once committed.
+    /// front hears the new view before the answer, and a reload reads what the ops became
+    /// once committed.
     #[actix_rt::test]
-    async fn applies_record_ops_and_tell_the_token_keeper_first() {
+    async fn applies_record_ops_and_tell_the_front_first() {
         let engine = Arc::new(MemEngine::new());
-        let actor = AuthActor::open(engine.clone(), 4).unwrap();
+        let actor = AuthActor::open(engine.clone(), 4, simple_tokens()).unwrap();
         assert!(!actor.view().enabled());
         let addr = actor.start();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -302,10 +368,9 @@ mod tests {
             heard.push(ev);
         }
         assert!(
-            heard.iter().any(|e| matches!(
-                e,
-                AuthEvent::UserInvalidated { user, revision: 4 } if user == "root"
-            )),
+            heard
+                .iter()
+                .any(|e| matches!(e, AuthEvent::View(v) if v.revision() == 4)),
             "{heard:?}"
         );
         // Auth is off: no password check answers.
@@ -331,5 +396,127 @@ mod tests {
             }),
             Ok(())
         );
+    }
+
+    /// The newest token book the front heard of.
+    fn newest_book(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AuthEvent>) -> SharedTokens {
+        let mut book = None;
+        while let Ok(ev) = rx.try_recv() {
+            if let AuthEvent::Tokens(b) = ev {
+                book = Some(b);
+            }
+        }
+        book.expect("a token book was announced")
+    }
+
+    /// The token provider is the actor's: a drafted simple token works once its login
+    /// applies (the front hears the book before the answer), ends at a password change
+    /// applied after it, and expires a TTL after its last use.
+    #[actix_rt::test]
+    async fn simple_tokens_live_from_login_to_password_change_or_ttl() {
+        let engine = Arc::new(MemEngine::new());
+        let addr = AuthActor::open(engine, 4, simple_tokens()).unwrap().start();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        addr.send(ConnectAuth { events: tx }).await.unwrap();
+        let hashed = addr
+            .send(HashPassword {
+                password: "pw".into(),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let apply = |request: InternalRaftRequest| {
+            let addr = addr.clone();
+            async move { addr.send(as_root(request)).await.unwrap().unwrap().result }
+        };
+        let setup = [
+            InternalRaftRequest {
+                auth_user_add: Some(AuthUserAddRequest {
+                    name: "root".into(),
+                    hashed_password: hashed.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            InternalRaftRequest {
+                auth_user_grant_role: Some(AuthUserGrantRoleRequest {
+                    user: "root".into(),
+                    role: "root".into(),
+                }),
+                ..Default::default()
+            },
+            InternalRaftRequest {
+                auth_enable: Some(Default::default()),
+                ..Default::default()
+            },
+        ];
+        for r in setup {
+            assert!(apply(r).await.is_ok());
+        }
+        let login = |token: String| InternalRaftRequest {
+            authenticate: Some(actcd_proto::actcdpb::InternalAuthenticateRequest {
+                name: "root".into(),
+                password: String::new(),
+                simple_token: token,
+            }),
+            ..Default::default()
+        };
+        let first = addr.send(DraftToken).await.unwrap();
+        assert_eq!(
+            addr.send(SignToken {
+                username: "root".into(),
+                revision: 1
+            })
+            .await
+            .unwrap(),
+            Ok(None),
+            "simple tokens are not signed"
+        );
+        assert!(newest_book(&mut rx).info(&first, 3).is_none());
+        assert!(apply(login(first.clone())).await.is_ok());
+        let book = newest_book(&mut rx);
+        assert_eq!(
+            book.info(&first, 3).map(|i| i.username),
+            Some("root".into())
+        );
+
+        // A password change ends the tokens of earlier logins, not of later ones.
+        assert!(
+            apply(InternalRaftRequest {
+                auth_user_change_password: Some(AuthUserChangePasswordRequest {
+                    name: "root".into(),
+                    hashed_password: hashed,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .is_ok()
+        );
+        let second = addr.send(DraftToken).await.unwrap();
+        assert!(apply(login(second.clone())).await.is_ok());
+        let book = newest_book(&mut rx);
+        assert!(
+            book.info(&first, 4).is_none(),
+            "ended by the password change"
+        );
+        assert!(book.info(&second, 4).is_some(), "the new password's login");
+
+        // Unused for a TTL: gone at the next one-second sweep. Used: kept.
+        tokio::time::pause();
+        tokio::time::advance(std::time::Duration::from_secs(200)).await;
+        addr.send(TokenUsed {
+            token: second.clone(),
+        })
+        .await
+        .unwrap();
+        tokio::time::advance(std::time::Duration::from_secs(200)).await;
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "nothing expired yet");
+        tokio::time::advance(std::time::Duration::from_secs(102)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(newest_book(&mut rx).info(&second, 4).is_none(), "expired");
     }
 }

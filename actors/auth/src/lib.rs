@@ -2,7 +2,8 @@
 //!
 //! Owns etcd's v3 auth state: the enabled flag, the auth revision, users and roles (persisted
 //! in the backend's `auth`, `authUsers` and `authRoles` tables with etcd's keys and
-//! encodings), each user's merged permissions, and the bcrypt work of password checks.
+//! encodings), each user's merged permissions, the bcrypt work of password checks, and the
+//! token provider `--auth-token` chose (`actcd_authz::TokenProvider`).
 //!
 //! - [`AuthStore`] (`store.rs`) is the state machine, plain and testable alone: it applies auth
 //!   requests in log order and keeps an [`actcd_authz::AuthView`] of the checks up to date.
@@ -11,9 +12,10 @@
 //! - [`password`]: bcrypt hashing and checking, run on tokio's blocking pool.
 //!
 //! The permission view, its checks and the token providers are plain structs in
-//! `actcd-authz`, shared with the applier (which judges each committed request by the view
+//! `actcd-authz`. The views go to the applier (which judges each committed request by the view
 //! current at that point of the log) and the front (which judges reads, watch creates and
-//! admin calls by the newest view, and keeps the simple-token book and JWT verifier).
+//! admin calls by the newest view); the token books go to the front, which identifies callers
+//! by the newest one.
 //!
 //! ## Messages
 //! - `ApplyAuth{request, who}` from the applier, in log order → `AuthApplied{result, view, ops}`:
@@ -25,16 +27,25 @@
 //! - `CheckPassword{name, password}` → the auth revision the hash was read at (Authenticate and
 //!   the gateway's Basic auth); `HashPassword{password}` → the base64 bcrypt hash to propose
 //!   (UserAdd, UserChangePassword). bcrypt runs on the blocking pool, never on this thread.
-//! - `ConnectAuth{events}` from the front: the current view and state at once, then after every
-//!   applied auth request `UserInvalidated` / `TokenAssigned` (in apply order), `View`,
-//!   `State` — sent before the answer goes back to the applier, so before the request's
-//!   waiter hears it.
+//! - `ConnectAuth{events}` from the front: the current token book, view and state at once
+//!   (`AuthEvent::Tokens`, `View`, `State`), then again after every applied auth request —
+//!   sent before the answer goes back to the applier, so before the request's waiter hears it
+//!   — and after a sweep ended unused simple tokens.
+//! - Tokens: `DraftToken` → a simple token for a login about to be proposed (the entry carries
+//!   it; every member registers it as the login applies, ending a user's earlier tokens at a
+//!   password change or deletion, all in log order); `SignToken{username, revision}` → a JWT
+//!   for a login that applied (on the blocking pool); `TokenUsed{token}` from the front → the
+//!   token's TTL starts again. Once a second (etcd's resolution) unused tokens expire.
 //!
 //! ## Invariants
 //! - A refused request changes nothing and writes nothing.
 //! - The auth revision rises by one with every change etcd counts (not with AuthEnable, nor
 //!   with a grant that was already there), and is written with the change.
 //! - A published view never changes; the applier sees a change from the entry after it on.
+//!   The same holds for a published token book.
+//! - A simple token is valid on a member from the moment the login that carries it applies
+//!   there until a password change or deletion of its user applies, auth is disabled, or it
+//!   goes unused for `--auth-token-ttl`.
 //! - The store never reads its tables back between loads: its memory is the truth, which is
 //!   why recording ops is enough (see `oplog.rs`).
 //!

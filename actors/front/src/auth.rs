@@ -4,8 +4,9 @@
 //! clear and bcrypt never runs on an actor thread.
 //!
 //! Authenticate follows etcd's design: the password is checked (by the auth store, on its
-//! blocking pool) against the hash it holds, outside the log; then an entry carrying only the user name (and, for simple
-//! tokens, the token's random part) goes through the log so every member learns the token.
+//! blocking pool) against the hash it holds, outside the log; then an entry carrying only the
+//! user name (and, for simple tokens, the whole token the auth store drafted) goes through the
+//! log so every member learns the token; a JWT is signed by the auth store once it applied.
 //! The check remembers the auth revision it read; if the entry applies at another revision
 //! (the password may have changed in between) the whole check runs again, so a token is never
 //! issued for a password that no longer holds.
@@ -108,7 +109,7 @@ impl Auth for AuthService {
         p.linearizable_barrier().await?;
         loop {
             let checked_revision = p.check_password(&name, &password).await?;
-            let simple_token = p.auth.tokens.gen_simple_token();
+            let simple_token = p.draft_token().await?;
             let r = InternalRaftRequest {
                 authenticate: Some(InternalAuthenticateRequest {
                     name: name.clone(),
@@ -128,11 +129,11 @@ impl Auth for AuthService {
                 continue;
             }
             // A simple token was registered on every member as the login applied (the
-            // gate hears it before this answer arrives); a JWT is signed here.
-            let token = match p.auth.tokens.sign(&username, revision)? {
-                Some(jwt) => jwt,
-                None => simple_token,
-            };
+            // gate hears it before this answer arrives); a JWT is signed by the auth store now.
+            let token = p
+                .sign_token(username, revision)
+                .await?
+                .unwrap_or(simple_token);
             let header = p.header(true).await?;
             return Ok(Response::new(AuthenticateResponse {
                 header: Some(header),

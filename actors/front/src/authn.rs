@@ -17,21 +17,24 @@
 //! With auth disabled nobody is authenticated: every request runs as the empty user and a
 //! token, even a bad one, is ignored, as etcd does.
 //!
-//! The enabled flag, the auth revision and the newest permission view are the auth store's,
-//! learned from the `AuthEvent`s it sends after applying auth changes. The store queues them
+//! The enabled flag, the auth revision, the newest permission view and the newest token book
+//! are the auth store's, learned from the `AuthEvent`s it sends after applying auth changes
+//! (the token provider is the auth actor's; a simple token that identifies a caller is
+//! reported back with `TokenUsed`, which restarts its TTL). The store queues them
 //! before the applier answers the change, and the gate reads its queue before every decision,
 //! so a client that saw an auth change acknowledged is never judged by the state before it.
 //! Reads, watch creates and admin calls are judged here by that view; writes are judged again
 //! by the applier against the view at their point of the log.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
-use actcd_authz::{AuthView, TokenProvider};
-use actcd_types::auth::SharedView;
-use actcd_types::msg::AuthEvent;
+use actcd_authz::{AuthView, TokenBook};
+use actcd_types::auth::{SharedTokens, SharedView};
+use actcd_types::msg::{AuthEvent, TokenUsed};
 use actcd_types::{AuthInfo, EtcdError};
+use actix::Recipient;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// What one authenticator makes of a request.
@@ -117,9 +120,35 @@ pub trait Authenticator: Send + Sync {
     fn authenticate(&self, creds: &Credentials, revision: u64) -> Verdict;
 }
 
+/// The newest token book the gate heard of, and where uses of simple tokens are reported.
+#[derive(Debug)]
+pub struct Tokens {
+    book: RwLock<SharedTokens>,
+    used: OnceLock<Recipient<TokenUsed>>,
+}
+
+impl Default for Tokens {
+    fn default() -> Self {
+        Self {
+            book: RwLock::new(TokenBook::empty()),
+            used: OnceLock::new(),
+        }
+    }
+}
+
+impl Tokens {
+    pub fn book(&self) -> SharedTokens {
+        self.book.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, book: SharedTokens) {
+        *self.book.write().unwrap_or_else(|p| p.into_inner()) = book;
+    }
+}
+
 /// A `token` from Authenticate: simple or JWT, as `--auth-token` chose.
 pub struct TokenAuthenticator {
-    pub tokens: Arc<TokenProvider>,
+    pub tokens: Arc<Tokens>,
 }
 
 impl Authenticator for TokenAuthenticator {
@@ -131,8 +160,18 @@ impl Authenticator for TokenAuthenticator {
         let Some(token) = creds.token.as_deref() else {
             return Verdict::NotMine;
         };
-        match self.tokens.info(token, revision) {
-            Some(info) => Verdict::User(info),
+        let book = self.tokens.book();
+        match book.info(token, revision) {
+            Some(info) => {
+                if book.is_simple()
+                    && let Some(used) = self.tokens.used.get()
+                {
+                    used.do_send(TokenUsed {
+                        token: token.to_string(),
+                    });
+                }
+                Verdict::User(info)
+            }
             None => Verdict::Rejected(EtcdError::InvalidAuthToken),
         }
     }
@@ -176,10 +215,10 @@ pub struct AuthnCounts {
     pub nanos: u64,
 }
 
-/// The chain, the token provider it shares with the Auth service, and the auth state.
+/// The chain, the token book it identifies callers by, and the auth state.
 pub struct AuthGate {
     chain: Vec<(Box<dyn Authenticator>, AuthnStats)>,
-    pub tokens: Arc<TokenProvider>,
+    tokens: Arc<Tokens>,
     /// HTTP Basic passwords already checked.
     pub basic: BasicCache,
     enabled: AtomicBool,
@@ -204,8 +243,8 @@ impl std::fmt::Debug for AuthGate {
 
 impl AuthGate {
     /// etcd's chain: token, then (with `client_cert_auth`) the certificate's common name.
-    pub fn new(tokens: TokenProvider, client_cert_auth: bool) -> Self {
-        let tokens = Arc::new(tokens);
+    pub fn new(client_cert_auth: bool) -> Self {
+        let tokens = Arc::new(Tokens::default());
         let mut chain: Vec<Box<dyn Authenticator>> = vec![Box::new(TokenAuthenticator {
             tokens: tokens.clone(),
         })];
@@ -218,7 +257,7 @@ impl AuthGate {
         gate
     }
 
-    pub fn with_chain(tokens: Arc<TokenProvider>, chain: Vec<Box<dyn Authenticator>>) -> Self {
+    pub fn with_chain(tokens: Arc<Tokens>, chain: Vec<Box<dyn Authenticator>>) -> Self {
         Self {
             chain: chain
                 .into_iter()
@@ -234,9 +273,11 @@ impl AuthGate {
         }
     }
 
-    /// Where the store's auth changes arrive from now on.
-    pub fn follow(&self, events: UnboundedReceiver<AuthEvent>) {
+    /// Where the store's auth changes arrive from now on, and where uses of simple tokens
+    /// are reported.
+    pub fn follow(&self, events: UnboundedReceiver<AuthEvent>, used: Recipient<TokenUsed>) {
         *self.events.lock().unwrap_or_else(|p| p.into_inner()) = Some(events);
+        let _ = self.tokens.used.set(used);
     }
 
     /// Observes every change the store has queued so far, in order.
@@ -273,21 +314,9 @@ impl AuthGate {
             }
             AuthEvent::State { enabled, revision } => {
                 self.revision.store(revision, Ordering::Release);
-                let was = self.enabled.swap(enabled, Ordering::AcqRel);
-                match (was, enabled) {
-                    (false, true) => self.tokens.enable(),
-                    (true, false) => self.tokens.disable(),
-                    _ => {}
-                }
+                self.enabled.store(enabled, Ordering::Release);
             }
-            AuthEvent::UserInvalidated { user, revision } => {
-                self.tokens.invalidate_user(&user, revision)
-            }
-            AuthEvent::TokenAssigned {
-                user,
-                revision,
-                token,
-            } => self.tokens.register(&user, revision, &token),
+            AuthEvent::Tokens(book) => self.tokens.set(book),
         }
     }
 
@@ -322,7 +351,7 @@ impl AuthGate {
 
     /// Whether `creds` carry a simple token that a login not yet applied here may assign.
     pub fn may_be_unapplied(&self, creds: &Credentials) -> bool {
-        matches!(*self.tokens, TokenProvider::Simple(_))
+        self.tokens.book().is_simple()
             && creds
                 .token
                 .as_deref()
@@ -388,10 +417,7 @@ mod tests {
     }
 
     fn gate(chain: Vec<Box<dyn Authenticator>>) -> AuthGate {
-        let tokens = Arc::new(
-            TokenProvider::parse("simple", std::time::Duration::from_secs(300)).expect("simple"),
-        );
-        let g = AuthGate::with_chain(tokens, chain);
+        let g = AuthGate::with_chain(Arc::default(), chain);
         g.observe(AuthEvent::State {
             enabled: true,
             revision: 7,
@@ -467,11 +493,8 @@ mod tests {
 
     #[test]
     fn with_auth_disabled_credentials_are_ignored() {
-        let tokens = Arc::new(
-            TokenProvider::parse("simple", std::time::Duration::from_secs(300)).expect("simple"),
-        );
         let g = AuthGate::with_chain(
-            tokens,
+            Arc::default(),
             vec![Box::new(Fixed(
                 "t",
                 Verdict::Rejected(EtcdError::InvalidAuthToken),

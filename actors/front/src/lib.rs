@@ -36,16 +36,20 @@
 //!   learners refuse (all but Status and serializable Range).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
 //!   auth store actor; passwords are bcrypt-hashed by it (`HashPassword`, on its blocking pool)
-//!   first. Authenticate has the auth store check the password (`CheckPassword`), proposes the
-//!   login, and issues the token once it applied at the auth revision the check read.
+//!   first. Authenticate has the auth store check the password (`CheckPassword`) and draft a
+//!   simple token (`DraftToken`), proposes the login carrying it, and once the login applied
+//!   at the auth revision the check read, answers that token or the JWT the store signs
+//!   (`SignToken`).
 //! - Identity (`authn.rs`): each request's caller comes from the authenticator chain — the
 //!   `token` metadata, then a verified client certificate's common name, then HTTP Basic
 //!   credentials the gateway checked. Writes carry it in the entry's header and are judged by
 //!   the applier against the permission view at their point of the log. Reads, read-only txns,
 //!   watch creates and admin-only calls are judged here against the newest view the auth store
-//!   published (`AuthEvent::View`, followed by the gate with the token events; `ConnectAuth`),
-//!   with no message on the way. The front imports no actor crate for this: the view is an
-//!   `actcd_types::auth::SharedView`, the token providers come from the plain `actcd-authz`.
+//!   published (`AuthEvent::View`; `ConnectAuth`), with no message on the way. Callers are
+//!   identified by the newest token book the store published (`AuthEvent::Tokens`); a use of a
+//!   simple token is reported back (`TokenUsed`, no answer awaited) to restart its TTL. The
+//!   front imports no actor crate for this: the view and the book are `actcd_types::auth`
+//!   trait objects.
 //! - HTTP/1.1 on the client port (`http.rs`): `/health`, `/livez`, `/readyz`, `/version`,
 //!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
 //!   (`gateway.rs`, refusing what etcd's Go decoder refuses: `gojson.rs`), which runs the same
@@ -56,8 +60,7 @@
 //!
 //! ## Invariants
 //! - The front speaks only messages: it depends on `actcd-types`, `actcd-proto` and plain
-//!   libraries, never on an actor crate (`actcd-auth`'s password and token code aside, until the
-//!   auth store becomes an actor); every route is a `Recipient` handed in at start-up.
+//!   libraries, never on an actor crate; every route is a `Recipient` handed in at start-up.
 //! - Every error a client sees comes from `EtcdError::to_status` (etcd's codes and strings).
 //! - A read is judged by a view at least as new as every auth change acknowledged before it
 //!   began (the auth store queues the view before the applier answers the change; the gate

@@ -66,6 +66,11 @@ pub struct PipelineRoutes {
     pub check_password: Recipient<CheckPassword>,
     pub hash_password: Recipient<actcd_types::msg::HashPassword>,
     pub connect_auth: Recipient<ConnectAuth>,
+    /// The auth store's token provider: a simple token for a login about to be proposed, a
+    /// JWT for one that applied, and uses of simple tokens (which restart their TTL).
+    pub draft_token: Recipient<actcd_types::msg::DraftToken>,
+    pub sign_token: Recipient<actcd_types::msg::SignToken>,
+    pub token_used: Recipient<actcd_types::msg::TokenUsed>,
     /// The applier's applied membership.
     pub members: Recipient<GetMembers>,
     /// The raft node, for MoveLeader.
@@ -216,7 +221,7 @@ impl Pipeline {
     pub fn follow_auth(&self) {
         let (tx, events) = tokio::sync::mpsc::unbounded_channel();
         self.routes.connect_auth.do_send(ConnectAuth { events: tx });
-        self.auth.follow(events);
+        self.auth.follow(events, self.routes.token_used.clone());
     }
 
     /// Who a gRPC request runs as (see [`AuthGate::identify`]). The credentials are read at
@@ -294,6 +299,28 @@ impl Pipeline {
                 name: name.into(),
                 password: password.into(),
             })
+            .await?
+    }
+
+    /// A simple token for a login about to be proposed, drafted by the auth store (empty with
+    /// JWTs).
+    pub async fn draft_token(&self) -> Result<String, EtcdError> {
+        Ok(self
+            .routes
+            .draft_token
+            .send(actcd_types::msg::DraftToken)
+            .await?)
+    }
+
+    /// The JWT the auth store signs for a login that applied; `None` with simple tokens.
+    pub async fn sign_token(
+        &self,
+        username: String,
+        revision: u64,
+    ) -> Result<Option<String>, EtcdError> {
+        self.routes
+            .sign_token
+            .send(actcd_types::msg::SignToken { username, revision })
             .await?
     }
 

@@ -48,3 +48,19 @@ pub trait PermissionView: Send + Sync + std::fmt::Debug {
 
 /// A published view.
 pub type SharedView = Arc<dyn PermissionView>;
+
+/// An immutable book of the tokens a member accepts, published by the auth actor (which owns
+/// the token provider) after every change, like the permission view. The front identifies
+/// callers by the newest one it heard of.
+pub trait TokenCheck: Send + Sync + std::fmt::Debug {
+    /// Who `token` names: a simple token at `current_revision`, a JWT at the revision it
+    /// carries. `None`: unknown, expired or forged (etcd: `invalid auth token`).
+    fn info(&self, token: &str, current_revision: u64) -> Option<AuthInfo>;
+    /// Whether tokens are `simple` ones, which are stateful: a use restarts their TTL (the
+    /// front reports uses with `TokenUsed`), and one from a login this member has not applied
+    /// yet may become valid once it catches up with the log.
+    fn is_simple(&self) -> bool;
+}
+
+/// A published token book.
+pub type SharedTokens = Arc<dyn TokenCheck>;

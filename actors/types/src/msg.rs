@@ -491,25 +491,42 @@ pub struct HashPassword {
 #[rtype(result = "i64")]
 pub struct CurrentRevision;
 
-/// What the auth actor tells the front's token keeper after applying auth changes, in apply
-/// order, before the applier answers the change's waiter.
+/// What the auth actor tells the front after applying auth changes, in apply order, before
+/// the applier answers the change's waiter.
 #[derive(Debug, Clone)]
 pub enum AuthEvent {
     /// The auth state now: on at startup and after every change.
     State { enabled: bool, revision: u64 },
     /// The newest permission view: reads, watch creates and admin calls are judged by it.
     View(crate::auth::SharedView),
-    /// The user was deleted or its password changed at auth `revision`: its tokens issued
-    /// before that end.
-    UserInvalidated { user: String, revision: u64 },
-    /// A login applied at auth `revision` was given the simple `token`: every member applies
-    /// the login, so every member's front knows the token (etcd assigns simple tokens through
-    /// the log too).
-    TokenAssigned {
-        user: String,
-        revision: u64,
-        token: String,
-    },
+    /// The newest token book: callers are identified by it. Sent at startup and whenever a
+    /// login assigned a simple token (every member applies the login, so every member knows
+    /// the token, as etcd assigns them through the log too), a user's tokens ended (password
+    /// change, user deleted, auth disabled) or unused tokens expired.
+    Tokens(crate::auth::SharedTokens),
+}
+
+/// A simple token for a login about to be proposed (16 random letters, a dot, a counter: etcd's
+/// shape); the login's entry carries it, and every member registers it when the login applies.
+/// Empty with JWT tokens, which are signed after the login applies ([`SignToken`]).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "String")]
+pub struct DraftToken;
+
+/// A JWT for `username`, whose login applied at auth `revision` (signed on a blocking pool);
+/// `None` with simple tokens.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<Option<String>, EtcdError>")]
+pub struct SignToken {
+    pub username: String,
+    pub revision: u64,
+}
+
+/// A simple token identified a caller: its TTL starts again (etcd's TTL keeper).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct TokenUsed {
+    pub token: String,
 }
 
 /// Where the auth actor sends [`AuthEvent`]s (the current view and state first).

@@ -12,15 +12,17 @@
 //!   and admin calls against the newest one ([`AuthView::check_range`],
 //!   [`AuthView::check_admin`]). Refusals come in etcd's order: `user name is empty`,
 //!   `auth: revision in header is old`, `permission denied`.
-//! - [`TokenProvider`] (`tokens.rs`): simple and JWT tokens. The front's gate keeps one: its
-//!   book of simple tokens follows the `TokenAssigned` / `UserInvalidated` events the auth
-//!   actor sends as it applies logins and password changes, and it verifies JWTs itself, so
-//!   identifying a caller costs no message.
+//! - [`TokenProvider`] (`tokens.rs`): simple and JWT tokens, owned by the auth actor, which
+//!   drafts, registers (as logins apply), ends (password changes, deletions, disable, TTL)
+//!   and signs them. After each change it publishes a [`TokenBook`]
+//!   ([`actcd_types::auth::SharedTokens`]), immutable like the view: the front identifies
+//!   callers by the newest one without a message, and verifies JWTs with its key.
 //!
 //! ## Invariants
 //! - A published view never changes; a new auth revision is a new view.
-//! - Simple tokens use tokio's clock (pausable in tests); JWT expiry is checked against the
-//!   wall clock as any JWT reader does. Nothing else here reads a clock.
+//! - A published token book never changes either.
+//! - Simple tokens' time is passed in by the caller; JWT expiry is checked against the wall
+//!   clock as any JWT reader does. Nothing else here reads a clock.
 //!
 //! ## Layout
 //! `perms.rs` interval sets · `view.rs` the view and its checks · `tokens.rs` token providers.
@@ -30,5 +32,5 @@ mod tokens;
 mod view;
 
 pub use perms::{Perm, UserPerms};
-pub use tokens::{JwtTokens, SimpleTokens, TokenProvider};
+pub use tokens::{JwtTokens, SimpleTokens, TokenBook, TokenProvider};
 pub use view::{AuthView, UserEntry};

@@ -1,15 +1,25 @@
-//! Token providers, kept by the front: `simple` (random, stateful, expiring when unused) and
-//! `jwt` (signed, stateless, carrying the user name and auth revision).
+//! Token providers, owned by the auth store actor: `simple` (random, stateful, expiring when
+//! unused) and `jwt` (signed, stateless, carrying the user name and auth revision).
+//!
+//! [`TokenProvider`] is the actor's mutable state: it drafts simple tokens for logins about to
+//! be proposed, registers them when the login applies (on every member, in log order with the
+//! password changes and deletions that end them), restarts a token's TTL when it is used,
+//! expires unused ones, and signs JWTs. After each change the actor publishes a [`TokenBook`]:
+//! an immutable snapshot the front identifies callers by ([`actcd_types::auth::TokenCheck`]).
+//! The simple tokens sit in a persistent map, so publishing after a login costs one path copy,
+//! not a copy of every token.
 //!
 //! Simple tokens follow etcd's shape, 16 random letters, a dot and a counter, and live
-//! `--auth-token-ttl` past their last use. Their time is tokio's clock, so tests run it paused.
-//! JWT expiry is checked against the wall clock, as any JWT reader does.
+//! `--auth-token-ttl` past their last use, checked at etcd's resolution of one second
+//! ([`TokenProvider::expire`]). Their time is passed in by the caller (tokio's clock in the
+//! actor, paused in tests). JWT expiry is checked against the wall clock, as any JWT reader
+//! does.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use actcd_types::auth::{SharedTokens, TokenCheck};
 use actcd_types::{AuthInfo, EtcdError};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rand::Rng;
@@ -23,7 +33,7 @@ const PREFIX_LEN: usize = 16;
 #[derive(Debug)]
 pub enum TokenProvider {
     Simple(SimpleTokens),
-    Jwt(JwtTokens),
+    Jwt(Arc<JwtTokens>),
 }
 
 impl TokenProvider {
@@ -33,149 +43,172 @@ impl TokenProvider {
         let mut parts = spec.split(',');
         match parts.next().unwrap_or_default() {
             "simple" => Ok(TokenProvider::Simple(SimpleTokens::new(simple_ttl))),
-            "jwt" => JwtTokens::parse(parts).map(TokenProvider::Jwt),
+            "jwt" => JwtTokens::parse(parts).map(|j| TokenProvider::Jwt(Arc::new(j))),
             other => Err(format!("unknown token type {other:?} (want simple or jwt)")),
         }
     }
 
     /// A whole simple token (etcd's shape: 16 random letters, a dot, a counter), chosen before
     /// the login goes through the log; empty for JWT. The login's entry carries it, and every
-    /// member registers it when the login applies ([`Self::register`]), so the token works on
-    /// every member, as etcd's do.
-    pub fn gen_simple_token(&self) -> String {
+    /// member registers it when the login applies ([`Self::register`]).
+    pub fn draft(&mut self) -> String {
         match self {
             TokenProvider::Simple(s) => {
                 let mut rng = rand::rng();
                 let prefix: String = (0..PREFIX_LEN)
                     .map(|_| LETTERS[rng.random_range(0..LETTERS.len())] as char)
                     .collect();
-                let n = s.next.fetch_add(1, Ordering::Relaxed);
-                format!("{prefix}.{n}")
+                s.next += 1;
+                format!("{prefix}.{}", s.next)
             }
             TokenProvider::Jwt(_) => String::new(),
         }
     }
 
-    /// Records a simple `token` for `username`, whose login applied at auth `revision` (from
-    /// the applied log, in order with the invalidations before it). JWTs need no record.
-    pub fn register(&self, username: &str, revision: u64, token: &str) {
-        if let TokenProvider::Simple(s) = self {
-            s.register(username, revision, token);
+    /// Records a simple `token` for `username`, whose login applied at auth `revision`, at
+    /// `now`. Nothing for JWTs, or while auth is off.
+    pub fn register(&mut self, username: &str, revision: u64, token: &str, now: Instant) {
+        if let TokenProvider::Simple(s) = self
+            && s.enabled
+            && !token.is_empty()
+        {
+            s.live
+                .insert(token.to_string(), (Arc::from(username), revision));
+            s.deadlines.insert(token.to_string(), now + s.ttl);
         }
     }
 
-    /// A signed token for `username`, whose login applied at auth `revision`; `None` for
-    /// simple tokens, which are chosen before the login ([`Self::gen_simple_token`]).
-    pub fn sign(&self, username: &str, revision: u64) -> Result<Option<String>, EtcdError> {
+    /// A simple token was used at `now`: it lives a TTL from now.
+    pub fn touch(&mut self, token: &str, now: Instant) {
+        if let TokenProvider::Simple(s) = self
+            && let Some(deadline) = s.deadlines.get_mut(token)
+        {
+            *deadline = now + s.ttl;
+        }
+    }
+
+    /// Ends `username`'s simple tokens from logins applied before auth `revision` (the user
+    /// was deleted, or its password changed, at that revision). Logins apply in log order
+    /// here, so a token registered later used the new password. Whether any ended.
+    pub fn invalidate_user(&mut self, username: &str, revision: u64) -> bool {
+        let TokenProvider::Simple(s) = self else {
+            return false;
+        };
+        let ended: Vec<String> = s
+            .live
+            .iter()
+            .filter(|(_, (u, issued_at))| &**u == username && *issued_at < revision)
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in &ended {
+            s.live.remove(t);
+            s.deadlines.remove(t);
+        }
+        !ended.is_empty()
+    }
+
+    /// Auth was turned on or off; off ends every simple token. Whether anything changed.
+    pub fn set_enabled(&mut self, on: bool) -> bool {
+        let TokenProvider::Simple(s) = self else {
+            return false;
+        };
+        let changed = s.enabled != on || (!on && !s.live.is_empty());
+        s.enabled = on;
+        if !on {
+            s.live.clear();
+            s.deadlines.clear();
+        }
+        changed
+    }
+
+    /// Ends the simple tokens unused for a TTL by `now`. Whether any ended.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let TokenProvider::Simple(s) = self else {
+            return false;
+        };
+        let before = s.deadlines.len();
+        let live = &mut s.live;
+        s.deadlines.retain(|t, deadline| {
+            let keep = *deadline > now;
+            if !keep {
+                live.remove(t);
+            }
+            keep
+        });
+        s.deadlines.len() != before
+    }
+
+    /// The JWT signer, to sign with off the actor's thread; `None` for simple tokens.
+    pub fn signer(&self) -> Option<Arc<JwtTokens>> {
         match self {
-            TokenProvider::Simple(_) => Ok(None),
-            TokenProvider::Jwt(j) => j.assign(username, revision).map(Some),
+            TokenProvider::Simple(_) => None,
+            TokenProvider::Jwt(j) => Some(j.clone()),
         }
     }
 
-    /// Who a token names: simple tokens at `current_revision` (and their TTL restarts), JWTs at
-    /// the revision they carry. `None`: unknown, expired or forged.
-    pub fn info(&self, token: &str, current_revision: u64) -> Option<AuthInfo> {
-        match self {
-            TokenProvider::Simple(s) => s.info(token, current_revision),
-            TokenProvider::Jwt(j) => j.info(token),
-        }
-    }
-
-    /// Ends a user's simple tokens issued before auth `revision` (the user was deleted, or
-    /// its password changed, at that revision). Remembered, so a token assigned later for a
-    /// login that applied earlier is refused too, whatever order the two reach the front in.
-    pub fn invalidate_user(&self, username: &str, revision: u64) {
-        if let TokenProvider::Simple(s) = self {
-            s.invalidate_user(username, revision);
-        }
-    }
-
-    pub fn enable(&self) {
-        if let TokenProvider::Simple(s) = self {
-            s.enabled.store(true, Ordering::Release);
-        }
-    }
-
-    /// Auth was disabled: every simple token ends.
-    pub fn disable(&self) {
-        if let TokenProvider::Simple(s) = self {
-            s.enabled.store(false, Ordering::Release);
-            s.lock().live.clear();
-        }
+    /// The book to identify callers by, as of now.
+    pub fn publish(&self) -> SharedTokens {
+        Arc::new(match self {
+            TokenProvider::Simple(s) => TokenBook::Simple(s.live.clone()),
+            TokenProvider::Jwt(j) => TokenBook::Jwt(j.clone()),
+        })
     }
 }
+
+/// token → (user, auth revision its login applied at)
+type Live = imbl::HashMap<String, (Arc<str>, u64)>;
 
 /// etcd's `simple` tokens.
 #[derive(Debug)]
 pub struct SimpleTokens {
     ttl: Duration,
-    tokens: Mutex<Book>,
-    next: AtomicU64,
-    enabled: AtomicBool,
+    next: u64,
+    enabled: bool,
+    live: Live,
+    /// token → when it ends unless used again
+    deadlines: HashMap<String, Instant>,
 }
 
 impl SimpleTokens {
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
-            tokens: Mutex::new(Book::default()),
-            next: AtomicU64::new(1),
-            enabled: AtomicBool::new(true),
+            next: 0,
+            enabled: true,
+            live: Live::new(),
+            deadlines: HashMap::new(),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn register(&self, username: &str, revision: u64, token: &str) {
-        let now = Instant::now();
-        let mut book = self.lock();
-        if book.live.len() % 1024 == 1023 {
-            book.live.retain(|_, (_, _, exp)| *exp > now);
-        }
-        book.live.insert(
-            token.to_string(),
-            (username.to_string(), revision, now + self.ttl),
-        );
-    }
-
-    fn info(&self, token: &str, revision: u64) -> Option<AuthInfo> {
-        let now = Instant::now();
-        let mut book = self.lock();
-        let Book { live, invalidated } = &mut *book;
-        let (user, issued_at, exp) = live.get_mut(token)?;
-        let revoked = invalidated
-            .get(user.as_str())
-            .is_some_and(|r| *r > *issued_at);
-        if *exp <= now || revoked {
-            live.remove(token);
-            return None;
-        }
-        *exp = now + self.ttl;
-        Some(AuthInfo {
-            username: user.clone(),
-            revision,
-        })
-    }
-
-    fn invalidate_user(&self, username: &str, revision: u64) {
-        let mut book = self.lock();
-        // Tokens of logins applied at or after the change stay: they used the new password.
-        book.live
-            .retain(|_, (u, issued_at, _)| u != username || *issued_at >= revision);
-        let r = book.invalidated.entry(username.to_string()).or_default();
-        *r = (*r).max(revision);
     }
 }
 
-#[derive(Debug, Default)]
-struct Book {
-    /// token → (user, auth revision its login applied at, expiry)
-    live: HashMap<String, (String, u64, Instant)>,
-    /// user → the auth revision its tokens were last invalidated at
-    invalidated: HashMap<String, u64>,
+/// The published tokens: what the front identifies callers by.
+#[derive(Debug)]
+pub enum TokenBook {
+    Simple(Live),
+    Jwt(Arc<JwtTokens>),
+}
+
+impl TokenBook {
+    /// An empty book of simple tokens (before the auth actor's first one arrives).
+    pub fn empty() -> SharedTokens {
+        Arc::new(TokenBook::Simple(Live::new()))
+    }
+}
+
+impl TokenCheck for TokenBook {
+    fn info(&self, token: &str, current_revision: u64) -> Option<AuthInfo> {
+        match self {
+            TokenBook::Simple(live) => live.get(token).map(|(user, _)| AuthInfo {
+                username: user.to_string(),
+                revision: current_revision,
+            }),
+            TokenBook::Jwt(j) => j.info(token),
+        }
+    }
+
+    fn is_simple(&self) -> bool {
+        matches!(self, TokenBook::Simple(_))
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -283,7 +316,7 @@ impl JwtTokens {
         };
         // A key pair that doesn't match would hand out tokens nobody can use.
         if tokens.sign.is_some() {
-            let probe = tokens.assign("probe", 1).map_err(|e| e.to_string())?;
+            let probe = tokens.sign("probe", 1).map_err(|e| e.to_string())?;
             if tokens.info(&probe).is_none() {
                 return Err("auth: public and private keys don't match".into());
             }
@@ -291,7 +324,8 @@ impl JwtTokens {
         Ok(tokens)
     }
 
-    fn assign(&self, username: &str, revision: u64) -> Result<String, EtcdError> {
+    /// A token for `username`, whose login applied at auth `revision`.
+    pub fn sign(&self, username: &str, revision: u64) -> Result<String, EtcdError> {
         let key = self.sign.as_ref().ok_or_else(|| {
             EtcdError::internal("auth: token signing attempted with verify-only key")
         })?;
@@ -321,32 +355,56 @@ impl JwtTokens {
 mod tests {
     use super::*;
 
+    fn simple() -> TokenProvider {
+        TokenProvider::parse("simple", Duration::from_secs(300)).unwrap()
+    }
+
     /// A simple token as a login's entry carries it, registered as every member does.
-    fn login(p: &TokenProvider, user: &str, revision: u64) -> String {
-        let t = p.gen_simple_token();
-        p.register(user, revision, &t);
+    fn login(p: &mut TokenProvider, user: &str, revision: u64) -> String {
+        let t = p.draft();
+        p.register(user, revision, &t, Instant::now());
         t
+    }
+
+    fn valid(p: &TokenProvider, token: &str) -> bool {
+        p.publish().info(token, 9).is_some()
     }
 
     #[tokio::test(start_paused = true)]
     async fn simple_tokens_expire_unless_used() {
-        let p = TokenProvider::parse("simple", Duration::from_secs(300)).unwrap();
-        let t = p.gen_simple_token();
+        let mut p = simple();
+        let t = p.draft();
         let (prefix, n) = t.split_once('.').unwrap();
         assert_eq!(prefix.len(), 16);
         assert!(prefix.bytes().all(|b| b.is_ascii_alphabetic()));
         assert!(n.parse::<u64>().is_ok());
-        assert!(p.info(&t, 9).is_none(), "unknown until its login applies");
-        p.register("alice", 5, &t);
-        assert_eq!(p.sign("alice", 5).unwrap(), None, "nothing to sign");
-        assert_eq!(p.info(&t, 9).unwrap().revision, 9, "the current revision");
+        assert_ne!(p.draft(), t, "every draft is new");
+        assert!(!valid(&p, &t), "unknown until its login applies");
+        let before = p.publish();
+        p.register("alice", 5, &t, Instant::now());
+        assert!(p.signer().is_none(), "nothing to sign");
+        assert!(
+            before.info(&t, 9).is_none(),
+            "a published book never changes"
+        );
+        let book = p.publish();
+        assert!(book.is_simple());
+        assert_eq!(
+            book.info(&t, 9).unwrap().revision,
+            9,
+            "the current revision"
+        );
+        assert_eq!(book.info(&t, 9).unwrap().username, "alice");
         tokio::time::advance(Duration::from_secs(299)).await;
-        assert!(p.info(&t, 9).is_some(), "use refreshes the TTL");
+        assert!(!p.expire(Instant::now()));
+        p.touch(&t, Instant::now());
         tokio::time::advance(Duration::from_secs(299)).await;
-        assert!(p.info(&t, 9).is_some());
-        tokio::time::advance(Duration::from_secs(301)).await;
-        assert!(p.info(&t, 9).is_none(), "unused past the TTL");
-        assert!(p.info("forged.1", 9).is_none());
+        assert!(!p.expire(Instant::now()), "use restarts the TTL");
+        assert!(valid(&p, &t));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(p.expire(Instant::now()), "unused past the TTL");
+        assert!(!valid(&p, &t));
+        assert!(!valid(&p, "forged.1"));
     }
 
     #[tokio::test(start_paused = true)]
@@ -365,7 +423,7 @@ mod tests {
                 want_valid: false,
             },
             Case {
-                name: "a login with the new password, registered before the change is heard",
+                name: "a login with the new password, applied at the change's revision",
                 login_revision: 2,
                 invalidated_at: 2,
                 want_valid: true,
@@ -378,24 +436,24 @@ mod tests {
             },
         ];
         for c in cases {
-            let p = TokenProvider::parse("simple", Duration::from_secs(300)).unwrap();
-            let t = login(&p, "alice", c.login_revision);
-            p.invalidate_user("alice", c.invalidated_at);
-            assert_eq!(p.info(&t, 3).is_some(), c.want_valid, "{}", c.name);
+            let mut p = simple();
+            let t = login(&mut p, "alice", c.login_revision);
+            assert_eq!(p.invalidate_user("alice", c.invalidated_at), !c.want_valid);
+            assert_eq!(valid(&p, &t), c.want_valid, "{}", c.name);
         }
-        let p = TokenProvider::parse("simple", Duration::from_secs(300)).unwrap();
-        let a = login(&p, "alice", 1);
-        let b = login(&p, "bob", 1);
+        let mut p = simple();
+        let a = login(&mut p, "alice", 1);
+        let b = login(&mut p, "bob", 1);
         p.invalidate_user("alice", 2);
-        assert!(p.info(&a, 1).is_none());
-        // A login that applied before the invalidation but is registered after it: refused.
-        let late = login(&p, "alice", 1);
-        assert!(p.info(&late, 2).is_none());
-        let fresh = login(&p, "alice", 2);
-        assert!(p.info(&fresh, 2).is_some());
-        assert!(p.info(&b, 1).is_some());
-        p.disable();
-        assert!(p.info(&b, 1).is_none());
+        assert!(!valid(&p, &a));
+        assert!(valid(&p, &b), "another user's tokens stay");
+        assert!(p.set_enabled(false));
+        assert!(!valid(&p, &b));
+        let off = login(&mut p, "bob", 3);
+        assert!(!valid(&p, &off), "no tokens while auth is off");
+        assert!(p.set_enabled(true));
+        let on = login(&mut p, "bob", 3);
+        assert!(valid(&p, &on));
     }
 
     fn write(dir: &std::path::Path, name: &str, data: &[u8]) -> String {
@@ -418,11 +476,13 @@ mod tests {
             format!("jwt,pub-key={ec_pub},priv-key={ec_priv},sign-method=ES256,ttl=5m"),
             format!("jwt,priv-key={secret},sign-method=HS256"),
         ] {
-            let p = TokenProvider::parse(&spec, ttl).unwrap();
-            assert_eq!(p.gen_simple_token(), "");
-            let t = p.sign("carol", 42).unwrap().unwrap();
+            let mut p = TokenProvider::parse(&spec, ttl).unwrap();
+            assert_eq!(p.draft(), "");
+            let t = p.signer().unwrap().sign("carol", 42).unwrap();
+            let book = p.publish();
+            assert!(!book.is_simple());
             assert_eq!(
-                p.info(&t, 99),
+                book.info(&t, 99),
                 Some(AuthInfo {
                     username: "carol".into(),
                     revision: 42
@@ -432,7 +492,7 @@ mod tests {
             let mut forged = t.clone();
             forged.pop();
             forged.push(if t.ends_with('A') { 'B' } else { 'A' });
-            assert!(p.info(&forged, 99).is_none(), "{spec}");
+            assert!(book.info(&forged, 99).is_none(), "{spec}");
         }
         // Verify-only with another key: a token signed elsewhere is refused.
         let verify_only =
@@ -443,9 +503,9 @@ mod tests {
             ttl,
         )
         .unwrap();
-        let t = signer.sign("carol", 1).unwrap().unwrap();
-        assert!(verify_only.info(&t, 1).is_none());
-        assert!(verify_only.sign("carol", 1).is_err());
+        let t = signer.signer().unwrap().sign("carol", 1).unwrap();
+        assert!(verify_only.publish().info(&t, 1).is_none());
+        assert!(verify_only.signer().unwrap().sign("carol", 1).is_err());
         // Mismatched pair, bad method, missing key.
         assert!(
             TokenProvider::parse(
