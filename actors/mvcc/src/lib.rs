@@ -17,10 +17,11 @@
 //!   from the key records on open). Grant, revoke (every attached key deleted at one revision)
 //!   and checkpoint are applied here, in log order with the writes they race; the lessor actor
 //!   only keeps time.
-//! - **whole-store snapshots** (`snapshot.rs`): every record of every table as one blob, made
-//!   from one read transaction, installed in one write transaction (for a follower too far
-//!   behind). etcd's snapshot file (bbolt, etcd's bucket layout) is not made here: the
-//!   `actcd-etcd-snapshot` library writes it from a read transaction this actor hands it.
+//! - **when whole-store snapshots are made and installed**: every record of every table as one
+//!   blob, made from one read transaction, installed in one write transaction (for a follower
+//!   too far behind). The formats are not here: that blob's and etcd's snapshot file (bbolt,
+//!   etcd's bucket layout) are the `actcd-etcd-snapshot` library's, which writes them from a
+//!   read transaction this actor hands it.
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
 //! - `ApplyBatch{consistent_index, term, requests, ops}` → `Result<Vec<ApplyResult>, EtcdError>`:
@@ -146,7 +147,6 @@ mod history;
 mod key_index;
 mod lease;
 mod range;
-pub mod snapshot;
 mod store;
 mod txn;
 mod write;

@@ -353,7 +353,8 @@ impl Store {
         self.commit()?;
         let mut buffer = self.take_buffer()?;
         buffer.begin_batch();
-        let staged = crate::snapshot::install(&mut buffer, data).map_err(Error::from);
+        let staged =
+            actcd_etcd_snapshot::whole_store::install(&mut buffer, data).map_err(Error::from);
         if staged.is_err() {
             buffer.rollback_batch();
         }
@@ -1086,8 +1087,8 @@ fn stamp(header: &mut Option<ResponseHeader>, identity: MemberIdentity, term: u6
 /// again and again).
 pub fn blob_of(txn: &dyn ReadTxn, size_hint: usize) -> Result<(u64, Vec<u8>), EtcdError> {
     let index = read_meta(txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
-    let data =
-        crate::snapshot::encode_into(txn, Vec::with_capacity(size_hint)).map_err(Error::from)?;
+    let data = actcd_etcd_snapshot::whole_store::encode_into(txn, Vec::with_capacity(size_hint))
+        .map_err(Error::from)?;
     Ok((index, data))
 }
 

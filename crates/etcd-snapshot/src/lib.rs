@@ -1,4 +1,4 @@
-//! # actcd-etcd-snapshot — etcd's snapshot file, written and read without bbolt
+//! # actcd-etcd-snapshot — snapshot formats: etcd's file (written and read without bbolt), and ours
 //!
 //! A plain library (no actor, no state of its own): etcd's `Snapshot` RPC streams its bbolt
 //! backend file, `etcdctl snapshot save` stores it, and `etcdutl snapshot status|restore` read
@@ -20,8 +20,12 @@
 //! The MVCC actor answers `SnapshotStream` (`actcd_types::msg`) with a channel that
 //! [`send_snapshot`] fills from a read transaction; the front forwards the chunks. `actcd
 //! snapshot status|restore` (in `src/`) read files with [`bolt::read`] and
-//! [`from_etcd_buckets`]. Our own whole-store blob for followers too far behind is not here:
-//! it is the MVCC crate's.
+//! [`from_etcd_buckets`].
+//!
+//! Our own format lives here too: `whole_store.rs`, every record of every table as one blob
+//! ([`whole_store::encode_into`], [`whole_store::install`]), the snapshot a leader sends a
+//! follower too far behind for its log. The MVCC actor makes and installs it; no actor crate
+//! holds a snapshot format.
 //!
 //! ## Invariants
 //! - Both passes of a writer must see the same items: the second pass checks every page
@@ -40,6 +44,7 @@ pub mod bolt;
 mod error;
 mod layout;
 mod stream;
+pub mod whole_store;
 
 pub use bolt::Item;
 pub use error::EtcdSnapshotError;
