@@ -84,10 +84,12 @@ mod applier;
 mod auth_step;
 mod capped;
 mod dispatch;
+mod leases;
 mod members;
 
-pub use actor::{ApplierActor, ApplierPeers, load_alarms, load_members};
+pub use actor::{ApplierActor, ApplierPeers, load_alarms, load_leases, load_members};
 pub use alarms::Alarms;
 pub use applier::{Applier, Item, Prepared};
-pub use dispatch::{ChainPeers, ChainState, Failure};
+pub use dispatch::{ChainPeers, ChainState, Failure, LessorLink};
+pub use leases::{Lease, Leases, MAX_LEASE_TTL};
 pub use members::{Applied as MemberApplied, ConfOrder, MAX_LEARNERS, Membership, member_to_pb};

@@ -144,7 +144,7 @@ mod error;
 mod hash;
 mod history;
 mod key_index;
-mod lease;
+mod leased;
 mod range;
 pub mod snapshot;
 mod store;
@@ -154,8 +154,7 @@ mod write;
 pub use actor::{BackendLink, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
-pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
-    META_SCHEDULED_COMPACT, META_TERM, Outbox, Sink, Store,
+    META_SCHEDULED_COMPACT, META_TERM, Outbox, Outcome, Sink, Store,
 };

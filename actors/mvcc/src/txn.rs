@@ -165,7 +165,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                     {
                         return Err(EtcdError::KeyNotFound.into());
                     }
-                    if p.lease != 0 && !leases.exists(p.lease) {
+                    if p.lease != 0 && !leases.contains(&p.lease) {
                         return Err(EtcdError::LeaseNotFound.into());
                     }
                     Ok(())
