@@ -17,7 +17,8 @@ use actcd_types::MemberIdentity;
 use actcd_types::msg::{
     ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthApplied, AuthReply,
     BatchApplied, CommittedEntry, ConfChangeKind, CurrentRevision, DeleteKeys, EntryKind,
-    LeaseAttachment, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked, MemberRecord,
+    InstallSnapshot, LeaseAttachment, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked,
+    LeasedKeys, MemberRecord,
 };
 use actcd_types::storage::{Op, Table};
 use prost::Message as _;
@@ -882,5 +883,93 @@ async fn attachments_follow_the_batches_and_a_keyless_revoke_deletes_nothing() {
             "checkpointed 5 at 3".to_string(),
             "revoked 6".to_string()
         ]
+    );
+}
+
+impl Handler<InstallSnapshot> for Recorder {
+    type Result = Result<u64, EtcdError>;
+    fn handle(&mut self, m: InstallSnapshot, _: &mut Context<Self>) -> Self::Result {
+        Ok(m.index)
+    }
+}
+
+/// The installed store's leased keys.
+impl Handler<LeasedKeys> for Recorder {
+    type Result = Result<Vec<(Vec<u8>, i64)>, EtcdError>;
+    fn handle(&mut self, _: LeasedKeys, _: &mut Context<Self>) -> Self::Result {
+        Ok(vec![(b"k".to_vec(), 3), (b"x".to_vec(), 1)])
+    }
+}
+
+#[actix_rt::test]
+async fn a_snapshot_brings_its_leases_and_the_lessor_hears_which_went_and_came() {
+    use actcd_types::storage::{KvEngine, MemEngine, write_ops};
+    // The snapshot's committed state: leases 2 and 3.
+    let engine = Arc::new(MemEngine::new());
+    let mut ops = Vec::new();
+    let mut recorded = crate::Leases::default();
+    recorded.grant(2, 7, &mut ops).unwrap();
+    recorded.grant(3, 9, &mut ops).unwrap();
+    let mut txn = engine.write().unwrap();
+    write_ops(&mut *txn, &ops, None).unwrap();
+    txn.commit().unwrap();
+
+    let seen = Recorder::new(false);
+    let fake = seen.clone().start();
+    let applier = ApplierActor::new(
+        Applier::new(0),
+        ApplierPeers {
+            chain: ChainPeers {
+                store: fake.clone().recipient(),
+                delete_keys: fake.clone().recipient(),
+                revision: fake.clone().recipient(),
+                auth: fake.clone().recipient(),
+                conf: None,
+                lessor: Some(LessorLink {
+                    granted: fake.clone().recipient(),
+                    revoked: fake.clone().recipient(),
+                    checkpointed: fake.clone().recipient(),
+                }),
+                identity: MemberIdentity::default(),
+            },
+            raft: fake.clone().recipient(),
+            install: Some(fake.clone().recipient()),
+            leased_keys: Some(fake.clone().recipient()),
+            reload_auth: None,
+            conf_sync: None,
+            fatal: fake.recipient(),
+        },
+        AuthView::disabled().shared(),
+    )
+    .with_alarms(Alarms::default(), engine)
+    .start();
+    let entries = vec![entry(1, grant(0, 1, 5)), entry(2, grant(0, 2, 5))];
+    applier.send(Apply { entries }).await.unwrap();
+    let installed = applier
+        .send(InstallSnapshot {
+            index: 100,
+            data: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(installed, Ok(100));
+    assert_eq!(
+        seen.lessor.lock().unwrap().clone(),
+        vec![
+            "granted 1 ttl 5".to_string(),
+            "granted 2 ttl 5".to_string(),
+            "revoked 1".to_string(),
+            "granted 2 ttl 7".to_string(),
+            "granted 3 ttl 9".to_string(),
+        ]
+    );
+    // Attachments come from the store's leased keys (x names a lease the snapshot lacks).
+    assert_eq!(
+        applier.send(LeaseKeys { id: 3 }).await.unwrap(),
+        Ok(vec![b"k".to_vec()])
+    );
+    assert_eq!(
+        applier.send(LeaseKeys { id: 1 }).await.unwrap(),
+        Err(EtcdError::LeaseNotFound)
     );
 }
