@@ -86,14 +86,16 @@ fn bench_apply(c: &mut Criterion) {
         let peers = ApplierPeers {
             chain: actcd_applier::ChainPeers {
                 store: store.clone().recipient(),
-                lease_keys: store.clone().recipient(),
+                delete_keys: store.clone().recipient(),
                 revision: store.recipient(),
                 auth: auth.clone().recipient(),
                 conf: None,
+                lessor: None,
                 identity: Default::default(),
             },
             raft: raft.clone().recipient(),
             install: None,
+            leased_keys: None,
             reload_auth: Some(auth.recipient()),
             conf_sync: None,
             fatal: raft.clone().recipient(),

@@ -82,6 +82,7 @@ impl Writer {
             requests,
             replies: Vec::new(),
             ops: Vec::new(),
+            leases: Vec::new(),
         }
     }
 
@@ -99,6 +100,7 @@ impl Writer {
             }],
             replies: Vec::new(),
             ops: Vec::new(),
+            leases: Vec::new(),
         }
     }
 }
@@ -109,7 +111,8 @@ async fn apply(store: &Addr<MvccActor>, batch: ApplyBatch) -> i64 {
             .send(batch)
             .await
             .expect("mvcc mailbox")
-            .expect("apply batch"),
+            .expect("apply batch")
+            .results,
     )
 }
 

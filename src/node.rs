@@ -219,13 +219,12 @@ pub fn run_until(
             path: snap_dir.display().to_string(),
             reason,
         })?;
-    let mut store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
+    let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
         StartError::Backend {
             path: snap_dir.display().to_string(),
             reason: e.to_string(),
         }
     })?;
-    store.set_min_lease_ttl(cfg.min_lease_ttl());
     let consistent_index = store.consistent_index();
     // The auth store loads its tables from the same committed state.
     let tokens = cfg
@@ -240,11 +239,18 @@ pub fn run_until(
         path: snap_dir.display().to_string(),
         reason: e.to_string(),
     })?;
-    // The applier's alarms, from the same committed state.
+    // The applier's alarms and leases, from the same committed state; the keys attached to
+    // each lease from the store's live leased keys.
     let alarms = actcd_applier::load_alarms(&*engine).map_err(|e| StartError::Backend {
         path: snap_dir.display().to_string(),
         reason: e.to_string(),
     })?;
+    let mut leases = actcd_applier::load_leases(&*engine).map_err(|e| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    leases.set_min_ttl(cfg.min_lease_ttl());
+    leases.attach_all(store.leased_keys());
     let members = membership.list();
     if membership.is_removed(cfg.member_id) {
         return Err(StartError::Raft(
@@ -320,6 +326,7 @@ pub fn run_until(
                     store,
                     auth,
                     alarms,
+                    leases,
                     wal,
                     raft_node,
                     consistent_index,

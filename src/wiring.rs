@@ -15,18 +15,20 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use actcd_applier::{Alarms, Applier, ApplierActor, ApplierPeers, ChainPeers, Membership};
+use actcd_applier::{
+    Alarms, Applier, ApplierActor, ApplierPeers, ChainPeers, Leases, LessorLink, Membership,
+};
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, LmdbEngine, Subscribe};
 use actcd_front::{ActorProbe, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{BackendLink, LeaseNote, MvccActor, MvccPeers, Store};
+use actcd_mvcc::{BackendLink, MvccActor, MvccPeers, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{RaftActor, RaftNode, RaftPeers};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
-use actcd_types::msg::{LeaseGranted, MemberRecord, PeerChange};
+use actcd_types::msg::{MemberRecord, PeerChange};
 use actcd_types::storage::ReadEngine;
 use actcd_wal::{Wal, WalActor};
 use actcd_watch::{HubConfig, WatchHubActor};
@@ -43,6 +45,8 @@ pub(crate) struct Recovered {
     pub store: Store,
     pub auth: AuthActor,
     pub alarms: Alarms,
+    /// The leases as recorded in `engine`, with the store's leased keys attached.
+    pub leases: Leases,
     pub wal: Wal,
     pub raft_node: RaftNode,
     pub consistent_index: u64,
@@ -118,13 +122,13 @@ pub(crate) fn start_actors(
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,
     };
-    let lessor = leases(cfg, &rec.store, &a);
+    let lessor = leases(cfg, &rec.leases, &a);
     let (auth, auth_view) = auth_store(rec.auth);
     let current_revision = rec.store.current_revision();
     // The applier reads its alarms and members from the engine again after a snapshot is
     // installed.
     let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
-    let backend = storage(rec.engine, rec.store, boxes.store, &a, &lessor, supervisor);
+    let backend = storage(rec.engine, rec.store, boxes.store, &a, supervisor);
     watch_hub(cfg, boxes.hub, &a, identity, current_revision);
     let consensus = consensus(
         cfg,
@@ -139,8 +143,8 @@ pub(crate) fn start_actors(
     apply(
         boxes.applier,
         rec.consistent_index,
-        (rec.alarms, rec.members, alarm_engine),
-        &a,
+        (rec.alarms, rec.members, rec.leases, alarm_engine),
+        (&a, &lessor),
         (&auth, auth_view),
         identity,
         supervisor,
@@ -165,25 +169,14 @@ pub(crate) fn start_actors(
 /// Lease time: the lessor, told every stored lease before raft can make it the leader's. On
 /// the System thread: a keepalive costs it one short handler (profiled at 100 clients, a lessor
 /// thread of its own made no difference).
-fn leases(cfg: &Config, store: &Store, a: &Addrs) -> Addr<LessorActor<TokioClock>> {
+fn leases(cfg: &Config, leases: &Leases, a: &Addrs) -> Addr<LessorActor<TokioClock>> {
     let config = LessorConfig {
         election_timeout: Duration::from_millis(cfg.flags.election_timeout),
         ..LessorConfig::default()
     };
     let lessor = LessorActor::new(config, TokioClock, a.preflight.clone().recipient()).start();
-    for note in store.leases().notes() {
-        if let LeaseNote::Granted {
-            id,
-            ttl,
-            remaining_ttl,
-        } = note
-        {
-            lessor.do_send(LeaseGranted {
-                id,
-                ttl,
-                remaining_ttl,
-            });
-        }
+    for granted in leases.granted() {
+        lessor.do_send(granted);
     }
     lessor
 }
@@ -203,15 +196,11 @@ fn storage(
     store: Store,
     mailbox: AddressReceiver<MvccActor>,
     a: &Addrs,
-    lessor: &Addr<LessorActor<TokioClock>>,
     supervisor: &Addr<Supervisor>,
 ) -> Addr<BackendActor> {
     let backend = BackendActor::start_on_own_thread(engine);
     let peers = MvccPeers {
         watch: Some(a.hub.clone().recipient()),
-        granted: Some(lessor.clone().recipient()),
-        revoked: Some(lessor.clone().recipient()),
-        checkpointed: Some(lessor.clone().recipient()),
         backend: Some(BackendLink {
             commit: backend.clone().recipient(),
             flush: backend.clone().recipient(),
@@ -339,14 +328,15 @@ fn consensus(
     }
 }
 
-/// The applier, which owns the alarms and the members, and its chain's peers: the store for
-/// key-space runs, the auth store for auth entries (their view judges the entries after them),
-/// raft for applied membership changes.
+/// The applier, which owns the alarms, the members and the leases, and its chain's peers: the
+/// store for key-space runs and revoked leases' keys, the auth store for auth entries (their
+/// view judges the entries after them), raft for applied membership changes, the lessor for
+/// applied lease changes.
 fn apply(
     mailbox: Context<ApplierActor>,
     consistent_index: u64,
-    (alarms, members, engine): (Alarms, Membership, Arc<dyn ReadEngine>),
-    a: &Addrs,
+    (alarms, members, leases, engine): (Alarms, Membership, Leases, Arc<dyn ReadEngine>),
+    (a, lessor): (&Addrs, &Addr<LessorActor<TokioClock>>),
     (auth, auth_view): (&Addr<AuthActor>, SharedView),
     identity: MemberIdentity,
     supervisor: &Addr<Supervisor>,
@@ -356,14 +346,20 @@ fn apply(
         ApplierPeers {
             chain: ChainPeers {
                 store: a.store.clone().recipient(),
-                lease_keys: a.store.clone().recipient(),
+                delete_keys: a.store.clone().recipient(),
                 revision: a.store.clone().recipient(),
                 auth: auth.clone().recipient(),
                 conf: Some(a.raft.clone().recipient()),
+                lessor: Some(LessorLink {
+                    granted: lessor.clone().recipient(),
+                    revoked: lessor.clone().recipient(),
+                    checkpointed: lessor.clone().recipient(),
+                }),
                 identity,
             },
             raft: a.raft.clone().recipient(),
             install: Some(a.store.clone().recipient()),
+            leased_keys: Some(a.store.clone().recipient()),
             reload_auth: Some(auth.clone().recipient()),
             conf_sync: Some(a.raft.clone().recipient()),
             fatal: supervisor.clone().recipient(),
@@ -371,7 +367,8 @@ fn apply(
         auth_view,
     )
     .with_alarms(alarms, engine)
-    .with_members(members);
+    .with_members(members)
+    .with_leases(leases);
     mailbox.run(applier);
 }
 
@@ -465,7 +462,7 @@ fn routes(
         renew_lease: lessor.clone().recipient(),
         lease_ttl: lessor.clone().recipient(),
         list_leases: lessor.recipient(),
-        lease_keys: a.store.clone().recipient(),
+        lease_keys: a.applier.clone().recipient(),
         open_watch: a.hub.clone().recipient(),
         watch_request: a.hub.clone().recipient(),
         close_watch: a.hub.recipient(),

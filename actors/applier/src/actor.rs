@@ -4,8 +4,8 @@ use actcd_proto::etcdserverpb::AlarmType;
 use actcd_types::EtcdError;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
-    Applied, Apply, Cancel, Fatal, GetAlarms, GetMembers, InstallSnapshot, Register, ReloadAuth,
-    SyncConf,
+    Applied, Apply, Cancel, Fatal, GetAlarms, GetMembers, InstallSnapshot, LeaseKeys, LeaseRevoked,
+    LeasedKeys, Register, ReloadAuth, SyncConf,
 };
 use actcd_types::storage::ReadEngine;
 use actix::prelude::*;
@@ -13,6 +13,7 @@ use actix::prelude::*;
 use crate::alarms::Alarms;
 use crate::applier::Applier;
 use crate::dispatch::{ChainPeers, ChainState, Failure};
+use crate::leases::Leases;
 use crate::members::Membership;
 
 #[derive(Clone)]
@@ -22,6 +23,9 @@ pub struct ApplierPeers {
     pub raft: Recipient<Applied>,
     /// The store, for snapshots from the leader.
     pub install: Option<Recipient<InstallSnapshot>>,
+    /// The store's live leased keys, asked once a snapshot is installed (the attachments are
+    /// rebuilt from them).
+    pub leased_keys: Option<Recipient<LeasedKeys>>,
     /// The auth store, told to read its tables again once a snapshot is installed.
     pub reload_auth: Option<Recipient<ReloadAuth>>,
     /// The raft node, given the whole membership once a snapshot is installed.
@@ -44,7 +48,12 @@ pub struct ApplierActor {
     alarms: Alarms,
     /// The cluster's members at the point of the log applied so far.
     members: Membership,
-    /// The committed state alarms and members are read from after a snapshot is installed.
+    /// The leases at the point of the log applied so far.
+    leases: Leases,
+    /// The key space's revision as the store last reported it.
+    revision: Option<i64>,
+    /// The committed state alarms, members and leases are read from after a snapshot is
+    /// installed.
     engine: Option<Arc<dyn ReadEngine>>,
 }
 
@@ -59,8 +68,18 @@ impl ApplierActor {
             view,
             alarms: Alarms::default(),
             members: Membership::default(),
+            leases: Leases::default(),
+            revision: None,
             engine: None,
         }
+    }
+
+    /// Starts from `leases`, as [`load_leases`] read them from the committed state the applier
+    /// starts from, with the store's leased keys attached and the minimum TTL set; read again
+    /// with the alarms whenever a snapshot is installed.
+    pub fn with_leases(mut self, leases: Leases) -> Self {
+        self.leases = leases;
+        self
     }
 
     /// Starts from `alarms`, as [`load_alarms`] read them from `engine`'s committed state (the
@@ -85,6 +104,13 @@ impl ApplierActor {
 pub fn load_members(engine: &dyn ReadEngine) -> Result<Membership, EtcdError> {
     let txn = engine.begin_read().map_err(EtcdError::internal)?;
     Membership::load(&*txn).map_err(EtcdError::internal)
+}
+
+/// The leases `engine`'s last commit holds (their keys are attached with
+/// [`Leases::attach_all`]).
+pub fn load_leases(engine: &dyn ReadEngine) -> Result<Leases, EtcdError> {
+    let txn = engine.begin_read().map_err(EtcdError::internal)?;
+    Leases::load(&*txn)
 }
 
 /// The alarms `engine`'s last commit holds.
@@ -119,6 +145,8 @@ impl Handler<Apply> for ApplierActor {
             view: self.view.clone(),
             alarms: std::mem::take(&mut self.alarms),
             members: std::mem::take(&mut self.members),
+            leases: std::mem::take(&mut self.leases),
+            revision: self.revision,
         };
         let last_index = prepared.last_index;
         let work = async move {
@@ -130,6 +158,8 @@ impl Handler<Apply> for ApplierActor {
                 act.view = state.view;
                 act.alarms = state.alarms;
                 act.members = state.members;
+                act.leases = state.leases;
+                act.revision = state.revision;
                 act.after_apply(res, last_index, ctx);
             },
         )))
@@ -159,8 +189,9 @@ impl ApplierActor {
 }
 
 /// A snapshot from the leader replaces the store, in order with the entries before it; the
-/// alarms and members are read again from it (raft's configuration follows the members, with
-/// `SyncConf`); the consistent index moves to the one the snapshot covers.
+/// alarms, members and leases are read again from it (raft's configuration follows the
+/// members, with `SyncConf`; the lessor hears which leases went and came); the consistent
+/// index moves to the one the snapshot covers.
 impl Handler<InstallSnapshot> for ApplierActor {
     type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
 
@@ -171,21 +202,34 @@ impl Handler<InstallSnapshot> for ApplierActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         };
         let reload = self.peers.reload_auth.clone();
+        let leased_keys = self.peers.leased_keys.clone();
         let engine = self.engine.clone();
+        let min_ttl = self.leases.min_ttl();
         let work = async move {
             let index = store.send(msg).await.map_err(EtcdError::from)??;
             let alarms = engine.as_deref().map(load_alarms).transpose()?;
             let members = engine.as_deref().map(load_members).transpose()?;
+            let mut leases = engine.as_deref().map(load_leases).transpose()?;
+            if let Some(leases) = &mut leases {
+                leases.set_min_ttl(min_ttl);
+                if let Some(keys) = leased_keys {
+                    leases.attach_all(keys.send(LeasedKeys).await.map_err(EtcdError::from)??);
+                }
+            }
             let view = match reload {
                 Some(auth) => Some(auth.send(ReloadAuth).await.map_err(EtcdError::from)??),
                 None => None,
             };
-            Ok::<_, EtcdError>((index, alarms, members, view))
+            Ok::<_, EtcdError>((index, alarms, members, leases, view))
         };
         AtomicResponse::new(Box::pin(work.into_actor(self).map(|res, act, _| {
-            let (index, alarms, members, view) = res?;
+            let (index, alarms, members, leases, view) = res?;
+            act.revision = None;
             if let Some(alarms) = alarms {
                 act.alarms = alarms;
+            }
+            if let Some(leases) = leases {
+                act.replace_leases(leases);
             }
             if let Some(members) = members {
                 act.members = members;
@@ -201,6 +245,33 @@ impl Handler<InstallSnapshot> for ApplierActor {
             act.applier.installed(index);
             Ok(index)
         })))
+    }
+}
+
+impl ApplierActor {
+    /// After a snapshot: the lessor forgets the leases that went and learns the new ones.
+    fn replace_leases(&mut self, leases: Leases) {
+        let old = std::mem::replace(&mut self.leases, leases);
+        let Some(lessor) = &self.peers.chain.lessor else {
+            return;
+        };
+        for g in old.granted() {
+            if !self.leases.exists(g.id) {
+                lessor.revoked.do_send(LeaseRevoked { id: g.id });
+            }
+        }
+        for g in self.leases.granted() {
+            lessor.granted.do_send(g);
+        }
+    }
+}
+
+/// The keys attached to a lease as of the entries applied so far (LeaseTimeToLive with keys).
+impl Handler<LeaseKeys> for ApplierActor {
+    type Result = Result<Vec<Vec<u8>>, EtcdError>;
+
+    fn handle(&mut self, msg: LeaseKeys, _: &mut Context<Self>) -> Self::Result {
+        self.leases.keys_of(msg.id)
     }
 }
 

@@ -10,30 +10,41 @@ use actcd_proto::authpb::{Permission, Role, permission::Type};
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{
     AlarmMember, AlarmRequest, AlarmType, AuthRoleRevokePermissionRequest, DeleteRangeRequest,
-    LeaseGrantRequest, PutRequest,
+    LeaseCheckpoint, LeaseCheckpointRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest,
+    RequestOp, TxnRequest, request_op,
 };
 use actcd_types::MemberIdentity;
 use actcd_types::msg::{
     ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthApplied, AuthReply,
-    CommittedEntry, ConfChangeKind, CurrentRevision, EntryKind, LeaseKeys, MemberRecord,
+    BatchApplied, CommittedEntry, ConfChangeKind, CurrentRevision, DeleteKeys, EntryKind,
+    InstallSnapshot, LeaseAttachment, LeaseCheckpointed, LeaseGranted, LeaseKeys, LeaseRevoked,
+    LeasedKeys, MemberRecord,
 };
 use actcd_types::storage::{Op, Table};
 use prost::Message as _;
 use tokio::sync::oneshot;
 
 use super::*;
+use crate::LessorLink;
 
 /// A batch as the store heard it: its consistent index, its puts' keys, the other owner's ops.
 type SeenBatch = (u64, Vec<Vec<u8>>, Vec<Op>);
 
-/// Stands in for the store, the auth actor, the raft node and the supervisor, recording what
-/// each hears. Its store fails every batch when `fail` is set; its auth actor answers every
-/// request with `after_auth` (a view where alice lost her grant) and one op.
+/// Stands in for the store, the auth actor, the raft node, the lessor and the supervisor,
+/// recording what each hears. Its store fails every batch when `fail` is set, reports every
+/// leased put as attaching its key, and answers revision 42 (43 after deleting keys); its auth
+/// actor answers every request with `after_auth` (a view where alice lost her grant) and one op.
 #[derive(Clone)]
 struct Recorder {
     fail: bool,
     after_auth: SharedView,
     batches: Arc<Mutex<Vec<SeenBatch>>>,
+    /// Each batch's `leases`.
+    batch_leases: Arc<Mutex<Vec<Vec<i64>>>>,
+    /// Each `DeleteKeys`: its consistent index, keys and ops.
+    deleted: Arc<Mutex<Vec<SeenBatch>>>,
+    /// What the lessor heard, in order.
+    lessor: Arc<Mutex<Vec<String>>>,
     auth: Arc<Mutex<usize>>,
     applied: Arc<Mutex<Vec<u64>>>,
     fatal: Arc<Mutex<Vec<Fatal>>>,
@@ -46,6 +57,9 @@ impl Recorder {
             fail,
             after_auth: view_with_grant(false),
             batches: Default::default(),
+            batch_leases: Default::default(),
+            deleted: Default::default(),
+            lessor: Default::default(),
             auth: Default::default(),
             applied: Default::default(),
             fatal: Default::default(),
@@ -59,24 +73,90 @@ impl Actor for Recorder {
 }
 
 impl Handler<ApplyBatch> for Recorder {
-    type Result = Result<Vec<ApplyResult>, EtcdError>;
+    type Result = Result<BatchApplied, EtcdError>;
     fn handle(&mut self, m: ApplyBatch, _: &mut Context<Self>) -> Self::Result {
         let keys = m
             .requests
             .iter()
             .map(|r| r.put.as_ref().map(|p| p.key.clone()).unwrap_or_default())
             .collect();
+        let attachments = m
+            .requests
+            .iter()
+            .filter_map(|r| r.put.as_ref())
+            .filter(|p| p.lease != 0 && m.leases.contains(&p.lease))
+            .map(|p| LeaseAttachment {
+                key: p.key.clone(),
+                old_lease: 0,
+                new_lease: p.lease,
+            })
+            .collect();
         self.batches
             .lock()
             .unwrap()
             .push((m.consistent_index, keys, m.ops));
+        self.batch_leases.lock().unwrap().push(m.leases);
         if self.fail {
             return Err(EtcdError::internal("mdb_txn_commit: File too large"));
         }
         for reply in m.replies.into_iter().flatten() {
             let _ = reply.send(Ok(ApplyResponse::Empty));
         }
-        Ok(Vec::new())
+        Ok(BatchApplied {
+            results: Vec::new(),
+            revision: 42,
+            attachments,
+        })
+    }
+}
+
+impl Handler<DeleteKeys> for Recorder {
+    type Result = Result<BatchApplied, EtcdError>;
+    fn handle(&mut self, m: DeleteKeys, _: &mut Context<Self>) -> Self::Result {
+        let attachments = m
+            .keys
+            .iter()
+            .map(|k| LeaseAttachment {
+                key: k.clone(),
+                old_lease: 0,
+                new_lease: 0,
+            })
+            .collect();
+        self.deleted
+            .lock()
+            .unwrap()
+            .push((m.consistent_index, m.keys, m.ops));
+        Ok(BatchApplied {
+            results: Vec::new(),
+            revision: 43,
+            attachments,
+        })
+    }
+}
+
+impl Handler<LeaseGranted> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: LeaseGranted, _: &mut Context<Self>) {
+        let note = format!("granted {} ttl {}", m.id, m.ttl);
+        self.lessor.lock().unwrap().push(note);
+    }
+}
+
+impl Handler<LeaseRevoked> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: LeaseRevoked, _: &mut Context<Self>) {
+        self.lessor
+            .lock()
+            .unwrap()
+            .push(format!("revoked {}", m.id));
+    }
+}
+
+impl Handler<LeaseCheckpointed> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: LeaseCheckpointed, _: &mut Context<Self>) {
+        let note = format!("checkpointed {} at {}", m.id, m.remaining_ttl);
+        self.lessor.lock().unwrap().push(note);
     }
 }
 
@@ -92,13 +172,6 @@ impl Handler<ApplyAuth> for Recorder {
                 key: b"app".to_vec(),
             }],
         })
-    }
-}
-
-impl Handler<LeaseKeys> for Recorder {
-    type Result = Result<Vec<Vec<u8>>, EtcdError>;
-    fn handle(&mut self, _: LeaseKeys, _: &mut Context<Self>) -> Self::Result {
-        Ok(Vec::new())
     }
 }
 
@@ -206,14 +279,20 @@ fn start(seen: &Recorder, view: SharedView) -> Addr<ApplierActor> {
         ApplierPeers {
             chain: ChainPeers {
                 store: fake.clone().recipient(),
-                lease_keys: fake.clone().recipient(),
+                delete_keys: fake.clone().recipient(),
                 revision: fake.clone().recipient(),
                 auth: fake.clone().recipient(),
                 conf: None,
+                lessor: Some(LessorLink {
+                    granted: fake.clone().recipient(),
+                    revoked: fake.clone().recipient(),
+                    checkpointed: fake.clone().recipient(),
+                }),
                 identity: MemberIdentity::default(),
             },
             raft: fake.clone().recipient(),
             install: None,
+            leased_keys: None,
             reload_auth: None,
             conf_sync: None,
             fatal: fake.recipient(),
@@ -533,14 +612,16 @@ async fn membership_is_applied_in_log_order_told_to_raft_and_written_with_the_ne
         ApplierPeers {
             chain: ChainPeers {
                 store: fake.clone().recipient(),
-                lease_keys: fake.clone().recipient(),
+                delete_keys: fake.clone().recipient(),
                 revision: fake.clone().recipient(),
                 auth: fake.clone().recipient(),
                 conf: Some(fake.clone().recipient()),
+                lessor: None,
                 identity: MemberIdentity::default(),
             },
             raft: fake.clone().recipient(),
             install: None,
+            leased_keys: None,
             reload_auth: None,
             conf_sync: None,
             fatal: fake.recipient(),
@@ -595,4 +676,300 @@ async fn membership_is_applied_in_log_order_told_to_raft_and_written_with_the_ne
     // Each membership entry flushes the run before it (so raft hears a change after what
     // precedes it is applied); each write rides with the next batch, covering its entry.
     assert_eq!(shape, [(1, 1, 0), (2, 0, 1), (5, 1, 1)]);
+}
+
+// ------------------------------------------------------------------ leases
+
+fn client(id: u64) -> Option<RequestHeader> {
+    Some(RequestHeader {
+        id,
+        ..Default::default()
+    })
+}
+
+fn grant(id: u64, lease: i64, ttl: i64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: client(id),
+        lease_grant: Some(LeaseGrantRequest { id: lease, ttl }),
+        ..Default::default()
+    }
+}
+
+fn leased_put(id: u64, key: &str, lease: i64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: client(id),
+        put: Some(PutRequest {
+            key: key.into(),
+            lease,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn lease_revoke(id: u64, lease: i64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        header: client(id),
+        lease_revoke: Some(LeaseRevokeRequest { id: lease }),
+        ..Default::default()
+    }
+}
+
+/// The ids of the leases `ops` write or delete, in order (`-id` for a delete).
+fn lease_ops(ops: &[Op]) -> Vec<i64> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Put {
+                table: Table::Lease,
+                key,
+                ..
+            } => Some(i64::from_be_bytes(key.as_slice().try_into().unwrap())),
+            Op::Delete {
+                table: Table::Lease,
+                key,
+            } => Some(-i64::from_be_bytes(key.as_slice().try_into().unwrap())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[actix_rt::test]
+async fn leases_are_granted_attached_and_revoked_in_log_order() {
+    let seen = Recorder::new(false);
+    let applier = start(&seen, AuthView::disabled().shared());
+    let granted = register(&applier, 1).await;
+    let exists = register(&applier, 3).await;
+    let revoked = register(&applier, 6).await;
+    let gone = register(&applier, 7).await;
+    let entries = vec![
+        // A put naming lease 5 before it is granted: the store must not see it exist.
+        entry(1, leased_put(0, "early", 5)),
+        entry(2, grant(1, 5, 1)),
+        entry(3, grant(3, 5, 10)),
+        entry(4, leased_put(0, "a", 5)),
+        entry(
+            5,
+            InternalRaftRequest {
+                txn: Some(TxnRequest {
+                    success: vec![RequestOp {
+                        request: Some(request_op::Request::RequestPut(PutRequest {
+                            key: b"b".to_vec(),
+                            lease: 9,
+                            ..Default::default()
+                        })),
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ),
+        entry(6, lease_revoke(6, 5)),
+        entry(7, lease_revoke(7, 5)),
+        entry(
+            8,
+            InternalRaftRequest {
+                lease_checkpoint: Some(LeaseCheckpointRequest {
+                    checkpoints: vec![LeaseCheckpoint {
+                        id: 5,
+                        remaining_ttl: 3,
+                    }],
+                }),
+                ..Default::default()
+            },
+        ),
+    ];
+    applier.send(Apply { entries }).await.unwrap();
+
+    match granted.await.unwrap() {
+        Ok(ApplyResponse::LeaseGrant(r)) => {
+            assert_eq!((r.id, r.ttl), (5, 1));
+            assert_eq!(r.header.unwrap().revision, 42);
+        }
+        other => panic!("grant: {other:?}"),
+    }
+    assert_eq!(exists.await.unwrap(), Err(EtcdError::LeaseExists));
+    match revoked.await.unwrap() {
+        Ok(ApplyResponse::LeaseRevoke(r)) => assert_eq!(r.header.unwrap().revision, 43),
+        other => panic!("revoke: {other:?}"),
+    }
+    assert_eq!(gone.await.unwrap(), Err(EtcdError::LeaseNotFound));
+
+    let batches = seen.batches.lock().unwrap().clone();
+    let leases = seen.batch_leases.lock().unwrap().clone();
+    // The grant ends the run naming its lease; the revoke ends the next.
+    assert_eq!(batches[0].1, vec![b"early".to_vec()]);
+    assert_eq!(leases[0], Vec::<i64>::new());
+    assert_eq!(lease_ops(&batches[0].2), Vec::<i64>::new());
+    assert_eq!(batches[1].1, vec![b"a".to_vec(), Vec::new()]);
+    assert_eq!(leases[1], vec![5], "lease 9 does not exist");
+    assert_eq!(lease_ops(&batches[1].2), vec![5]);
+    // The revoke deletes the keys attached at its point of the log, with its table write,
+    // committed with its own index.
+    let deleted = seen.deleted.lock().unwrap().clone();
+    assert_eq!(deleted.len(), 1);
+    assert_eq!(
+        (deleted[0].0, deleted[0].1.clone()),
+        (6, vec![b"a".to_vec()])
+    );
+    assert_eq!(lease_ops(&deleted[0].2), vec![-5]);
+    // The checkpoint of a revoked lease writes nothing; the last batch carries the index.
+    assert_eq!(batches.len(), 3);
+    assert_eq!(batches[2].0, 8);
+    assert_eq!(lease_ops(&batches[2].2), Vec::<i64>::new());
+    assert_eq!(
+        seen.lessor.lock().unwrap().clone(),
+        vec!["granted 5 ttl 1".to_string(), "revoked 5".to_string()]
+    );
+    assert_eq!(
+        applier.send(LeaseKeys { id: 5 }).await.unwrap(),
+        Err(EtcdError::LeaseNotFound)
+    );
+}
+
+#[actix_rt::test]
+async fn attachments_follow_the_batches_and_a_keyless_revoke_deletes_nothing() {
+    let seen = Recorder::new(false);
+    let applier = start(&seen, AuthView::disabled().shared());
+    let entries = vec![
+        entry(1, grant(0, 5, 10)),
+        entry(2, grant(0, 6, 10)),
+        entry(3, leased_put(0, "b", 5)),
+        entry(4, leased_put(0, "a", 5)),
+        entry(
+            5,
+            InternalRaftRequest {
+                lease_checkpoint: Some(LeaseCheckpointRequest {
+                    checkpoints: vec![LeaseCheckpoint {
+                        id: 5,
+                        remaining_ttl: 3,
+                    }],
+                }),
+                ..Default::default()
+            },
+        ),
+    ];
+    applier.send(Apply { entries }).await.unwrap();
+    assert_eq!(
+        applier.send(LeaseKeys { id: 5 }).await.unwrap(),
+        Ok(vec![b"a".to_vec(), b"b".to_vec()])
+    );
+    assert_eq!(applier.send(LeaseKeys { id: 6 }).await.unwrap(), Ok(vec![]));
+    // Grants without waiters whose lease no put named did not end the run.
+    assert_eq!(seen.batches.lock().unwrap().len(), 1);
+    let revoked = register(&applier, 7).await;
+    applier
+        .send(Apply {
+            entries: vec![
+                entry(6, leased_put(0, "c", 0)),
+                entry(7, lease_revoke(7, 6)),
+            ],
+        })
+        .await
+        .unwrap();
+    let batches = seen.batches.lock().unwrap().clone();
+    // The run before the revoke is sent, then the empty lease's delete rides with the last.
+    assert_eq!(batches.len(), 3);
+    assert_eq!(lease_ops(&batches[2].2), vec![-6]);
+    assert_eq!(seen.deleted.lock().unwrap().len(), 0, "no key to delete");
+    match revoked.await.unwrap() {
+        Ok(ApplyResponse::LeaseRevoke(r)) => assert_eq!(r.header.unwrap().revision, 42),
+        other => panic!("revoke: {other:?}"),
+    }
+    assert_eq!(
+        seen.lessor.lock().unwrap().clone(),
+        vec![
+            "granted 5 ttl 10".to_string(),
+            "granted 6 ttl 10".to_string(),
+            "checkpointed 5 at 3".to_string(),
+            "revoked 6".to_string()
+        ]
+    );
+}
+
+impl Handler<InstallSnapshot> for Recorder {
+    type Result = Result<u64, EtcdError>;
+    fn handle(&mut self, m: InstallSnapshot, _: &mut Context<Self>) -> Self::Result {
+        Ok(m.index)
+    }
+}
+
+/// The installed store's leased keys.
+impl Handler<LeasedKeys> for Recorder {
+    type Result = Result<Vec<(Vec<u8>, i64)>, EtcdError>;
+    fn handle(&mut self, _: LeasedKeys, _: &mut Context<Self>) -> Self::Result {
+        Ok(vec![(b"k".to_vec(), 3), (b"x".to_vec(), 1)])
+    }
+}
+
+#[actix_rt::test]
+async fn a_snapshot_brings_its_leases_and_the_lessor_hears_which_went_and_came() {
+    use actcd_types::storage::{KvEngine, MemEngine, write_ops};
+    // The snapshot's committed state: leases 2 and 3.
+    let engine = Arc::new(MemEngine::new());
+    let mut ops = Vec::new();
+    let mut recorded = crate::Leases::default();
+    recorded.grant(2, 7, &mut ops).unwrap();
+    recorded.grant(3, 9, &mut ops).unwrap();
+    let mut txn = engine.write().unwrap();
+    write_ops(&mut *txn, &ops, None).unwrap();
+    txn.commit().unwrap();
+
+    let seen = Recorder::new(false);
+    let fake = seen.clone().start();
+    let applier = ApplierActor::new(
+        Applier::new(0),
+        ApplierPeers {
+            chain: ChainPeers {
+                store: fake.clone().recipient(),
+                delete_keys: fake.clone().recipient(),
+                revision: fake.clone().recipient(),
+                auth: fake.clone().recipient(),
+                conf: None,
+                lessor: Some(LessorLink {
+                    granted: fake.clone().recipient(),
+                    revoked: fake.clone().recipient(),
+                    checkpointed: fake.clone().recipient(),
+                }),
+                identity: MemberIdentity::default(),
+            },
+            raft: fake.clone().recipient(),
+            install: Some(fake.clone().recipient()),
+            leased_keys: Some(fake.clone().recipient()),
+            reload_auth: None,
+            conf_sync: None,
+            fatal: fake.recipient(),
+        },
+        AuthView::disabled().shared(),
+    )
+    .with_alarms(Alarms::default(), engine)
+    .start();
+    let entries = vec![entry(1, grant(0, 1, 5)), entry(2, grant(0, 2, 5))];
+    applier.send(Apply { entries }).await.unwrap();
+    let installed = applier
+        .send(InstallSnapshot {
+            index: 100,
+            data: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(installed, Ok(100));
+    assert_eq!(
+        seen.lessor.lock().unwrap().clone(),
+        vec![
+            "granted 1 ttl 5".to_string(),
+            "granted 2 ttl 5".to_string(),
+            "revoked 1".to_string(),
+            "granted 2 ttl 7".to_string(),
+            "granted 3 ttl 9".to_string(),
+        ]
+    );
+    // Attachments come from the store's leased keys (x names a lease the snapshot lacks).
+    assert_eq!(
+        applier.send(LeaseKeys { id: 3 }).await.unwrap(),
+        Ok(vec![b"k".to_vec()])
+    );
+    assert_eq!(
+        applier.send(LeaseKeys { id: 1 }).await.unwrap(),
+        Err(EtcdError::LeaseNotFound)
+    );
 }

@@ -2,28 +2,45 @@
 //! dispatch.
 //!
 //! Each entry passes the auth step (`auth_step.rs`) and the capped step (`capped.rs`); a
-//! refused request gets its error on its waiter and goes no further. Key-space, lease and
-//! compaction requests go to the MVCC store in runs, one `ApplyBatch` per run (the store
-//! answers their waiters itself). An auth, alarm or membership request ends the run before it
-//! (so the store has applied everything before it, and an auth or alarm answer's header carries
-//! the revision at that point, asked with `CurrentRevision`); auth requests go to the auth
-//! actor, whose new view judges every entry after it; alarm requests are applied here
-//! (`alarms.rs`), so a NOSPACE raised caps the very next entry; membership changes and member
-//! attributes are applied here too (`members.rs`), and an applied change goes to raft as
-//! `ApplyConfChange` before its waiter is answered. The table writes of all three travel with
-//! the next `ApplyBatch` (`ApplyBatch.ops`), into the backend commit of a consistent index at
-//! or after their entry; a Ready ending with such an entry sends a batch with no requests, only
-//! those writes and the index.
-//! Judging a Put with a lease or a LeaseRevoke needs the keys attached to the lease: the run
-//! before is flushed first, then the store is asked (`LeaseKeys`); rare (auth on and leases).
+//! refused request gets its error on its waiter and goes no further. Key-space and compaction
+//! requests go to the MVCC store in runs, one `ApplyBatch` per run (the store answers their
+//! waiters itself). An auth, alarm or membership request ends the run before it (so the store
+//! has applied everything before it, and an auth or alarm answer's header carries the revision
+//! at that point: the one the last batch reported, else asked with `CurrentRevision`); auth
+//! requests go to the auth actor, whose new view judges every entry after it; alarm requests
+//! are applied here (`alarms.rs`), so a NOSPACE raised caps the very next entry; membership
+//! changes and member attributes are applied here too (`members.rs`), and an applied change
+//! goes to raft as `ApplyConfChange` before its waiter is answered. The table writes of all
+//! three travel with the next `ApplyBatch` (`ApplyBatch.ops`), into the backend commit of a
+//! consistent index at or after their entry; a Ready ending with such an entry sends a batch
+//! with no requests, only those writes and the index.
+//!
+//! Leases (`leases.rs`) are applied here too, and the lessor hears of each one applied:
+//! - a batch carries the leases that exist among those its puts name (`ApplyBatch.leases`);
+//!   the store refuses a put naming any other. A LeaseGrant of a lease the run already names
+//!   ends the run first (that put must not see it), and so does one with a waiter (its
+//!   header carries the revision).
+//! - each batch's reply says how its writes moved keys between leases; the attachments follow
+//!   it before the next entry.
+//! - a LeaseRevoke ends the run, so the keys attached at its point of the log are known, and
+//!   sends them to the store as one `DeleteKeys` (one revision, one watch response; nothing
+//!   sent, and no revision taken, for a lease without keys) carrying the lease's table write
+//!   and the entry's consistent index.
+//! - a LeaseCheckpoint neither ends the run nor touches the key space.
+//!
+//! Judging a Put with a lease or a LeaseRevoke with auth on needs the keys attached to the
+//! lease: the run before is flushed first.
 
 use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::{AlarmRequest, ResponseHeader};
+use actcd_proto::etcdserverpb::request_op::Request;
+use actcd_proto::etcdserverpb::{
+    AlarmRequest, LeaseGrantResponse, LeaseRevokeResponse, RequestOp, ResponseHeader,
+};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
-    ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthReply, CurrentRevision,
-    LeaseKeys,
+    ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthReply, BatchApplied,
+    CurrentRevision, DeleteKeys, LeaseCheckpointed, LeaseGranted, LeaseRevoked,
 };
 use actcd_types::storage::Op;
 use actix::prelude::*;
@@ -31,6 +48,7 @@ use tokio::sync::oneshot;
 
 use crate::alarms::Alarms;
 use crate::applier::{Item, Prepared};
+use crate::leases::Leases;
 use crate::members::Membership;
 use crate::{auth_step, capped};
 
@@ -43,21 +61,36 @@ pub struct ChainState {
     pub alarms: Alarms,
     /// The cluster's members.
     pub members: Membership,
+    /// The leases and the keys attached to them.
+    pub leases: Leases,
+    /// The key space's revision as the last batch reported it; `None` until one did (or after
+    /// a snapshot replaced the store): then it is asked.
+    pub revision: Option<i64>,
 }
 
 /// Where the chain's steps send their work.
 #[derive(Clone)]
 pub struct ChainPeers {
-    /// The MVCC store: runs of requests, the keys attached to a lease, the current revision.
+    /// The MVCC store: runs of requests, a revoked lease's keys, the current revision.
     pub store: Recipient<ApplyBatch>,
-    pub lease_keys: Recipient<LeaseKeys>,
+    pub delete_keys: Recipient<DeleteKeys>,
     pub revision: Recipient<CurrentRevision>,
     /// The auth store.
     pub auth: Recipient<ApplyAuth>,
     /// The raft node, told of each membership change applied (its configuration follows).
     pub conf: Option<Recipient<ApplyConfChange>>,
+    /// The lessor, told of every lease change applied.
+    pub lessor: Option<LessorLink>,
     /// Stamped on auth answers' headers.
     pub identity: MemberIdentity,
+}
+
+/// The lessor's doors: grants, revokes and checkpoints once applied.
+#[derive(Clone)]
+pub struct LessorLink {
+    pub granted: Recipient<LeaseGranted>,
+    pub revoked: Recipient<LeaseRevoked>,
+    pub checkpointed: Recipient<LeaseCheckpointed>,
 }
 
 /// Why a Ready could not be applied.
@@ -83,11 +116,40 @@ struct Run {
     ops: Vec<Op>,
     /// The last entry the run covers so far: `(index, term)`.
     covered: Option<(u64, u64)>,
+    /// Every lease the run's puts name, and those of them that exist.
+    named: Vec<i64>,
+    existing: Vec<i64>,
 }
 
 impl Run {
     fn is_empty(&self) -> bool {
         self.requests.is_empty() && self.ops.is_empty()
+    }
+
+    /// Adds a key-space request, noting the leases its puts name.
+    fn push(
+        &mut self,
+        request: InternalRaftRequest,
+        reply: Option<oneshot::Sender<ApplyResult>>,
+        leases: &Leases,
+    ) {
+        let mut note = |id: i64| {
+            if id != 0 && !self.named.contains(&id) {
+                self.named.push(id);
+                if leases.exists(id) {
+                    self.existing.push(id);
+                }
+            }
+        };
+        if let Some(p) = &request.put {
+            note(p.lease);
+        }
+        if let Some(t) = &request.txn {
+            named_in_ops(&t.success, &mut note);
+            named_in_ops(&t.failure, &mut note);
+        }
+        self.requests.push(request);
+        self.replies.push(reply);
     }
 
     /// The batch for the store, covering up to `(index, term)`.
@@ -98,6 +160,62 @@ impl Run {
             requests: std::mem::take(&mut self.requests),
             replies: std::mem::take(&mut self.replies),
             ops: std::mem::take(&mut self.ops),
+            leases: {
+                self.named.clear();
+                std::mem::take(&mut self.existing)
+            },
+        }
+    }
+}
+
+/// Calls `note` with the lease of every put in `ops` and in txns nested in them.
+fn named_in_ops(ops: &[RequestOp], note: &mut impl FnMut(i64)) {
+    for op in ops {
+        match &op.request {
+            Some(Request::RequestPut(p)) => note(p.lease),
+            Some(Request::RequestTxn(t)) => {
+                named_in_ops(&t.success, note);
+                named_in_ops(&t.failure, note);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A lease request the applier applies (after membership, alarms and key-space requests in
+/// the store's precedence when several fields are set).
+enum LeaseOp {
+    Grant { id: i64, ttl: i64 },
+    Revoke(i64),
+    Checkpoint(Vec<(i64, i64)>),
+}
+
+impl LeaseOp {
+    fn of(req: &InternalRaftRequest) -> Option<Self> {
+        if req.range.is_some()
+            || req.put.is_some()
+            || req.delete_range.is_some()
+            || req.txn.is_some()
+            || req.compaction.is_some()
+        {
+            return None;
+        }
+        if let Some(g) = &req.lease_grant {
+            Some(Self::Grant {
+                id: g.id,
+                ttl: g.ttl,
+            })
+        } else if let Some(r) = &req.lease_revoke {
+            Some(Self::Revoke(r.id))
+        } else {
+            req.lease_checkpoint.as_ref().map(|c| {
+                Self::Checkpoint(
+                    c.checkpoints
+                        .iter()
+                        .map(|c| (c.id, c.remaining_ttl))
+                        .collect(),
+                )
+            })
         }
     }
 }
@@ -114,7 +232,7 @@ impl ChainPeers {
                 reply,
             } = item;
             if auth_step::is_auth_request(&request) {
-                self.flush(&mut run).await?;
+                self.flush(&mut run, state).await?;
                 let who = auth_step::who(&request);
                 let applied = self
                     .auth
@@ -127,7 +245,7 @@ impl ChainPeers {
                 if let Some(reply) = reply {
                     let answer = match applied.result {
                         Ok(r) => {
-                            let revision = self.revision.send(CurrentRevision).await?;
+                            let revision = self.revision(state).await?;
                             Ok(ApplyResponse::Auth(stamp_auth(
                                 r,
                                 header(self.identity, revision, term),
@@ -141,12 +259,9 @@ impl ChainPeers {
             }
             let lease_keys = match auth_step::lease_in_question(&*state.view, &request) {
                 Some(id) => {
-                    self.flush(&mut run).await?;
-                    // An unknown lease has no keys: the store refuses the request itself.
-                    self.lease_keys
-                        .send(LeaseKeys { id })
-                        .await?
-                        .unwrap_or_default()
+                    self.flush(&mut run, state).await?;
+                    // An unknown lease has no keys: it is refused later, as etcd does.
+                    state.leases.keys_of(id).unwrap_or_default()
                 }
                 None => Vec::new(),
             };
@@ -160,7 +275,7 @@ impl ChainPeers {
                 continue;
             }
             if request.member_change.is_some() || request.member_attr_set.is_some() {
-                self.flush(&mut run).await?;
+                self.flush(&mut run, state).await?;
                 let answer = self.apply_membership(&mut state.members, &request, &mut run.ops);
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
@@ -169,23 +284,127 @@ impl ChainPeers {
                 continue;
             }
             if let Some(alarm) = alarm_request(&request) {
-                self.flush(&mut run).await?;
+                self.flush(&mut run, state).await?;
                 let mut answer = state.alarms.apply(alarm, &mut run.ops);
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
-                    let revision = self.revision.send(CurrentRevision).await?;
+                    let revision = self.revision(state).await?;
                     answer.header = header(self.identity, revision, term);
                     let _ = reply.send(Ok(ApplyResponse::Alarm(answer)));
                 }
                 continue;
             }
+            if let Some(op) = LeaseOp::of(&request) {
+                let answer = self
+                    .apply_lease(state, &mut run, op, (index, term), reply.is_some())
+                    .await?;
+                run.covered = Some((index, term));
+                if let Some(reply) = reply {
+                    let _ = reply.send(answer);
+                }
+                continue;
+            }
             run.covered = Some((index, term));
-            run.requests.push(request);
-            run.replies.push(reply);
+            run.push(request, reply, &state.leases);
         }
         // The last batch always goes: it moves the consistent index to the Ready's last entry.
         let batch = run.take_batch((prepared.last_index, prepared.last_term));
-        self.send_batch(batch).await
+        self.send_batch(batch, state).await
+    }
+
+    /// A lease request at `(index, term)`: applied to `state.leases`, its table writes onto
+    /// the run, the lessor told. `answered`: a waiter wants the answer (with a header).
+    async fn apply_lease(
+        &self,
+        state: &mut ChainState,
+        run: &mut Run,
+        op: LeaseOp,
+        (index, term): (u64, u64),
+        answered: bool,
+    ) -> Result<ApplyResult, Failure> {
+        match op {
+            LeaseOp::Grant { id, ttl } => {
+                if let Err(e) = state.leases.check_grant(id, ttl) {
+                    return Ok(Err(e));
+                }
+                if answered || run.named.contains(&id) {
+                    self.flush(run, state).await?;
+                }
+                let ttl = match state.leases.grant(id, ttl, &mut run.ops) {
+                    Ok(ttl) => ttl,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if let Some(l) = &self.lessor {
+                    l.granted.do_send(LeaseGranted {
+                        id,
+                        ttl,
+                        remaining_ttl: 0,
+                    });
+                }
+                let header = match answered {
+                    true => header(self.identity, self.revision(state).await?, term),
+                    false => None,
+                };
+                Ok(Ok(ApplyResponse::LeaseGrant(LeaseGrantResponse {
+                    header,
+                    id,
+                    ttl,
+                    error: String::new(),
+                })))
+            }
+            LeaseOp::Revoke(id) => {
+                self.flush(run, state).await?;
+                let keys = match state.leases.keys_of(id) {
+                    Ok(keys) => keys,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if let Err(e) = state.leases.revoke(id, &mut run.ops) {
+                    return Ok(Err(e));
+                }
+                if !keys.is_empty() {
+                    // Into the commit of this entry's index, with the lease's table write.
+                    let deleted = DeleteKeys {
+                        consistent_index: index,
+                        term,
+                        keys,
+                        ops: std::mem::take(&mut run.ops),
+                    };
+                    let reply = self.delete_keys.send(deleted).await?;
+                    store_reply(reply, index, state)?;
+                }
+                if let Some(l) = &self.lessor {
+                    l.revoked.do_send(LeaseRevoked { id });
+                }
+                let header = match answered {
+                    true => header(self.identity, self.revision(state).await?, term),
+                    false => None,
+                };
+                Ok(Ok(ApplyResponse::LeaseRevoke(LeaseRevokeResponse {
+                    header,
+                })))
+            }
+            LeaseOp::Checkpoint(checkpoints) => {
+                for (id, remaining_ttl) in checkpoints {
+                    if state.leases.checkpoint(id, remaining_ttl, &mut run.ops)
+                        && let Some(l) = &self.lessor
+                    {
+                        l.checkpointed
+                            .do_send(LeaseCheckpointed { id, remaining_ttl });
+                    }
+                }
+                Ok(Ok(ApplyResponse::Empty))
+            }
+        }
+    }
+
+    /// The key space's revision after everything sent so far.
+    async fn revision(&self, state: &mut ChainState) -> Result<i64, Failure> {
+        if let Some(r) = state.revision {
+            return Ok(r);
+        }
+        let r = self.revision.send(CurrentRevision).await?;
+        state.revision = Some(r);
+        Ok(r)
     }
 
     /// A membership change (etcd's validation, then the change; raft hears an applied one) or
@@ -217,22 +436,37 @@ impl ChainPeers {
     }
 
     /// Sends what the run holds, if anything.
-    async fn flush(&self, run: &mut Run) -> Result<(), Failure> {
+    async fn flush(&self, run: &mut Run, state: &mut ChainState) -> Result<(), Failure> {
         let Some(covered) = run.covered.filter(|_| !run.is_empty()) else {
             return Ok(());
         };
         let batch = run.take_batch(covered);
-        self.send_batch(batch).await
+        self.send_batch(batch, state).await
     }
 
-    async fn send_batch(&self, batch: ApplyBatch) -> Result<(), Failure> {
+    async fn send_batch(&self, batch: ApplyBatch, state: &mut ChainState) -> Result<(), Failure> {
         let index = batch.consistent_index;
-        match self.store.send(batch).await? {
-            Ok(_) => Ok(()),
-            Err(e) => Err(Failure::Fatal(format!(
-                "applying entries up to index {index} failed: {e}"
-            ))),
+        let reply = self.store.send(batch).await?;
+        store_reply(reply, index, state)
+    }
+}
+
+/// What the store answered a batch covering up to `index`: the attachments and the revision
+/// follow it; a failure stops the member.
+fn store_reply(
+    reply: Result<BatchApplied, actcd_types::EtcdError>,
+    index: u64,
+    state: &mut ChainState,
+) -> Result<(), Failure> {
+    match reply {
+        Ok(applied) => {
+            state.leases.follow(&applied.attachments);
+            state.revision = Some(applied.revision);
+            Ok(())
         }
+        Err(e) => Err(Failure::Fatal(format!(
+            "applying entries up to index {index} failed: {e}"
+        ))),
     }
 }
 

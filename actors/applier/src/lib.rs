@@ -7,8 +7,11 @@
 //! membership as applied state, etcd's `members`/`members_removed` tables; a change is
 //! validated here in log order by every member alike, etcd's `ValidateConfigurationChange`,
 //! and only an applied change reaches raft's configuration; published names and client URLs
-//! too). It decides *what* happens to each entry; the state owners (the MVCC store, the auth
-//! store) execute it; alarm and membership entries it applies itself.
+//! too) and the **leases** (`leases.rs`: which leases exist, their granted and checkpointed
+//! TTLs, etcd's `lease` table in `leasepb.Lease` records, and the keys attached to each, which
+//! follow the store's reply to every batch). It decides *what* happens to each entry; the
+//! state owners (the MVCC store, the auth store) execute it; alarm, membership and lease
+//! entries it applies itself (a revoke's keys are deleted by the store, at one revision).
 //!
 //! ## The chain (etcd's composed appliers), a file per step
 //! 1. `applier.rs`, skip applied: entries at or below the consistent index read from the
@@ -20,17 +23,20 @@
 //! 3. `capped.rs`, capped (etcd's capped applier): while NOSPACE is raised, a Put, a
 //!    LeaseGrant or a Txn with a put is refused with `etcdserver: mvcc: database space
 //!    exceeded`; the alarm raised by an entry caps the very next one.
-//! 4. `dispatch.rs`, dispatch: alarm and membership requests are applied here (`alarms.rs`,
-//!    `members.rs`); runs of the other requests go to the MVCC store as one `ApplyBatch` each,
-//!    with the table writes of the auth, alarm and membership entries before, into one backend
-//!    commit with the consistent index. See its doc for how a Ready is cut into runs.
+//! 4. `dispatch.rs`, dispatch: alarm, membership and lease requests are applied here
+//!    (`alarms.rs`, `members.rs`, `leases.rs`); runs of the other requests go to the MVCC
+//!    store as one `ApplyBatch` each, with the table writes of the auth, alarm, membership and
+//!    lease entries before, into one backend commit with the consistent index. See its doc for
+//!    how a Ready is cut into runs and how leases ride along.
 //!
 //! ## Messages
 //! - takes `Apply{entries}` from the raft node, in log order; sends `ApplyBatch` to the MVCC
 //!   store (which answers each request's waiter itself: store → caller, not store → applier →
 //!   caller), `ApplyAuth` to the auth store (whose answers the applier stamps with the store's
-//!   `CurrentRevision` and sends to the waiter; alarm answers are stamped the same way),
-//!   `LeaseKeys` to the store when a leased Put or a LeaseRevoke must be judged with auth on,
+//!   revision the last batch reported, or `CurrentRevision` when none has yet, and sends to the
+//!   waiter; alarm and lease answers are stamped the same way), `DeleteKeys` to the store for a
+//!   revoke of a lease with keys, `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the
+//!   lessor for each lease change applied (before the waiter is answered),
 //!   `ApplyConfChange{kind, node_id, peer_urls}` to the raft node for each membership change
 //!   applied (before its waiter hears `ApplyResponse::Members`; a refused change, with etcd's
 //!   error, reaches nobody). Then `Applied{index}` goes back to the raft node.
@@ -38,13 +44,17 @@
 //!   the entries applied. The list is asked of its owner rather than published elsewhere:
 //!   Status and health are rare, and an answer queued behind the Ready in flight is as fresh as
 //!   the store's status beside it.
+//! - takes `LeaseKeys{id}` from the front (LeaseTimeToLive with keys) → the keys attached as
+//!   of the entries applied, sorted; `LeaseNotFound` for no such lease.
 //! - takes `GetMembers` from the front (the Cluster service, publishing attributes) and the
 //!   peer listener (a member joining asks the cluster) → the members as of the entries
 //!   applied.
 //! - takes `InstallSnapshot` from the raft node (a leader's snapshot): forwarded to the store
-//!   behind the batches before it; the alarms and members are read again from the backend (a
-//!   read transaction on the engine handed over at start-up, `with_alarms`), `SyncConf` with
-//!   the new members goes to the raft node, then `ReloadAuth` goes
+//!   behind the batches before it; the alarms, members and leases are read again from the
+//!   backend (a read transaction on the engine handed over at start-up, `with_alarms`), the
+//!   leases' keys from the store (`LeasedKeys`), `SyncConf` with the new members goes to the
+//!   raft node, the lessor hears which leases went (`LeaseRevoked`) and which are there
+//!   (`LeaseGranted`), then `ReloadAuth` goes
 //!   to the auth store, whose view judges from then on; the consistent index moves to the one
 //!   the snapshot covers. Conf-change entries
 //!   carry their request in their context and are applied like the rest.
@@ -59,9 +69,15 @@
 //! - A write ordered after an auth change is judged by the view after it; one ordered after a
 //!   NOSPACE alarm is capped by it.
 //! - A refused request changes nothing and reaches no state owner; its waiter gets the error.
-//! - The consistent index never commits ahead of the auth, alarm and membership writes of the
-//!   entries it covers.
-//! - At start-up the daemon loads the members from a read transaction ([`load_members`]),
+//! - The consistent index never commits ahead of the auth, alarm, membership and lease writes
+//!   of the entries it covers.
+//! - The keys attached to each lease are those whose latest record names it, at every point of
+//!   the log a judgement or a revoke looks at: the run before such an entry is sent and its
+//!   reply followed first. A batch's puts see a lease exist exactly if it existed at the batch's
+//!   point of the log (a grant of a lease the run names ends the run).
+//! - At start-up the daemon loads the leases ([`load_leases`], their keys attached from the
+//!   store's live leased keys, the minimum TTL set) and the members from a read transaction
+//!   ([`load_members`]),
 //!   refuses to start a member that was removed, records a new cluster's members straight into
 //!   the engine ([`Membership::bootstrap`]'s ops) and hands them over (`with_members`), all
 //!   before any actor runs.
@@ -75,7 +91,7 @@
 //! ## Layout
 //! `applier.rs` step 1 and the registries · `auth_step.rs` step 2 · `capped.rs` step 3 ·
 //! `dispatch.rs` step 4 and the walk through a Ready · `alarms.rs` the alarm store ·
-//! `members.rs` the membership ·
+//! `members.rs` the membership · `leases.rs` the leases ·
 //! `actor.rs` the glue.
 
 mod actor;
@@ -84,10 +100,12 @@ mod applier;
 mod auth_step;
 mod capped;
 mod dispatch;
+mod leases;
 mod members;
 
-pub use actor::{ApplierActor, ApplierPeers, load_alarms, load_members};
+pub use actor::{ApplierActor, ApplierPeers, load_alarms, load_leases, load_members};
 pub use alarms::Alarms;
 pub use applier::{Applier, Item, Prepared};
-pub use dispatch::{ChainPeers, ChainState, Failure};
+pub use dispatch::{ChainPeers, ChainState, Failure, LessorLink};
+pub use leases::{Lease, Leases, MAX_LEASE_TTL};
 pub use members::{Applied as MemberApplied, ConfOrder, MAX_LEARNERS, Membership, member_to_pb};

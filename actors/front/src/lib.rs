@@ -14,7 +14,7 @@
 //!   the log. With auth on, a linearizable read waits for the read index here, is judged by the
 //!   newest permission view, then goes to the store (one more hop, only then).
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
-//!   ask the lessor; TimeToLive's keys come from the store. On a follower the lessor answers
+//!   ask the lessor; TimeToLive's keys come from the applier. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).
 //! - Watch (`watch.rs`): one task per stream between the client and the watch hub
 //!   (`actcd_types::watch`: `OpenStream`, `WatchRequestMsg`, `CloseStream`, answered with

@@ -55,7 +55,7 @@ pub struct PipelineRoutes {
     pub renew_lease: Recipient<RenewLease>,
     pub lease_ttl: Recipient<LeaseTimeToLive>,
     pub list_leases: Recipient<ListLeases>,
-    /// The store: keys attached to a lease.
+    /// The applier: keys attached to a lease.
     pub lease_keys: Recipient<LeaseKeys>,
     /// The watch hub.
     pub open_watch: Recipient<actcd_types::watch::OpenStream>,

@@ -2,7 +2,7 @@
 //!
 //! Following etcd 3.5's `server/lease/lessor.go`, minus what is not about time. Which leases
 //! exist, the TTL each was granted, its last checkpointed remaining TTL and its keys are applied
-//! state, kept by the MVCC store (`actcd-mvcc`'s `lease` module) and changed only through the
+//! state, kept by the applier (`actcd-applier`'s `leases` module) and changed only through the
 //! log. The lessor owns the rest:
 //!
 //! - the **expiry** of every lease, when this member is the primary (the raft leader);
@@ -59,7 +59,7 @@
 //! - Promoting with at least a second's worth of revokes (1000) of leases spreads their
 //!   expiries so no more than three quarters of the revoke rate fall in any second.
 //! - The minimum TTL (etcd's `minLeaseTTL`, 1.5 election timeouts rounded up to seconds) is
-//!   applied by the state machine before `LeaseGranted` is sent, at grant and at recovery.
+//!   applied by the applier before `LeaseGranted` is sent, at grant and at recovery.
 //!
 //! ## Where this differs from etcd, and why
 //! - **No waiting.** etcd's leader blocks a keepalive of an expired lease until the revoke

@@ -26,10 +26,10 @@
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, CurrentRevision, FlushStore, GetStoreStatus, HashBackend, HashKv,
-    HashKvResult, History, HistoryChunk, InstallSnapshot, LeaseCheckpointed, LeaseGranted,
-    LeaseKeys, LeaseRevoked, MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError,
-    StoreSnapshot, StoreStatus, SyncStorage, WatchInterest,
+    ApplyBatch, ApplyResult, BatchApplied, CurrentRevision, DeleteKeys, FlushStore, GetStoreStatus,
+    HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot, LeasedKeys,
+    MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus,
+    SyncStorage, WatchInterest,
 };
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
@@ -40,8 +40,7 @@ use actix::{
     Recipient, ResponseFuture, WrapFuture,
 };
 
-use crate::lease::LeaseNote;
-use crate::store::Store;
+use crate::store::{Outcome, Store};
 
 /// Compacted records examined after each batch (ten times as many per `FlushStore`): enough to
 /// clear a million superseded revisions in seconds without stalling any one apply.
@@ -75,10 +74,6 @@ pub struct MvccActor {
 pub struct MvccPeers {
     /// The watch hub: one `Notify` per batch that changed keys.
     pub watch: Option<Recipient<Notify>>,
-    /// The lessor: grants, revokes and checkpoints once applied.
-    pub granted: Option<Recipient<LeaseGranted>>,
-    pub revoked: Option<Recipient<LeaseRevoked>>,
-    pub checkpointed: Option<Recipient<LeaseCheckpointed>>,
     /// The backend actor, the only writer of the environment. `None`: the store commits
     /// straight into its engine (tests, benches).
     pub backend: Option<BackendLink>,
@@ -165,8 +160,8 @@ impl MvccActor {
         }
     }
 
-    /// Hands the events and lease notes of the batches just applied to the hub and the lessor.
-    /// `do_send`: one message per batch, bounded by the apply rate.
+    /// Hands the events of the batches just applied to the hub. `do_send`: one message per
+    /// batch, bounded by the apply rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
         if !out.events.is_empty()
@@ -178,33 +173,6 @@ impl MvccActor {
                 events: out.events,
                 restored: false,
             });
-        }
-        for note in out.leases {
-            match note {
-                LeaseNote::Granted {
-                    id,
-                    ttl,
-                    remaining_ttl,
-                } => {
-                    if let Some(r) = &self.peers.granted {
-                        r.do_send(LeaseGranted {
-                            id,
-                            ttl,
-                            remaining_ttl,
-                        });
-                    }
-                }
-                LeaseNote::Revoked { id } => {
-                    if let Some(r) = &self.peers.revoked {
-                        r.do_send(LeaseRevoked { id });
-                    }
-                }
-                LeaseNote::Checkpointed { id, remaining_ttl } => {
-                    if let Some(r) = &self.peers.checkpointed {
-                        r.do_send(LeaseCheckpointed { id, remaining_ttl });
-                    }
-                }
-            }
         }
     }
 
@@ -272,20 +240,50 @@ impl Actor for MvccActor {
 }
 
 /// Applies committed requests in one backend transaction together with the consistent index;
-/// replies with one result per request, in order. `Err` means the engine failed and nothing of
-/// the batch was applied.
+/// replies with one result per request, in order (unless the waiters got them), the revision
+/// after and the lease changes of the keys written. `Err` means the engine failed and nothing
+/// of the batch was applied.
 impl Handler<ApplyBatch> for MvccActor {
-    type Result = Result<Vec<ApplyResult>, EtcdError>;
+    type Result = Result<BatchApplied, EtcdError>;
 
     fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
-        let mut results =
+        let outcome = self.store.apply_deferred(
+            msg.consistent_index,
+            msg.term,
+            msg.requests,
+            msg.ops,
+            &msg.leases,
+        )?;
+        self.after_batch(outcome, msg.replies, ctx)
+    }
+}
+
+/// Deletes the keys of a lease revoke at one revision, like a batch of one request.
+impl Handler<DeleteKeys> for MvccActor {
+    type Result = Result<BatchApplied, EtcdError>;
+
+    fn handle(&mut self, msg: DeleteKeys, ctx: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("DeleteKeys");
+        let outcome =
             self.store
-                .apply_deferred(msg.consistent_index, msg.term, msg.requests, msg.ops)?;
-        // Watchers and the lessor hear of the batch before any client does.
+                .delete_keys_deferred(msg.consistent_index, msg.term, msg.keys, msg.ops)?;
+        self.after_batch(outcome, Vec::new(), ctx)
+    }
+}
+
+impl MvccActor {
+    /// What follows every applied batch: watchers hear of it before any client does, the
+    /// waiters get their results, a compaction slice runs, the writes go on toward the disk.
+    fn after_batch(
+        &mut self,
+        (mut results, attachments): Outcome,
+        replies: Vec<Option<tokio::sync::oneshot::Sender<ApplyResult>>>,
+        ctx: &mut Context<Self>,
+    ) -> Result<BatchApplied, EtcdError> {
         self.announce();
-        if !msg.replies.is_empty() {
-            for (res, reply) in results.drain(..).zip(msg.replies) {
+        if !replies.is_empty() {
+            for (res, reply) in results.drain(..).zip(replies) {
                 if let Some(reply) = reply {
                     let _ = reply.send(res);
                 }
@@ -297,7 +295,21 @@ impl Handler<ApplyBatch> for MvccActor {
             self.store.step_compaction(COMPACTION_SLICE)?;
         }
         self.commit_after_batch(ctx)?;
-        Ok(results)
+        Ok(BatchApplied {
+            results,
+            revision: self.store.current_revision(),
+            attachments,
+        })
+    }
+}
+
+/// Every live key whose latest record names a lease (the applier reads it after a snapshot
+/// is installed).
+impl Handler<LeasedKeys> for MvccActor {
+    type Result = Result<Vec<(Vec<u8>, i64)>, EtcdError>;
+
+    fn handle(&mut self, _: LeasedKeys, _: &mut Self::Context) -> Self::Result {
+        Ok(self.store.leased_keys())
     }
 }
 
@@ -489,8 +501,8 @@ impl MvccActor {
         }
     }
 
-    /// After a snapshot was installed: the hub and the lessor follow (raft's configuration
-    /// follows the members the applier reads again).
+    /// After a snapshot was installed: the hub follows (the applier reads the members, alarms
+    /// and leases again).
     fn after_restore(&mut self, snapshot_index: u64, index: u64) {
         tracing::info!(
             snapshot_index,
@@ -523,8 +535,8 @@ fn backend_answer(res: Result<Result<(), String>, actix::MailboxError>) -> Resul
 /// Replaces the store with a snapshot the leader sent (through the applier, in log order),
 /// durably: with the backend actor, the snapshot's records are sent and synced before the
 /// store rebuilds from them, and nothing else is applied meanwhile. Watchers catch up from the
-/// new history and the lessor learns the new leases (raft's configuration follows the members
-/// the applier reads again).
+/// new history (the applier reads the members, alarms and leases again, and tells raft and
+/// the lessor).
 impl Handler<InstallSnapshot> for MvccActor {
     type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
 
@@ -598,16 +610,6 @@ impl Handler<CurrentRevision> for MvccActor {
     }
 }
 
-/// The keys attached to a lease, sorted.
-impl Handler<LeaseKeys> for MvccActor {
-    type Result = Result<Vec<Vec<u8>>, EtcdError>;
-
-    fn handle(&mut self, msg: LeaseKeys, _: &mut Self::Context) -> Self::Result {
-        let _timer = self.meter.start("LeaseKeys");
-        self.store.leases().keys_of(msg.id)
-    }
-}
-
 /// Makes everything applied durable: the raft node sends it before releasing WAL segments.
 impl Handler<SyncStorage> for MvccActor {
     type Result = ResponseFuture<Result<(), EtcdError>>;
@@ -677,10 +679,12 @@ mod tests {
             requests,
             replies: Vec::new(),
             ops: Vec::new(),
+            leases: Vec::new(),
         })
         .await
         .unwrap()
         .unwrap()
+        .results
     }
 
     #[actix::test]

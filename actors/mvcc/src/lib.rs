@@ -12,11 +12,11 @@
 //!   and the `scheduledCompactRev`/`finishedCompactRev` marks that make a crash mid-compaction
 //!   recoverable.
 //! - the **consistent index** and term of the last applied raft entry, written with the data.
-//! - the **leases of the applied state** (`lease.rs`): which leases exist, their granted TTL and
-//!   checkpointed remaining TTL (the `lease` table), and the keys attached to each (rebuilt
-//!   from the key records on open). Grant, revoke (every attached key deleted at one revision)
-//!   and checkpoint are applied here, in log order with the writes they race; the lessor actor
-//!   only keeps time.
+//! - the **lease named by each live key's latest record** (`leased.rs`, rebuilt from the key
+//!   records on open), so that each batch can report how its writes moved keys between leases.
+//!   Nothing else about leases is here: the applier owns which leases exist, their TTLs, the
+//!   `lease` table and the keys attached to each; it tells the store which leases a batch's
+//!   puts may name and, for a revoke, which keys to delete.
 //! - **when whole-store snapshots are made and installed**: every record of every table as one
 //!   blob, made from one read transaction, installed in one write transaction (for a follower
 //!   too far behind). The formats are not here: that blob's and etcd's snapshot file (bbolt,
@@ -24,28 +24,37 @@
 //!   read transaction this actor hands it.
 //!
 //! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
-//! - `ApplyBatch{consistent_index, term, requests, ops}` → `Result<Vec<ApplyResult>, EtcdError>`:
-//!   Put, DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke and LeaseCheckpoint
-//!   requests, one result each, in order; a result goes straight to the request's waiter when
-//!   the batch carries one. The applier has already judged them by auth and refused growing
+//! - `ApplyBatch{consistent_index, term, requests, ops, leases}` → `Result<BatchApplied,
+//!   EtcdError>`: Put, DeleteRange, Txn and Compaction requests, one result each, in order; a
+//!   result goes straight to the request's waiter when the batch carries one (else it is in
+//!   `BatchApplied.results`). The applier has already judged them by auth and refused growing
 //!   writes under a NOSPACE alarm (the store checks neither permissions nor alarms); `ops` are
-//!   the table writes of the auth store and of the applier's alarms and members for entries
-//!   the batch covers, written first into the same commit as the batch's consistent index.
-//!   Requests applied elsewhere (auth, alarms, membership) answer `ApplyResponse::Empty`. The
-//!   membership (etcd's `members`/`members_removed` tables) is the applier's.
+//!   the table writes of the auth store and of the applier's alarms, members and leases for
+//!   entries the batch covers, written first into the same commit as the batch's consistent
+//!   index; `leases` are the leases that exist of those the puts name (a put naming another is
+//!   refused with `etcdserver: requested lease not found`; in a txn, only in the branch taken).
+//!   The reply carries the revision after the batch and the `LeaseAttachment`s `(key,
+//!   old_lease, new_lease)` of every record written whose old or new lease is not 0 (none for
+//!   lease-less writes). Requests applied elsewhere (auth, alarms, membership, leases) answer
+//!   `ApplyResponse::Empty`.
+//! - `DeleteKeys{consistent_index, term, keys, ops}` → `Result<BatchApplied, EtcdError>`: a
+//!   revoked lease's keys deleted at one revision (one watch response; no revision taken when
+//!   nothing is deleted), applied and committed like a batch.
+//! - `LeasedKeys` → every live key whose latest record names a lease, with it (the applier
+//!   rebuilds its attachments from it after a snapshot is installed).
 //! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
 //! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
 //!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
 //!   its own channel); `HashKv{revision}`; `GetStoreStatus`; `History{from, to, max_events}`
-//!   (events by revision, for watchers catching up, `history.rs`); `LeaseKeys{id}`.
+//!   (events by revision, for watchers catching up, `history.rs`).
 //! - `FlushStore` (every 100 ms: a compaction slice, its writes sent, the backend flushed) and
 //!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
 //! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
 //!   backend, which commits what was sent first, and the copy made from it on a blocking
 //!   thread); `InstallSnapshot{data}` (replaces everything durably — the records sent, the
 //!   backend synced, nothing applied meanwhile — and rebuilds every index; watchers are told to
-//!   catch up from the new history, the lessor which leases went and came; the applier then
-//!   reads the new members and alarms and tells raft).
+//!   catch up from the new history; the applier then reads the new members, alarms and leases
+//!   and tells raft and the lessor).
 //! - `SnapshotStream` (a reader from the backend after the writes, then etcd's snapshot file
 //!   streamed from it on a blocking thread with `actcd_etcd_snapshot::send_snapshot`; answered
 //!   with the channel of chunks, `SnapshotChunks`, which the front forwards); `HashBackend`
@@ -62,9 +71,9 @@
 //! (start-up, tests, benches) the store commits straight into its engine ([`Sink::Direct`]).
 //!
 //! After each applied batch, before its results go out: `Notify{revision, events}` to the
-//! watch hub (one Put or Delete event per record written, in revision order), and
-//! `LeaseGranted`/`LeaseRevoked`/`LeaseCheckpointed` to the lessor. Sending before answering
-//! means a client that saw its write acknowledged and then watches finds the hub past it.
+//! watch hub (one Put or Delete event per record written, in revision order). Sending before
+//! answering means a client that saw its write acknowledged and then watches finds the hub
+//! past it.
 //!
 //! Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the
@@ -135,7 +144,8 @@
 //!
 //! ## Layout
 //! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `range.rs` reading at a revision
-//! (filters, sort, limit) · `write.rs` Put, DeleteRange, the undo log · `txn.rs` compares,
+//! (filters, sort, limit) · `write.rs` Put, DeleteRange, the undo log · `leased.rs` the lease
+//! of each live key's record and the attachment changes · `txn.rs` compares,
 //! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
 //! status · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
 //! `EtcdError`.
@@ -145,7 +155,7 @@ mod error;
 mod hash;
 mod history;
 mod key_index;
-mod lease;
+mod leased;
 mod range;
 mod store;
 mod txn;
@@ -154,8 +164,7 @@ mod write;
 pub use actor::{BackendLink, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
-pub use lease::{Lease, LeaseNote, Leases, MAX_LEASE_TTL};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
-    META_SCHEDULED_COMPACT, META_TERM, Outbox, Sink, Store,
+    META_SCHEDULED_COMPACT, META_TERM, Outbox, Outcome, Sink, Store,
 };

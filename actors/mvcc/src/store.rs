@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
-    CompactionResponse, DeleteRangeRequest, LeaseGrantResponse, LeaseRevokeResponse, PutRequest,
-    RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
+    CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, RangeRequest,
+    RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::Commit;
-use actcd_types::msg::{ApplyResponse, ApplyResult, StoreStatus};
+use actcd_types::msg::{ApplyResponse, ApplyResult, LeaseAttachment, StoreStatus};
 use actcd_types::storage::{KvEngine, Op, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
 use actix::Recipient;
@@ -20,7 +20,7 @@ use prost::Message;
 
 use crate::error::Error;
 use crate::key_index::{KeyIndex, TreeIndex, Undo};
-use crate::lease::{LeaseNote, LeaseUndo, Leases};
+use crate::leased::LeasedKeys;
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -36,20 +36,23 @@ pub const META_FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
 /// etcd's `--experimental-compaction-batch-limit` default: records examined per deletion txn.
 pub const DEFAULT_COMPACTION_BATCH_LIMIT: usize = 1000;
 
-/// What applied batches changed, for the watch hub and the lessor (collected only when
+/// What applied batches changed, for the watch hub (collected only when
 /// [`Store::set_notify`] asked for it).
 #[derive(Debug, Default)]
 pub struct Outbox {
     /// Watch events, in revision order.
     pub events: Vec<Event>,
-    pub leases: Vec<LeaseNote>,
 }
 
 impl Outbox {
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.leases.is_empty()
+        self.events.is_empty()
     }
 }
+
+/// What one batch applied into the write buffer returns: a result per request and the changes
+/// of the lease each written key's record names.
+pub type Outcome = (Vec<ApplyResult>, Vec<LeaseAttachment>);
 
 /// Where the store's writes go when it commits. Applied batches are written into a
 /// [`WriteBuffer`] (reads on the store's thread merge it over the committed engine, so they see
@@ -95,9 +98,9 @@ pub struct Store {
     consistent_index: u64,
     term: u64,
     identity: MemberIdentity,
-    /// Leases in the applied state and the keys attached to them.
-    leases: Leases,
-    /// Whether applies collect events and lease notes into `outbox`.
+    /// The lease named by each live key's latest record, where not 0.
+    leased: LeasedKeys,
+    /// Whether applies collect watch events into `outbox`.
     notify: bool,
     outbox: Outbox,
     compaction_batch_limit: usize,
@@ -127,7 +130,8 @@ struct Uncommitted {
     results: Vec<ApplyResult>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
-    lease_undo: Vec<LeaseUndo>,
+    /// The lease changes of the batch's keys, oldest first (taken back newest first).
+    attachments: Vec<LeaseAttachment>,
     /// A compaction revision to carry out once committed.
     compaction: Option<i64>,
     /// Whether that compaction asked to be answered only once physically done.
@@ -138,7 +142,6 @@ struct Uncommitted {
 struct Applied {
     results: Vec<ApplyResult>,
     events: Vec<Event>,
-    lease_notes: Vec<LeaseNote>,
     physical: bool,
     current_rev: i64,
     compact_rev: i64,
@@ -161,7 +164,7 @@ impl Store {
         identity: MemberIdentity,
         seq: u64,
     ) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, leases) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, leased) = {
             let txn = engine.begin_read()?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
@@ -174,10 +177,6 @@ impl Store {
                 last_main = restore_record(&mut index, &mut key_leases, k, v)?;
                 Ok::<(), Error>(())
             })?;
-            let mut leases = Leases::load(&*txn)?;
-            for (key, id) in key_leases {
-                leases.restore_attachment(key, id);
-            }
             (
                 index,
                 last_main,
@@ -185,7 +184,7 @@ impl Store {
                 term,
                 finished,
                 scheduled,
-                leases,
+                LeasedKeys::restored(key_leases),
             )
         };
 
@@ -206,7 +205,7 @@ impl Store {
             consistent_index,
             term,
             identity,
-            leases,
+            leased,
             notify: false,
             outbox: Outbox::default(),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
@@ -230,7 +229,7 @@ impl Store {
         Ok(store)
     }
 
-    /// Whether applies collect watch events and lease notes for [`Self::take_outbox`]. Off by
+    /// Whether applies collect watch events for [`Self::take_outbox`]. Off by
     /// default, so stores nobody drains don't grow.
     pub fn set_notify(&mut self, on: bool) {
         self.notify = on;
@@ -365,9 +364,8 @@ impl Store {
         self.commit()
     }
 
-    /// Rebuilds every index from the engine, once the staged snapshot is committed. The outbox
-    /// tells the lessor which leases went and came. Returns the consistent index the snapshot
-    /// covers.
+    /// Rebuilds every index from the engine, once the staged snapshot is committed. Returns the
+    /// consistent index the snapshot covers.
     pub fn finish_restore(&mut self) -> Result<u64, EtcdError> {
         let seq = self.buffer.as_ref().map_or(0, WriteBuffer::seq);
         let next = Self::open_inner(self.engine.clone(), self.sink.clone(), self.identity, seq);
@@ -378,30 +376,9 @@ impl Store {
                 return Err(e.into());
             }
         };
-        next.leases.set_min_ttl(self.leases.min_ttl());
         next.compaction_batch_limit = self.compaction_batch_limit;
         next.notify = self.notify;
-        let mut outbox = std::mem::take(&mut self.outbox);
-        if next.notify {
-            let kept: HashSet<i64> = next
-                .leases
-                .notes()
-                .iter()
-                .filter_map(|n| match n {
-                    LeaseNote::Granted { id, .. } => Some(*id),
-                    _ => None,
-                })
-                .collect();
-            for note in self.leases.notes() {
-                if let LeaseNote::Granted { id, .. } = note
-                    && !kept.contains(&id)
-                {
-                    outbox.leases.push(LeaseNote::Revoked { id });
-                }
-            }
-            outbox.leases.extend(next.leases.notes());
-        }
-        next.outbox = outbox;
+        next.outbox = std::mem::take(&mut self.outbox);
         *self = next;
         Ok(self.consistent_index)
     }
@@ -411,13 +388,10 @@ impl Store {
         std::mem::take(&mut self.outbox)
     }
 
-    /// etcd's minimum lease TTL (seconds): grants below it are raised to it.
-    pub fn set_min_lease_ttl(&mut self, secs: i64) {
-        self.leases.set_min_ttl(secs);
-    }
-
-    pub fn leases(&self) -> &Leases {
-        &self.leases
+    /// Every live key whose latest record names a lease, with that lease, sorted by key (the
+    /// applier rebuilds the keys attached to each lease from it).
+    pub fn leased_keys(&self) -> Vec<(Vec<u8>, i64)> {
+        self.leased.list()
     }
 
     /// Records examined per compaction deletion transaction (tests make it small).
@@ -524,13 +498,26 @@ impl Store {
 
     /// Applies `requests` in order in one engine write transaction that also records
     /// `consistent_index` and `term`, and commits it. A refused request gets its error and
-    /// changes nothing; an engine failure fails the batch and leaves the store as it was.
+    /// changes nothing; an engine failure fails the batch and leaves the store as it was. No
+    /// lease exists for its puts (see [`Self::apply_batch_with`]).
     pub fn apply_batch(
         &mut self,
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
     ) -> Result<Vec<ApplyResult>, EtcdError> {
+        self.apply_batch_with(consistent_index, term, requests, &[])
+            .map(|(results, _)| results)
+    }
+
+    /// [`Self::apply_batch`] where the leases `leases` exist (puts may name them).
+    pub fn apply_batch_with(
+        &mut self,
+        consistent_index: u64,
+        term: u64,
+        requests: Vec<InternalRaftRequest>,
+        leases: &[i64],
+    ) -> Result<Outcome, EtcdError> {
         self.check_poisoned()?;
         let before = (
             self.current_rev,
@@ -538,24 +525,22 @@ impl Store {
             self.consistent_index,
             self.term,
         );
-        let outbox_mark = (self.outbox.events.len(), self.outbox.leases.len());
+        let outbox_mark = self.outbox.events.len();
+        let requests = KvRequest::all(requests);
         let Uncommitted {
             results,
             undo,
-            lease_undo,
+            attachments,
             compaction,
             ..
-        } = self.apply_uncommitted(consistent_index, term, requests, Vec::new())?;
+        } = self.apply_uncommitted(consistent_index, term, requests, Vec::new(), leases)?;
         if let Err(e) = self.commit() {
             // Nothing else was pending: put memory back as it was and carry on.
             for u in undo.iter().rev() {
                 self.index.undo(u);
             }
-            for u in lease_undo.into_iter().rev() {
-                self.leases.undo(u);
-            }
-            self.outbox.events.truncate(outbox_mark.0);
-            self.outbox.leases.truncate(outbox_mark.1);
+            self.leased.undo(&attachments);
+            self.outbox.events.truncate(outbox_mark);
             (
                 self.current_rev,
                 self.compact_rev,
@@ -569,28 +554,58 @@ impl Store {
             self.start_compaction(rev);
             self.finish_compaction_now()?;
         }
-        Ok(results)
+        Ok((results, attachments))
     }
 
-    /// Like [`Self::apply_batch`], but into the write buffer, uncommitted: the caller commits
-    /// with [`Self::commit`] (after each batch with the backend actor, which batches; on a
-    /// timer or when [`Self::pending_ops`] grows with the direct sink). Memory reflects the
-    /// batch at once; reads see it. `ops` are another state owner's writes (the auth store's
-    /// tables) made at entries the batch covers: written first, committed with its index.
+    /// Like [`Self::apply_batch_with`], but into the write buffer, uncommitted: the caller
+    /// commits with [`Self::commit`] (after each batch with the backend actor, which batches;
+    /// on a timer or when [`Self::pending_ops`] grows with the direct sink). Memory reflects
+    /// the batch at once; reads see it. `ops` are other state owners' writes (the auth store's
+    /// tables, the applier's) made at entries the batch covers: written first, committed with
+    /// its index. `leases`: the leases that exist, of those the batch's puts name.
     pub fn apply_deferred(
         &mut self,
         consistent_index: u64,
         term: u64,
         requests: Vec<InternalRaftRequest>,
         ops: Vec<Op>,
-    ) -> Result<Vec<ApplyResult>, EtcdError> {
+        leases: &[i64],
+    ) -> Result<Outcome, EtcdError> {
+        let requests = KvRequest::all(requests);
+        self.deferred(consistent_index, term, requests, ops, leases)
+    }
+
+    /// Deletes every live key of `keys` at one revision (a lease revoke's keys), into the write
+    /// buffer like [`Self::apply_deferred`]: one `DeleteRange` result, whose header carries
+    /// the revision (moved only if something was deleted).
+    pub fn delete_keys_deferred(
+        &mut self,
+        consistent_index: u64,
+        term: u64,
+        keys: Vec<Vec<u8>>,
+        ops: Vec<Op>,
+    ) -> Result<Outcome, EtcdError> {
+        let bytes = keys.iter().map(Vec::len).sum();
+        let requests = (vec![KvRequest::DeleteKeys(keys)], bytes);
+        self.deferred(consistent_index, term, requests, ops, &[])
+    }
+
+    fn deferred(
+        &mut self,
+        consistent_index: u64,
+        term: u64,
+        requests: (Vec<KvRequest>, usize),
+        ops: Vec<Op>,
+        leases: &[i64],
+    ) -> Result<Outcome, EtcdError> {
         self.check_poisoned()?;
         let Uncommitted {
             results,
+            attachments,
             compaction,
             physical,
             ..
-        } = self.apply_uncommitted(consistent_index, term, requests, ops)?;
+        } = self.apply_uncommitted(consistent_index, term, requests, ops, leases)?;
         if let Some(rev) = compaction {
             self.start_compaction(rev);
             if physical {
@@ -598,7 +613,7 @@ impl Store {
                 self.finish_compaction_now()?;
             }
         }
-        Ok(results)
+        Ok((results, attachments))
     }
 
     /// Writes a batch into the write buffer and updates memory; returns the results, the
@@ -607,20 +622,29 @@ impl Store {
         &mut self,
         consistent_index: u64,
         term: u64,
-        requests: Vec<InternalRaftRequest>,
+        (requests, bytes): (Vec<KvRequest>, usize),
         ops: Vec<Op>,
+        leases: &[i64],
     ) -> Result<Uncommitted, EtcdError> {
         let n = requests.len();
-        let bytes: usize = requests.iter().map(prost::Message::encoded_len).sum();
         let mut txn = self.take_buffer()?;
         txn.begin_batch();
         let mut undo = Vec::new();
-        let mut lease_undo = Vec::new();
+        let mut attachments = Vec::new();
         // The consistent index and term go with the commit that carries this batch, and so do
         // the other owner's writes.
         let outcome = actcd_types::storage::write_ops(&mut txn, &ops, None)
             .map_err(Error::from)
-            .and_then(|()| self.apply_in(&mut txn, &mut undo, &mut lease_undo, term, requests));
+            .and_then(|()| {
+                self.apply_in(
+                    &mut txn,
+                    &mut undo,
+                    &mut attachments,
+                    term,
+                    requests,
+                    leases,
+                )
+            });
         let applied = match outcome {
             Ok(applied) => applied,
             Err(e) => {
@@ -630,9 +654,7 @@ impl Store {
                 for u in undo.iter().rev() {
                     self.index.undo(u);
                 }
-                for u in lease_undo.into_iter().rev() {
-                    self.leases.undo(u);
-                }
+                self.leased.undo(&attachments);
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
             }
@@ -648,14 +670,13 @@ impl Store {
         self.term = term;
         if self.notify {
             self.outbox.events.extend(applied.events);
-            self.outbox.leases.extend(applied.lease_notes);
         }
         // Compacting at the last revision covers any earlier one in the same batch.
         let compaction = applied.compactions.last().copied();
         Ok(Uncommitted {
             results: applied.results,
             undo,
-            lease_undo,
+            attachments,
             compaction,
             physical: applied.physical,
         })
@@ -730,7 +751,7 @@ impl Store {
             &mut self.index,
             &mut undo,
             &mut events,
-            &self.leases,
+            &[],
             self.current_rev,
             self.compact_rev,
         );
@@ -756,9 +777,10 @@ impl Store {
         &mut self,
         txn: &mut W,
         undo: &mut Vec<Undo>,
-        lease_undo: &mut Vec<LeaseUndo>,
+        attachments: &mut Vec<LeaseAttachment>,
         term: u64,
-        requests: Vec<InternalRaftRequest>,
+        requests: Vec<KvRequest>,
+        leases: &[i64],
     ) -> Result<Applied, Error> {
         let mut current_rev = self.current_rev;
         let mut compact_rev = self.compact_rev;
@@ -766,11 +788,10 @@ impl Store {
         let mut physical = false;
         let mut results = Vec::with_capacity(requests.len());
         let mut events = Vec::new();
-        let mut lease_notes = Vec::new();
         let identity = self.identity;
         for req in requests {
             let first_event = events.len();
-            let (outcome, changed) = match KvRequest::of(req) {
+            let (outcome, changed) = match req {
                 KvRequest::Compaction(revision, wants_physical) => {
                     // etcd's order of checks. The deletions run after the batch, beside later
                     // applies; `physical` ones finish before the batch's results are returned.
@@ -790,77 +811,46 @@ impl Store {
                     (outcome.map_err(Error::from), false)
                 }
                 KvRequest::None => (Ok(ApplyResponse::Empty), false),
-                KvRequest::LeaseGrant(id, ttl) => {
-                    let outcome = self.leases.grant(txn, lease_undo, id, ttl).map(|ttl| {
-                        lease_notes.push(LeaseNote::Granted {
-                            id,
-                            ttl,
-                            remaining_ttl: 0,
-                        });
-                        let mut header = rev_header(current_rev);
-                        stamp(&mut header, identity, term);
-                        ApplyResponse::LeaseGrant(LeaseGrantResponse {
-                            header,
-                            id,
-                            ttl,
-                            error: String::new(),
-                        })
-                    });
-                    (outcome, false)
-                }
-                KvRequest::LeaseCheckpoint(checkpoints) => {
-                    for (id, remaining_ttl) in checkpoints {
-                        if self.leases.checkpoint(txn, lease_undo, id, remaining_ttl)? {
-                            lease_notes.push(LeaseNote::Checkpointed { id, remaining_ttl });
-                        }
-                    }
-                    (Ok(ApplyResponse::Empty), false)
-                }
-                KvRequest::LeaseRevoke(id) => match self.leases.keys_of(id) {
-                    Err(e) => (Err(e.into()), false),
-                    Ok(keys) => {
-                        // Every attached key goes at one revision, as one etcd write txn.
-                        let mut w = Writer::new(
-                            &mut *txn,
-                            &mut self.index,
-                            &mut *undo,
-                            &mut events,
-                            &self.leases,
-                            current_rev,
-                            compact_rev,
-                        );
-                        let mut deleted = Ok(());
-                        for key in keys {
-                            if let Err(e) = w.delete_range(DeleteRangeRequest {
+                KvRequest::DeleteKeys(keys) => {
+                    // Every key goes at one revision, as one etcd write txn.
+                    let mut w = Writer::new(
+                        &mut *txn,
+                        &mut self.index,
+                        &mut *undo,
+                        &mut events,
+                        leases,
+                        current_rev,
+                        compact_rev,
+                    );
+                    let mut deleted = 0;
+                    for key in keys {
+                        deleted += w
+                            .delete_range(DeleteRangeRequest {
                                 key,
                                 ..Default::default()
-                            }) {
-                                deleted = Err(e);
-                                break;
-                            }
-                        }
-                        let changed = w.changes > 0;
-                        deleted?;
-                        for ev in &events[first_event..] {
-                            self.leases.track(ev, lease_undo);
-                        }
-                        self.leases.remove(txn, lease_undo, id)?;
-                        lease_notes.push(LeaseNote::Revoked { id });
-                        let mut header = rev_header(current_rev + i64::from(changed));
-                        stamp(&mut header, identity, term);
-                        (
-                            Ok(ApplyResponse::LeaseRevoke(LeaseRevokeResponse { header })),
-                            changed,
-                        )
+                            })?
+                            .deleted;
                     }
-                },
+                    let changed = w.changes > 0;
+                    for ev in &events[first_event..] {
+                        self.leased.track(ev, attachments);
+                    }
+                    let mut header = rev_header(current_rev + i64::from(changed));
+                    stamp(&mut header, identity, term);
+                    let resp = DeleteRangeResponse {
+                        header,
+                        deleted,
+                        prev_kvs: Vec::new(),
+                    };
+                    (Ok(ApplyResponse::DeleteRange(resp)), changed)
+                }
                 KvRequest::Write(write) => {
                     let mut w = Writer::new(
                         &mut *txn,
                         &mut self.index,
                         &mut *undo,
                         &mut events,
-                        &self.leases,
+                        leases,
                         current_rev,
                         compact_rev,
                     );
@@ -881,7 +871,7 @@ impl Store {
                     let changed = w.changes > 0;
                     if outcome.is_ok() {
                         for ev in &events[first_event..] {
-                            self.leases.track(ev, lease_undo);
+                            self.leased.track(ev, attachments);
                         }
                     }
                     (outcome, changed)
@@ -905,7 +895,6 @@ impl Store {
         Ok(Applied {
             results,
             events,
-            lease_notes,
             physical,
             current_rev,
             compact_rev,
@@ -1028,13 +1017,12 @@ fn delete_compacted_slice<W: WriteTxn + ?Sized>(
 /// etcd's applier when several fields are set.
 enum KvRequest {
     Write(KvWrite),
-    LeaseGrant(i64, i64),
-    LeaseRevoke(i64),
-    /// `(lease id, remaining TTL)` pairs.
-    LeaseCheckpoint(Vec<(i64, i64)>),
     Compaction(i64, bool),
+    /// Keys to delete at one revision ([`Store::delete_keys_deferred`]).
+    DeleteKeys(Vec<Vec<u8>>),
     /// Not a key-space write: a Range (reads are served outside the log, so one that went
-    /// through it has no answer here), or a request another owner applies.
+    /// through it has no answer here), or a request another owner applies (leases, alarms,
+    /// auth, membership).
     None,
 }
 
@@ -1050,20 +1038,15 @@ impl KvRequest {
             Self::Write(KvWrite::Txn(t))
         } else if let Some(c) = req.compaction {
             Self::Compaction(c.revision, c.physical)
-        } else if let Some(g) = req.lease_grant {
-            Self::LeaseGrant(g.id, g.ttl)
-        } else if let Some(r) = req.lease_revoke {
-            Self::LeaseRevoke(r.id)
-        } else if let Some(c) = req.lease_checkpoint {
-            Self::LeaseCheckpoint(
-                c.checkpoints
-                    .iter()
-                    .map(|c| (c.id, c.remaining_ttl))
-                    .collect(),
-            )
         } else {
             Self::None
         }
+    }
+
+    /// Every request of a batch, with their encoded size.
+    fn all(requests: Vec<InternalRaftRequest>) -> (Vec<Self>, usize) {
+        let bytes = requests.iter().map(prost::Message::encoded_len).sum();
+        (requests.into_iter().map(Self::of).collect(), bytes)
     }
 }
 

@@ -148,6 +148,10 @@ struct Harness {
     engine: TestEngine,
     store: Store,
     applied: u64,
+    /// The leases that exist (the applier's say, handed to every batch).
+    leases: Vec<i64>,
+    /// The lease changes the batches reported, oldest first.
+    attached: Vec<LeaseAttachment>,
 }
 
 impl Harness {
@@ -158,14 +162,32 @@ impl Harness {
             engine,
             store,
             applied: 0,
+            leases: Vec::new(),
+            attached: Vec::new(),
         }
     }
 
     fn apply(&mut self, reqs: Vec<InternalRaftRequest>) -> Vec<ApplyResult> {
         self.applied += 1;
-        self.store
-            .apply_batch(self.applied, TERM, reqs)
-            .expect("batch applies")
+        let (results, attached) = self
+            .store
+            .apply_batch_with(self.applied, TERM, reqs, &self.leases)
+            .expect("batch applies");
+        self.attached.extend(attached);
+        results
+    }
+
+    /// Deletes `keys` at one revision, as a lease revoke does, and commits.
+    fn delete_keys(&mut self, keys: &[&str]) -> ApplyResult {
+        self.applied += 1;
+        let keys = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        let (mut results, attached) = self
+            .store
+            .delete_keys_deferred(self.applied, TERM, keys, Vec::new())
+            .expect("deletes apply");
+        self.store.commit().expect("commits");
+        self.attached.extend(attached);
+        results.remove(0)
     }
 
     fn one(&mut self, req: InternalRaftRequest) -> ApplyResult {
@@ -176,13 +198,10 @@ impl Harness {
         self.store.take_outbox();
     }
 
-    /// Grants lease `id` (60 s); revisions don't move.
+    /// Lease `id` exists from now on (the applier grants leases; the store only hears which
+    /// exist).
     fn grant(&mut self, id: i64) {
-        let got = self.one(InternalRaftRequest {
-            lease_grant: Some(actcd_proto::etcdserverpb::LeaseGrantRequest { id, ttl: 60 }),
-            ..Default::default()
-        });
-        assert!(matches!(got, Ok(ApplyResponse::LeaseGrant(_))), "{got:?}");
+        self.leases.push(id);
     }
 
     fn put(&mut self, k: &str, v: &str) -> i64 {
@@ -2022,10 +2041,13 @@ fn uncommitted_batches_vanish_with_a_crash_and_leave_the_consistent_index_behind
         }),
         ..Default::default()
     };
-    s.apply_deferred(1, 1, vec![put("a")], Vec::new()).unwrap();
+    s.apply_deferred(1, 1, vec![put("a")], Vec::new(), &[])
+        .unwrap();
     s.commit().unwrap();
-    s.apply_deferred(2, 1, vec![put("b")], Vec::new()).unwrap();
-    s.apply_deferred(3, 1, vec![put("c")], Vec::new()).unwrap();
+    s.apply_deferred(2, 1, vec![put("b")], Vec::new(), &[])
+        .unwrap();
+    s.apply_deferred(3, 1, vec![put("c")], Vec::new(), &[])
+        .unwrap();
     assert_eq!(s.pending_ops(), 2);
     assert!(s.pending_bytes() > 2, "request bytes are counted too");
     let all = RangeRequest {
@@ -2062,7 +2084,7 @@ fn another_owners_ops_commit_with_the_batch_and_its_consistent_index() {
         value: b"role".as_slice().into(),
     }];
     // An auth entry at index 4 with nothing after it in its Ready: no requests, only its writes.
-    s.apply_deferred(4, 1, Vec::new(), ops).unwrap();
+    s.apply_deferred(4, 1, Vec::new(), ops, &[]).unwrap();
     let committed = |table, key: &[u8]| engine.read().unwrap().get(table, key).unwrap();
     assert_eq!(
         committed(Table::AuthRoles, b"app"),
@@ -2080,13 +2102,6 @@ fn another_owners_ops_commit_with_the_batch_and_its_consistent_index() {
 
 // ------------------------------------------------------------------ leases, events, history
 
-fn revoke(id: i64) -> InternalRaftRequest {
-    InternalRaftRequest {
-        lease_revoke: Some(actcd_proto::etcdserverpb::LeaseRevokeRequest { id }),
-        ..Default::default()
-    }
-}
-
 fn event_summary(events: &[actcd_proto::mvccpb::Event]) -> Vec<(i32, String, i64)> {
     events
         .iter()
@@ -2101,40 +2116,67 @@ fn event_summary(events: &[actcd_proto::mvccpb::Event]) -> Vec<(i32, String, i64
         .collect()
 }
 
+fn attached(key: &str, old_lease: i64, new_lease: i64) -> LeaseAttachment {
+    LeaseAttachment {
+        key: key.as_bytes().to_vec(),
+        old_lease,
+        new_lease,
+    }
+}
+
 #[test]
-fn revoke_deletes_attached_keys_at_one_revision_and_tells_who_listens() {
+fn delete_keys_deletes_at_one_revision_and_reports_the_detachments() {
     let mut h = Harness::new();
     h.store.set_notify(true);
     h.grant(7);
-    for k in ["b", "a", "c"] {
+    for k in ["a", "b", "c"] {
         h.one(put_with(PutRequest {
             lease: 7,
             ..put_req(k, "v")
         }))
         .unwrap(); // 2, 3, 4
     }
-    // Moving c to no lease detaches it; it must survive the revoke.
+    // Moving c to no lease is reported; a lease-less write is not.
     h.put("c", "free"); // 5
+    h.put("d", "free"); // 6
+    assert_eq!(
+        h.attached,
+        vec![
+            attached("a", 0, 7),
+            attached("b", 0, 7),
+            attached("c", 0, 7),
+            attached("c", 7, 0)
+        ]
+    );
+    h.attached.clear();
     h.take_outbox_events();
-    let got = h.one(revoke(7));
-    match got {
-        Ok(ApplyResponse::LeaseRevoke(r)) => assert_eq!(r.header, full_header(6)),
-        other => panic!("revoke: {other:?}"),
+    match h.delete_keys(&["a", "b", "gone"]) {
+        Ok(ApplyResponse::DeleteRange(r)) => {
+            assert_eq!((r.header, r.deleted), (full_header(7), 2))
+        }
+        other => panic!("delete keys: {other:?}"),
     }
     let out = h.store.take_outbox();
     assert_eq!(
         event_summary(&out.events),
-        vec![(1, "a".into(), 6), (1, "b".into(), 6)],
-        "sorted deletes at one revision"
+        vec![(1, "a".into(), 7), (1, "b".into(), 7)],
+        "deletes at one revision"
     );
-    assert_eq!(out.leases, vec![crate::LeaseNote::Revoked { id: 7 }]);
+    assert_eq!(h.attached, vec![attached("a", 7, 0), attached("b", 7, 0)]);
     assert!(h.get("a").is_none() && h.get("b").is_none());
     assert_eq!(h.get("c").unwrap().value, b"free");
-    assert_eq!(h.one(revoke(7)), Err(EtcdError::LeaseNotFound));
+    assert_eq!(h.store.leased_keys(), Vec::new());
+    // Nothing left to delete: the revision stays.
+    match h.delete_keys(&["a"]) {
+        Ok(ApplyResponse::DeleteRange(r)) => {
+            assert_eq!((r.header, r.deleted), (full_header(7), 0))
+        }
+        other => panic!("delete keys: {other:?}"),
+    }
 }
 
 #[test]
-fn leases_and_attachments_survive_reopen() {
+fn leased_keys_survive_reopen() {
     let mut h = Harness::new();
     h.grant(3);
     h.grant(4);
@@ -2148,17 +2190,41 @@ fn leases_and_attachments_survive_reopen() {
         ..put_req("y", "1")
     }))
     .unwrap();
-    // y moves to lease 3, then is deleted: lease 4 ends with nothing, lease 3 with x.
+    h.one(put_with(PutRequest {
+        lease: 4,
+        ..put_req("z", "1")
+    }))
+    .unwrap();
+    // y moves to lease 3, then is deleted; z moves to no lease.
     h.one(put_with(PutRequest {
         lease: 3,
         ..put_req("y", "2")
     }))
     .unwrap();
     h.one(del("y", "")).unwrap();
+    h.put("z", "2");
+    let want = vec![(b"x".to_vec(), 3)];
+    assert_eq!(h.store.leased_keys(), want);
     let reopened = Store::open(Arc::new(h.engine.clone()), ID).unwrap();
-    let keys = |id| reopened.leases().get(id).map(|l| l.keys.len());
-    assert_eq!((keys(3), keys(4), keys(5)), (Some(1), Some(0), None));
-    assert_eq!(reopened.leases().get(3).map(|l| l.ttl), Some(60));
+    assert_eq!(reopened.leased_keys(), want);
+}
+
+#[test]
+fn a_failed_batch_takes_its_lease_changes_back() {
+    let mut h = Harness::new();
+    h.grant(3);
+    h.engine.fail_commit.store(true, Ordering::Relaxed);
+    let got = h.store.apply_batch_with(
+        1,
+        TERM,
+        vec![put_with(PutRequest {
+            lease: 3,
+            ..put_req("x", "1")
+        })],
+        &h.leases,
+    );
+    assert!(got.is_err());
+    assert_eq!(h.store.leased_keys(), Vec::new());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! Following etcd (`applierV3backend.Txn`): every compare of the txn and of all nested txns on
 //! the chosen path is evaluated first, against the state before the txn. Then the chosen ops are
 //! checked against that same state — Put's `ignore_value`/`ignore_lease` need the key, a lease
-//! must exist, then a Range's revision must be neither future nor compacted — and the first
+//! must be one the applier listed as existing (`ApplyBatch.leases`), then a Range's revision must be neither future nor compacted — and the first
 //! failure fails the whole txn with nothing written. Only then are the ops executed in order,
 //! all writes sharing one main revision and every read seeing the txn's earlier writes.
 //!
@@ -165,7 +165,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                     {
                         return Err(EtcdError::KeyNotFound.into());
                     }
-                    if p.lease != 0 && !leases.exists(p.lease) {
+                    if p.lease != 0 && !leases.contains(&p.lease) {
                         return Err(EtcdError::LeaseNotFound.into());
                     }
                     Ok(())

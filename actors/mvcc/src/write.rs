@@ -18,7 +18,6 @@ use prost::Message;
 
 use crate::error::Error;
 use crate::key_index::{KeyRange, TreeIndex, Undo};
-use crate::lease::Leases;
 use crate::range::View;
 
 /// A header carrying only a revision: what etcd puts in responses nested in a Txn, and what
@@ -44,7 +43,9 @@ pub(crate) struct Writer<'a, W: WriteTxn + ?Sized> {
     pub compact_rev: i64,
     /// Records this request has written so far (the next `sub`).
     pub changes: i64,
-    pub leases: &'a Leases,
+    /// The lease ids that exist, of those the batch's puts name (the applier's answer): a put
+    /// naming another non-zero lease is refused.
+    pub leases: &'a [i64],
 }
 
 impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
@@ -54,7 +55,7 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
         index: &'a mut TreeIndex,
         undo: &'a mut Vec<Undo>,
         events: &'a mut Vec<Event>,
-        leases: &'a Leases,
+        leases: &'a [i64],
         begin_rev: i64,
         compact_rev: i64,
     ) -> Self {
@@ -86,7 +87,7 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
 
     /// A top-level Put: the lease must exist (checked first, as etcd does), then [`Self::put`].
     pub fn apply_put(&mut self, req: PutRequest) -> Result<PutResponse, Error> {
-        if req.lease != 0 && !self.leases.exists(req.lease) {
+        if req.lease != 0 && !self.leases.contains(&req.lease) {
             return Err(EtcdError::LeaseNotFound.into());
         }
         self.put(req)

@@ -587,16 +587,62 @@ pub struct RaftProgress {
 /// waiter when `replies` holds one for it (saving a hop back through the applier on every
 /// write), returned in the reply otherwise. `replies` is empty or has one slot per request.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<Vec<ApplyResult>, EtcdError>")]
+#[rtype(result = "Result<BatchApplied, EtcdError>")]
 pub struct ApplyBatch {
     pub consistent_index: u64,
     pub term: u64,
     pub requests: Vec<InternalRaftRequest>,
     pub replies: Vec<Option<oneshot::Sender<ApplyResult>>>,
-    /// Writes of another state owner (the auth actor's tables) applied at entries this batch
-    /// covers: written first, into the same backend commit as the batch's consistent index.
+    /// Writes of other state owners (the auth actor's tables, the applier's alarms, members
+    /// and leases) applied at entries this batch covers: written first, into the same backend
+    /// commit as the batch's consistent index.
+    pub ops: Vec<crate::storage::Op>,
+    /// The lease ids named by the batch's puts (top-level or in any txn branch) that exist at
+    /// the batch's point of the log. A put naming any other non-zero lease is refused with
+    /// `etcdserver: requested lease not found` (in a txn, only in the branch taken).
+    pub leases: Vec<i64>,
+}
+
+/// The answer to [`ApplyBatch`] and [`DeleteKeys`].
+#[derive(Debug, Default)]
+pub struct BatchApplied {
+    /// One result per request when the batch carried no waiters; empty otherwise.
+    pub results: Vec<ApplyResult>,
+    /// The key space's revision after the batch.
+    pub revision: i64,
+    /// Every change of the lease named by a key's latest record, in the order the batch made
+    /// them; nothing for writes where both the old and the new lease are 0.
+    pub attachments: Vec<LeaseAttachment>,
+}
+
+/// `key`'s latest record named `old_lease` before a write and names `new_lease` after it (0:
+/// no lease; a delete leaves 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseAttachment {
+    pub key: Vec<u8>,
+    pub old_lease: i64,
+    pub new_lease: i64,
+}
+
+/// Delete every key of `keys` (live ones; the others are skipped) at one revision, as one
+/// write: one Delete event each, one watch response; the revision moves only if something
+/// was deleted. Applied like a batch (`ops` first, one backend commit with
+/// `consistent_index`/`term`); `results` holds one `DeleteRange` answer whose header carries
+/// the revision. The applier sends it for a LeaseRevoke, with the keys attached to the lease.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<BatchApplied, EtcdError>")]
+pub struct DeleteKeys {
+    pub consistent_index: u64,
+    pub term: u64,
+    pub keys: Vec<Vec<u8>>,
     pub ops: Vec<crate::storage::Op>,
 }
+
+/// Every live key whose latest record names a lease, with that lease id (the applier rebuilds
+/// the keys attached to each lease from it after a snapshot is installed).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<Vec<(Vec<u8>, i64)>, EtcdError>")]
+pub struct LeasedKeys;
 
 /// A read of the key space (the caller has done any linearizability wait, and judged the
 /// client against the newest permission view).
@@ -828,7 +874,7 @@ pub struct RenewLease {
     pub id: i64,
 }
 
-/// The lease's TTLs as LeaseTimeToLive reports them (the keys come from the store).
+/// The lease's TTLs as LeaseTimeToLive reports them (the keys come from the applier).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Result<LeaseTtl, EtcdError>")]
 pub struct LeaseTimeToLive {
@@ -922,7 +968,7 @@ pub struct HistoryChunk {
 }
 
 /// The keys attached to a lease in the applied state, sorted (LeaseTimeToLive with `keys`).
-/// `LeaseNotFound` when the store holds no such lease.
+/// `LeaseNotFound` when no such lease exists. Asked of the applier, which owns the leases.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Result<Vec<Vec<u8>>, EtcdError>")]
 pub struct LeaseKeys {
