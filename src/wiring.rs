@@ -22,7 +22,7 @@ use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, LmdbEngine, Subscribe};
 use actcd_front::{ActorProbe, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{BackendLink, MvccActor, MvccPeers, Store};
+use actcd_mvcc::{BackendLink, MvccActor, MvccPeers, MvccReader, ReadViews, Store};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{RaftActor, RaftNode, RaftPeers};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
@@ -62,6 +62,7 @@ struct Mailboxes {
     applier: Context<ApplierActor>,
     raft: Context<RaftActor>,
     store: AddressReceiver<MvccActor>,
+    reader: AddressReceiver<MvccReader>,
     hub: AddressReceiver<WatchHubActor>,
 }
 
@@ -72,18 +73,22 @@ struct Addrs {
     applier: Addr<ApplierActor>,
     raft: Addr<RaftActor>,
     store: Addr<MvccActor>,
+    /// Reads of the key space, from the store's published views.
+    reader: Addr<MvccReader>,
     hub: Addr<WatchHubActor>,
 }
 
 impl Mailboxes {
     fn new() -> (Self, Addrs) {
         let (store_tx, store) = channel(MAILBOX);
+        let (reader_tx, reader) = channel(MAILBOX);
         let (hub_tx, hub) = channel(MAILBOX);
         let m = Self {
             preflight: Context::new(),
             applier: Context::new(),
             raft: Context::new(),
             store,
+            reader,
             hub,
         };
         let a = Addrs {
@@ -91,6 +96,7 @@ impl Mailboxes {
             applier: m.applier.address(),
             raft: m.raft.address(),
             store: Addr::new(store_tx),
+            reader: Addr::new(reader_tx),
             hub: Addr::new(hub_tx),
         };
         (m, a)
@@ -128,7 +134,13 @@ pub(crate) fn start_actors(
     // The applier reads its alarms and members from the engine again after a snapshot is
     // installed.
     let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
-    let backend = storage(rec.engine, rec.store, boxes.store, &a, supervisor);
+    let backend = storage(
+        rec.engine,
+        rec.store,
+        (boxes.store, boxes.reader),
+        &a,
+        supervisor,
+    );
     watch_hub(cfg, boxes.hub, &a, identity, current_revision);
     let consensus = consensus(
         cfg,
@@ -157,6 +169,7 @@ pub(crate) fn start_actors(
         ActorProbe::of("wal", &consensus.wal),
         ActorProbe::of("applier", &a.applier),
         ActorProbe::of("mvcc", &a.store),
+        ActorProbe::of("mvcc_reader", &a.reader),
         ActorProbe::of("watch", &a.hub),
         ActorProbe::of("transport", &consensus.transport),
         ActorProbe::of("backend", &backend),
@@ -188,18 +201,22 @@ fn auth_store(auth: AuthActor) -> (Addr<AuthActor>, SharedView) {
     (auth.start_on_own_thread(), view)
 }
 
-/// The key space and its disk: the backend (the environment's only writer, its own thread)
-/// and the store, which sends it its writes, hears its commits and failures, and is drained
-/// into it when the member stops.
+/// The key space and its disk: the backend (the environment's only writer, its own thread),
+/// the store, which sends it its writes, hears its commits and failures, and is drained into
+/// it when the member stops, and the reader, on a thread of its own, which serves every read
+/// of the key space from the views the store publishes (so no read waits behind applies).
 fn storage(
     engine: Arc<LmdbEngine>,
-    store: Store,
-    mailbox: AddressReceiver<MvccActor>,
+    mut store: Store,
+    (mailbox, reader): (AddressReceiver<MvccActor>, AddressReceiver<MvccReader>),
     a: &Addrs,
     supervisor: &Addr<Supervisor>,
 ) -> Addr<BackendActor> {
     let backend = BackendActor::start_on_own_thread(engine);
+    let (publisher, views) = ReadViews::channel(store.read_view());
+    run_on_own_thread(reader, move || MvccReader::new(views));
     let peers = MvccPeers {
+        views: Some(publisher),
         watch: Some(a.hub.clone().recipient()),
         backend: Some(BackendLink {
             commit: backend.clone().recipient(),
@@ -248,7 +265,7 @@ fn watch_hub(
         member,
         ..HubConfig::default()
     };
-    let (history, interest) = (a.store.clone().recipient(), a.store.clone().recipient());
+    let (history, interest) = (a.reader.clone().recipient(), a.store.clone().recipient());
     run_on_own_thread(mailbox, move || {
         WatchHubActor::new(config, history, current_revision).with_interest(interest)
     });
@@ -288,7 +305,7 @@ fn consensus(
         applier: a.applier.clone().recipient(),
         progress: a.preflight.clone().recipient(),
         sync_storage: a.store.clone().recipient(),
-        range_to: a.store.clone().recipient(),
+        range_to: a.reader.clone().recipient(),
         outbox: Some(transport.clone().recipient()),
         leadership: Some(lessor.clone().recipient()),
         peer_book: Some(transport.clone().recipient()),
@@ -453,10 +470,10 @@ fn routes(
     PipelineRoutes {
         submit: a.preflight.recipient(),
         read_index: a.raft.clone().recipient(),
-        range: a.store.clone().recipient(),
+        range: a.reader.clone().recipient(),
         store_status: a.store.clone().recipient(),
-        hash_kv: a.store.clone().recipient(),
-        read_txn: a.store.clone().recipient(),
+        hash_kv: a.reader.clone().recipient(),
+        read_txn: a.reader.clone().recipient(),
         raft_status: a.raft.clone().recipient(),
         linearizable_range: a.raft.clone().recipient(),
         renew_lease: lessor.clone().recipient(),

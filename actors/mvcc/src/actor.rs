@@ -77,6 +77,10 @@ pub struct MvccPeers {
     /// The backend actor, the only writer of the environment. `None`: the store commits
     /// straight into its engine (tests, benches).
     pub backend: Option<BackendLink>,
+    /// Where the store publishes a [`crate::ReadView`] after every change, for the readers
+    /// ([`crate::MvccReader`]): after each batch before its waiters are answered, after each
+    /// commit reported, after a snapshot is installed, and when the store fails.
+    pub views: Option<crate::ViewPublisher>,
 }
 
 /// The backend actor's doors the store uses. It answers `Committed{seq}` after each commit and
@@ -122,6 +126,7 @@ impl MvccActor {
             }
         }
         self.peers = peers;
+        self.publish();
         self
     }
 
@@ -157,6 +162,13 @@ impl MvccActor {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Publishes the state as applied now for the readers.
+    fn publish(&mut self) {
+        if let Some(views) = &self.peers.views {
+            views.send_replace(std::sync::Arc::new(self.store.read_view()));
         }
     }
 
@@ -248,13 +260,16 @@ impl Handler<ApplyBatch> for MvccActor {
 
     fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
-        let outcome = self.store.apply_deferred(
-            msg.consistent_index,
-            msg.term,
-            msg.requests,
-            msg.ops,
-            &msg.leases,
-        )?;
+        let outcome = self
+            .store
+            .apply_deferred(
+                msg.consistent_index,
+                msg.term,
+                msg.requests,
+                msg.ops,
+                &msg.leases,
+            )
+            .inspect_err(|_| self.publish())?;
         self.after_batch(outcome, msg.replies, ctx)
     }
 }
@@ -265,9 +280,10 @@ impl Handler<DeleteKeys> for MvccActor {
 
     fn handle(&mut self, msg: DeleteKeys, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("DeleteKeys");
-        let outcome =
-            self.store
-                .delete_keys_deferred(msg.consistent_index, msg.term, msg.keys, msg.ops)?;
+        let outcome = self
+            .store
+            .delete_keys_deferred(msg.consistent_index, msg.term, msg.keys, msg.ops)
+            .inspect_err(|_| self.publish())?;
         self.after_batch(outcome, Vec::new(), ctx)
     }
 }
@@ -282,6 +298,9 @@ impl MvccActor {
         ctx: &mut Context<Self>,
     ) -> Result<BatchApplied, EtcdError> {
         self.announce();
+        // Before any waiter hears of the batch, and before the applier (hence raft) counts it
+        // applied: a read that follows either sees it.
+        self.publish();
         if !replies.is_empty() {
             for (res, reply) in results.drain(..).zip(replies) {
                 if let Some(reply) = reply {
@@ -510,6 +529,7 @@ impl MvccActor {
             revision = self.store.current_revision(),
             "installed a snapshot from the leader"
         );
+        self.publish();
         if self.hub_listening
             && let Some(w) = &self.peers.watch
         {
@@ -567,6 +587,8 @@ impl Handler<Committed> for MvccActor {
 
     fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
         self.store.committed(msg.seq);
+        // Views from now on find those records in the engine: the old runs can go.
+        self.publish();
     }
 }
 
@@ -578,6 +600,7 @@ impl Handler<BackendFailed> for MvccActor {
     fn handle(&mut self, msg: BackendFailed, _: &mut Self::Context) {
         tracing::error!(error = %msg.error, "the backend failed; the store stops applying");
         self.store.backend_failed();
+        self.publish();
     }
 }
 
@@ -972,6 +995,126 @@ mod tests {
             "the snapshot's own consistent index was committed"
         );
         assert_eq!(addr.send(Defragment).await.unwrap().unwrap(), (1, 1));
+    }
+
+    /// A backend whose defragmentation never ends: the store waits on it and takes no other
+    /// message meanwhile, as it does for a long defragmentation.
+    struct StuckBackend;
+
+    impl Actor for StuckBackend {
+        type Context = actix::Context<Self>;
+    }
+
+    impl Handler<Commit> for StuckBackend {
+        type Result = ();
+        fn handle(&mut self, _: Commit, _: &mut Self::Context) {}
+    }
+
+    impl Handler<Flush> for StuckBackend {
+        type Result = Result<(), String>;
+        fn handle(&mut self, _: Flush, _: &mut Self::Context) -> Self::Result {
+            Ok(())
+        }
+    }
+
+    impl Handler<SyncBackend> for StuckBackend {
+        type Result = Result<(), String>;
+        fn handle(&mut self, _: SyncBackend, _: &mut Self::Context) -> Self::Result {
+            Ok(())
+        }
+    }
+
+    impl Handler<Defragment> for StuckBackend {
+        type Result = ResponseFuture<Result<(u64, u64), EtcdError>>;
+        fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    impl Handler<OpenStoreReader> for StuckBackend {
+        type Result = Result<StoreReader, EtcdError>;
+        fn handle(&mut self, _: OpenStoreReader, _: &mut Self::Context) -> Self::Result {
+            Err(EtcdError::internal("stuck"))
+        }
+    }
+
+    #[actix::test]
+    async fn reads_are_answered_by_the_reader_while_the_writer_is_busy() {
+        use std::time::Duration;
+        let engine = Arc::new(MemEngine::new());
+        let mut store = Store::open(engine, MemberIdentity::default()).unwrap();
+        let (publisher, views) = crate::ReadViews::channel(store.read_view());
+        let backend = StuckBackend.start();
+        let peers = MvccPeers {
+            backend: Some(BackendLink {
+                commit: backend.clone().recipient(),
+                flush: backend.clone().recipient(),
+                sync: backend.clone().recipient(),
+                defragment: backend.clone().recipient(),
+                open_reader: backend.clone().recipient(),
+            }),
+            views: Some(publisher),
+            ..MvccPeers::default()
+        };
+        let writer = MvccActor::start_with(store, 10_000, Some(peers));
+        let reader = crate::MvccReader::start_on_own_thread(views);
+        let range = || Range {
+            request: RangeRequest {
+                key: b"k".to_vec(),
+                ..Default::default()
+            },
+        };
+        // An applied write is in the view before the batch is answered.
+        apply(&writer, 5, vec![put("v")]).await;
+        let r = reader.send(range()).await.unwrap().unwrap();
+        assert_eq!(
+            (r.kvs[0].value.as_slice(), r.header.unwrap().revision),
+            (&b"v"[..], 2)
+        );
+
+        // The writer now waits for a defragmentation that never ends, with an apply queued
+        // behind it.
+        writer.do_send(Defragment);
+        let queued = writer.send(ApplyBatch {
+            consistent_index: 6,
+            term: 2,
+            requests: vec![put("w")],
+            replies: Vec::new(),
+            ops: Vec::new(),
+            leases: Vec::new(),
+        });
+        let stuck = tokio::time::timeout(Duration::from_millis(200), writer.send(range())).await;
+        assert!(stuck.is_err(), "the writer's own mailbox is held up");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), queued)
+                .await
+                .is_err()
+        );
+        // Every kind of read still gets its answer from the reader, at revision 2.
+        for _ in 0..100 {
+            let r = reader.send(range()).await.unwrap().unwrap();
+            assert_eq!(r.kvs[0].value, b"v");
+        }
+        let chunk = reader
+            .send(History {
+                from: 1,
+                to: 10,
+                max_events: 10,
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(chunk.events.len(), 1);
+        let hash = reader.send(HashKv { revision: 0 }).await.unwrap().unwrap();
+        assert_eq!(hash.revision, 2);
+        let txn = reader
+            .send(ReadTxn {
+                request: Default::default(),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(txn.header.unwrap().revision, 2);
     }
 }
 

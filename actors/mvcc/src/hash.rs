@@ -6,16 +6,17 @@
 //! for the same history.
 
 use actcd_types::msg::HashKvResult;
-use actcd_types::storage::Table;
+use actcd_types::storage::{ReadTxn, Table};
 use actcd_types::{EtcdError, Revision};
 
+use crate::range::View;
 use crate::store::{Sink, Store};
 
-impl Store {
-    /// Over everything applied, committed or still buffered.
+impl<R: ReadTxn + ?Sized> View<'_, R> {
+    /// etcd's HashKV at `revision` (0: the view's) over what the view reads.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        let current = self.current_revision();
-        let compacted = self.compact_revision();
+        let current = self.rev;
+        let compacted = self.compact_rev;
         if revision > 0 && revision <= compacted {
             return Err(EtcdError::Compacted);
         }
@@ -23,11 +24,11 @@ impl Store {
             return Err(EtcdError::FutureRevision);
         }
         let rev = if revision <= 0 { current } else { revision };
-        let keep = self.index().keep(rev);
+        let keep = self.index.keep(rev);
         let upper = Revision::new(rev.saturating_add(1), 0).to_bytes(false);
         let mut crc = crc32c::crc32c(b"key");
-        self.read_with(|txn| {
-            txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
+        self.txn
+            .scan(Table::Key, &[], Some(&upper), &mut |k, v| {
                 let counts = match Revision::from_bytes(k) {
                     Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
                     None => true,
@@ -38,13 +39,19 @@ impl Store {
                 }
                 true
             })
-        })?
-        .map_err(EtcdError::internal)?;
+            .map_err(EtcdError::internal)?;
         Ok(HashKvResult {
             hash: crc,
             compact_revision: compacted,
             revision: current,
         })
+    }
+}
+
+impl Store {
+    /// Over everything applied, committed or still buffered.
+    pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
+        self.read_with(|txn| self.view_over(txn).hash_kv(revision))?
     }
 
     /// Commits what is buffered and, with the direct sink, flushes everything to stable
@@ -108,7 +115,7 @@ mod tests {
         };
         s.apply_batch(2, 1, vec![compact]).unwrap();
         // k@3 stays on disk, but a compaction at 4 would drop it, so only k@4 counts.
-        let scan = s.engine().begin_read().unwrap();
+        let scan = s.read_engine().begin_read().unwrap();
         let mut records = vec![];
         scan.scan(Table::Key, &[], None, &mut |k, v| {
             records.push((k.to_vec(), v.to_vec()));

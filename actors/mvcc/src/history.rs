@@ -6,11 +6,12 @@
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::msg::HistoryChunk;
-use actcd_types::storage::Table;
+use actcd_types::storage::{ReadTxn, Table};
 use actcd_types::{EtcdError, Revision};
 use prost::Message;
 
 use crate::error::Error;
+use crate::range::View;
 use crate::store::Store;
 
 impl Store {
@@ -22,9 +23,21 @@ impl Store {
         to: i64,
         max_events: usize,
     ) -> Result<HistoryChunk, EtcdError> {
-        let current = self.current_revision();
+        self.read_with(|txn| self.view_over(txn).history(from, to, max_events))?
+    }
+}
+
+impl<R: ReadTxn + ?Sized> View<'_, R> {
+    /// [`Store::history`] at the view's revision.
+    pub fn history(
+        &self,
+        from: i64,
+        to: i64,
+        max_events: usize,
+    ) -> Result<HistoryChunk, EtcdError> {
+        let current = self.rev;
         let to = to.min(current);
-        let compact_revision = self.compact_revision();
+        let compact_revision = self.compact_rev;
         let mut chunk = HistoryChunk {
             events: Vec::new(),
             through: to,
@@ -41,52 +54,53 @@ impl Store {
         let end = to.saturating_add(1).to_be_bytes();
         let max_events = max_events.max(1);
         let mut failed = None;
-        self.read_with(|txn| {
-            txn.scan(Table::Key, &start, Some(&end), &mut |k, v| {
-                let Some((rev, tombstone)) = Revision::from_bytes(k) else {
-                    failed = Some(Error::Corrupt(format!("malformed revision key {k:?}")));
-                    return false;
-                };
-                if chunk.events.len() >= max_events
-                    && chunk
-                        .events
-                        .last()
-                        .and_then(|e| e.kv.as_ref())
-                        .is_some_and(|kv| kv.mod_revision != rev.main)
-                {
-                    // Full, and this record opens a new revision: stop before it.
-                    chunk.through = rev.main - 1;
-                    return false;
-                }
-                match KeyValue::decode(v) {
-                    Ok(kv) => {
-                        chunk.events.push(if tombstone {
-                            Event {
-                                r#type: EventType::Delete as i32,
-                                kv: Some(KeyValue {
-                                    key: kv.key,
-                                    mod_revision: rev.main,
-                                    ..Default::default()
-                                }),
-                                prev_kv: None,
-                            }
-                        } else {
-                            Event {
-                                r#type: EventType::Put as i32,
-                                kv: Some(kv),
-                                prev_kv: None,
-                            }
-                        });
-                        true
+        {
+            self.txn
+                .scan(Table::Key, &start, Some(&end), &mut |k, v| {
+                    let Some((rev, tombstone)) = Revision::from_bytes(k) else {
+                        failed = Some(Error::Corrupt(format!("malformed revision key {k:?}")));
+                        return false;
+                    };
+                    if chunk.events.len() >= max_events
+                        && chunk
+                            .events
+                            .last()
+                            .and_then(|e| e.kv.as_ref())
+                            .is_some_and(|kv| kv.mod_revision != rev.main)
+                    {
+                        // Full, and this record opens a new revision: stop before it.
+                        chunk.through = rev.main - 1;
+                        return false;
                     }
-                    Err(e) => {
-                        failed = Some(Error::Corrupt(format!("record {rev:?}: {e}")));
-                        false
+                    match KeyValue::decode(v) {
+                        Ok(kv) => {
+                            chunk.events.push(if tombstone {
+                                Event {
+                                    r#type: EventType::Delete as i32,
+                                    kv: Some(KeyValue {
+                                        key: kv.key,
+                                        mod_revision: rev.main,
+                                        ..Default::default()
+                                    }),
+                                    prev_kv: None,
+                                }
+                            } else {
+                                Event {
+                                    r#type: EventType::Put as i32,
+                                    kv: Some(kv),
+                                    prev_kv: None,
+                                }
+                            });
+                            true
+                        }
+                        Err(e) => {
+                            failed = Some(Error::Corrupt(format!("record {rev:?}: {e}")));
+                            false
+                        }
                     }
-                }
-            })
-            .map_err(Error::from)
-        })?
+                })
+                .map_err(Error::from)
+        }
         .map_err(EtcdError::from)?;
         if let Some(e) = failed {
             return Err(e.into());

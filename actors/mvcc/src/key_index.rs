@@ -4,8 +4,9 @@
 //! The index never holds values: a revision found here is the key of a record in the backend's
 //! `key` table. See the crate doc for a walk-through of one key.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use actcd_types::Revision;
 
@@ -181,6 +182,16 @@ impl KeyIndex {
         self.generations.drain(..first);
     }
 
+    /// Whether [`Self::compact`] at `at_rev` would change anything: some revision at or below
+    /// it, other than the single put of a one-generation key (which a compaction keeps).
+    pub fn compaction_changes(&self, at_rev: i64) -> bool {
+        let Some(first) = self.generations.first() else {
+            return false;
+        };
+        let old = first.revs.first().is_some_and(|r| r.main <= at_rev);
+        old && !(self.generations.len() == 1 && first.revs.len() == 1)
+    }
+
     /// The revisions a compaction at `at_rev` would keep, without compacting (etcd's `keep`):
     /// the greatest revision ≤ `at_rev` of the first generation alive at `at_rev`, unless it is
     /// that generation's tombstone.
@@ -249,7 +260,7 @@ impl KeyIndex {
     }
 }
 
-/// Start and end of a key range, as `BTreeMap::range` takes them.
+/// Start and end of a key range, as a map's `range` takes them.
 type KeyBounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
 
 /// Which keys a request names, from its `key` and `range_end` (etcd's rules).
@@ -276,7 +287,7 @@ impl<'a> KeyRange<'a> {
         match self {
             Self::Single(k) => Some((Bound::Included(k), Bound::Included(k))),
             Self::FromKey(k) => Some((Bound::Included(k), Bound::Unbounded)),
-            // BTreeMap::range panics on an inverted range; an inverted request names nothing.
+            // A map's range panics on an inverted range; an inverted request names nothing.
             Self::Span(k, end) if end <= k => None,
             Self::Span(k, end) => Some((Bound::Included(k), Bound::Excluded(end))),
         }
@@ -294,9 +305,15 @@ pub(crate) struct Undo {
 }
 
 /// Every key's [`KeyIndex`], ordered by key.
+///
+/// A persistent map (`imbl::OrdMap`, a B-tree whose nodes are shared between copies): cloning
+/// the tree is O(1), and a write copies only the nodes on its path that a clone still shares.
+/// That is what lets the store publish an immutable copy of its index after every batch
+/// ([`crate::ReadView`]) for reads on other threads, while it goes on writing its own. Keys and
+/// key indexes sit behind `Arc`s so that copying a node copies pointers, not keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeIndex {
-    keys: BTreeMap<Vec<u8>, KeyIndex>,
+    keys: imbl::OrdMap<Arc<[u8]>, Arc<KeyIndex>>,
 }
 
 impl TreeIndex {
@@ -314,12 +331,12 @@ impl TreeIndex {
     }
 
     pub fn key_index(&self, key: &[u8]) -> Option<&KeyIndex> {
-        self.keys.get(key)
+        self.keys.get(key).map(|ki| &**ki)
     }
 
     /// Every key index, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &KeyIndex)> {
-        self.keys.iter().map(|(k, ki)| (k.as_slice(), ki))
+        self.keys.iter().map(|(k, ki)| (&**k, &**ki))
     }
 
     pub fn put(&mut self, key: &[u8], rev: Revision) {
@@ -332,7 +349,7 @@ impl TreeIndex {
 
     /// Inserts a key index rebuilt from disk (see [`KeyIndex::restore`]).
     pub fn insert(&mut self, key: Vec<u8>, ki: KeyIndex) {
-        self.keys.insert(key, ki);
+        self.keys.insert(Arc::from(key), Arc::new(ki));
     }
 
     pub fn get(&self, key: &[u8], at_rev: i64) -> Option<KeyRev> {
@@ -388,24 +405,42 @@ impl TreeIndex {
 
     pub fn compact(&mut self, at_rev: i64) -> HashSet<Revision> {
         let mut keep = HashSet::new();
-        self.keys.retain(|_, ki| {
+        // Only the key indexes a compaction changes are written (and so copied, where a
+        // published view shares them); the others just report what they keep.
+        let mut changed = Vec::new();
+        for (key, ki) in self.keys.iter() {
+            if ki.compaction_changes(at_rev) {
+                changed.push(Arc::clone(key));
+            } else {
+                ki.keep(at_rev, &mut keep);
+            }
+        }
+        for key in changed {
+            let Some(ki) = self.keys.get_mut(&*key) else {
+                continue;
+            };
+            let ki = Arc::make_mut(ki);
             ki.compact(at_rev, &mut keep);
-            !ki.is_empty()
-        });
+            if ki.is_empty() {
+                self.keys.remove(&*key);
+            }
+        }
         keep
     }
 
     fn visit<'s>(&'s self, range: KeyRange<'_>, mut f: impl FnMut(&'s [u8], &'s KeyIndex)) {
         let Some(bounds) = range.bounds() else { return };
-        for (key, ki) in self.keys.range::<[u8], _>(bounds) {
+        for (key, ki) in self.keys.range::<_, [u8]>(bounds) {
             f(key, ki);
         }
     }
 
     pub(crate) fn put_logged(&mut self, key: &[u8], rev: Revision) -> Undo {
-        let ki = match self.keys.get_mut(key) {
-            Some(ki) => ki,
-            None => self.keys.entry(key.to_vec()).or_default(),
+        if !self.keys.contains_key(key) {
+            self.keys.insert(Arc::from(key), Arc::default());
+        }
+        let Some(ki) = self.keys.get_mut(key).map(Arc::make_mut) else {
+            unreachable!("the key index was just inserted")
         };
         let prev_modified = ki.modified();
         ki.put(rev);
@@ -422,7 +457,16 @@ impl TreeIndex {
         key: &[u8],
         rev: Revision,
     ) -> Result<Undo, RevisionNotFound> {
-        let ki = self.keys.get_mut(key).ok_or(RevisionNotFound)?;
+        let ki = self.keys.get(key).ok_or(RevisionNotFound)?;
+        if ki.generations.last().is_none_or(Generation::is_empty) {
+            // Refused before anything is written (no copy of a shared key index).
+            return Err(RevisionNotFound);
+        }
+        let ki = self
+            .keys
+            .get_mut(key)
+            .map(Arc::make_mut)
+            .ok_or(RevisionNotFound)?;
         let prev_modified = ki.modified();
         ki.tombstone(rev)?;
         Ok(Undo {
@@ -435,7 +479,7 @@ impl TreeIndex {
 
     /// Takes back one change; changes must be undone newest first.
     pub(crate) fn undo(&mut self, u: &Undo) {
-        let Some(ki) = self.keys.get_mut(&u.key) else {
+        let Some(ki) = self.keys.get_mut(u.key.as_slice()).map(Arc::make_mut) else {
             return;
         };
         if u.tombstone {
@@ -444,7 +488,7 @@ impl TreeIndex {
             ki.undo_put(u.prev_modified);
         }
         if ki.is_empty() {
-            self.keys.remove(&u.key);
+            self.keys.remove(u.key.as_slice());
         }
     }
 }

@@ -157,14 +157,18 @@ mod history;
 mod key_index;
 mod leased;
 mod range;
+mod reader;
 mod store;
 mod txn;
+mod view;
 mod write;
 
 pub use actor::{BackendLink, MvccActor, MvccPeers};
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
+pub use reader::MvccReader;
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
     META_SCHEDULED_COMPACT, META_TERM, Outbox, Outcome, Sink, Store,
 };
+pub use view::{ReadView, ReadViews, ViewPublisher};

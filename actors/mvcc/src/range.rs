@@ -23,6 +23,11 @@ pub(crate) struct View<'a, R: ReadTxn + ?Sized> {
     pub rev: i64,
     /// Reads below this revision fail with `Compacted` (-1 before any compaction, as in etcd).
     pub compact_rev: i64,
+    /// Whether `txn` may be newer than `index` (a published [`crate::ReadView`] read beside
+    /// the writer): a compaction accepted after the index was copied may have deleted a record
+    /// it names. Such a record was superseded at or below that compaction, so the read's
+    /// revision is compacted now: the answer is `Compacted`, not corruption.
+    pub concurrent: bool,
 }
 
 impl<R: ReadTxn + ?Sized> View<'_, R> {
@@ -31,7 +36,13 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
         let bytes = self
             .txn
             .get(Table::Key, &rev.to_bytes(false))?
-            .ok_or_else(|| Error::Corrupt(format!("range failed to find revision {rev:?}")))?;
+            .ok_or_else(|| {
+                if self.concurrent {
+                    Error::from(EtcdError::Compacted)
+                } else {
+                    Error::Corrupt(format!("range failed to find revision {rev:?}"))
+                }
+            })?;
         KeyValue::decode(bytes.as_slice()).map_err(|e| Error::Corrupt(e.to_string()))
     }
 

@@ -192,8 +192,11 @@ impl Store {
         // The revision never goes back: records up to a compaction may all be gone, and a
         // crash mid-compaction may have deleted them before `finishedCompactRev` was written.
         let current_rev = last_main.max(compact_rev).max(scheduled.unwrap_or(-1));
+        let mut buffer = WriteBuffer::new(engine.clone(), seq);
+        // Read views lay the records not yet committed over their read transactions.
+        buffer.track(Table::Key);
         let mut store = Self {
-            buffer: Some(WriteBuffer::new(engine.clone(), seq)),
+            buffer: Some(buffer),
             engine,
             sink,
             pending_requests: 0,
@@ -421,11 +424,6 @@ impl Store {
         &self.index
     }
 
-    #[cfg(test)]
-    pub(crate) fn engine(&self) -> &Arc<dyn ReadEngine> {
-        &self.engine
-    }
-
     pub(crate) fn sink(&self) -> &Sink {
         &self.sink
     }
@@ -449,17 +447,20 @@ impl Store {
     /// A read of everything applied, committed or still buffered.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.read_with(|txn| {
-            View {
-                index: &self.index,
-                txn,
-                rev: self.current_rev,
-                compact_rev: self.compact_rev,
-            }
-            .range(req)
-        })??;
+        let mut resp = self.read_with(|txn| self.view_over(txn).range(req))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
+    }
+
+    /// The key space as the writer sees it, read through `txn`.
+    pub(crate) fn view_over<'a, R: ReadTxn + ?Sized>(&'a self, txn: &'a R) -> View<'a, R> {
+        View {
+            index: &self.index,
+            txn,
+            rev: self.current_rev,
+            compact_rev: self.compact_rev,
+            concurrent: false,
+        }
     }
 
     /// Runs `f` on the write buffer: applied writes over the committed engine.
@@ -485,6 +486,30 @@ impl Store {
     /// Encoded bytes of the requests applied since the last commit.
     pub fn pending_bytes(&self) -> usize {
         self.pending_bytes
+    }
+
+    /// Whether the store refuses all work until a restart (a commit holding applied writes
+    /// failed).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// The identity stamped on answers.
+    pub(crate) fn identity(&self) -> MemberIdentity {
+        self.identity
+    }
+
+    /// The engine read views open their read transactions on.
+    pub(crate) fn read_engine(&self) -> &Arc<dyn ReadEngine> {
+        &self.engine
+    }
+
+    /// The buffered writes not yet committed that read views need: the `key` table's records.
+    pub(crate) fn seal_fresh(&mut self) -> actcd_types::storage::Fresh {
+        self.buffer
+            .as_mut()
+            .map(WriteBuffer::seal)
+            .unwrap_or_default()
     }
 
     fn check_poisoned(&self) -> Result<(), EtcdError> {
@@ -738,37 +763,10 @@ impl Store {
         }
     }
 
-    /// Evaluates a txn that writes nothing against the current state. It runs over the write
-    /// buffer only for the `Writer`'s shape; a write would be taken back out of it.
-    pub fn read_only_txn(&mut self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
+    /// Evaluates a txn that writes nothing against the current state.
+    pub fn read_only_txn(&self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut txn = self.take_buffer()?;
-        txn.begin_batch();
-        let mut undo = Vec::new();
-        let mut events = Vec::new();
-        let mut w = Writer::new(
-            &mut txn,
-            &mut self.index,
-            &mut undo,
-            &mut events,
-            &[],
-            self.current_rev,
-            self.compact_rev,
-        );
-        let result = w.txn(req);
-        let changed = w.changes > 0;
-        // A caller that sent writes here broke the contract: take every change back.
-        for u in undo.iter().rev() {
-            self.index.undo(u);
-        }
-        txn.rollback_batch();
-        self.buffer = Some(txn);
-        if changed {
-            return Err(EtcdError::internal(
-                "actcd: read-only txn attempted a write",
-            ));
-        }
-        let mut resp = result.map_err(EtcdError::from)?;
+        let mut resp = self.read_with(|txn| self.view_over(txn).read_txn(&req))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }

@@ -147,6 +147,71 @@ fn check_ops(
     Ok(())
 }
 
+/// A Range op naming a revision must name one neither future nor compacted.
+fn check_range_revisions<R: ReadTxn + ?Sized>(
+    view: &View<'_, R>,
+    req: &TxnRequest,
+    path: &TxnPath,
+) -> Result<(), Error> {
+    check_ops(req, path, &mut |op| match &op.request {
+        Some(Request::RequestRange(r)) if r.revision != 0 => {
+            if r.revision > view.rev {
+                Err(EtcdError::FutureRevision.into())
+            } else if r.revision < view.compact_rev {
+                Err(EtcdError::Compacted.into())
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    })
+}
+
+impl<R: ReadTxn + ?Sized> View<'_, R> {
+    /// A txn that writes nothing (its chosen branch holds only ranges and such txns), read at
+    /// the view's revision: compares, the same checks a write txn gets, then the ranges. The
+    /// header carries only the revision; the caller stamps the rest.
+    pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, Error> {
+        let path = txn_path(self, req)?;
+        check_ops(req, &path, &mut |op| match &op.request {
+            Some(Request::RequestPut(_) | Request::RequestDeleteRange(_)) => Err(Error::Request(
+                EtcdError::internal("actcd: read-only txn attempted a write"),
+            )),
+            _ => Ok(()),
+        })?;
+        check_range_revisions(self, req, &path)?;
+        let mut resp = self.exec_read_txn(req, &path)?;
+        resp.header = rev_header(self.rev);
+        Ok(resp)
+    }
+
+    fn exec_read_txn(&self, req: &TxnRequest, path: &TxnPath) -> Result<TxnResponse, Error> {
+        let mut nested = path.nested.iter();
+        let mut responses = Vec::new();
+        for op in branch(req, path.succeeded) {
+            let response = match &op.request {
+                None => None,
+                Some(Request::RequestRange(r)) => Some(Response::ResponseRange(self.range(r)?)),
+                Some(Request::RequestTxn(t)) => {
+                    let p = nested.next().ok_or_else(path_mismatch)?;
+                    Some(Response::ResponseTxn(self.exec_read_txn(t, p)?))
+                }
+                Some(Request::RequestPut(_) | Request::RequestDeleteRange(_)) => {
+                    return Err(Error::Request(EtcdError::internal(
+                        "actcd: read-only txn attempted a write",
+                    )));
+                }
+            };
+            responses.push(ResponseOp { response });
+        }
+        Ok(TxnResponse {
+            header: Some(ResponseHeader::default()),
+            succeeded: path.succeeded,
+            responses,
+        })
+    }
+}
+
 fn path_mismatch() -> Error {
     Error::Corrupt("txn path does not match the txn".into())
 }
@@ -172,18 +237,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                 }
                 _ => Ok(()),
             })?;
-            check_ops(&req, &path, &mut |op| match &op.request {
-                Some(Request::RequestRange(r)) if r.revision != 0 => {
-                    if r.revision > view.rev {
-                        Err(EtcdError::FutureRevision.into())
-                    } else if r.revision < view.compact_rev {
-                        Err(EtcdError::Compacted.into())
-                    } else {
-                        Ok(())
-                    }
-                }
-                _ => Ok(()),
-            })?;
+            check_range_revisions(&view, &req, &path)?;
             path
         };
 
@@ -356,6 +410,7 @@ mod tests {
             txn: &*txn,
             rev: 1,
             compact_rev: -1,
+            concurrent: false,
         };
         let path = txn_path(&view, &req).unwrap();
         let leaf = |succeeded| TxnPath {

@@ -82,6 +82,7 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
             txn: &*self.txn,
             rev: self.read_rev(),
             compact_rev: self.compact_rev,
+            concurrent: false,
         }
     }
 

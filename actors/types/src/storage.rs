@@ -235,6 +235,11 @@ pub struct WriteBuffer {
     replaced: Vec<(Table, Vec<u8>, Slot)>,
     /// A read transaction begun after the last trim; dropped at every trim.
     reader: std::cell::RefCell<Option<Box<dyn ReadTxn + Send>>>,
+    /// The table whose puts are also kept for read views ([`Self::track`]), the ones since
+    /// the last [`Self::seal`] with their batch, and the sealed runs not yet reported committed.
+    tracked: Option<Table>,
+    open: Vec<(u64, Vec<u8>, Arc<[u8]>)>,
+    sealed: imbl::Vector<Arc<FreshRun>>,
 }
 
 impl fmt::Debug for WriteBuffer {
@@ -260,6 +265,30 @@ impl WriteBuffer {
             batch_start: 0,
             replaced: Vec::new(),
             reader: std::cell::RefCell::new(None),
+            tracked: None,
+            open: Vec::new(),
+            sealed: imbl::Vector::new(),
+        }
+    }
+
+    /// Also keeps the puts into `table` for read views on other threads: [`Self::seal`] hands
+    /// out the ones not yet committed as immutable runs. The table's keys must only ever grow
+    /// (MVCC's `key` table, keyed by revision) and its only deletes must be of records no read
+    /// view can still need (compaction's): deletes are not kept.
+    pub fn track(&mut self, table: Table) {
+        self.tracked = Some(table);
+    }
+
+    /// The tracked table's puts not yet reported committed, oldest first, as immutable runs
+    /// (the puts since the last seal become a new one). Cheap: one `Arc` per run.
+    pub fn seal(&mut self) -> Fresh {
+        if let Some(&(seq_last, _, _)) = self.open.last() {
+            let records = self.open.drain(..).map(|(_, k, v)| (k, v)).collect();
+            self.sealed
+                .push_back(Arc::new(FreshRun { seq_last, records }));
+        }
+        Fresh {
+            runs: self.sealed.clone(),
         }
     }
 
@@ -310,6 +339,12 @@ impl WriteBuffer {
     pub fn committed(&mut self, seq: u64) {
         // First: a read transaction from before that commit must not serve the keys trimmed.
         self.reader.get_mut().take();
+        // Read views published from now on find these runs in the engine.
+        while self.sealed.front().is_some_and(|run| run.seq_last <= seq) {
+            self.sealed.pop_front();
+        }
+        let done = self.open.partition_point(|(s, _, _)| *s <= seq);
+        self.open.drain(..done);
         if self.overlay_len == 0 {
             return;
         }
@@ -331,6 +366,9 @@ impl WriteBuffer {
     /// shows older batches' writes again.
     pub fn rollback_batch(&mut self) {
         let seq = self.seq;
+        while self.open.last().is_some_and(|(s, _, _)| *s == seq) {
+            self.open.pop();
+        }
         for op in self.ops.drain(self.batch_start..) {
             let (table, key) = match &op {
                 Op::Put { table, key, .. } | Op::Delete { table, key } => (*table, key),
@@ -360,10 +398,17 @@ impl WriteBuffer {
         }
         self.overlay_len = 0;
         self.reader.get_mut().take();
+        self.open.clear();
+        self.sealed.clear();
     }
 
     fn record(&mut self, table: Table, key: &[u8], value: Option<&[u8]>) {
         let value: Option<Arc<[u8]>> = value.map(Arc::from);
+        if let Some(v) = &value
+            && self.tracked == Some(table)
+        {
+            self.open.push((self.seq, key.to_vec(), Arc::clone(v)));
+        }
         let slot = Slot {
             seq: self.seq,
             value: value.clone(),
@@ -427,52 +472,166 @@ impl ReadTxn for WriteBuffer {
         if to.is_some_and(|t| t <= from) {
             return Ok(());
         }
-        let map = &self.overlay[table as usize];
         let upper = match to {
             Some(t) => Bound::Excluded(t),
             None => Bound::Unbounded,
         };
-        let mut overlay = map
+        let overlay = self.overlay[table as usize]
             .range::<[u8], _>((Bound::Included(from), upper))
-            .peekable();
-        if overlay.peek().is_none() {
-            return self.with_reader(|txn| txn.scan(table, from, to, f));
-        }
-        // Merge in key order: an overlay entry replaces the engine's record of its key.
-        let mut go_on = true;
-        self.with_reader(|txn| {
-            txn.scan(table, from, to, &mut |k, v| {
-                while let Some((ok, slot)) = overlay.next_if(|(ok, _)| ok.as_slice() < k) {
-                    if let Some(ov) = &slot.value
-                        && !f(ok, ov)
-                    {
-                        go_on = false;
-                        return false;
-                    }
-                }
-                if let Some((_, slot)) = overlay.next_if(|(ok, _)| ok.as_slice() == k) {
-                    return match &slot.value {
-                        Some(ov) => {
-                            go_on = f(k, ov);
-                            go_on
-                        }
-                        None => true,
-                    };
-                }
-                go_on = f(k, v);
-                go_on
-            })
-        })?;
-        if go_on {
-            for (ok, slot) in overlay {
-                if let Some(ov) = &slot.value
-                    && !f(ok, ov)
-                {
-                    break;
-                }
+            .map(|(k, slot)| (k.as_slice(), slot.value.as_deref()));
+        self.with_reader(|txn| merge_scan(txn, table, from, to, overlay, f))
+    }
+}
+
+/// Scans `[from, to)` of `table` in `txn` with `overlay` (writes not in `txn`, in key order;
+/// `None`: deleted) laid over it: an overlay entry replaces the engine's record of its key.
+fn merge_scan<'o>(
+    txn: &dyn ReadTxn,
+    table: Table,
+    from: &[u8],
+    to: Option<&[u8]>,
+    overlay: impl Iterator<Item = (&'o [u8], Option<&'o [u8]>)>,
+    f: &mut ScanFn<'_>,
+) -> StorageResult<()> {
+    let mut overlay = overlay.peekable();
+    if overlay.peek().is_none() {
+        return txn.scan(table, from, to, f);
+    }
+    let mut go_on = true;
+    txn.scan(table, from, to, &mut |k, v| {
+        while let Some((ok, ov)) = overlay.next_if(|(ok, _)| *ok < k) {
+            if let Some(ov) = ov
+                && !f(ok, ov)
+            {
+                go_on = false;
+                return false;
             }
         }
-        Ok(())
+        if let Some((_, ov)) = overlay.next_if(|(ok, _)| *ok == k) {
+            return match ov {
+                Some(ov) => {
+                    go_on = f(k, ov);
+                    go_on
+                }
+                None => true,
+            };
+        }
+        go_on = f(k, v);
+        go_on
+    })?;
+    if go_on {
+        for (ok, ov) in overlay {
+            if let Some(ov) = ov
+                && !f(ok, ov)
+            {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A run of puts into a [`WriteBuffer`]'s tracked table, in key order, and the last batch
+/// that wrote one of them.
+#[derive(Debug)]
+pub struct FreshRun {
+    seq_last: u64,
+    records: Vec<(Vec<u8>, Arc<[u8]>)>,
+}
+
+/// The tracked table's puts a [`WriteBuffer`] had not seen committed when it was sealed,
+/// oldest run first: what a read view lays over a read transaction of the engine
+/// ([`FreshTxn`]). Immutable, and O(1) to clone (a persistent vector of shared runs). Every
+/// run holds at least one record, and the runs follow each other in key order (the tracked
+/// table's keys only grow), so a lookup is two binary searches.
+#[derive(Debug, Clone, Default)]
+pub struct Fresh {
+    runs: imbl::Vector<Arc<FreshRun>>,
+}
+
+impl Fresh {
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.runs.iter().map(|r| r.records.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// The first run that may hold `key` or keys after it.
+    fn run_of(&self, key: &[u8]) -> usize {
+        match self
+            .runs
+            .binary_search_by(|run| run.records[0].0.as_slice().cmp(key))
+        {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        let run = self.runs.get(self.run_of(key))?;
+        let i = run
+            .records
+            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+            .ok()?;
+        Some(&*run.records[i].1)
+    }
+
+    /// The records in `[from, to)`, in key order.
+    fn range<'a>(
+        &'a self,
+        from: &'a [u8],
+        to: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
+        let first = self.run_of(from);
+        self.runs
+            .iter()
+            .skip(first)
+            .take_while(move |run| to.is_none_or(|t| run.records[0].0.as_slice() < t))
+            .flat_map(move |run| {
+                let start = run.records.partition_point(|(k, _)| k.as_slice() < from);
+                let end = match to {
+                    Some(t) => run.records.partition_point(|(k, _)| k.as_slice() < t),
+                    None => run.records.len(),
+                };
+                run.records[start..end.max(start)]
+                    .iter()
+                    .map(|(k, v)| (k.as_slice(), Some(&**v)))
+            })
+    }
+}
+
+/// A read transaction of the engine with a [`Fresh`] laid over one table: what a read view on
+/// another thread sees of the writes its owner had made when it was published.
+pub struct FreshTxn<'a> {
+    pub table: Table,
+    pub fresh: &'a Fresh,
+    pub txn: &'a dyn ReadTxn,
+}
+
+impl ReadTxn for FreshTxn<'_> {
+    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        if table == self.table
+            && let Some(v) = self.fresh.get(key)
+        {
+            return Ok(Some(v.to_vec()));
+        }
+        self.txn.get(table, key)
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()> {
+        if table != self.table || to.is_some_and(|t| t <= from) {
+            return self.txn.scan(table, from, to, f);
+        }
+        merge_scan(self.txn, table, from, to, self.fresh.range(from, to), f)
     }
 }
 
@@ -659,6 +818,72 @@ impl KvEngine for MemEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scan_keys(txn: &dyn ReadTxn, from: &[u8], to: Option<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut seen = vec![];
+        txn.scan(Table::Key, from, to, &mut |k, v| {
+            seen.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+        seen
+    }
+
+    #[test]
+    fn sealed_runs_lay_uncommitted_puts_over_a_read_transaction() {
+        let engine = Arc::new(MemEngine::new());
+        let mut buf = WriteBuffer::new(engine.clone(), 0);
+        buf.track(Table::Key);
+        buf.begin_batch();
+        buf.put(Table::Key, b"1", b"a").unwrap();
+        buf.put(Table::Meta, b"m", b"untracked").unwrap();
+        buf.begin_batch();
+        buf.put(Table::Key, b"2", b"refused").unwrap();
+        buf.rollback_batch();
+        buf.begin_batch();
+        buf.put(Table::Key, b"3", b"c").unwrap();
+        let first = buf.seal();
+        assert_eq!(
+            first.len(),
+            2,
+            "the tracked table's puts, not the refused one's"
+        );
+        // Committed: 1 goes into the engine; a later run adds 4.
+        let mut w = engine.write().unwrap();
+        write_ops(&mut *w, &buf.take_ops(), None).unwrap();
+        w.commit().unwrap();
+        buf.begin_batch();
+        buf.put(Table::Key, b"4", b"d").unwrap();
+        let second = buf.seal();
+        assert_eq!(second.len(), 3);
+
+        let read = engine.read().unwrap();
+        let over = FreshTxn {
+            table: Table::Key,
+            fresh: &second,
+            txn: &*read,
+        };
+        assert_eq!(over.get(Table::Key, b"4").unwrap(), Some(b"d".to_vec()));
+        assert_eq!(over.get(Table::Key, b"2").unwrap(), None);
+        assert_eq!(
+            over.get(Table::Meta, b"m").unwrap(),
+            Some(b"untracked".to_vec())
+        );
+        let keys = |v: Vec<(Vec<u8>, Vec<u8>)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(
+            keys(scan_keys(&over, b"", None)),
+            [b"1".to_vec(), b"3".to_vec(), b"4".to_vec()],
+            "merged in key order, each record once"
+        );
+        assert_eq!(keys(scan_keys(&over, b"2", Some(b"4"))), [b"3".to_vec()]);
+        // Reported committed through the batch of 3: the next seal holds only 4; the first
+        // seal is unchanged (immutable).
+        buf.committed(3);
+        assert_eq!(buf.seal().len(), 1);
+        assert_eq!(first.len(), 2);
+        buf.discard();
+        assert!(buf.seal().is_empty());
+    }
 
     #[test]
     fn mem_engine_reads_its_own_writes_and_commits_atomically() {

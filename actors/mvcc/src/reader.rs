@@ -1,0 +1,92 @@
+//! [`MvccReader`]: reads of the key space served from the store's published [`ReadView`]s, on
+//! a thread of their own, so that no read waits in the writer's mailbox behind applies.
+//!
+//! It owns nothing but the receiving end of the views ([`ReadViews`]); what it answers is what
+//! the store had applied when it published the newest view. A caller that must see a write
+//! (read-your-writes after an acknowledged put, a linearizable read once the read index is
+//! applied) gets it: the store publishes a batch's view before it answers the batch's waiters
+//! and before it tells the applier, hence raft, that the batch is applied.
+
+use actcd_types::EtcdError;
+use actcd_types::msg::{HashKv, HashKvResult, History, HistoryChunk, Range, RangeTo, ReadTxn};
+use actix::{Actor, Addr, Arbiter, Context, Handler};
+
+use crate::view::ReadViews;
+
+pub struct MvccReader {
+    views: ReadViews,
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
+}
+
+impl MvccReader {
+    pub fn new(views: ReadViews) -> Self {
+        Self {
+            views,
+            meter: actcd_types::meter::Meter::new(),
+        }
+    }
+
+    /// Starts the reader on a new `Arbiter` thread. Must be called inside a running System.
+    pub fn start_on_own_thread(views: ReadViews) -> Addr<Self> {
+        let arbiter = Arbiter::new();
+        Self::start_in_arbiter(&arbiter.handle(), move |_| Self::new(views))
+    }
+}
+
+impl Actor for MvccReader {
+    type Context = Context<Self>;
+
+    /// Every read of the server comes through here (see [`crate::MvccActor`]'s).
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(65536);
+    }
+}
+
+impl Handler<Range> for MvccReader {
+    type Result = Result<actcd_proto::etcdserverpb::RangeResponse, EtcdError>;
+
+    fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("Range");
+        self.views.range(&msg.request)
+    }
+}
+
+/// A read answered on the message's own channel (a linearizable Range the raft node forwards
+/// once its read index is applied).
+impl Handler<RangeTo> for MvccReader {
+    type Result = ();
+
+    fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
+        let _timer = self.meter.start("RangeTo");
+        let _ = msg.reply.send(self.views.range(&msg.request));
+    }
+}
+
+impl Handler<ReadTxn> for MvccReader {
+    type Result = Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
+
+    fn handle(&mut self, msg: ReadTxn, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("ReadTxn");
+        self.views.read_txn(&msg.request)
+    }
+}
+
+impl Handler<HashKv> for MvccReader {
+    type Result = Result<HashKvResult, EtcdError>;
+
+    fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("HashKv");
+        self.views.hash_kv(msg.revision)
+    }
+}
+
+impl Handler<History> for MvccReader {
+    type Result = Result<HistoryChunk, EtcdError>;
+
+    fn handle(&mut self, msg: History, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("History");
+        self.views.history(msg.from, msg.to, msg.max_events)
+    }
+}
+
+actcd_types::impl_mailbox_probe!(MvccReader, meter);

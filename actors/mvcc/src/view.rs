@@ -1,0 +1,235 @@
+//! Read views: the key space as it stood after one applied batch, read on any thread.
+//!
+//! After every batch (and after each commit the backend reports, installing a snapshot, or a
+//! failure) the store publishes a [`ReadView`]: a copy of its key index (O(1): the index is a
+//! persistent map, see [`TreeIndex`]), the revision clock and compaction mark, and the `key`
+//! records it has written but the backend has not yet reported committed ([`Fresh`], shared
+//! immutable runs). A read opens an LMDB read transaction and lays those records over it
+//! ([`FreshTxn`]), so it sees exactly what the writer had applied, without the writer.
+//!
+//! One race is left, with compaction: a compaction accepted after a view was published may
+//! delete records that view's index still names. Such a record was superseded at or below the
+//! new compaction, so a read at a revision that needs it is now compacted:
+//! - a Range (or read-only txn) whose record is gone answers `Compacted` when it named its
+//!   revision, and is read again on the newest view when it asked for the latest;
+//! - History and HashKV scan records rather than look them up, so they cannot see a gap: they
+//!   are read again on the newest view if its compaction mark moved while they read.
+//!
+//! A deleted record becomes visible to a read transaction only after the view that accepted
+//! its compaction was published (the backend commits after the batch), so "the newest view"
+//! read after the transaction always knows the compaction that could have removed anything.
+
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::{
+    RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
+};
+use actcd_types::msg::{HashKvResult, HistoryChunk};
+use actcd_types::storage::{Fresh, FreshTxn, ReadEngine, Table};
+use actcd_types::{EtcdError, MemberIdentity};
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::key_index::TreeIndex;
+use crate::range::View;
+use crate::store::Store;
+
+/// How often a read is tried again on a newer view before its last answer stands: each retry
+/// means a compaction landed during the read, which takes far longer than a read.
+const RETRIES: usize = 3;
+
+/// The key space after one applied batch, immutable.
+pub struct ReadView {
+    index: TreeIndex,
+    fresh: Fresh,
+    engine: Arc<dyn ReadEngine>,
+    rev: i64,
+    compact_rev: i64,
+    term: u64,
+    identity: MemberIdentity,
+    /// The store refuses all work (a commit of applied writes failed): so do its views.
+    poisoned: bool,
+}
+
+impl std::fmt::Debug for ReadView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadView")
+            .field("rev", &self.rev)
+            .field("compact_rev", &self.compact_rev)
+            .field("keys", &self.index.len())
+            .field("fresh", &self.fresh.len())
+            .finish()
+    }
+}
+
+impl Store {
+    /// The state as applied so far, for reads on other threads.
+    pub fn read_view(&mut self) -> ReadView {
+        ReadView {
+            fresh: self.seal_fresh(),
+            index: self.index().clone(),
+            engine: Arc::clone(self.read_engine()),
+            rev: self.current_revision(),
+            compact_rev: self.compact_revision(),
+            term: self.term(),
+            identity: self.identity(),
+            poisoned: self.is_poisoned(),
+        }
+    }
+}
+
+impl ReadView {
+    pub fn revision(&self) -> i64 {
+        self.rev
+    }
+
+    pub fn compact_revision(&self) -> i64 {
+        self.compact_rev
+    }
+
+    /// Runs `f` on the view over a new read transaction of the engine.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&View<'_, FreshTxn<'_>>) -> Result<T, EtcdError>,
+    ) -> Result<T, EtcdError> {
+        if self.poisoned {
+            return Err(EtcdError::internal(
+                "mvcc: an uncommitted batch was lost; restart to recover from the WAL",
+            ));
+        }
+        let txn = self
+            .engine
+            .begin_read()
+            .map_err(|e| EtcdError::from(Error::from(e)))?;
+        let over = FreshTxn {
+            table: Table::Key,
+            fresh: &self.fresh,
+            txn: &*txn,
+        };
+        f(&View {
+            index: &self.index,
+            txn: &over,
+            rev: self.rev,
+            compact_rev: self.compact_rev,
+            concurrent: true,
+        })
+    }
+
+    fn stamp(&self, header: &mut Option<ResponseHeader>) {
+        let h = header.get_or_insert_with(ResponseHeader::default);
+        h.cluster_id = self.identity.cluster_id;
+        h.member_id = self.identity.member_id;
+        h.raft_term = self.term;
+    }
+
+    pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
+        let mut resp = self.read(|v| v.range(req).map_err(EtcdError::from))?;
+        self.stamp(&mut resp.header);
+        Ok(resp)
+    }
+
+    pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
+        let mut resp = self.read(|v| v.read_txn(req).map_err(EtcdError::from))?;
+        self.stamp(&mut resp.header);
+        Ok(resp)
+    }
+
+    pub fn history(
+        &self,
+        from: i64,
+        to: i64,
+        max_events: usize,
+    ) -> Result<HistoryChunk, EtcdError> {
+        self.read(|v| v.history(from, to, max_events))
+    }
+
+    pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
+        self.read(|v| v.hash_kv(revision))
+    }
+}
+
+/// Where the store publishes its views.
+pub type ViewPublisher = watch::Sender<Arc<ReadView>>;
+
+/// The receiving end: the newest view, and reads on it that a concurrent compaction sends to
+/// a newer one (see the module doc). Cheap to clone; every clone sees each new view.
+#[derive(Clone)]
+pub struct ReadViews {
+    rx: watch::Receiver<Arc<ReadView>>,
+}
+
+impl ReadViews {
+    /// A publisher starting from `first`, and its receiving end.
+    pub fn channel(first: ReadView) -> (ViewPublisher, Self) {
+        let (tx, rx) = watch::channel(Arc::new(first));
+        (tx, Self { rx })
+    }
+
+    pub fn newest(&self) -> Arc<ReadView> {
+        Arc::clone(&self.rx.borrow())
+    }
+
+    /// A Range: read again on a newer view when its record went (only a read of the latest
+    /// revision; one at a named revision is compacted now).
+    pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
+        self.retrying(
+            |v| v.range(req),
+            |_, _, res| req.revision <= 0 && matches!(res, Err(EtcdError::Compacted)),
+        )
+    }
+
+    /// A txn that writes nothing, read like a Range.
+    pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
+        self.retrying(
+            |v| v.read_txn(req),
+            |_, _, res| matches!(res, Err(EtcdError::Compacted)),
+        )
+    }
+
+    /// Events for a watcher catching up: read again if a compaction moved past `from` meanwhile
+    /// (its records may have gone mid-scan; the newer view reports the new compact revision).
+    pub fn history(
+        &self,
+        from: i64,
+        to: i64,
+        max_events: usize,
+    ) -> Result<HistoryChunk, EtcdError> {
+        self.retrying(
+            |v| v.history(from, to, max_events),
+            |read, newest, _| newest.compact_rev != read.compact_rev && newest.compact_rev >= from,
+        )
+    }
+
+    /// HashKV: read again if any compaction landed meanwhile (it counts compacted records by
+    /// the compaction mark it read).
+    pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
+        self.retrying(
+            |v| v.hash_kv(revision),
+            |read, newest, _| newest.compact_rev != read.compact_rev,
+        )
+    }
+
+    /// Runs `read` on the newest view, and again on a newer one while `again(view read,
+    /// newest view, answer)` says a compaction may have spoiled the answer.
+    fn retrying<T>(
+        &self,
+        read: impl Fn(&ReadView) -> Result<T, EtcdError>,
+        again: impl Fn(&ReadView, &ReadView, &Result<T, EtcdError>) -> bool,
+    ) -> Result<T, EtcdError> {
+        let mut view = self.newest();
+        let mut answer = read(&view);
+        for _ in 0..RETRIES {
+            let newest = self.newest();
+            if Arc::ptr_eq(&view, &newest) || !again(&view, &newest, &answer) {
+                break;
+            }
+            view = newest;
+            answer = read(&view);
+        }
+        answer
+    }
+}
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+mod tests;
