@@ -43,10 +43,8 @@
 //! - `LeasedKeys` → every live key whose latest record names a lease, with it (the applier
 //!   rebuilds its attachments from it after a snapshot is installed).
 //! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
-//! - `Range{request}` → `Result<RangeResponse, EtcdError>`; `ReadTxn{request}` (a txn without
-//!   writes) → `Result<TxnResponse, EtcdError>`; `RangeTo{request, reply}` (a Range answered on
-//!   its own channel); `HashKv{revision}`; `GetStoreStatus`; `History{from, to, max_events}`
-//!   (events by revision, for watchers catching up, `history.rs`).
+//! - `Range`, `ReadTxn`, `RangeTo`, `HashKv` and `History` too (tests, benches, callers without
+//!   a reader); in the server they go to the reader (below). `GetStoreStatus`.
 //! - `FlushStore` (every 100 ms: a compaction slice, its writes sent, the backend flushed) and
 //!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
 //! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
@@ -62,6 +60,25 @@
 //!   meanwhile); `MailboxProbe`/`GetMeter` (`actcd_types::meter`).
 //! - From the backend actor: `Committed{seq}` (trim the write buffer) and `BackendFailed`
 //!   (refuse further work: the next apply fails and the member stops).
+//!
+//! ## Reads: [`MvccReader`], from published [`ReadView`]s (`view.rs`, `reader.rs`)
+//! After every batch — before its waiters are answered and before the applier (hence raft)
+//! counts it applied — and after each commit reported, a snapshot installed or a failure, the
+//! actor publishes a [`ReadView`] ([`MvccPeers::views`]): the key index (an O(1) copy of the
+//! persistent [`TreeIndex`]), the revision and compaction mark, and the `key` records written
+//! but not yet reported committed (the write buffer's sealed runs). The reader, an actor alone
+//! on its own thread, takes `Range{request}` → `Result<RangeResponse, EtcdError>`,
+//! `RangeTo{request, reply}` (a linearizable Range the raft node forwards once its read index is
+//! applied), `ReadTxn{request}` (a txn without writes) → `Result<TxnResponse, EtcdError>`,
+//! `HashKv{revision}` and `History{from, to, max_events}` (events by revision, for watchers
+//! catching up), and answers each from the newest view over an LMDB read transaction with the
+//! runs laid over it. No read waits in the writer's mailbox. A compaction accepted after a view
+//! was published may delete records that view names: a Range then answers `Compacted` at a
+//! named revision (which it is, now) and is read again on the newest view at the latest one;
+//! History and HashKV are read again when the compaction mark moved while they read.
+//!
+//! Measured (`benches/compare-etcd.sh`, README): see the README's rooms table, the `rangeSw`
+//! row (serializable reads while 100 other clients put).
 //!
 //! ## Messages sent ([`MvccPeers`])
 //! To the backend actor ([`BackendLink`]): `Commit{seq, ops, consistent_index}` with the buffered
@@ -143,7 +160,8 @@
 //!   directory is not a bbolt file, so nothing reads the marks but this crate.
 //!
 //! ## Layout
-//! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `range.rs` reading at a revision
+//! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `view.rs` [`ReadView`],
+//! [`ReadViews`] · `reader.rs` [`MvccReader`] · `range.rs` reading at a revision
 //! (filters, sort, limit) · `write.rs` Put, DeleteRange, the undo log · `leased.rs` the lease
 //! of each live key's record and the attachment changes · `txn.rs` compares,
 //! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
