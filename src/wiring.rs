@@ -218,13 +218,7 @@ fn storage(
     let peers = MvccPeers {
         views: Some(publisher),
         watch: Some(a.hub.clone().recipient()),
-        backend: Some(BackendLink {
-            commit: backend.clone().recipient(),
-            flush: backend.clone().recipient(),
-            sync: backend.clone().recipient(),
-            defragment: backend.clone().recipient(),
-            open_reader: backend.clone().recipient(),
-        }),
+        backend: Some(BackendLink::of(&backend)),
     };
     // Subscribed before any apply: the store trims its write buffer as commits are reported; a
     // failed backend write poisons the store and stops the member.

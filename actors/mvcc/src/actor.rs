@@ -35,6 +35,7 @@ use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
     SnapshotStream, StoreReader, SyncBackend,
 };
+use actix::dev::ToEnvelope;
 use actix::{
     Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler,
     Recipient, ResponseFuture, WrapFuture,
@@ -92,6 +93,32 @@ pub struct BackendLink {
     pub sync: Recipient<SyncBackend>,
     pub defragment: Recipient<Defragment>,
     pub open_reader: Recipient<OpenStoreReader>,
+}
+
+impl BackendLink {
+    /// Every door to `backend`, an actor that takes all five messages.
+    pub fn of<B>(backend: &Addr<B>) -> Self
+    where
+        B: Actor
+            + Handler<Commit>
+            + Handler<Flush>
+            + Handler<SyncBackend>
+            + Handler<Defragment>
+            + Handler<OpenStoreReader>,
+        B::Context: ToEnvelope<B, Commit>
+            + ToEnvelope<B, Flush>
+            + ToEnvelope<B, SyncBackend>
+            + ToEnvelope<B, Defragment>
+            + ToEnvelope<B, OpenStoreReader>,
+    {
+        Self {
+            commit: backend.clone().recipient(),
+            flush: backend.clone().recipient(),
+            sync: backend.clone().recipient(),
+            defragment: backend.clone().recipient(),
+            open_reader: backend.clone().recipient(),
+        }
+    }
 }
 
 impl MvccActor {
@@ -898,13 +925,7 @@ mod tests {
         }
         .start();
         let peers = MvccPeers {
-            backend: Some(BackendLink {
-                commit: backend.clone().recipient(),
-                flush: backend.clone().recipient(),
-                sync: backend.clone().recipient(),
-                defragment: backend.clone().recipient(),
-                open_reader: backend.clone().recipient(),
-            }),
+            backend: Some(BackendLink::of(&backend)),
             ..MvccPeers::default()
         };
         let addr = MvccActor::start_with(store, 10_000, Some(peers));
@@ -1046,13 +1067,7 @@ mod tests {
         let (publisher, views) = crate::ReadViews::channel(store.read_view());
         let backend = StuckBackend.start();
         let peers = MvccPeers {
-            backend: Some(BackendLink {
-                commit: backend.clone().recipient(),
-                flush: backend.clone().recipient(),
-                sync: backend.clone().recipient(),
-                defragment: backend.clone().recipient(),
-                open_reader: backend.clone().recipient(),
-            }),
+            backend: Some(BackendLink::of(&backend)),
             views: Some(publisher),
             ..MvccPeers::default()
         };
