@@ -324,10 +324,11 @@ impl MvccActor {
         replies: Vec<Option<tokio::sync::oneshot::Sender<ApplyResult>>>,
         ctx: &mut Context<Self>,
     ) -> Result<BatchApplied, EtcdError> {
-        self.announce();
-        // Before any waiter hears of the batch, and before the applier (hence raft) counts it
-        // applied: a read that follows either sees it.
+        // Before the hub hears of the batch (its history reads for watchers catching up must
+        // reach the revision it was told of), before any waiter does, and before the applier
+        // (hence raft) counts it applied: a read that follows any of them sees it.
         self.publish();
+        self.announce();
         if !replies.is_empty() {
             for (res, reply) in results.drain(..).zip(replies) {
                 if let Some(reply) = reply {
