@@ -214,7 +214,13 @@ fn storage(
 ) -> Addr<BackendActor> {
     let backend = BackendActor::start_on_own_thread(engine);
     let (publisher, views) = ReadViews::channel(store.read_view());
-    run_on_own_thread(reader, move || MvccReader::new(views));
+    // Beside the front where the front shares the actors' thread (small machines: a read is a
+    // mailbox push, not two thread wake-ups), else on a thread of its own.
+    if front_threads() == 0 {
+        Context::with_receiver(reader).run(MvccReader::new(views));
+    } else {
+        run_on_own_thread(reader, move || MvccReader::new(views));
+    }
     let peers = MvccPeers {
         views: Some(publisher),
         watch: Some(a.hub.clone().recipient()),

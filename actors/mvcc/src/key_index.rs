@@ -436,20 +436,34 @@ impl TreeIndex {
     }
 
     pub(crate) fn put_logged(&mut self, key: &[u8], rev: Revision) -> Undo {
-        if !self.keys.contains_key(key) {
-            self.keys.insert(Arc::from(key), Arc::default());
-        }
-        let Some(ki) = self.keys.get_mut(key).map(Arc::make_mut) else {
-            unreachable!("the key index was just inserted")
+        self.put_stamped(key, rev).0
+    }
+
+    /// [`Self::put_logged`] in one lookup, also answering the record's create revision and
+    /// version (those of the live generation after the put).
+    pub(crate) fn put_stamped(&mut self, key: &[u8], rev: Revision) -> (Undo, Revision, i64) {
+        let (prev_modified, created, version) = match self.keys.get_mut(key) {
+            Some(ki) => {
+                let ki = Arc::make_mut(ki);
+                let prev_modified = ki.modified();
+                ki.put(rev);
+                let live = ki.live_generation_mut();
+                (prev_modified, live.created, live.ver)
+            }
+            None => {
+                let mut ki = KeyIndex::new();
+                ki.put(rev);
+                self.keys.insert(Arc::from(key), Arc::new(ki));
+                (Revision::default(), rev, 1)
+            }
         };
-        let prev_modified = ki.modified();
-        ki.put(rev);
-        Undo {
+        let undo = Undo {
             key: key.to_vec(),
             rev,
             tombstone: false,
             prev_modified,
-        }
+        };
+        (undo, created, version)
     }
 
     pub(crate) fn tombstone_logged(

@@ -117,13 +117,12 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
         };
 
         let rev = Revision::new(self.begin_rev + 1, self.changes);
-        let (create_revision, version) = match self.index.get(&req.key, rev.main) {
-            Some(kr) => (kr.created.main, kr.version + 1),
-            None => (rev.main, 1),
-        };
+        // Indexed first (one lookup), so the undo log covers a record write that fails.
+        let (undo, created, version) = self.index.put_stamped(&req.key, rev);
+        self.undo.push(undo);
         let kv = KeyValue {
             key: req.key,
-            create_revision,
+            create_revision: created.main,
             mod_revision: rev.main,
             version,
             value,
@@ -131,7 +130,6 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
         };
         self.txn
             .put(Table::Key, &rev.to_bytes(false), &kv.encode_to_vec())?;
-        self.undo.push(self.index.put_logged(&kv.key, rev));
         self.events.push(Event {
             r#type: EventType::Put as i32,
             kv: Some(kv),
