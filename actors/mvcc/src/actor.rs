@@ -152,6 +152,7 @@ impl MvccActor {
                 }
             }
         }
+        self.store.defer_compaction(peers.views.is_some());
         self.peers = peers;
         self.publish();
         self
@@ -328,6 +329,8 @@ impl MvccActor {
         // reach the revision it was told of), before any waiter does, and before the applier
         // (hence raft) counts it applied: a read that follows any of them sees it.
         self.publish();
+        // Only now may the index lose what a compaction drops (see `view.rs`).
+        self.store.run_due_compaction()?;
         self.announce();
         if !replies.is_empty() {
             for (res, reply) in results.drain(..).zip(replies) {

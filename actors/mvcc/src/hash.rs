@@ -51,7 +51,7 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
 impl Store {
     /// Over everything applied, committed or still buffered.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        self.read_with(|txn| self.view_over(txn).hash_kv(revision))?
+        self.with_view(|v| v.hash_kv(revision))?
     }
 
     /// Commits what is buffered and, with the direct sink, flushes everything to stable

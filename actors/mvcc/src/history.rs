@@ -23,7 +23,7 @@ impl Store {
         to: i64,
         max_events: usize,
     ) -> Result<HistoryChunk, EtcdError> {
-        self.read_with(|txn| self.view_over(txn).history(from, to, max_events))?
+        self.with_view(|v| v.history(from, to, max_events))?
     }
 }
 

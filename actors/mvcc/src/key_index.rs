@@ -4,9 +4,9 @@
 //! The index never holds values: a revision found here is the key of a record in the backend's
 //! `key` table. See the crate doc for a walk-through of one key.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use actcd_types::Revision;
 
@@ -182,16 +182,6 @@ impl KeyIndex {
         self.generations.drain(..first);
     }
 
-    /// Whether [`Self::compact`] at `at_rev` would change anything: some revision at or below
-    /// it, other than the single put of a one-generation key (which a compaction keeps).
-    pub fn compaction_changes(&self, at_rev: i64) -> bool {
-        let Some(first) = self.generations.first() else {
-            return false;
-        };
-        let old = first.revs.first().is_some_and(|r| r.main <= at_rev);
-        old && !(self.generations.len() == 1 && first.revs.len() == 1)
-    }
-
     /// The revisions a compaction at `at_rev` would keep, without compacting (etcd's `keep`):
     /// the greatest revision ≤ `at_rev` of the first generation alive at `at_rev`, unless it is
     /// that generation's tombstone.
@@ -260,7 +250,7 @@ impl KeyIndex {
     }
 }
 
-/// Start and end of a key range, as a map's `range` takes them.
+/// Start and end of a key range, as `BTreeMap::range` takes them.
 type KeyBounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
 
 /// Which keys a request names, from its `key` and `range_end` (etcd's rules).
@@ -287,7 +277,7 @@ impl<'a> KeyRange<'a> {
         match self {
             Self::Single(k) => Some((Bound::Included(k), Bound::Included(k))),
             Self::FromKey(k) => Some((Bound::Included(k), Bound::Unbounded)),
-            // A map's range panics on an inverted range; an inverted request names nothing.
+            // BTreeMap::range panics on an inverted range; an inverted request names nothing.
             Self::Span(k, end) if end <= k => None,
             Self::Span(k, end) => Some((Bound::Included(k), Bound::Excluded(end))),
         }
@@ -305,15 +295,21 @@ pub(crate) struct Undo {
 }
 
 /// Every key's [`KeyIndex`], ordered by key.
-///
-/// A persistent map (`imbl::OrdMap`, a B-tree whose nodes are shared between copies): cloning
-/// the tree is O(1), and a write copies only the nodes on its path that a clone still shares.
-/// That is what lets the store publish an immutable copy of its index after every batch
-/// ([`crate::ReadView`]) for reads on other threads, while it goes on writing its own. Keys and
-/// key indexes sit behind `Arc`s so that copying a node copies pointers, not keys.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeIndex {
-    keys: imbl::OrdMap<Arc<[u8]>, Arc<KeyIndex>>,
+    keys: BTreeMap<Vec<u8>, KeyIndex>,
+    /// The revision of the last compaction applied to the index (-1 before any): readers that
+    /// share the index ([`crate::ReadView`]) refuse revisions below it.
+    compacted: i64,
+}
+
+impl Default for TreeIndex {
+    fn default() -> Self {
+        Self {
+            keys: BTreeMap::new(),
+            compacted: -1,
+        }
+    }
 }
 
 impl TreeIndex {
@@ -330,13 +326,18 @@ impl TreeIndex {
         self.keys.is_empty()
     }
 
+    /// The revision of the last compaction applied (-1 before any).
+    pub fn compacted(&self) -> i64 {
+        self.compacted
+    }
+
     pub fn key_index(&self, key: &[u8]) -> Option<&KeyIndex> {
-        self.keys.get(key).map(|ki| &**ki)
+        self.keys.get(key)
     }
 
     /// Every key index, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &KeyIndex)> {
-        self.keys.iter().map(|(k, ki)| (&**k, &**ki))
+        self.keys.iter().map(|(k, ki)| (k.as_slice(), ki))
     }
 
     pub fn put(&mut self, key: &[u8], rev: Revision) {
@@ -349,7 +350,7 @@ impl TreeIndex {
 
     /// Inserts a key index rebuilt from disk (see [`KeyIndex::restore`]).
     pub fn insert(&mut self, key: Vec<u8>, ki: KeyIndex) {
-        self.keys.insert(Arc::from(key), Arc::new(ki));
+        self.keys.insert(key, ki);
     }
 
     pub fn get(&self, key: &[u8], at_rev: i64) -> Option<KeyRev> {
@@ -404,33 +405,18 @@ impl TreeIndex {
     }
 
     pub fn compact(&mut self, at_rev: i64) -> HashSet<Revision> {
+        self.compacted = self.compacted.max(at_rev);
         let mut keep = HashSet::new();
-        // Only the key indexes a compaction changes are written (and so copied, where a
-        // published view shares them); the others just report what they keep.
-        let mut changed = Vec::new();
-        for (key, ki) in self.keys.iter() {
-            if ki.compaction_changes(at_rev) {
-                changed.push(Arc::clone(key));
-            } else {
-                ki.keep(at_rev, &mut keep);
-            }
-        }
-        for key in changed {
-            let Some(ki) = self.keys.get_mut(&*key) else {
-                continue;
-            };
-            let ki = Arc::make_mut(ki);
+        self.keys.retain(|_, ki| {
             ki.compact(at_rev, &mut keep);
-            if ki.is_empty() {
-                self.keys.remove(&*key);
-            }
-        }
+            !ki.is_empty()
+        });
         keep
     }
 
     fn visit<'s>(&'s self, range: KeyRange<'_>, mut f: impl FnMut(&'s [u8], &'s KeyIndex)) {
         let Some(bounds) = range.bounds() else { return };
-        for (key, ki) in self.keys.range::<_, [u8]>(bounds) {
+        for (key, ki) in self.keys.range::<[u8], _>(bounds) {
             f(key, ki);
         }
     }
@@ -444,7 +430,6 @@ impl TreeIndex {
     pub(crate) fn put_stamped(&mut self, key: &[u8], rev: Revision) -> (Undo, Revision, i64) {
         let (prev_modified, created, version) = match self.keys.get_mut(key) {
             Some(ki) => {
-                let ki = Arc::make_mut(ki);
                 let prev_modified = ki.modified();
                 ki.put(rev);
                 let live = ki.live_generation_mut();
@@ -453,7 +438,7 @@ impl TreeIndex {
             None => {
                 let mut ki = KeyIndex::new();
                 ki.put(rev);
-                self.keys.insert(Arc::from(key), Arc::new(ki));
+                self.keys.insert(key.to_vec(), ki);
                 (Revision::default(), rev, 1)
             }
         };
@@ -471,16 +456,7 @@ impl TreeIndex {
         key: &[u8],
         rev: Revision,
     ) -> Result<Undo, RevisionNotFound> {
-        let ki = self.keys.get(key).ok_or(RevisionNotFound)?;
-        if ki.generations.last().is_none_or(Generation::is_empty) {
-            // Refused before anything is written (no copy of a shared key index).
-            return Err(RevisionNotFound);
-        }
-        let ki = self
-            .keys
-            .get_mut(key)
-            .map(Arc::make_mut)
-            .ok_or(RevisionNotFound)?;
+        let ki = self.keys.get_mut(key).ok_or(RevisionNotFound)?;
         let prev_modified = ki.modified();
         ki.tombstone(rev)?;
         Ok(Undo {
@@ -493,7 +469,7 @@ impl TreeIndex {
 
     /// Takes back one change; changes must be undone newest first.
     pub(crate) fn undo(&mut self, u: &Undo) {
-        let Some(ki) = self.keys.get_mut(u.key.as_slice()).map(Arc::make_mut) else {
+        let Some(ki) = self.keys.get_mut(&u.key) else {
             return;
         };
         if u.tombstone {
@@ -502,8 +478,31 @@ impl TreeIndex {
             ki.undo_put(u.prev_modified);
         }
         if ki.is_empty() {
-            self.keys.remove(u.key.as_slice());
+            self.keys.remove(&u.key);
         }
+    }
+}
+
+/// The key index shared by the store, its only writer, and the read views it publishes
+/// ([`crate::ReadView`]), which read it under a read lock at the revision they were published
+/// at: what the store writes after that revision (index entries of later revisions) is
+/// invisible at it, and what it removes (compaction, [`TreeIndex::compacted`]) is checked.
+/// The store takes the write lock once per batch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedIndex(Arc<RwLock<TreeIndex>>);
+
+impl SharedIndex {
+    pub fn new(index: TreeIndex) -> Self {
+        Self(Arc::new(RwLock::new(index)))
+    }
+
+    /// A panic while the lock was held leaves the member stopping anyway: read on.
+    pub fn read(&self) -> RwLockReadGuard<'_, TreeIndex> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, TreeIndex> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

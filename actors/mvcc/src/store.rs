@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{
@@ -19,7 +19,7 @@ use actix::Recipient;
 use prost::Message;
 
 use crate::error::Error;
-use crate::key_index::{KeyIndex, TreeIndex, Undo};
+use crate::key_index::{KeyIndex, SharedIndex, TreeIndex, Undo};
 use crate::leased::LeasedKeys;
 use crate::range::View;
 use crate::write::{Writer, rev_header};
@@ -90,7 +90,12 @@ pub struct Store {
     pending_bytes: usize,
     /// Whether batches applied since the last commit moved the consistent index.
     index_moved: bool,
-    index: TreeIndex,
+    /// The key index, which read views share (the store is its only writer).
+    index: SharedIndex,
+    /// The last batch's compaction, until it is applied to the index; whether that waits for
+    /// a call (read views are published first).
+    compaction_due: Option<(i64, bool)>,
+    defer_compaction: bool,
     /// Revision of the last write txn that changed something; 1 for an empty store, as in etcd.
     current_rev: i64,
     /// Main revision of the last compaction; -1 before any, as in etcd.
@@ -120,7 +125,7 @@ impl fmt::Debug for Store {
             .field("compact_rev", &self.compact_rev)
             .field("consistent_index", &self.consistent_index)
             .field("term", &self.term)
-            .field("keys", &self.index.len())
+            .field("keys", &self.index.read().len())
             .finish_non_exhaustive()
     }
 }
@@ -202,7 +207,9 @@ impl Store {
             pending_requests: 0,
             pending_bytes: 0,
             index_moved: false,
-            index,
+            index: SharedIndex::new(index),
+            compaction_due: None,
+            defer_compaction: false,
             current_rev,
             compact_rev,
             consistent_index,
@@ -226,7 +233,7 @@ impl Store {
             current_revision = store.current_rev,
             compact_revision = store.compact_rev,
             consistent_index = store.consistent_index,
-            keys = store.index.len(),
+            keys = store.index.read().len(),
             "mvcc store restored"
         );
         Ok(store)
@@ -381,6 +388,7 @@ impl Store {
         };
         next.compaction_batch_limit = self.compaction_batch_limit;
         next.notify = self.notify;
+        next.defer_compaction = self.defer_compaction;
         next.outbox = std::mem::take(&mut self.outbox);
         *self = next;
         Ok(self.consistent_index)
@@ -420,7 +428,13 @@ impl Store {
         self.compact_rev
     }
 
-    pub fn index(&self) -> &TreeIndex {
+    /// The key index (read-locked: its only writer is this store, on this thread).
+    pub fn index(&self) -> RwLockReadGuard<'_, TreeIndex> {
+        self.index.read()
+    }
+
+    /// The key index as read views share it.
+    pub(crate) fn shared_index(&self) -> &SharedIndex {
         &self.index
     }
 
@@ -447,20 +461,26 @@ impl Store {
     /// A read of everything applied, committed or still buffered.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.read_with(|txn| self.view_over(txn).range(req))??;
+        let mut resp = self.with_view(|v| v.range(req))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
 
-    /// The key space as the writer sees it, read through `txn`.
-    pub(crate) fn view_over<'a, R: ReadTxn + ?Sized>(&'a self, txn: &'a R) -> View<'a, R> {
-        View {
-            index: &self.index,
-            txn,
-            rev: self.current_rev,
-            compact_rev: self.compact_rev,
-            concurrent: false,
-        }
+    /// Runs `f` on the key space as the writer sees it: its index, over the write buffer.
+    pub(crate) fn with_view<T>(
+        &self,
+        f: impl FnOnce(&View<'_, dyn ReadTxn + '_>) -> T,
+    ) -> Result<T, EtcdError> {
+        let index = self.index.read();
+        self.read_with(|txn| {
+            f(&View {
+                index: &index,
+                txn,
+                rev: self.current_rev,
+                compact_rev: self.compact_rev,
+                concurrent: false,
+            })
+        })
     }
 
     /// Runs `f` on the write buffer: applied writes over the committed engine.
@@ -561,9 +581,11 @@ impl Store {
         } = self.apply_uncommitted(consistent_index, term, requests, Vec::new(), leases)?;
         if let Err(e) = self.commit() {
             // Nothing else was pending: put memory back as it was and carry on.
+            let mut index = self.index.write();
             for u in undo.iter().rev() {
-                self.index.undo(u);
+                index.undo(u);
             }
+            drop(index);
             self.leased.undo(&attachments);
             self.outbox.events.truncate(outbox_mark);
             (
@@ -631,14 +653,30 @@ impl Store {
             physical,
             ..
         } = self.apply_uncommitted(consistent_index, term, requests, ops, leases)?;
-        if let Some(rev) = compaction {
+        self.compaction_due = compaction.map(|rev| (rev, physical));
+        if !self.defer_compaction {
+            self.run_due_compaction()?;
+        }
+        Ok((results, attachments))
+    }
+
+    /// With read views ([`crate::ReadView`]): a batch's compaction is applied to the index only
+    /// when [`Self::run_due_compaction`] is called, after the batch's view is published (a
+    /// reader that finds the index compacted past its view then finds a newer view).
+    pub fn defer_compaction(&mut self, on: bool) {
+        self.defer_compaction = on;
+    }
+
+    /// Compacts the index at the last batch's compaction, if it had one, and starts deleting
+    /// records (all of them now for a `physical` one: etcd answers it only when they are gone).
+    pub fn run_due_compaction(&mut self) -> Result<(), EtcdError> {
+        if let Some((rev, physical)) = self.compaction_due.take() {
             self.start_compaction(rev);
             if physical {
-                // etcd answers a physical compaction only once its deletions are done.
                 self.finish_compaction_now()?;
             }
         }
-        Ok((results, attachments))
+        Ok(())
     }
 
     /// Writes a batch into the write buffer and updates memory; returns the results, the
@@ -676,9 +714,11 @@ impl Store {
                 // The buffer may hold part of this batch: take the batch back out of it.
                 txn.rollback_batch();
                 self.buffer = Some(txn);
+                let mut index = self.index.write();
                 for u in undo.iter().rev() {
-                    self.index.undo(u);
+                    index.undo(u);
                 }
+                drop(index);
                 self.leased.undo(&attachments);
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
@@ -766,7 +806,7 @@ impl Store {
     /// Evaluates a txn that writes nothing against the current state.
     pub fn read_only_txn(&self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.read_with(|txn| self.view_over(txn).read_txn(&req))??;
+        let mut resp = self.with_view(|v| v.read_txn(&req))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
@@ -787,6 +827,9 @@ impl Store {
         let mut results = Vec::with_capacity(requests.len());
         let mut events = Vec::new();
         let identity = self.identity;
+        // Readers wait for the batch's index changes as a whole (they never see half a txn).
+        let shared = self.index.clone();
+        let mut index = shared.write();
         for req in requests {
             let first_event = events.len();
             let (outcome, changed) = match req {
@@ -813,7 +856,7 @@ impl Store {
                     // Every key goes at one revision, as one etcd write txn.
                     let mut w = Writer::new(
                         &mut *txn,
-                        &mut self.index,
+                        &mut index,
                         &mut *undo,
                         &mut events,
                         leases,
@@ -845,7 +888,7 @@ impl Store {
                 KvRequest::Write(write) => {
                     let mut w = Writer::new(
                         &mut *txn,
-                        &mut self.index,
+                        &mut index,
                         &mut *undo,
                         &mut events,
                         leases,
@@ -904,7 +947,7 @@ impl Store {
     /// A newer compaction replaces an unfinished one: records an older one would drop are
     /// superseded at the newer revision too, and its scan starts from the beginning again.
     fn start_compaction(&mut self, rev: i64) {
-        let keep = self.index.compact(rev);
+        let keep = self.index.write().compact(rev);
         self.compaction = Some(CompactionJob {
             rev,
             keep,

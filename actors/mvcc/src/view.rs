@@ -1,15 +1,30 @@
 //! Read views: the key space as it stood after one applied batch, read on any thread.
 //!
 //! After every batch (and after each commit the backend reports, installing a snapshot, or a
-//! failure) the store publishes a [`ReadView`]: a copy of its key index (O(1): the index is a
-//! persistent map, see [`TreeIndex`]), the revision clock and compaction mark, and the `key`
-//! records it has written but the backend has not yet reported committed ([`Fresh`], shared
-//! immutable runs). A read opens an LMDB read transaction and lays those records over it
-//! ([`FreshTxn`]), so it sees exactly what the writer had applied, without the writer.
+//! failure) the store publishes a [`ReadView`]: its revision clock and compaction mark, the
+//! `key` records it has written but the backend has not yet reported committed ([`Fresh`],
+//! shared immutable runs), and a handle on its key index. A read opens an LMDB read
+//! transaction, lays those records over it ([`FreshTxn`]) and reads the index under its read
+//! lock at the view's revision, so it sees exactly what the writer had applied when it
+//! published the view, without the writer's mailbox.
 //!
-//! One race is left, with compaction: a compaction accepted after a view was published may
-//! delete records that view's index still names. Such a record was superseded at or below the
-//! new compaction, so a read at a revision that needs it is now compacted:
+//! **Why a shared index and not a copy.** The first version published a copy of the index
+//! (a persistent B-tree, O(1) to copy, each write copying the nodes on its path that a view
+//! still shared). Measured against etcd 3.5.1 in the same runs, the copies cost 10–13% of
+//! put throughput at 100 clients (path copies and the frees of superseded nodes; `perf`:
+//! 7.8% of the server's CPU in the index against 4.2% for a plain B-tree). The index is
+//! MVCC already: entries the writer adds after a view's revision are invisible at it, so the
+//! writer may go on writing while a reader reads at an older revision, as etcd's `treeIndex`
+//! under its RWMutex allows. Two rules keep it exact: the writer takes the write lock once
+//! per batch (no reader sees half a batch's index changes, and a refused request's are taken
+//! back before the lock is released); and the index is compacted only after the view that
+//! accepts the compaction is published, so a reader that finds the index compacted past its
+//! revision finds a newer view to read again on.
+//!
+//! One race is left, with compaction: the records of a compaction accepted after a view was
+//! published may be deleted while a reader of that view reads them. Such a record was
+//! superseded at or below the new compaction, so a read at a revision that needs it is now
+//! compacted:
 //! - a Range (or read-only txn) whose record is gone answers `Compacted` when it named its
 //!   revision, and is read again on the newest view when it asked for the latest;
 //! - History and HashKV scan records rather than look them up, so they cannot see a gap: they
@@ -30,7 +45,7 @@ use actcd_types::{EtcdError, MemberIdentity};
 use tokio::sync::watch;
 
 use crate::error::Error;
-use crate::key_index::TreeIndex;
+use crate::key_index::SharedIndex;
 use crate::range::View;
 use crate::store::Store;
 
@@ -38,9 +53,9 @@ use crate::store::Store;
 /// means a compaction landed during the read, which takes far longer than a read.
 const RETRIES: usize = 3;
 
-/// The key space after one applied batch, immutable.
+/// The key space as of one applied batch.
 pub struct ReadView {
-    index: TreeIndex,
+    index: SharedIndex,
     fresh: Fresh,
     engine: Arc<dyn ReadEngine>,
     rev: i64,
@@ -56,7 +71,7 @@ impl std::fmt::Debug for ReadView {
         f.debug_struct("ReadView")
             .field("rev", &self.rev)
             .field("compact_rev", &self.compact_rev)
-            .field("keys", &self.index.len())
+            .field("keys", &self.index.read().len())
             .field("fresh", &self.fresh.len())
             .finish()
     }
@@ -67,7 +82,7 @@ impl Store {
     pub fn read_view(&mut self) -> ReadView {
         ReadView {
             fresh: self.seal_fresh(),
-            index: self.index().clone(),
+            index: self.shared_index().clone(),
             engine: Arc::clone(self.read_engine()),
             rev: self.current_revision(),
             compact_rev: self.compact_revision(),
@@ -106,11 +121,13 @@ impl ReadView {
             fresh: &self.fresh,
             txn: &*txn,
         };
+        let index = self.index.read();
         f(&View {
-            index: &self.index,
+            // A compaction applied to the index after this view refuses what it removed.
+            compact_rev: self.compact_rev.max(index.compacted()),
+            index: &index,
             txn: &over,
             rev: self.rev,
-            compact_rev: self.compact_rev,
             concurrent: true,
         })
     }
