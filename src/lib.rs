@@ -17,8 +17,9 @@
 //!   but two; `ACTCD_FRONT_THREADS` overrides;
 //! - a thread each for the blocking or bulky work: the WAL writer's fsyncs of Readies of three
 //!   or more entries and its releases (a tokio blocking-pool thread, to which the WAL actor
-//!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store (with more than 2
-//!   cores; on 2 it shares the System thread with the front), the backend (the environment's
+//!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store and the MVCC reader
+//!   (with more than 2 cores; on 2 they share the System thread with the front, unless
+//!   `ACTCD_READER_THREAD` gives the reader its own), the backend (the environment's
 //!   only writer: batched LMDB commits, syncs, defragmentation), the auth store (view builds,
 //!   bcrypt on its blocking pool) and the watch hub (fan-out);
 //! - the main thread waits for a signal.
