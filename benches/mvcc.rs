@@ -27,11 +27,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use actcd_mvcc::MvccActor;
+use actcd_mvcc::{MvccActor, MvccPeers, MvccReader, ReadViews};
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::{CompactionRequest, RangeRequest};
 use actcd_types::msg::{ApplyBatch, Range};
-use actix::{Addr, System, SystemRunner};
+use actix::{Addr, Recipient, System, SystemRunner};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 /// Keys in the store for the first `apply_put` cases.
@@ -147,7 +147,7 @@ fn bench_puts(
 fn bench_mvcc(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let preload = Instant::now();
-    let store = common::preloaded_store(dir.path(), SMALL_KEYS);
+    let mut store = common::preloaded_store(dir.path(), SMALL_KEYS);
     let mut writer = Writer {
         next_index: store.consistent_index(),
         next_id: SMALL_KEYS,
@@ -155,7 +155,18 @@ fn bench_mvcc(c: &mut Criterion) {
         keys: SMALL_KEYS,
     };
     let sys = System::new();
-    let store = sys.block_on(async move { MvccActor::start_sync(store) });
+    // The store publishes a read view after every batch; the reader answers from them.
+    let (publisher, views) = ReadViews::channel(store.read_view());
+    let (store, reader) = sys.block_on(async move {
+        let peers = MvccPeers {
+            views: Some(publisher),
+            ..MvccPeers::default()
+        };
+        (
+            MvccActor::start_with(store, 1, Some(peers)),
+            MvccReader::start_on_own_thread(views),
+        )
+    });
     eprintln!(
         "mvcc: preloaded {SMALL_KEYS} keys in {:.1} s",
         preload.elapsed().as_secs_f64()
@@ -193,7 +204,15 @@ fn bench_mvcc(c: &mut Criterion) {
             RANGE_KEYS as usize,
         ),
     ];
-    for (name, key, range_end, want) in cases {
+    // Through the store's own mailbox, and through the reader (from the views, on its thread).
+    let doors: [(&str, Recipient<Range>); 2] = [
+        ("", store.clone().recipient()),
+        ("_reader", reader.clone().recipient()),
+    ];
+    for ((name, key, range_end, want), (via, door)) in cases
+        .into_iter()
+        .flat_map(|case| doors.clone().map(|d| (case.clone(), d)))
+    {
         for (at, revision) in [("latest", 0), ("old", old_rev)] {
             let request = RangeRequest {
                 key: key.clone(),
@@ -202,12 +221,12 @@ fn bench_mvcc(c: &mut Criterion) {
                 ..Default::default()
             };
             group.throughput(Throughput::Elements(want as u64));
-            group.bench_function(BenchmarkId::new(name, at), |b| {
+            group.bench_function(BenchmarkId::new(format!("{name}{via}"), at), |b| {
                 b.iter_custom(|iters| {
                     sys.block_on(async {
                         let start = Instant::now();
                         for _ in 0..iters {
-                            let resp = store
+                            let resp = door
                                 .send(Range {
                                     request: request.clone(),
                                 })
