@@ -8,7 +8,11 @@
 //!   the one mapping to `tonic::Status` ([`EtcdError::to_status`]).
 //! - [`storage`]: the storage-engine traits ([`storage::KvEngine`], [`storage::ReadTxn`],
 //!   [`storage::WriteTxn`]) the MVCC store writes through, with an in-memory engine for tests and
-//!   benches. The LMDB engine lives in `actcd-backend`; the MVCC crate never names it.
+//!   benches. The LMDB engine lives in `actcd-backend`; the MVCC crate never names it. Also the
+//!   [`storage::WriteBuffer`] a state owner writes into until the backend commits (an op log and
+//!   an overlay), and what read views on other threads take of it: the puts of one tracked
+//!   table not yet committed, as immutable runs ([`storage::Fresh`]) laid over a read
+//!   transaction ([`storage::FreshTxn`]).
 //! - [`msg`]: the messages that cross crate lines (raft ⇄ WAL, raft → applier, front → preflight,
 //!   applier → MVCC, any actor → the daemon's supervisor: `Fatal`, `Shutdown`, …). Each actor
 //!   crate takes `Recipient<M>`s of these at start-up, so no actor crate depends on another and a
