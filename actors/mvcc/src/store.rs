@@ -533,12 +533,7 @@ impl Store {
     }
 
     fn check_poisoned(&self) -> Result<(), EtcdError> {
-        if self.poisoned {
-            return Err(EtcdError::internal(
-                "mvcc: an uncommitted batch was lost; restart to recover from the WAL",
-            ));
-        }
-        Ok(())
+        refuse_if_poisoned(self.poisoned)
     }
 
     /// Applies `requests` in order in one engine write transaction that also records
@@ -1098,8 +1093,18 @@ enum KvWrite {
     Txn(TxnRequest),
 }
 
+/// What the store, and every view of it, answers once a commit of applied writes has failed.
+pub(crate) fn refuse_if_poisoned(poisoned: bool) -> Result<(), EtcdError> {
+    if poisoned {
+        return Err(EtcdError::internal(
+            "mvcc: an uncommitted batch was lost; restart to recover from the WAL",
+        ));
+    }
+    Ok(())
+}
+
 /// Fills in what etcd's gRPC layer adds to a top-level header.
-fn stamp(header: &mut Option<ResponseHeader>, identity: MemberIdentity, term: u64) {
+pub(crate) fn stamp(header: &mut Option<ResponseHeader>, identity: MemberIdentity, term: u64) {
     let h = header.get_or_insert_with(ResponseHeader::default);
     h.cluster_id = identity.cluster_id;
     h.member_id = identity.member_id;

@@ -36,9 +36,7 @@
 
 use std::sync::Arc;
 
-use actcd_proto::etcdserverpb::{
-    RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
-};
+use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
 use actcd_types::msg::{HashKvResult, HistoryChunk};
 use actcd_types::storage::{Fresh, FreshTxn, ReadEngine, Table};
 use actcd_types::{EtcdError, MemberIdentity};
@@ -47,7 +45,7 @@ use tokio::sync::watch;
 use crate::error::Error;
 use crate::key_index::SharedIndex;
 use crate::range::View;
-use crate::store::Store;
+use crate::store::{Store, refuse_if_poisoned, stamp};
 
 /// How often a read is tried again on a newer view before its last answer stands: each retry
 /// means a compaction landed during the read, which takes far longer than a read.
@@ -107,11 +105,7 @@ impl ReadView {
         &self,
         f: impl FnOnce(&View<'_, FreshTxn<'_>>) -> Result<T, EtcdError>,
     ) -> Result<T, EtcdError> {
-        if self.poisoned {
-            return Err(EtcdError::internal(
-                "mvcc: an uncommitted batch was lost; restart to recover from the WAL",
-            ));
-        }
+        refuse_if_poisoned(self.poisoned)?;
         let txn = self
             .engine
             .begin_read()
@@ -132,22 +126,15 @@ impl ReadView {
         })
     }
 
-    fn stamp(&self, header: &mut Option<ResponseHeader>) {
-        let h = header.get_or_insert_with(ResponseHeader::default);
-        h.cluster_id = self.identity.cluster_id;
-        h.member_id = self.identity.member_id;
-        h.raft_term = self.term;
-    }
-
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
         let mut resp = self.read(|v| v.range(req).map_err(EtcdError::from))?;
-        self.stamp(&mut resp.header);
+        stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
 
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
         let mut resp = self.read(|v| v.read_txn(req).map_err(EtcdError::from))?;
-        self.stamp(&mut resp.header);
+        stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
 
