@@ -23,7 +23,7 @@
 //!   etcd's bucket layout) are the `actcd-etcd-snapshot` library's, which writes them from a
 //!   read transaction this actor hands it.
 //!
-//! ## Messages taken ([`MvccActor`], alone on an `Arbiter` thread)
+//! ## Messages taken ([`MvccActor`], on an `Arbiter` thread of its own, or beside the front on small machines)
 //! - `ApplyBatch{consistent_index, term, requests, ops, leases}` → `Result<BatchApplied,
 //!   EtcdError>`: Put, DeleteRange, Txn and Compaction requests, one result each, in order; a
 //!   result goes straight to the request's waiter when the batch carries one (else it is in
@@ -69,8 +69,8 @@
 //! and a handle on the key index, which readers read under its read lock at the view's
 //! revision (the store takes the write lock once per batch, and compacts the index only after
 //! the view accepting the compaction is published; `view.rs` says why a shared index and not
-//! a copy: copies cost 10–13% of put throughput). The reader, an actor alone
-//! on its own thread, takes `Range{request}` → `Result<RangeResponse, EtcdError>`,
+//! a copy: copies cost 10–13% of put throughput). The reader, an actor with a
+//! mailbox of its own, takes `Range{request}` → `Result<RangeResponse, EtcdError>`,
 //! `RangeTo{request, reply}` (a linearizable Range the raft node forwards once its read index is
 //! applied), `ReadTxn{request}` (a txn without writes) → `Result<TxnResponse, EtcdError>`,
 //! `HashKv{revision}` and `History{from, to, max_events}` (events by revision, for watchers

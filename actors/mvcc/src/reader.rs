@@ -1,5 +1,6 @@
-//! [`MvccReader`]: reads of the key space served from the store's published [`ReadView`]s, on
-//! a thread of their own, so that no read waits in the writer's mailbox behind applies.
+//! [`MvccReader`]: reads of the key space served from the store's published [`ReadView`]s, in a
+//! mailbox of their own, so that no read waits in the writer's mailbox behind applies. Which
+//! thread it runs on is the daemon's choice (beside the front on small machines, else its own).
 //!
 //! It owns nothing but the receiving end of the views ([`ReadViews`]); what it answers is what
 //! the store had applied when it published the newest view. A caller that must see a write
