@@ -1,0 +1,133 @@
+//! Who is asking (`Caller`), key access checks, Basic auth parsing, bcrypt.
+
+use crate::error::AuthError;
+use crate::model::{AuthState, GUEST_ROLE};
+
+/// The identity behind a request, as established by the caller (the HTTP front)
+/// from the `Authorization` header: [`parse_basic`] then [`verify_password`]
+/// against the stored hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// No `Authorization` header: treated as the guest role.
+    Anonymous,
+    /// Credentials checked and good.
+    User(String),
+    /// A header was sent but is malformed, names no user, or has a wrong
+    /// password. Never falls back to guest.
+    BadCredentials,
+}
+
+impl AuthState {
+    /// etcd 3.4's `hasKeyPrefixAccess` for `/v2/keys`: auth disabled → yes;
+    /// bad credentials → no; anonymous → the `guest` role (if it exists), which
+    /// etcd checks without regard to `recursive`; a user → any of its roles
+    /// (missing roles skipped, `root` grants all). `write` is any method other
+    /// than GET/HEAD; write rights do not imply read rights.
+    pub fn can_access(&self, caller: &Caller, key: &str, write: bool, recursive: bool) -> bool {
+        if !self.enabled {
+            return true;
+        }
+        match caller {
+            Caller::BadCredentials => false,
+            Caller::Anonymous => self
+                .roles
+                .get(GUEST_ROLE)
+                .is_some_and(|r| r.has_access(key, write, false)),
+            Caller::User(name) => self.users.get(name).is_some_and(|u| {
+                u.roles.iter().any(|rn| {
+                    self.role(rn)
+                        .is_some_and(|r| r.has_access(key, write, recursive))
+                })
+            }),
+        }
+    }
+
+    /// etcd's `hasRootAccess`: auth disabled → yes; otherwise the caller must be a
+    /// user that holds the `root` role.
+    pub fn is_root_caller(&self, caller: &Caller) -> bool {
+        if !self.enabled {
+            return true;
+        }
+        matches!(caller, Caller::User(n) if self.user_is_root(n))
+    }
+}
+
+/// Parse an `Authorization` header value of the form `Basic base64(user:pass)`
+/// (scheme case-insensitive, standard padded base64, split at the first `:`),
+/// as Go's `Request.BasicAuth` does. `None` if malformed or not UTF-8.
+pub fn parse_basic(header_value: &str) -> Option<(String, String)> {
+    const PREFIX: &str = "Basic ";
+    let head = header_value.get(..PREFIX.len())?;
+    if !head.eq_ignore_ascii_case(PREFIX) {
+        return None;
+    }
+    let decoded = base64_std_decode(&header_value[PREFIX.len()..])?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, pass) = text.split_once(':')?;
+    Some((user.to_string(), pass.to_string()))
+}
+
+/// Strict standard base64 with padding (Go's `base64.StdEncoding`).
+fn base64_std_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if b.len() % 4 != 0 {
+        return None;
+    }
+    fn val(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let mut out = Vec::with_capacity(b.len() / 4 * 3);
+    let chunks = b.len() / 4;
+    for (i, ch) in b.chunks(4).enumerate() {
+        let last = i + 1 == chunks;
+        let pad = ch.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return None;
+        }
+        let mut n: u32 = 0;
+        for &c in &ch[..4 - pad] {
+            n = (n << 6) | val(c)?;
+        }
+        n <<= 6 * pad as u32;
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        // Go rejects non-zero bits left over before the padding.
+        if (pad == 1 && bytes[2] != 0) || (pad == 2 && bytes[1] != 0) {
+            return None;
+        }
+        out.extend_from_slice(&bytes[..3 - pad]);
+    }
+    Some(out)
+}
+
+/// bcrypt hash of `pw` at `cost` (etcd v2 uses 10, bcrypt's default; tests use
+/// `bcrypt::MIN_COST`). Blocking and slow on purpose: run it off the event loop.
+pub fn hash_password(pw: &str, cost: u32) -> Result<String, AuthError> {
+    bcrypt::hash(pw, cost).map_err(|e| AuthError::Hash(e.to_string()))
+}
+
+/// Does `pw` match the bcrypt `hash`? A malformed hash never matches. Blocking.
+pub fn verify_password(hash: &str, pw: &str) -> bool {
+    bcrypt::verify(pw, hash).unwrap_or(false)
+}
+
+/// The caller for a request, given its `Authorization` header (if any): parses,
+/// looks the user up and checks the password. Blocking (bcrypt).
+pub fn authenticate(state: &AuthState, authorization: Option<&str>) -> Caller {
+    let Some(value) = authorization.filter(|v| !v.is_empty()) else {
+        return Caller::Anonymous;
+    };
+    let Some((name, pw)) = parse_basic(value) else {
+        return Caller::BadCredentials;
+    };
+    match state.users.get(&name) {
+        Some(u) if verify_password(&u.password_hash, &pw) => Caller::User(name),
+        _ => Caller::BadCredentials,
+    }
+}
