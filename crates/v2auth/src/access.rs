@@ -70,7 +70,7 @@ pub fn parse_basic(header_value: &str) -> Option<(String, String)> {
 /// Strict standard base64 with padding (Go's `base64.StdEncoding`).
 fn base64_std_decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return None;
     }
     fn val(c: u8) -> Option<u32> {

@@ -88,7 +88,7 @@ pub fn glob_match(pattern: &str, key: &str) -> bool {
 pub fn glob_covers_subtree(pattern: &str, key: &str) -> bool {
     let toks = compile(pattern);
     let states = run(&toks, key.as_bytes());
-    (0..=toks.len()).any(|i| states[i] && toks[i..].iter().all(|t| *t == Tok::Star))
+    (0..toks.len()).any(|i| states[i] && toks[i..].iter().all(|t| *t == Tok::Star))
 }
 
 /// etcd 3.4's `simpleMatch`: a final `*` means "prefix", anything else is compared
