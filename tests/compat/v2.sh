@@ -32,6 +32,7 @@
 #   $ etcdctl ARGS                        etcdctl v2 steps: stdout+stderr, then [exit N]
 # Values: member/cluster ids -> MEMBER_ID/CLUSTER_ID, client/peer ports -> CLIENT_PORT/
 # PEER_PORT, RFC 3339 times -> EXPIRATION (startTime -> START_TIME), uptime -> UPTIME,
+# absolute /v2/stats/store counters -> N (misc diffs their change across known writes),
 # ttl within 5 s below a TTL the scenario set -> TTL_OK. Store indexes (X-Etcd-Index,
 # modifiedIndex, createdIndex, error "index") are compared exactly.
 set -uo pipefail
