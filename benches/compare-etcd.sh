@@ -128,8 +128,11 @@ RESULTS=$WORK/results.tsv
 QUOTA=$((4 * 1024 * 1024 * 1024))
 CLK_TCK=$(getconf CLK_TCK)
 
-declare -A PORT=([etcd]=23790 [actcd]=23791 [detcd]=23792)
-declare -A PEER=([etcd]=23800 [actcd]=23801 [detcd]=23802)
+# COMPARE_PORT_BASE moves every port (client ports base..base+2, peer ports base+10..+12),
+# for machines where something else holds 2379x.
+B=${COMPARE_PORT_BASE:-23790}
+declare -A PORT=([etcd]=$B [actcd]=$((B + 1)) [detcd]=$((B + 2)))
+declare -A PEER=([etcd]=$((B + 10)) [actcd]=$((B + 11)) [detcd]=$((B + 12)))
 declare -A BIN=([etcd]=$ETCD [actcd]=$ACTCD [detcd]=$DURABLE)
 declare -A PID=()
 

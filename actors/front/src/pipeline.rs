@@ -10,10 +10,9 @@ use actcd_types::auth::Perm;
 use actcd_types::ids::IdGenerator;
 use actcd_types::msg::{
     ApplyResponse, CheckLearner, CheckPassword, ConnectAuth, GetAlarms, GetFsyncStats, GetMembers,
-    GetStoreStatus, HashBackend, HashKv, HashKvResult, LeaderCall, LeaseKeys, LeaseTimeToLive,
-    LeaseTtl, LinearizableRange, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
-    RaftStatus, RaftStatusReply, Range, RangeTo, ReadIndex, ReadTxn, RenewLease, StoreStatus,
-    Submit, TransferLeader,
+    GetStoreStatus, HashBackend, HashKv, HashKvResult, KeyReads, LeaderCall, LeaseKeys,
+    LeaseTimeToLive, LeaseTtl, ListLeases, MemberRecord, PeerActivity, PeerAnswer, PeerCall,
+    RaftStatus, RaftStatusReply, ReadIndex, RenewLease, StoreStatus, Submit, TransferLeader,
 };
 use actcd_types::{AuthInfo, EtcdError, MemberIdentity};
 use actix::Recipient;
@@ -41,16 +40,14 @@ pub struct FrontConfig {
 pub struct PipelineRoutes {
     pub submit: Recipient<Submit>,
     pub read_index: Recipient<ReadIndex>,
-    pub range: Recipient<Range>,
+    /// The key space as the store last published it: Range and read-only txns are read here,
+    /// in the calling task (linearizable ones after the ReadIndex barrier).
+    pub reads: Arc<dyn KeyReads>,
     pub store_status: Recipient<GetStoreStatus>,
     /// The applier: the alarms raised as of the entries applied.
     pub alarms: Recipient<GetAlarms>,
     pub hash_kv: Recipient<HashKv>,
-    pub read_txn: Recipient<ReadTxn>,
     pub raft_status: Recipient<RaftStatus>,
-    /// Linearizable reads: the raft node forwards them to the store once their read index is
-    /// applied.
-    pub linearizable_range: Recipient<LinearizableRange>,
     /// The lessor: keepalives, TTLs and the lease list.
     pub renew_lease: Recipient<RenewLease>,
     pub lease_ttl: Recipient<LeaseTimeToLive>,
@@ -457,40 +454,27 @@ impl Pipeline {
         }
     }
 
-    /// A serializable read goes straight to the store. A linearizable one goes to the raft
-    /// node, which forwards it to the store once the read index is applied, and the store
-    /// answers here: raft → store directly, not raft → front → store.
+    /// A Range, read from the store's newest published view in this task: a serializable one
+    /// at once, a linearizable one once the ReadIndex barrier says everything committed before
+    /// the call is applied (the store publishes a batch's view before it reports the batch
+    /// applied, so the newest view then holds it).
     ///
-    /// The reader is judged by the newest permission view once the read index is applied, as
-    /// etcd does (a grant revoked before the read began is never used): with auth on, a
-    /// linearizable read waits here for the read index, is judged, then goes to the store.
+    /// With auth on, the reader is judged by the newest permission view after the barrier, as
+    /// etcd does (a grant revoked before the read began is never used).
     pub async fn range(
         &self,
         request: RangeRequest,
         who: AuthInfo,
     ) -> Result<RangeResponse, EtcdError> {
         actcd_types::validate::check_range(&request)?;
-        let judged = self.auth.enabled();
-        if judged && !request.serializable {
+        if !request.serializable {
             self.linearizable_barrier().await?;
         }
-        if judged {
+        if self.auth.enabled() {
             self.check_read(who, request.key.clone(), request.range_end.clone())
                 .await?;
         }
-        if request.serializable || judged {
-            return self.routes.range.send(Range { request }).await?;
-        }
-        let (tx, rx) = oneshot::channel();
-        let range = LinearizableRange(RangeTo { request, reply: tx });
-        match self.routes.linearizable_range.try_send(range) {
-            Ok(()) => {}
-            Err(actix::prelude::SendError::Full(m)) => {
-                self.routes.linearizable_range.send(m).await?
-            }
-            Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
-        }
-        self.answer(rx).await
+        self.routes.reads.range(&request)
     }
 
     /// A txn without writes is served like a read: linearizable through ReadIndex unless every
@@ -513,9 +497,9 @@ impl Pipeline {
             };
             view.check_request(&who, &as_entry, &|_| Vec::new())?;
             let request = as_entry.txn.unwrap_or_default();
-            return self.routes.read_txn.send(ReadTxn { request }).await?;
+            return self.routes.reads.read_txn(&request);
         }
-        self.routes.read_txn.send(ReadTxn { request }).await?
+        self.routes.reads.read_txn(&request)
     }
 
     /// The members as this member has applied them.

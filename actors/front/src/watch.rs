@@ -15,7 +15,6 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::EtcdError;
-use actcd_types::msg::Range;
 use actcd_types::watch::{CloseStream, OpenStream, StreamResponse, WatchRequestMsg};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -62,18 +61,12 @@ async fn finish(
             if creation || ev.prev_kv.is_some() {
                 continue;
             }
-            let read = p
-                .routes
-                .range
-                .send(Range {
-                    request: RangeRequest {
-                        key: kv.key.clone(),
-                        revision: kv.mod_revision - 1,
-                        serializable: true,
-                        ..Default::default()
-                    },
-                })
-                .await?;
+            let read = p.routes.reads.range(&RangeRequest {
+                key: kv.key.clone(),
+                revision: kv.mod_revision - 1,
+                serializable: true,
+                ..Default::default()
+            });
             // Compacted away, or nothing there: no previous value, as in etcd.
             if let Ok(mut r) = read
                 && !r.kvs.is_empty()

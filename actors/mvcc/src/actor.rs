@@ -28,8 +28,8 @@ use actcd_types::EtcdError;
 use actcd_types::msg::{
     ApplyBatch, ApplyResult, BatchApplied, CurrentRevision, DeleteKeys, FlushStore, GetStoreStatus,
     HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot, LeasedKeys,
-    MakeSnapshot, Notify, Range, RangeTo, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus,
-    SyncStorage, WatchInterest,
+    MakeSnapshot, Notify, Range, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus, SyncStorage,
+    WatchInterest,
 };
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
@@ -371,16 +371,6 @@ impl Handler<Range> for MvccActor {
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Range");
         self.store.range(&msg.request)
-    }
-}
-
-/// A read answered on the message's own channel.
-impl Handler<RangeTo> for MvccActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
-        let _timer = self.meter.start("RangeTo");
-        let _ = msg.reply.send(self.store.range(&msg.request));
     }
 }
 

@@ -43,8 +43,8 @@
 //! - `LeasedKeys` → every live key whose latest record names a lease, with it (the applier
 //!   rebuilds its attachments from it after a snapshot is installed).
 //! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
-//! - `Range`, `ReadTxn`, `RangeTo`, `HashKv` and `History` too (tests, benches, callers without
-//!   a reader); in the server they go to the reader (below). `GetStoreStatus`.
+//! - `Range`, `ReadTxn`, `HashKv` and `History` too (tests, benches, callers without a
+//!   reader); in the server they are read from the views (below). `GetStoreStatus`.
 //! - `FlushStore` (every 100 ms: a compaction slice, its writes sent, the backend flushed) and
 //!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
 //! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
@@ -69,13 +69,13 @@
 //! and a handle on the key index, which readers read under its read lock at the view's
 //! revision (the store takes the write lock once per batch, and compacts the index only after
 //! the view accepting the compaction is published; `view.rs` says why a shared index and not
-//! a copy: copies cost 10–13% of put throughput). The reader, an actor with a
-//! mailbox of its own, takes `Range{request}` → `Result<RangeResponse, EtcdError>`,
-//! `RangeTo{request, reply}` (a linearizable Range the raft node forwards once its read index is
-//! applied), `ReadTxn{request}` (a txn without writes) → `Result<TxnResponse, EtcdError>`,
+//! a copy: copies cost 10–13% of put throughput). [`ReadViews`] (the receiving end) reads
+//! the newest view over an LMDB read transaction with the runs laid over it, on whatever thread
+//! holds it: the front holds one as `actcd_types::msg::KeyReads` and serves Range and read-only
+//! txns in its own task (linearizable ones after the ReadIndex barrier), so no read waits in any
+//! mailbox. The reader, an actor with a mailbox of its own, answers the rest from the views:
 //! `HashKv{revision}` and `History{from, to, max_events}` (events by revision, for watchers
-//! catching up), and answers each from the newest view over an LMDB read transaction with the
-//! runs laid over it. No read waits in the writer's mailbox. A compaction accepted after a view
+//! catching up), plus `Range{request}` and `ReadTxn{request}` for callers without views. A compaction accepted after a view
 //! was published may delete records that view names: a Range then answers `Compacted` at a
 //! named revision (which it is, now) and is read again on the newest view at the latest one;
 //! History and HashKV are read again when the compaction mark moved while they read.

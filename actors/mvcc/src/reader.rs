@@ -1,5 +1,8 @@
 //! [`MvccReader`]: reads of the key space served from the store's published [`ReadView`]s, in a
-//! mailbox of their own, so that no read waits in the writer's mailbox behind applies. Which
+//! mailbox of their own, so that no read waits in the writer's mailbox behind applies. In the
+//! server it answers the watch hub's History and the front's HashKV; the front reads Range and
+//! read-only txns from the views itself (`actcd_types::msg::KeyReads`), with no mailbox at all.
+//! `Range` and `ReadTxn` stay here for callers that hold no views (benches, tests). Which
 //! thread it runs on is the daemon's choice (beside the front on small machines, else its own).
 //!
 //! It owns nothing but the receiving end of the views ([`ReadViews`]); what it answers is what
@@ -9,7 +12,7 @@
 //! and before it tells the applier, hence raft, that the batch is applied.
 
 use actcd_types::EtcdError;
-use actcd_types::msg::{HashKv, HashKvResult, History, HistoryChunk, Range, RangeTo, ReadTxn};
+use actcd_types::msg::{HashKv, HashKvResult, History, HistoryChunk, Range, ReadTxn};
 use actix::{Actor, Addr, Arbiter, Context, Handler};
 
 use crate::view::ReadViews;
@@ -49,17 +52,6 @@ impl Handler<Range> for MvccReader {
     fn handle(&mut self, msg: Range, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Range");
         self.views.range(&msg.request)
-    }
-}
-
-/// A read answered on the message's own channel (a linearizable Range the raft node forwards
-/// once its read index is applied).
-impl Handler<RangeTo> for MvccReader {
-    type Result = ();
-
-    fn handle(&mut self, msg: RangeTo, _: &mut Self::Context) {
-        let _timer = self.meter.start("RangeTo");
-        let _ = msg.reply.send(self.views.range(&msg.request));
     }
 }
 

@@ -234,6 +234,16 @@ impl ReadViews {
     }
 }
 
+impl actcd_types::msg::KeyReads for ReadViews {
+    fn range(&self, request: &RangeRequest) -> Result<RangeResponse, EtcdError> {
+        ReadViews::range(self, request)
+    }
+
+    fn read_txn(&self, request: &TxnRequest) -> Result<TxnResponse, EtcdError> {
+        ReadViews::read_txn(self, request)
+    }
+}
+
 #[cfg(test)]
 #[path = "view_tests.rs"]
 mod tests;

@@ -3,10 +3,9 @@ use std::collections::{BTreeMap, HashMap};
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     Append, Applied, Apply, ApplyConfChange, CheckLearner, ConfChangeKind, Fatal, InstallSnapshot,
-    Leadership, LinearizableRange, PeerChange, PeerMessage, Propose, ProposeConfChange,
-    RaftProgress, RaftStatus, RaftStatusReply, RangeTo, ReadIndex, ReleaseWal, SendSnapshot,
-    Shutdown, SnapshotReport, Step, StepSnapshot, SyncConf, SyncStorage, Tick, TransferLeader,
-    Unreachable,
+    Leadership, PeerChange, PeerMessage, Propose, ProposeConfChange, RaftProgress, RaftStatus,
+    RaftStatusReply, ReadIndex, ReleaseWal, SendSnapshot, Shutdown, SnapshotReport, Step,
+    StepSnapshot, SyncConf, SyncStorage, Tick, TransferLeader, Unreachable,
 };
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -19,8 +18,6 @@ pub struct RaftPeers {
     pub wal: Recipient<Append>,
     pub release: Recipient<ReleaseWal>,
     pub applier: Recipient<Apply>,
-    /// The store: a [`LinearizableRange`] goes on to it once its read index is applied.
-    pub range_to: Recipient<RangeTo>,
     pub progress: Recipient<RaftProgress>,
     pub sync_storage: Recipient<SyncStorage>,
     pub outbox: Option<Recipient<PeerMessage>>,
@@ -61,27 +58,13 @@ struct ProcessReady;
 #[rtype(result = "()")]
 struct FlushReads;
 
-/// A read waiting for its read index to be confirmed and applied (or for its round to fail).
-enum ReadWaiter {
-    /// A `ReadIndex` caller, answered with the index.
-    Index(oneshot::Sender<Result<u64, EtcdError>>),
-    /// A linearizable Range, forwarded to the store.
-    Range(RangeTo),
-}
+/// A `ReadIndex` caller waiting for its read index to be confirmed and applied (or for its
+/// round to fail): answered with the index, after which it reads the store's newest view.
+struct ReadWaiter(oneshot::Sender<Result<u64, EtcdError>>);
 
 impl ReadWaiter {
-    fn finish(self, result: Result<u64, EtcdError>, store: &Recipient<RangeTo>) {
-        match (self, result) {
-            (ReadWaiter::Index(tx), r) => {
-                let _ = tx.send(r);
-            }
-            // `do_send`: the store's mailbox is the one every read ends in anyway, and the raft
-            // thread must not wait on it.
-            (ReadWaiter::Range(range), Ok(_)) => store.do_send(range),
-            (ReadWaiter::Range(range), Err(e)) => {
-                let _ = range.reply.send(Err(e));
-            }
-        }
+    fn finish(self, result: Result<u64, EtcdError>) {
+        let _ = self.0.send(result);
     }
 }
 
@@ -218,9 +201,8 @@ impl RaftActor {
             }
             // Reads of the old term can no longer be confirmed.
             self.node.forget_reads();
-            let store = &self.peers.range_to;
             for w in self.read_rounds.drain().flat_map(|(_, ws)| ws) {
-                w.finish(Err(EtcdError::LeaderChanged), store);
+                w.finish(Err(EtcdError::LeaderChanged));
             }
         }
         self.send_peers(out.messages);
@@ -241,7 +223,7 @@ impl RaftActor {
             if let Some(waiters) = self.read_rounds.remove(&u64::from_be_bytes(key)) {
                 if index <= self.node.applied() {
                     for w in waiters {
-                        w.finish(Ok(index), &self.peers.range_to);
+                        w.finish(Ok(index));
                     }
                 } else {
                     self.reads_awaiting_apply
@@ -409,18 +391,17 @@ impl RaftActor {
         let later = self.reads_awaiting_apply.split_off(&(applied + 1));
         for (index, waiters) in std::mem::replace(&mut self.reads_awaiting_apply, later) {
             for w in waiters {
-                w.finish(Ok(index), &self.peers.range_to);
+                w.finish(Ok(index));
             }
         }
     }
 
     fn fail_all(&mut self, e: EtcdError) {
-        let store = &self.peers.range_to;
         let queued = self.queued_reads.drain(..);
         let rounds = self.read_rounds.drain().flat_map(|(_, ws)| ws);
         let waiting = std::mem::take(&mut self.reads_awaiting_apply).into_values();
         for w in queued.chain(rounds).chain(waiting.flatten()) {
-            w.finish(Err(e.clone()), store);
+            w.finish(Err(e.clone()));
         }
     }
 
@@ -650,20 +631,8 @@ impl Handler<ReadIndex> for RaftActor {
     fn handle(&mut self, _: ReadIndex, ctx: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("ReadIndex");
         let (tx, rx) = oneshot::channel();
-        self.queue_read(ReadWaiter::Index(tx), ctx);
+        self.queue_read(ReadWaiter(tx), ctx);
         Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::Stopped)) })
-    }
-}
-
-/// A linearizable Range: forwarded to the store from here as soon as its read index is
-/// confirmed and applied, instead of going back through the front first (one thread hand-off
-/// fewer per read).
-impl Handler<LinearizableRange> for RaftActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: LinearizableRange, ctx: &mut Context<Self>) {
-        let _timer = self.meter.start("LinearizableRange");
-        self.queue_read(ReadWaiter::Range(msg.0), ctx);
     }
 }
 
@@ -686,7 +655,7 @@ impl Handler<FlushReads> for RaftActor {
             }
             Err(e) => {
                 for w in self.queued_reads.drain(..) {
-                    w.finish(Err(e.clone()), &self.peers.range_to);
+                    w.finish(Err(e.clone()));
                 }
             }
         }
@@ -759,7 +728,6 @@ mod tests {
         /// Refuse every Append that carries entries, as a full disk would.
         failing_wal: bool,
         appends: Arc<Mutex<Vec<usize>>>,
-        ranges: Arc<Mutex<Vec<Vec<u8>>>>,
         applied: Arc<Mutex<Vec<Vec<u8>>>>,
         releases: Arc<Mutex<Vec<u64>>>,
         fatal: Arc<Mutex<Vec<Fatal>>>,
@@ -792,14 +760,6 @@ mod tests {
                 return Err("No space left on device".into());
             }
             Ok(())
-        }
-    }
-
-    impl Handler<RangeTo> for Recorder {
-        type Result = ();
-        fn handle(&mut self, m: RangeTo, _: &mut Context<Self>) {
-            self.ranges.lock().unwrap().push(m.request.key.clone());
-            let _ = m.reply.send(Ok(Default::default()));
         }
     }
 
@@ -845,7 +805,6 @@ mod tests {
         let seen = Recorder {
             failing_wal,
             appends: rec.appends.clone(),
-            ranges: rec.ranges.clone(),
             applied: rec.applied.clone(),
             releases: rec.releases.clone(),
             fatal: rec.fatal.clone(),
@@ -866,7 +825,6 @@ mod tests {
             wal: fake.clone().recipient(),
             release: fake.clone().recipient(),
             applier: fake.clone().recipient(),
-            range_to: fake.clone().recipient(),
             progress: fake.clone().recipient(),
             sync_storage: fake.clone().recipient(),
             fatal: fake.clone().recipient(),
@@ -942,40 +900,11 @@ mod tests {
     }
 
     #[actix_rt::test]
-    async fn a_linearizable_range_goes_to_the_store_once_the_index_is_applied() {
-        let (raft, seen) = start(1000);
-        settle().await;
-        raft.send(Propose { data: vec![7] }).await.unwrap().unwrap();
-        settle().await;
-        let (tx, mut rx) = oneshot::channel();
-        let mut range = RangeTo {
-            request: Default::default(),
-            reply: tx,
-        };
-        range.request.key = b"k".to_vec();
-        raft.send(LinearizableRange(range)).await.unwrap();
-        settle().await;
-        assert!(rx.try_recv().is_err(), "not before index 2 is applied");
-        assert!(seen.ranges.lock().unwrap().is_empty());
-        raft.send(Applied { index: 2 }).await.unwrap();
-        settle().await;
-        assert_eq!(*seen.ranges.lock().unwrap(), vec![b"k".to_vec()]);
-        assert!(
-            rx.try_recv().unwrap().is_ok(),
-            "the store answered the caller"
-        );
-    }
-
-    #[actix_rt::test]
     async fn a_failed_wal_write_is_reported_once_and_the_node_stops() {
         let (raft, seen) = start_with(1000, true);
         settle().await;
         let read = raft.send(ReadIndex);
-        let (tx, range) = oneshot::channel();
-        raft.do_send(LinearizableRange(RangeTo {
-            request: Default::default(),
-            reply: tx,
-        }));
+        let second = raft.send(ReadIndex);
         settle().await;
         let want = vec![Fatal {
             actor: "raft",
@@ -993,10 +922,9 @@ mod tests {
             "a waiting read is failed, not left hanging"
         );
         assert!(
-            matches!(range.await, Ok(Err(EtcdError::Stopped)) | Err(_)),
-            "so is a waiting range"
+            matches!(second.await, Ok(Err(EtcdError::Stopped)) | Err(_)),
+            "so is every other"
         );
-        assert!(seen.ranges.lock().unwrap().is_empty());
         assert!(
             raft.send(Propose { data: vec![1] }).await.is_err(),
             "the node stopped itself"

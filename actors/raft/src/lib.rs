@@ -7,10 +7,8 @@
 //! `Ready` — kept in [`RaftNode`]; [`RaftActor`] is the glue that turns messages into calls.
 //!
 //! ## Messages
-//! Takes `Tick`, `Propose`, `ReadIndex`, `LinearizableRange` (a `RangeTo` queued with the next
-//! read-index round and forwarded to the store from here once applied: one thread hand-off
-//! fewer than the front asking `ReadIndex` and then the store; a failed round answers its reply
-//! channel with the error),
+//! Takes `Tick`, `Propose`, `ReadIndex` (queued with the next read-index round, answered once
+//! the confirmed index is applied; the caller then reads the store's newest view itself),
 //! `Step` (peer messages), `Unreachable` (the transport lost a peer), `Applied` (from the
 //! applier), `RaftStatus`, and its own `Persisted{number}` when the WAL has made a Ready durable.
 //! Membership and snapshots: `ProposeConfChange` (from preflight), `ApplyConfChange` (from the
@@ -18,7 +16,7 @@
 //! installed), `StepSnapshot` (a leader's snapshot message with its store copy),
 //! `SnapshotReport` (how sending one went), `CheckLearner` and `TransferLeader`.
 //! Sends `Append` and `ReleaseWal` to the WAL writer, `Apply` and `InstallSnapshot` to the
-//! applier, `RangeTo` to the store, `RaftProgress` to preflight, `SyncStorage` to the MVCC
+//! applier, `RaftProgress` to preflight, `SyncStorage` to the MVCC
 //! store, `PeerMessage`s and `SendSnapshot` to the transport with `PeerChange`s for its address
 //! book,
 //! `Leadership{leader}` to the lessor when this member gains or loses leadership, whether
@@ -68,7 +66,7 @@
 //! knows nor cares which. Until then the node wrote small Readies itself through a closure over
 //! a `Mutex<Wal>` shared with the WAL actor; measured against that (release, 2 shared cores,
 //! medians of 12 alternating runs): put at 100 clients 15.4k → 16.8k/s, single-client put p50
-//! 0.313 → 0.314 ms, linearizable range at 100 clients (now `LinearizableRange`, before a
+//! 0.313 → 0.314 ms, linearizable range at 100 clients (then a `LinearizableRange` message, before a
 //! boxed continuation) 46.7k → 50.1k/s. Not waiting for the WAL on Readies that need no sync
 //! is what kept linearizable ranges level: without it a read round's empty Ready cost a
 //! mailbox round trip, and ranges fell 8% (see `actcd-wal`, "Where the fsync runs").

@@ -32,21 +32,18 @@ pub struct Propose {
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct ReadIndex;
 
-/// A linearizable Range. The raft node queues it with the next read-index round and, once the
-/// read index is confirmed and applied here, forwards the inner [`RangeTo`] to the store as is
-/// (the store answers `reply`); if the round fails, the raft node answers `reply` with the error.
-/// One thread hand-off fewer per read than `ReadIndex` then `Range` from the front.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct LinearizableRange(pub RangeTo);
-
-/// A read of the key space whose answer goes to `reply` (for senders that are not awaiting the
-/// store themselves: the raft node forwards a [`LinearizableRange`]'s once its index is applied).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct RangeTo {
-    pub request: RangeRequest,
-    pub reply: oneshot::Sender<Result<RangeResponse, EtcdError>>,
+/// Reads of the key space that any thread may make at once, without a message: what the store
+/// had applied when it last published a read view. The front holds one and serves Range and
+/// read-only txns in the calling task (after the ReadIndex barrier when linearizable), so a read
+/// waits in no mailbox at all. Implemented by the MVCC crate's published views.
+pub trait KeyReads: Send + Sync + 'static {
+    /// A Range on the newest view.
+    fn range(&self, request: &RangeRequest) -> Result<RangeResponse, EtcdError>;
+    /// A txn that writes nothing, on the newest view.
+    fn read_txn(
+        &self,
+        request: &actcd_proto::etcdserverpb::TxnRequest,
+    ) -> Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
 }
 
 /// One logical clock tick (`--heartbeat-interval` of real time, sent by the daemon's ticker).
@@ -394,6 +391,8 @@ pub enum ApplyResponse {
         member: Option<MemberRecord>,
         members: Vec<MemberRecord>,
     },
+    /// A v2 API entry's answer, rendered by the v2 store.
+    V2(crate::v2::V2Reply),
     /// Entries with nothing to answer (empty entries, configuration changes).
     Empty,
 }
@@ -409,7 +408,7 @@ impl ApplyResponse {
             Self::Alarm(r) => r.header.as_ref(),
             Self::LeaseGrant(r) => r.header.as_ref(),
             Self::LeaseRevoke(r) => r.header.as_ref(),
-            Self::Auth(_) | Self::Members { .. } | Self::Empty => None,
+            Self::Auth(_) | Self::Members { .. } | Self::V2(_) | Self::Empty => None,
         }
     }
 }
