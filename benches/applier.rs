@@ -92,11 +92,13 @@ fn bench_apply(c: &mut Criterion) {
                 conf: None,
                 lessor: None,
                 identity: Default::default(),
+                v2: None,
             },
             raft: raft.clone().recipient(),
             install: None,
             leased_keys: None,
             reload_auth: Some(auth.recipient()),
+            reload_v2: None,
             conf_sync: None,
             fatal: raft.clone().recipient(),
         };

@@ -28,6 +28,8 @@ pub struct ApplierPeers {
     pub leased_keys: Option<Recipient<LeasedKeys>>,
     /// The auth store, told to read its tables again once a snapshot is installed.
     pub reload_auth: Option<Recipient<ReloadAuth>>,
+    /// The v2 store, told to read its table again once a snapshot is installed.
+    pub reload_v2: Option<Recipient<actcd_types::v2::V2Reload>>,
     /// The raft node, given the whole membership once a snapshot is installed.
     pub conf_sync: Option<Recipient<SyncConf>>,
     /// The daemon's supervisor, told once when a batch cannot be applied; the applier then
@@ -202,6 +204,7 @@ impl Handler<InstallSnapshot> for ApplierActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(e))));
         };
         let reload = self.peers.reload_auth.clone();
+        let reload_v2 = self.peers.reload_v2.clone();
         let leased_keys = self.peers.leased_keys.clone();
         let engine = self.engine.clone();
         let min_ttl = self.leases.min_ttl();
@@ -220,6 +223,11 @@ impl Handler<InstallSnapshot> for ApplierActor {
                 Some(auth) => Some(auth.send(ReloadAuth).await.map_err(EtcdError::from)??),
                 None => None,
             };
+            if let Some(v2) = reload_v2 {
+                v2.send(actcd_types::v2::V2Reload)
+                    .await
+                    .map_err(EtcdError::from)??;
+            }
             Ok::<_, EtcdError>((index, alarms, members, leases, view))
         };
         AtomicResponse::new(Box::pin(work.into_actor(self).map(|res, act, _| {

@@ -36,13 +36,14 @@ use actcd_proto::etcdserverpb::request_op::Request;
 use actcd_proto::etcdserverpb::{
     AlarmRequest, LeaseGrantResponse, LeaseRevokeResponse, RequestOp, ResponseHeader,
 };
-use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
     ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthReply, BatchApplied,
     CurrentRevision, DeleteKeys, LeaseCheckpointed, LeaseGranted, LeaseRevoked,
 };
 use actcd_types::storage::Op;
+use actcd_types::v2::ApplyV2;
+use actcd_types::{EtcdError, MemberIdentity};
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
@@ -83,6 +84,8 @@ pub struct ChainPeers {
     pub lessor: Option<LessorLink>,
     /// Stamped on auth answers' headers.
     pub identity: MemberIdentity,
+    /// The v2 store: v2 API entries, each applied there in log order.
+    pub v2: Option<Recipient<ApplyV2>>,
 }
 
 /// The lessor's doors: grants, revokes and checkpoints once applied.
@@ -228,9 +231,33 @@ impl ChainPeers {
             let Item {
                 index,
                 term,
-                request,
+                mut request,
                 reply,
             } = item;
+            if let Some(v2) = request.v2.take() {
+                // The v2 tree is state of its own, judged by v2 auth before it was proposed
+                // (as etcd does): no flush, no v3 auth step. Its writes ride with the run.
+                match &self.v2 {
+                    Some(store) => {
+                        let ops = store
+                            .send(ApplyV2 {
+                                index,
+                                term,
+                                request: v2,
+                                reply,
+                            })
+                            .await?;
+                        run.ops.extend(ops);
+                    }
+                    None => {
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Err(EtcdError::internal("no v2 store")));
+                        }
+                    }
+                }
+                run.covered = Some((index, term));
+                continue;
+            }
             if auth_step::is_auth_request(&request) {
                 self.flush(&mut run, state).await?;
                 let who = auth_step::who(&request);

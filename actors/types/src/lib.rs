@@ -21,6 +21,7 @@
 //!   `WatchRequestMsg`, `RejectWatch`, `CloseStream`) and what a stream carries
 //!   (`StreamResponse`, `StreamId`, `WatchId`).
 //!
+//! - [`v2`]: the v2 store's messages (`--enable-v2`): applied entries, reads, watches.
 //! - [`auth`]: the auth store's published permission view ([`auth::PermissionView`], shared as
 //!   [`auth::SharedView`]): what the applier and the front judge requests against.
 //!
@@ -45,6 +46,7 @@ pub mod meter;
 pub mod msg;
 pub mod revision;
 pub mod storage;
+pub mod v2;
 pub mod validate;
 pub mod watch;
 

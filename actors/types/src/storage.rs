@@ -22,10 +22,13 @@ pub enum Table {
     Members,
     MembersRemoved,
     Alarm,
+    /// The v2 store's nodes, event history and index (`--enable-v2`; not one of etcd's
+    /// buckets, whose v2 store lived in its raft snapshots).
+    V2,
 }
 
 impl Table {
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Key,
         Table::Meta,
         Table::Lease,
@@ -35,6 +38,7 @@ impl Table {
         Table::Members,
         Table::MembersRemoved,
         Table::Alarm,
+        Table::V2,
     ];
 
     /// The database name on disk, etcd's bucket name.
@@ -49,6 +53,7 @@ impl Table {
             Table::Members => "members",
             Table::MembersRemoved => "members_removed",
             Table::Alarm => "alarm",
+            Table::V2 => "actcd_v2",
         }
     }
 }

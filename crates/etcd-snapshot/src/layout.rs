@@ -138,7 +138,18 @@ pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), Et
         Ok::<(), EtcdSnapshotError>(())
     })?;
     let conf_state = conf_state_json(&voters, &learners);
-    let mut names: Vec<&[u8]> = Table::ALL.iter().map(|t| t.name().as_bytes()).collect();
+    // The v2 store's bucket is ours, not etcd's: written only when it holds something, so a
+    // store without v2 data snapshots exactly as etcd's layout has it.
+    let mut v2_empty = true;
+    txn.scan(Table::V2, &[], None, &mut |_, _| {
+        v2_empty = false;
+        false
+    })?;
+    let mut names: Vec<&[u8]> = Table::ALL
+        .iter()
+        .filter(|t| !(**t == Table::V2 && v2_empty))
+        .map(|t| t.name().as_bytes())
+        .collect();
     names.push(CLUSTER_BUCKET);
     names.sort();
     for name in names {

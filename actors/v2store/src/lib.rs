@@ -1,0 +1,1 @@
+//! The v2 store actor (being written).
