@@ -547,6 +547,7 @@ fn v2_for_user(state: &AuthState, method: &str, name: &str, body: &[u8], caller:
                     let op = AuthOp::CreateOrUpdateUser {
                         name: name.into(),
                         password_hash: None,
+                        roles_null: u.roles.is_none(),
                     };
                     let render = Render::V2User {
                         null_roles: u.roles.is_none(),

@@ -23,6 +23,12 @@ pub struct User {
     pub roles: BTreeSet<String>,
     /// Milliseconds since the Unix epoch, from the `now_ms` of the last op that changed it.
     pub last_modified: u64,
+    /// etcd keeps a user's role list as given at creation (possibly `null`,
+    /// unsorted, or with duplicates) until the first update sorts it, and its
+    /// "User not updated" check compares lists, so a no-op update of such a user
+    /// succeeds once. True while the list etcd would hold is not yet canonical.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub roles_uncanonical: bool,
 }
 
 /// A role: read and write key patterns (see [`crate::glob`]).

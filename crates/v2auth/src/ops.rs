@@ -35,9 +35,12 @@ pub enum AuthOp {
     },
     /// etcd's `PUT /v2/auth/users/NAME` without roles: update the password if the
     /// user exists, else create it (then a password is required).
+    /// `roles_null`: the request had no `roles` at all (etcd then stores `null`).
     CreateOrUpdateUser {
         name: String,
         password_hash: Option<String>,
+        #[serde(default)]
+        roles_null: bool,
     },
     /// Change password and/or grant then revoke roles (all or nothing).
     UpdateUser {
@@ -151,16 +154,18 @@ impl AuthState {
                 password_hash,
                 roles,
                 strict,
-            } => self.create_user(name, password_hash, roles, *strict, now_ms),
+            } => self.create_user(name, password_hash, roles, false, *strict, now_ms),
             AuthOp::CreateOrUpdateUser {
                 name,
                 password_hash,
+                roles_null,
             } => {
                 if self.users.contains_key(name) {
                     self.update_user(name, password_hash.as_deref(), &[], &[], false, now_ms)
                 } else {
                     let hash = password_hash.as_deref().unwrap_or("");
-                    let mut answer = self.create_user(name, hash, &[], false, now_ms)?;
+                    let mut answer =
+                        self.create_user(name, hash, &[], *roles_null, false, now_ms)?;
                     if let Answer::User { created, .. } = &mut answer {
                         *created = true;
                     }
@@ -263,6 +268,7 @@ impl AuthState {
         name: &str,
         password_hash: &str,
         roles: &[String],
+        roles_null: bool,
         strict: bool,
         now_ms: u64,
     ) -> Result<Answer, AuthError> {
@@ -279,11 +285,13 @@ impl AuthState {
         if name == ROOT_USER && !shown_roles.iter().any(|r| r == ROOT_ROLE) {
             shown_roles.push(ROOT_ROLE.to_string());
         }
+        let sorted_unique = shown_roles.windows(2).all(|w| w[0] < w[1]);
         let user = User {
             name: name.to_string(),
             password_hash: password_hash.to_string(),
             roles: shown_roles.iter().cloned().collect(),
             last_modified: now_ms,
+            roles_uncanonical: (roles_null && shown_roles.is_empty()) || !sorted_unique,
         };
         self.users.insert(name.to_string(), user.clone());
         Ok(Answer::User {
@@ -330,7 +338,7 @@ impl AuthState {
             }
         }
         let password_hash = password_hash.filter(|h| !h.is_empty());
-        if password_hash.is_none() && roles == old.roles {
+        if password_hash.is_none() && roles == old.roles && !old.roles_uncanonical {
             return Err(AuthError::UserNotUpdated);
         }
         let shown_roles: Vec<String> = roles.iter().cloned().collect();
@@ -345,6 +353,7 @@ impl AuthState {
                 .unwrap_or_else(|| old.password_hash.clone()),
             roles,
             last_modified: now_ms,
+            roles_uncanonical: false,
         };
         self.users.insert(name.to_string(), user.clone());
         Ok(Answer::User {
