@@ -106,6 +106,11 @@ fn base64_std_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// bcrypt cost etcd v2 hashes with (Go's `bcrypt.DefaultCost`).
+pub const ETCD_BCRYPT_COST: u32 = 10;
+/// Cheapest bcrypt cost (for tests).
+pub const MIN_BCRYPT_COST: u32 = 4;
+
 /// bcrypt hash of `pw` at `cost` (etcd v2 uses 10, bcrypt's default; tests use
 /// `bcrypt::MIN_COST`). Blocking and slow on purpose: run it off the event loop.
 pub fn hash_password(pw: &str, cost: u32) -> Result<String, AuthError> {
