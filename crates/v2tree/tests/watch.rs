@@ -180,3 +180,23 @@ fn want_history_window_and_cleared_error() {
     };
     assert_eq!((e.index(), e.etcd_index), (2, 1001));
 }
+
+/// etcd 3.4.23, fresh (index 3), after 1000 `curl -XPUT $E/bulk -d value=$i`:
+/// `curl "$E/bulk?wait=true&waitIndex=5"` answered 400 with
+/// `X-Etcd-Index: 1022` and this body.
+#[test]
+fn want_etcd_cleared_bytes() {
+    let mut store = Store::new();
+    while store.index() < 22 {
+        set(&mut store, "/_pad");
+    }
+    for _ in 0..1000 {
+        set(&mut store, "/bulk");
+    }
+    let err = store.watch("/bulk", false, false, 5).expect_err("cleared");
+    assert_eq!((err.http_status(), err.index), (400, 1022));
+    assert_eq!(
+        err.to_json(),
+        r#"{"errorCode":401,"message":"The event in requested index is outdated and cleared","cause":"the requested history has been cleared [23/5]","index":1022}"#
+    );
+}
