@@ -387,3 +387,431 @@ fn merge_perms(
     }
     Ok(set.into_iter().collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    fn create(name: &str, roles: &[&str]) -> AuthOp {
+        AuthOp::CreateUser {
+            name: name.into(),
+            password_hash: format!("hash-{name}"),
+            roles: s(roles),
+            strict: false,
+        }
+    }
+
+    fn update(
+        name: &str,
+        pw: Option<&str>,
+        grant: &[&str],
+        revoke: &[&str],
+        strict: bool,
+    ) -> AuthOp {
+        AuthOp::UpdateUser {
+            name: name.into(),
+            password_hash: pw.map(str::to_string),
+            grant: s(grant),
+            revoke: s(revoke),
+            strict,
+        }
+    }
+
+    fn role(name: &str, read: &[&str], write: &[&str]) -> AuthOp {
+        AuthOp::CreateRole {
+            role: Role::new(name, s(read), s(write)),
+        }
+    }
+
+    fn update_role(name: &str, gr: &[&str], gw: &[&str], rr: &[&str], rw: &[&str]) -> AuthOp {
+        AuthOp::UpdateRole {
+            name: name.into(),
+            grant: PermDelta {
+                read: s(gr),
+                write: s(gw),
+            },
+            revoke: PermDelta {
+                read: s(rr),
+                write: s(rw),
+            },
+        }
+    }
+
+    /// Every op and every refusal, in sequence: (op, Ok(()) or the exact error).
+    #[test]
+    fn ops_and_errors_in_sequence() {
+        use AuthError as E;
+        let steps: Vec<(AuthOp, Result<(), AuthError>)> = vec![
+            (AuthOp::Disable, Err(E::AlreadyDisabled)),
+            (AuthOp::Enable, Err(E::NoRootUser)),
+            (
+                AuthOp::CreateUser {
+                    name: "a".into(),
+                    password_hash: String::new(),
+                    roles: vec![],
+                    strict: false,
+                },
+                Err(E::EmptyPassword("a".into())),
+            ),
+            (
+                AuthOp::CreateOrUpdateUser {
+                    name: "a".into(),
+                    password_hash: None,
+                    roles_null: true,
+                },
+                Err(E::EmptyPassword("a".into())),
+            ),
+            (create("root", &[]), Ok(())),
+            (create("root", &[]), Err(E::UserExists("root".into()))),
+            (create("alice", &["ghost"]), Ok(())), // etcd: unknown roles are fine here
+            (
+                AuthOp::CreateUser {
+                    name: "bob".into(),
+                    password_hash: "h".into(),
+                    roles: s(&["ghost"]),
+                    strict: true,
+                },
+                Err(E::GrantUnknownRole("ghost".into())),
+            ),
+            (
+                update("nobody", Some("h"), &[], &[], false),
+                Err(E::UserNotFound("nobody".into())),
+            ),
+            (
+                update("alice", None, &[], &[], false),
+                Err(E::UserNotUpdated),
+            ),
+            (
+                update("alice", None, &["ghost"], &[], false),
+                Err(E::DuplicateRoleGrant {
+                    role: "ghost".into(),
+                    user: "alice".into(),
+                }),
+            ),
+            (
+                update("alice", None, &[], &["x"], false),
+                Err(E::UngrantedRoleRevoke {
+                    role: "x".into(),
+                    user: "alice".into(),
+                }),
+            ),
+            (
+                update("alice", None, &["r1"], &[], true),
+                Err(E::GrantUnknownRole("r1".into())),
+            ),
+            (update("alice", None, &["r1"], &["ghost"], false), Ok(())),
+            (update("alice", Some("new"), &[], &[], false), Ok(())),
+            (
+                update("root", None, &[], &["root"], true),
+                Err(E::RevokeRootFromRoot),
+            ),
+            (role("root", &[], &[]), Err(E::RootRoleImmutable)),
+            (
+                AuthOp::CreateRole {
+                    role: Role {
+                        write_unset: true,
+                        ..Role::new("r1", s(&["/a"]), vec![])
+                    },
+                },
+                Ok(()),
+            ),
+            (role("r1", &[], &[]), Err(E::RoleExists("r1".into()))),
+            (role("r2", &[""], &[]), Err(E::EmptyPattern)),
+            (
+                update_role("root", &["/x"], &[], &[], &[]),
+                Err(E::RootRoleImmutable),
+            ),
+            (
+                update_role("zz", &["/x"], &[], &[], &[]),
+                Err(E::RoleNotFound("zz".into())),
+            ),
+            (
+                update_role("r1", &["/a"], &[], &[], &[]),
+                Err(E::DuplicateReadPermission("/a".into())),
+            ),
+            (
+                update_role("r1", &[], &["/w", "/w"], &[], &[]),
+                Err(E::DuplicateWritePermission("/w".into())),
+            ),
+            (
+                update_role("r1", &[""], &[], &[], &[]),
+                Err(E::EmptyPattern),
+            ),
+            (update_role("r1", &[], &[], &["/nothere"], &[]), Ok(())), // write list was never set: etcd updates
+            (
+                update_role("r1", &[], &[], &["/nothere"], &[]),
+                Err(E::RoleNotUpdated),
+            ),
+            (update_role("r1", &["/b"], &["/w"], &["/a"], &[]), Ok(())),
+            (
+                AuthOp::DeleteRole {
+                    name: "root".into(),
+                },
+                Err(E::RootRoleImmutable),
+            ),
+            (
+                AuthOp::DeleteRole { name: "zz".into() },
+                Err(E::DeleteRoleNotFound("zz".into())),
+            ),
+            (AuthOp::Enable, Ok(())),
+            (AuthOp::Enable, Err(E::AlreadyEnabled)),
+            (
+                AuthOp::DeleteUser {
+                    name: "root".into(),
+                },
+                Err(E::DeleteRootWhileEnabled),
+            ),
+            (
+                AuthOp::DeleteUser { name: "zz".into() },
+                Err(E::DeleteUserNotFound("zz".into())),
+            ),
+            (
+                AuthOp::DeleteUser {
+                    name: "alice".into(),
+                },
+                Ok(()),
+            ),
+            (
+                AuthOp::DeleteRole {
+                    name: "guest".into(),
+                },
+                Ok(()),
+            ),
+            (AuthOp::Disable, Ok(())),
+            (
+                AuthOp::DeleteUser {
+                    name: "root".into(),
+                },
+                Ok(()),
+            ),
+        ];
+        let mut st = AuthState::new();
+        for (i, (op, want)) in steps.iter().enumerate() {
+            let before = st.clone();
+            let got = st.apply(op, 100 + i as u64).map(|_| ());
+            assert_eq!(&got, want, "step {i}: {op:?}");
+            if got.is_err() {
+                assert_eq!(st, before, "step {i}: state changed on error");
+            }
+        }
+        assert_eq!(
+            st.role("r1").map(|r| (r.read, r.write)),
+            Some((s(&["/b"]), s(&["/w"])))
+        );
+        assert!(st.users.is_empty());
+        assert!(!st.enabled);
+    }
+
+    #[test]
+    fn error_statuses_match_etcd() {
+        use AuthError as E;
+        let cases = [
+            (E::AlreadyEnabled, 409, "auth: already enabled"),
+            (E::AlreadyDisabled, 409, "auth: already disabled"),
+            (
+                E::NoRootUser,
+                409,
+                "auth: No root user available, please create one",
+            ),
+            (
+                E::EmptyPassword("u".into()),
+                400,
+                "auth: Cannot create user u with an empty password",
+            ),
+            (
+                E::UserExists("u".into()),
+                409,
+                "auth: User u already exists.",
+            ),
+            (
+                E::UserNotFound("u".into()),
+                404,
+                "auth: User u does not exist.",
+            ),
+            (
+                E::DeleteUserNotFound("u".into()),
+                404,
+                "auth: User u does not exist",
+            ),
+            (
+                E::DeleteRootWhileEnabled,
+                403,
+                "auth: Cannot delete root user while auth is enabled.",
+            ),
+            (
+                E::UserNotUpdated,
+                400,
+                "auth: User not updated. Use grant/revoke/password to update the user.",
+            ),
+            (
+                E::RootRoleImmutable,
+                403,
+                "auth: Cannot modify role root: is root role.",
+            ),
+            (
+                E::RoleExists("r".into()),
+                409,
+                "auth: Role r already exists.",
+            ),
+            (
+                E::RoleNotFound("r".into()),
+                404,
+                "auth: Role r does not exist.",
+            ),
+            (
+                E::DeleteRoleNotFound("r".into()),
+                404,
+                "auth: Role r doesn't exist.",
+            ),
+            (
+                E::RoleNotUpdated,
+                400,
+                "auth: Role not updated. Use grant/revoke to update the role.",
+            ),
+            (
+                E::DuplicateReadPermission("/p".into()),
+                409,
+                "auth: Granting duplicate read permission /p",
+            ),
+            (
+                E::DuplicateWritePermission("/p".into()),
+                409,
+                "auth: Granting duplicate write permission /p",
+            ),
+        ];
+        for (e, status, text) in cases {
+            assert_eq!((e.status(), e.to_string()), (status, text.to_string()));
+            assert!(e.name().starts_with("Err"));
+        }
+    }
+
+    #[test]
+    fn builtins() {
+        let mut st = AuthState::new();
+        // Root role always exists and is listed, never stored.
+        assert_eq!(st.role("root"), Some(Role::root()));
+        assert_eq!(st.role_names(), s(&["root"]));
+        // Root user gets the root role whatever it asked for.
+        let a = st.apply(&create("root", &["guest"]), 5).unwrap();
+        assert!(
+            matches!(&a, Answer::User { shown_roles, .. } if *shown_roles == s(&["guest", "root"]))
+        );
+        assert!(st.users["root"].roles.contains("root"));
+        // Enable creates guest with /* read and write, once.
+        st.apply(&AuthOp::Enable, 6).unwrap();
+        assert_eq!(st.roles["guest"], Role::default_guest(6));
+        st.apply(&update_role("guest", &[], &[], &[], &["/*"]), 7)
+            .unwrap();
+        st.apply(&AuthOp::Disable, 8).unwrap();
+        st.apply(&AuthOp::Enable, 9).unwrap();
+        assert_eq!(
+            st.roles["guest"].write,
+            Vec::<String>::new(),
+            "existing guest kept"
+        );
+        // etcd 3.4 lets /v2/auth revoke root from root (200, echo without root); the
+        // user keeps it, as etcd re-attaches it on every read.
+        let a = st
+            .apply(&update("root", None, &[], &["root"], false), 10)
+            .unwrap();
+        assert!(matches!(&a, Answer::User { shown_roles, .. } if *shown_roles == s(&["guest"])));
+        assert!(st.user_is_root("root"));
+        // A password-only change keeps roles; timestamps follow the op's now.
+        st.apply(&update("root", Some("h2"), &[], &[], false), 11)
+            .unwrap();
+        assert_eq!(
+            (
+                st.users["root"].password_hash.as_str(),
+                st.users["root"].last_modified
+            ),
+            ("h2", 11)
+        );
+    }
+
+    #[test]
+    fn uncanonical_role_lists_allow_one_noop_update() {
+        let mut st = AuthState::new();
+        let c = |n: &str, null| AuthOp::CreateOrUpdateUser {
+            name: n.into(),
+            password_hash: Some("h".into()),
+            roles_null: null,
+        };
+        let noop = |n: &str| AuthOp::CreateOrUpdateUser {
+            name: n.into(),
+            password_hash: None,
+            roles_null: true,
+        };
+        st.apply(&c("nullroles", true), 1).unwrap();
+        st.apply(&c("emptyroles", false), 1).unwrap();
+        st.apply(&create("unsorted", &["b", "a"]), 1).unwrap();
+        st.apply(&create("sorted", &["a", "b"]), 1).unwrap();
+        for (name, first_ok) in [
+            ("nullroles", true),
+            ("emptyroles", false),
+            ("unsorted", true),
+            ("sorted", false),
+        ] {
+            assert_eq!(st.apply(&noop(name), 2).is_ok(), first_ok, "{name}");
+            assert_eq!(
+                st.apply(&noop(name), 3),
+                Err(AuthError::UserNotUpdated),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn op_json_round_trip_and_with_hash() {
+        let ops = vec![
+            AuthOp::Enable,
+            AuthOp::Disable,
+            create("u", &["a"]),
+            AuthOp::CreateOrUpdateUser {
+                name: "u".into(),
+                password_hash: None,
+                roles_null: true,
+            },
+            update("u", Some("h"), &["a"], &["b"], true),
+            AuthOp::DeleteUser { name: "u".into() },
+            role("r", &["/a*"], &["/b"]),
+            update_role("r", &["/x"], &[], &[], &["/y"]),
+            AuthOp::DeleteRole { name: "r".into() },
+        ];
+        for op in ops {
+            assert_eq!(AuthOp::decode(&op.encode()), Ok(op.clone()));
+            let hashed = op.clone().with_hash("H".into());
+            match hashed {
+                AuthOp::CreateUser { password_hash, .. } => assert_eq!(password_hash, "H"),
+                AuthOp::CreateOrUpdateUser { password_hash, .. }
+                | AuthOp::UpdateUser { password_hash, .. } => {
+                    assert_eq!(password_hash.as_deref(), Some("H"))
+                }
+                other => assert_eq!(other, op),
+            }
+        }
+        assert!(AuthOp::decode(b"{\"Nope\":{}}").is_err());
+    }
+
+    #[test]
+    fn determinism_same_ops_same_state() {
+        let ops = [
+            create("root", &[]),
+            role("r", &["/a"], &[]),
+            update("root", None, &["r"], &[], false),
+            AuthOp::Enable,
+        ];
+        let mut a = AuthState::new();
+        let mut b = AuthState::recover(&AuthState::new().save()).unwrap();
+        for (i, op) in ops.iter().enumerate() {
+            let ra = a.apply(op, i as u64);
+            let rb = b.apply(&AuthOp::decode(&op.encode()).unwrap(), i as u64);
+            assert_eq!(ra, rb);
+        }
+        assert_eq!(a, b);
+        assert_eq!(a.save(), b.save());
+    }
+}
