@@ -136,3 +136,165 @@ pub fn authenticate(state: &AuthState, authorization: Option<&str>) -> Caller {
         _ => Caller::BadCredentials,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Role, User};
+
+    fn user(name: &str, roles: &[&str]) -> User {
+        User {
+            name: name.into(),
+            password_hash: String::new(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            last_modified: 0,
+            roles_uncanonical: false,
+        }
+    }
+
+    fn v(x: &[&str]) -> Vec<String> {
+        x.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn state() -> AuthState {
+        let mut st = AuthState {
+            enabled: true,
+            ..AuthState::default()
+        };
+        for u in [
+            user("root", &["root"]),
+            user("w", &["writer"]),
+            user("r", &["reader"]),
+            user("x", &["ghost", "rec"]),
+            user("admin", &["reader", "root"]),
+        ] {
+            st.users.insert(u.name.clone(), u);
+        }
+        for r in [
+            Role::new("writer", vec![], v(&["/w/*"])),
+            Role::new("reader", v(&["/r/*", "/one"]), vec![]),
+            Role::new("rec", v(&["/d*", "/e/*", "/m/*/leaf"]), vec![]),
+            Role::new("guest", v(&["/pub/*"]), vec![]),
+        ] {
+            st.roles.insert(r.name.clone(), r);
+        }
+        st
+    }
+
+    #[test]
+    fn can_access_matrix() {
+        use Caller::*;
+        let u = |n: &str| User(n.to_string());
+        // (caller, key, write, recursive, allowed); mirrors the ACCESS transcript
+        // (checked against etcd 3.4.23) plus the glob-only rows marked RFC.
+        let rows: Vec<(Caller, &str, bool, bool, bool)> = vec![
+            (u("w"), "/w/a", true, false, true),
+            (u("w"), "/w/a", false, false, false), // write does not imply read
+            (u("r"), "/r/a", false, false, true),
+            (u("r"), "/r/a", true, false, false),
+            (u("r"), "/one", false, false, true),
+            (u("r"), "/one/x", false, false, false),
+            (u("r"), "/r", false, true, false), // "/r/*" does not cover "/r" itself
+            (u("x"), "/d", false, true, true),
+            (u("x"), "/e", false, true, false),
+            (u("x"), "/e/", false, true, true),
+            (u("x"), "/d/a", false, false, true), // missing role "ghost" skipped
+            (u("x"), "/m/a/b/leaf", false, false, true), // RFC: middle star
+            (u("x"), "/m/a/leaf", false, true, false), // RFC: no trailing star, no subtree
+            (u("root"), "/anything", true, true, true),
+            (u("admin"), "/anything", true, true, true), // any holder of the root role
+            (u("nobody"), "/pub/a", false, false, false), // unknown user
+            (Anonymous, "/pub/a", false, false, true),
+            (Anonymous, "/pub/a", true, false, false),
+            (Anonymous, "/pub", false, true, false),
+            (Anonymous, "/pub/a", false, true, true), // etcd ignores `recursive` for guest
+            (BadCredentials, "/pub/a", false, false, false), // never falls back to guest
+            (BadCredentials, "/r/a", false, false, false),
+        ];
+        let st = state();
+        for (caller, key, write, rec, want) in &rows {
+            assert_eq!(
+                st.can_access(caller, key, *write, *rec),
+                *want,
+                "{caller:?} {key} w={write} rec={rec}"
+            );
+        }
+        // Guest role removed: anonymous gets nothing.
+        let mut no_guest = st.clone();
+        no_guest.roles.remove("guest");
+        assert!(!no_guest.can_access(&Anonymous, "/pub/a", false, false));
+        // Auth disabled: everything, even bad credentials.
+        let mut off = st.clone();
+        off.enabled = false;
+        for (caller, key, write, rec, _) in &rows {
+            assert!(off.can_access(caller, key, *write, *rec));
+        }
+    }
+
+    #[test]
+    fn root_callers() {
+        let st = state();
+        assert!(st.is_root_caller(&Caller::User("root".into())));
+        assert!(st.is_root_caller(&Caller::User("admin".into())));
+        assert!(!st.is_root_caller(&Caller::User("r".into())));
+        assert!(!st.is_root_caller(&Caller::Anonymous));
+        assert!(!st.is_root_caller(&Caller::BadCredentials));
+        assert!(
+            AuthState::default().is_root_caller(&Caller::BadCredentials),
+            "auth off"
+        );
+    }
+
+    #[test]
+    fn parse_basic_cases() {
+        let some = |u: &str, p: &str| Some((u.to_string(), p.to_string()));
+        let cases = [
+            ("Basic cm9vdDpyb290", some("root", "root")),
+            ("basic cm9vdDpyb290", some("root", "root")),
+            ("BASIC cm9vdDpyb290", some("root", "root")),
+            ("Basic dTpwOnE=", some("u", "p:q")),
+            ("Basic OnA=", some("", "p")),
+            ("Basic dTo=", some("u", "")),
+            ("Basic dQ==", None),          // no colon
+            ("Basic cm9vdDpyb290=", None), // bad length
+            ("Basic cm9vd*pyb290", None),  // bad alphabet
+            ("Basic dTo==", None),         // bad padding
+            ("Basic dTp=", None),          // non-zero bits before padding
+            ("Bearer cm9vdDpyb290", None),
+            ("Basic", None),
+            ("", None),
+            ("Basic /w==", None), // not UTF-8
+            ("Basicé", None),
+        ];
+        for (h, want) in cases {
+            assert_eq!(parse_basic(h), want, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn passwords_and_authenticate() {
+        let h = hash_password("s3cret", MIN_BCRYPT_COST).unwrap();
+        assert!(verify_password(&h, "s3cret"));
+        assert!(!verify_password(&h, "nope"));
+        assert!(!verify_password("not a hash", "s3cret"));
+        assert!(hash_password("x", 99).is_err());
+        let mut st = state();
+        st.users.get_mut("r").unwrap().password_hash = h;
+        let basic = |s: &str| format!("Basic {s}");
+        assert_eq!(authenticate(&st, None), Caller::Anonymous);
+        assert_eq!(authenticate(&st, Some("")), Caller::Anonymous);
+        assert_eq!(
+            authenticate(&st, Some(&basic("cjpzM2NyZXQ="))),
+            Caller::User("r".into())
+        ); // r:s3cret
+        assert_eq!(
+            authenticate(&st, Some(&basic("cjpub3Bl"))),
+            Caller::BadCredentials
+        ); // r:nope
+        assert_eq!(
+            authenticate(&st, Some(&basic("cTpzM2NyZXQ="))),
+            Caller::BadCredentials
+        ); // q:s3cret
+        assert_eq!(authenticate(&st, Some("Basic !!")), Caller::BadCredentials);
+    }
+}
