@@ -5,6 +5,8 @@ use actcd_v2tree::{
     Counters, Store, TtlOptions, UNKNOWN_METHOD_CAUSE, V2Error, V2Request, parse_key_request,
 };
 
+type Params = &'static [(&'static str, &'static str)];
+
 fn req(method: &str, path: &str, params: &[(&str, &str)]) -> V2Request {
     req_at(method, path, params, 0)
 }
@@ -158,7 +160,7 @@ fn want_hidden_keys_out_of_listings_only() {
 #[test]
 fn want_apply_dispatch() {
     let mut s = Store::new();
-    let cases: &[(&str, &str, &[(&str, &str)], Result<&str, u32>)] = &[
+    let cases: &[(&str, &str, Params, Result<&str, u32>)] = &[
         ("PUT", "/k", &[("value", "1")], Ok("set")),
         (
             "PUT",
@@ -271,7 +273,7 @@ fn want_apply_dispatch() {
 #[test]
 fn want_etcd_counters() {
     let mut s = Store::new();
-    let reqs: &[(&str, &str, &[(&str, &str)])] = &[
+    let reqs: &[(&str, &str, Params)] = &[
         ("PUT", "/s/a", &[("value", "1")]),
         ("PUT", "/s/a/b", &[("value", "1")]),
         ("PUT", "/s/a", &[("prevExist", "false"), ("value", "2")]),

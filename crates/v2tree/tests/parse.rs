@@ -2,6 +2,8 @@
 
 use actcd_v2tree::{KeyRequest, V2Error, parse_key_request};
 
+type Params = &'static [(&'static str, &'static str)];
+
 const NOW: i64 = 1_800_000_000_000_000_000;
 
 fn parse(method: &str, path: &str, params: &[(&str, &str)]) -> Result<KeyRequest, V2Error> {
@@ -17,7 +19,7 @@ fn want_parse_errors() {
     // (method, params, code, cause); the messages and statuses come from
     // the code (see errors.rs), and etcd 3.4.23 answered these (see
     // etcd_http.rs for the bytes of most of them).
-    let cases: &[(&str, &[(&str, &str)], u32, &str)] = &[
+    let cases: &[(&str, Params, u32, &str)] = &[
         (
             "GET",
             &[("prevIndex", "abc")],
@@ -197,7 +199,7 @@ fn want_parsed_fields() {
 
 #[test]
 fn want_defaults_and_kinds() {
-    let cases: &[(&str, &[(&str, &str)], &str, bool, bool, bool)] = &[
+    let cases: &[(&str, Params, &str, bool, bool, bool)] = &[
         // (method, params, method after parsing, watch, local read, proposal)
         ("GET", &[], "GET", false, true, false),
         ("HEAD", &[], "HEAD", false, true, false),
@@ -234,7 +236,7 @@ fn want_defaults_and_kinds() {
 #[test]
 fn want_ttl_encoding() {
     // No ttl or an empty one: no expiration (permanent); 0: now.
-    let cases: &[(&[(&str, &str)], i64)] = &[
+    let cases: &[(Params, i64)] = &[
         (&[], 0),
         (&[("ttl", "")], 0),
         (&[("ttl", "0")], NOW),

@@ -3,6 +3,8 @@
 
 use actcd_v2tree::{ACTION_EXPIRE, Store, TtlOptions, V2Error, WatchStart, parse_key_request};
 
+type Params = &'static [(&'static str, &'static str)];
+
 const SEC: i64 = 1_000_000_000;
 
 fn pad(store: &mut Store, to: u64) {
@@ -39,7 +41,7 @@ fn want_etcd_ttl_bytes() {
     let t3_exp3 = 1_795_619_439_538_003_083;
     let t3_exp4 = 1_795_619_439_552_447_291;
     let t3_zero = 1_795_619_369_569_888_596;
-    let cases: &[(&str, &[(&str, &str)], i64, &str)] = &[
+    let cases: &[(&str, Params, i64, &str)] = &[
         (
             "/t2",
             &[("value", "a"), ("ttl", "100")],
