@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use crate::event::Event;
-use crate::node::hidden_below;
+use crate::node::{components, hidden_below};
 
 /// Names a registered watcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -127,17 +127,15 @@ impl WatcherHub {
         }
     }
 
-    /// Offers `e` to the watchers of its key and of every ancestor.
+    /// Offers `e` to the watchers of its key and of every ancestor, root
+    /// first.
     pub fn notify_path(&mut self, e: &Event) {
-        let key = e.node.key.clone();
         self.notify_watchers(e, "/", false);
-        let mut end = 0;
-        while end < key.len() {
-            let next = key[end + 1..].find('/').map_or(key.len(), |i| end + 1 + i);
-            if next > end + 1 {
-                self.notify_watchers(e, &key[..next], false);
-            }
-            end = next;
+        let mut cur = String::with_capacity(e.node.key.len());
+        for comp in components(&e.node.key) {
+            cur.push('/');
+            cur.push_str(comp);
+            self.notify_watchers(e, &cur, false);
         }
     }
 }
