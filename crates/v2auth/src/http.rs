@@ -900,3 +900,172 @@ fn plan_sec(state: &AuthState, method: &str, sub: &str, body: &[u8], caller: &Ca
         _ => Plan::Answer(sec_message(404, "ErrNotFound", "No such resource")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(p: Plan) -> HttpAnswer {
+        match p {
+            Plan::Answer(a) => a,
+            Plan::Propose { .. } => panic!("expected an immediate answer"),
+        }
+    }
+
+    #[test]
+    fn path_cleaning_like_go() {
+        for (p, want) in [
+            ("/users/", "/users"),
+            ("/users//a/", "/users/a"),
+            ("/users/./a", "/users/a"),
+            ("/users/a/..", "/users"),
+            ("/../..", "/"),
+        ] {
+            assert_eq!(clean_path(p), want);
+        }
+    }
+
+    #[test]
+    fn v2_routing_edges() {
+        let st = AuthState::new();
+        let c = Caller::Anonymous;
+        let get = |p: &str| answer(plan(&st, Api::V2Auth, "GET", p, b"", &c));
+        assert_eq!(get("/users/").body, b"{\"users\":null}\n");
+        assert_eq!(get("/users/a/..").body, b"{\"users\":null}\n");
+        assert_eq!(get("/roles//").status, 200);
+        assert_eq!(
+            (get("/users/a/b").status, get("/users/a/b").cluster_id),
+            (400, false)
+        );
+        assert_eq!(get("/nope").body, b"404 page not found\n");
+        assert_eq!(get("").status, 404);
+        let head = answer(plan(&st, Api::V2Auth, "HEAD", "/users", b"", &c));
+        assert_eq!((head.status, head.header("Allow")), (405, Some("GET")));
+    }
+
+    #[test]
+    fn render_hash_failure_and_plans() {
+        let st = AuthState::new();
+        let p = plan(
+            &st,
+            Api::V2Auth,
+            "PUT",
+            "/users/u",
+            br#"{"user":"u","password":"pw"}"#,
+            &Caller::Anonymous,
+        );
+        let Plan::Propose {
+            op,
+            hash_first,
+            render,
+        } = p
+        else {
+            panic!("expected a proposal")
+        };
+        assert_eq!(hash_first.as_deref(), Some("pw"));
+        assert_eq!(
+            op,
+            AuthOp::CreateOrUpdateUser {
+                name: "u".into(),
+                password_hash: None,
+                roles_null: true
+            }
+        );
+        let a = render.render(Err(AuthError::Hash("cost".into())));
+        assert_eq!(
+            (a.status, a.body.as_slice()),
+            (
+                500,
+                &b"{\"message\":\"auth: password hashing failed: cost\"}"[..]
+            )
+        );
+        // A user update without a password hashes nothing.
+        let p = plan(
+            &st,
+            Api::V2Auth,
+            "PUT",
+            "/users/u",
+            br#"{"user":"u","grant":["r"]}"#,
+            &Caller::Anonymous,
+        );
+        assert!(matches!(
+            p,
+            Plan::Propose {
+                hash_first: None,
+                op: AuthOp::UpdateUser { .. },
+                ..
+            }
+        ));
+    }
+
+    /// Whatever the method, path, body and caller, `plan` answers without panicking.
+    #[test]
+    fn plan_never_panics() {
+        let mut st = AuthState::new();
+        let user = |n: &str, roles: &[&str]| User {
+            name: n.into(),
+            password_hash: "h".into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            last_modified: 0,
+            roles_uncanonical: false,
+        };
+        st.users.insert("root".into(), user("root", &["root"]));
+        st.users.insert("u".into(), user("u", &["ghost"]));
+        let methods = ["GET", "HEAD", "PUT", "POST", "DELETE", "", "get"];
+        let paths = [
+            "",
+            "/",
+            "/enable",
+            "/enable/",
+            "/users",
+            "/users/",
+            "/users/u",
+            "/users/u/grant",
+            "/users/u/password",
+            "/users/root/revoke",
+            "/roles",
+            "/roles/root",
+            "/roles/x/update",
+            "/roles/x/y/z",
+            "/users/é",
+            "//",
+            "/users/../..",
+            "/roles/\u{0}",
+        ];
+        let bodies: [&[u8]; 9] = [
+            b"",
+            b"null",
+            b"[]",
+            b"{}",
+            b"{\"user\":\"u\",\"password\":\"p\",\"roles\":[\"a\"],\"grant\":[\"b\"]}",
+            b"{\"role\":\"x\",\"permissions\":{\"kv\":{\"read\":[\"\"]}},\"grant\":{\"kv\":null}}",
+            b"{\"user\":5}",
+            b"\xff\xfe",
+            b"{\"role\":\"x\",\"grant\":{\"kv\":{\"read\":[\"/a\"]}},\"revoke\":{}}",
+        ];
+        let callers = [
+            Caller::Anonymous,
+            Caller::BadCredentials,
+            Caller::User("u".into()),
+            Caller::User("root".into()),
+        ];
+        for enabled in [false, true] {
+            st.enabled = enabled;
+            for api in [Api::V2Auth, Api::Security] {
+                for m in methods {
+                    for p in paths {
+                        for b in bodies {
+                            for c in &callers {
+                                if let Plan::Propose { op, render, .. } = plan(&st, api, m, p, b, c)
+                                {
+                                    let mut s2 = st.clone();
+                                    let _ = render.render(s2.apply(&op.with_hash("h".into()), 1));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
