@@ -84,7 +84,7 @@ pub fn glob_match(pattern: &str, key: &str) -> bool {
 
 /// Does `pattern` match `key` followed by *any* suffix, i.e. the key and its
 /// whole subtree (what a recursive read or delete needs)? True exactly when,
-/// after reading `key`, some reachable position has only `*`s left.
+/// after reading `key`, the matcher can sit on a final `*`.
 pub fn glob_covers_subtree(pattern: &str, key: &str) -> bool {
     let toks = compile(pattern);
     let states = run(&toks, key.as_bytes());
