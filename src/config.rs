@@ -79,6 +79,19 @@ pub struct Flags {
     /// Maximum client request size in bytes the server will accept.
     #[arg(long, env = "ETCD_MAX_REQUEST_BYTES", default_value_t = 1_572_864)]
     pub max_request_bytes: usize,
+    /// Serve etcd's v2 API (`/v2/keys`, `/v2/auth`, `/v2/members`, `/v2/stats`, the v2 auth
+    /// RFC's `/v2/security`) on the client URLs, as etcd 3.4/3.5's `--enable-v2` does.
+    #[arg(
+        long,
+        env = "ETCD_ENABLE_V2",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub enable_v2: bool,
     /// Maximum number of operations permitted in a transaction.
     #[arg(long, env = "ETCD_MAX_TXN_OPS", default_value_t = 128)]
     pub max_txn_ops: usize,

@@ -32,6 +32,8 @@ pub enum Periodic {
     Lessor(Recipient<LessorTick>),
     Compactor(Recipient<CompactorTick>),
     BackendBatch(BackendBatch),
+    /// The v2 store: watchers swept, expired TTLs synced by the leader.
+    V2Sync(Recipient<actcd_types::v2::V2SyncTick>),
 }
 
 /// The recipients of one backend batch tick.
@@ -55,6 +57,10 @@ impl Periodic {
             }
             Periodic::Lessor(lessor) => {
                 let send = lessor.send(LessorTick);
+                Box::pin(async move { send.await.is_ok() })
+            }
+            Periodic::V2Sync(store) => {
+                let send = store.send(actcd_types::v2::V2SyncTick);
                 Box::pin(async move { send.await.is_ok() })
             }
             Periodic::Compactor(compactor) => {

@@ -30,6 +30,7 @@ use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{MemberRecord, PeerChange};
 use actcd_types::storage::ReadEngine;
+use actcd_v2store::{V2Peers, V2StoreActor};
 use actcd_wal::{Wal, WalActor};
 use actcd_watch::{HubConfig, WatchHubActor};
 use actix::dev::channel::{AddressReceiver, channel};
@@ -38,6 +39,9 @@ use actix::prelude::*;
 use crate::config::Config;
 use crate::supervisor::{DrainWith, Supervisor};
 use crate::ticker::{BackendBatch, Periodic, Ticker};
+
+/// The newest v2 auth state, as the v2 store publishes it.
+type V2AuthStates = tokio::sync::watch::Receiver<Arc<actcd_v2auth::AuthState>>;
 
 /// What the member's actors start from: recovered state, opened before any actor runs.
 pub(crate) struct Recovered {
@@ -134,6 +138,7 @@ pub(crate) fn start_actors(
     // The applier reads its alarms and members from the engine again after a snapshot is
     // installed.
     let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
+    let v2_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
     let (backend, views) = storage(
         rec.engine,
         rec.store,
@@ -152,6 +157,7 @@ pub(crate) fn start_actors(
         &lessor,
         supervisor,
     );
+    let v2 = v2_store(cfg, v2_engine, rec.members.list().len(), &a, supervisor);
     apply(
         boxes.applier,
         rec.consistent_index,
@@ -159,10 +165,19 @@ pub(crate) fn start_actors(
         (&a, &lessor),
         (&auth, auth_view),
         identity,
+        v2.as_ref().map(|(addr, _)| addr),
         supervisor,
     );
     admission(cfg, boxes.preflight, &a);
     ticks(cfg, &a, &lessor, &backend, supervisor);
+    if let Some((addr, _)) = &v2 {
+        Ticker::new()
+            .every(
+                Duration::from_millis(500),
+                Periodic::V2Sync(addr.clone().recipient()),
+            )
+            .start();
+    }
     let actors = vec![
         ActorProbe::of("preflight", &a.preflight),
         ActorProbe::of("raft", &a.raft),
@@ -176,7 +191,60 @@ pub(crate) fn start_actors(
         ActorProbe::of("lessor", &lessor),
         ActorProbe::of("auth", &auth),
     ];
-    routes(a, consensus, lessor, auth, (backend, views), actors)
+    let v2_routes = match (&v2, cfg.flags.enable_v2) {
+        (Some((addr, auth_states)), true) => Some(actcd_front::v2::V2Routes::new(
+            addr.clone().recipient(),
+            addr.clone().recipient(),
+            addr.clone().recipient(),
+            auth_states.clone(),
+            actcd_v2auth_cost(),
+        )),
+        _ => None,
+    };
+    let mut routes = routes(a, consensus, lessor, auth, (backend, views), actors);
+    routes.v2 = v2_routes;
+    if let Some((addr, _)) = &v2 {
+        routes.actors.push(ActorProbe::of("v2store", addr));
+    }
+    routes
+}
+
+/// bcrypt cost of new v2 passwords: etcd v2's (Go's default, 10).
+fn actcd_v2auth_cost() -> u32 {
+    10
+}
+
+/// The v2 store (`--enable-v2`'s API; it applies v2 entries whether or not this member serves
+/// the API, so members agree), on a thread of its own: v2 watchers never slow v3 traffic.
+/// Loaded from the backend's `actcd_v2` table; a fresh one counts the recorded members as
+/// etcd's v2 store counts its member records. A table it cannot read stops the member.
+fn v2_store(
+    cfg: &Config,
+    engine: Arc<dyn ReadEngine>,
+    members: usize,
+    a: &Addrs,
+    supervisor: &Addr<Supervisor>,
+) -> Option<(Addr<V2StoreActor>, V2AuthStates)> {
+    let peers = V2Peers {
+        submit: a.preflight.clone().recipient(),
+        raft: a.raft.clone().recipient(),
+        member_id: cfg.member_id,
+    };
+    let ids = actcd_types::ids::IdGenerator::new(cfg.member_id ^ 0x4000, now_ms());
+    match V2StoreActor::open(engine, members as u64, peers, ids) {
+        Ok(store) => {
+            let auth = store.auth_states();
+            let addr = V2StoreActor::start_in_arbiter(&Arbiter::new().handle(), move |_| store);
+            Some((addr, auth))
+        }
+        Err(e) => {
+            supervisor.do_send(actcd_types::msg::Fatal {
+                actor: "v2store",
+                error: e.to_string(),
+            });
+            None
+        }
+    }
 }
 
 /// Lease time: the lessor, told every stored lease before raft can make it the leader's. On
@@ -359,6 +427,7 @@ fn apply(
     (a, lessor): (&Addrs, &Addr<LessorActor<TokioClock>>),
     (auth, auth_view): (&Addr<AuthActor>, SharedView),
     identity: MemberIdentity,
+    v2: Option<&Addr<V2StoreActor>>,
     supervisor: &Addr<Supervisor>,
 ) {
     let applier = ApplierActor::new(
@@ -376,13 +445,13 @@ fn apply(
                     checkpointed: lessor.clone().recipient(),
                 }),
                 identity,
-                v2: None,
+                v2: v2.map(|v| v.clone().recipient()),
             },
             raft: a.raft.clone().recipient(),
             install: Some(a.store.clone().recipient()),
             leased_keys: Some(a.store.clone().recipient()),
             reload_auth: Some(auth.clone().recipient()),
-            reload_v2: None,
+            reload_v2: v2.map(|v| v.clone().recipient()),
             conf_sync: Some(a.raft.clone().recipient()),
             fatal: supervisor.clone().recipient(),
         },
@@ -505,6 +574,7 @@ fn routes(
         fsync_stats: c.wal.recipient(),
         actors,
         commit_stats: backend.recipient(),
+        v2: None,
     }
 }
 

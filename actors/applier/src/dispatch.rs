@@ -304,6 +304,10 @@ impl ChainPeers {
             if request.member_change.is_some() || request.member_attr_set.is_some() {
                 self.flush(&mut run, state).await?;
                 let answer = self.apply_membership(&mut state.members, &request, &mut run.ops);
+                if answer.is_ok() {
+                    self.record_in_v2(&request, &state.members, (index, term), &mut run.ops)
+                        .await?;
+                }
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
                     let _ = reply.send(answer);
@@ -422,6 +426,56 @@ impl ChainPeers {
                 Ok(Ok(ApplyResponse::Empty))
             }
         }
+    }
+
+    /// An applied membership change as etcd's v2 store records it: each member record it
+    /// writes (under its hidden `/0`) takes a v2 index, which v2 clients see; and once every
+    /// member has published its attributes, the cluster version is recorded (one more).
+    async fn record_in_v2(
+        &self,
+        request: &InternalRaftRequest,
+        members: &Membership,
+        (index, term): (u64, u64),
+        ops: &mut Vec<Op>,
+    ) -> Result<(), Failure> {
+        use actcd_proto::actcdpb::member_change::Kind;
+        let Some(store) = &self.v2 else {
+            return Ok(());
+        };
+        let mut writes: Vec<(String, bool)> = Vec::new();
+        if let Some(change) = &request.member_change {
+            let id = change.member_id;
+            match Kind::try_from(change.kind) {
+                Ok(Kind::Remove) => {
+                    writes.push((format!("/0/members/{id:x}"), false));
+                    writes.push((format!("/0/removed_members/{id:x}"), false));
+                }
+                _ => writes.push((format!("/0/members/{id:x}/raftAttributes"), false)),
+            }
+        } else if let Some(attrs) = &request.member_attr_set {
+            let all_published = members.list().iter().all(|m| !m.name.is_empty());
+            writes.push((
+                format!("/0/members/{:x}/attributes", attrs.member_id),
+                all_published,
+            ));
+        }
+        for (path, all_published) in writes {
+            let recorded = store
+                .send(ApplyV2 {
+                    index,
+                    term,
+                    request: actcd_proto::actcdpb::V2Request {
+                        method: "MEMBER".into(),
+                        path,
+                        dir: all_published,
+                        ..Default::default()
+                    },
+                    reply: None,
+                })
+                .await?;
+            ops.extend(recorded);
+        }
+        Ok(())
     }
 
     /// The key space's revision after everything sent so far.

@@ -72,6 +72,16 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     if req.uri().path().starts_with("/v3/") {
         return gateway(p, req).await;
     }
+    if p.routes.v2.is_some() && req.uri().path().starts_with("/v2") {
+        if let Some(answer) = crate::v2::handle(p, req).await {
+            return answer;
+        }
+        return reply(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "404 page not found\n".into(),
+        );
+    }
     match req.uri().path() {
         "/health" => {
             let (ok, reason) = health(p, &query).await;
@@ -111,7 +121,7 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
         ),
         _ => reply(
             StatusCode::NOT_FOUND,
-            "text/plain",
+            "text/plain; charset=utf-8",
             "404 page not found\n".into(),
         ),
     }

@@ -100,6 +100,7 @@ pub mod metrics;
 mod pipeline;
 mod server;
 mod tls;
+pub mod v2;
 mod watch;
 
 pub use cluster::check_peer_urls;

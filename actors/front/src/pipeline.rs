@@ -90,6 +90,8 @@ pub struct PipelineRoutes {
     pub actors: Vec<ActorProbe>,
     /// The WAL writer: its fsync latencies.
     pub fsync_stats: Recipient<GetFsyncStats>,
+    /// The v2 store, when `--enable-v2` serves the v2 API.
+    pub v2: Option<crate::v2::V2Routes>,
     /// The store: its backend commit latencies.
     pub commit_stats: Recipient<actcd_types::msg::GetCommitStats>,
 }
@@ -140,6 +142,8 @@ pub struct Pipeline {
     pub actor_meters: tokio::sync::OnceCell<Vec<std::sync::Arc<actcd_types::meter::Meter>>>,
     /// Front-local counters: failed proposals, client bytes in and out.
     pub counters: Arc<crate::metrics::FrontCounters>,
+    /// When the member started: RFC 3339 and the instant (`/v2/stats/self`).
+    started: (String, std::time::Instant),
 }
 
 /// How old a header [`Pipeline::recent_header`] may hand out.
@@ -164,7 +168,18 @@ impl Pipeline {
             requests: Arc::default(),
             counters: Arc::default(),
             actor_meters: tokio::sync::OnceCell::new(),
+            started: (
+                actcd_v2tree::format_rfc3339_nano(
+                    i64::try_from(now_ms).unwrap_or(0).saturating_mul(1_000_000),
+                ),
+                std::time::Instant::now(),
+            ),
         })
+    }
+
+    /// When the member started.
+    pub fn started_at(&self) -> (String, std::time::Instant) {
+        self.started.clone()
     }
 
     /// A keepalive: answered by this member's lessor if it leads, else by the leader's (leases

@@ -16,9 +16,12 @@ use crate::storage::Op;
 pub struct V2Reply {
     /// HTTP status: 200, 201, or a v2 error's.
     pub status: u16,
-    /// etcd's JSON for the event or the error, without the trailing newline etcd's encoder
-    /// adds. For an `AUTH` entry: the v2 auth crate's encoded outcome, rendered by the front.
+    /// etcd's JSON for the event or the error, as etcd sends it (the keys API's bodies end
+    /// with the newline Go's JSON encoder writes; the auth API's do not).
     pub body: String,
+    /// Headers of its own beyond the index headers (the auth APIs' `Content-Type`, `ETag`,
+    /// `WWW-Authenticate`).
+    pub headers: Vec<(String, String)>,
     /// The v2 store's index (`X-Etcd-Index`).
     pub etcd_index: u64,
     /// The log position the answer reflects (`X-Raft-Index`, `X-Raft-Term`).

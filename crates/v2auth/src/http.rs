@@ -74,8 +74,9 @@ pub enum Plan {
 }
 
 /// How to turn an apply result into the reply (plain data, cheap to keep
-/// across the proposal).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// across the proposal, and carried with it: the member that applies the op
+/// renders the answer).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub enum Render {
     /// `/v2/auth`: 200 with an empty JSON-typed body (enable, disable, deletes).
     V2Empty,
@@ -97,6 +98,25 @@ pub enum Render {
     SecUser { created: bool },
     /// `/v2/security` role reply (201 on create, else 200), role JSON and ETag.
     SecRole,
+}
+
+/// What an auth change proposes through the log: the op, and how the member that applies it
+/// renders the answer for the waiting client.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct Proposal {
+    pub op: AuthOp,
+    pub render: Render,
+}
+
+impl Proposal {
+    /// JSON bytes to replicate (a `V2Request`'s `auth_op`).
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Proposal, AuthError> {
+        serde_json::from_slice(bytes).map_err(|e| AuthError::Decode(format!("proposal: {e}")))
+    }
 }
 
 impl Render {

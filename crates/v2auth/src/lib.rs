@@ -165,6 +165,8 @@ pub use access::{
     verify_password,
 };
 pub use error::AuthError;
-pub use http::{Api, HttpAnswer, Plan, Render, plan, unauthorized_answer, unauthorized_json};
+pub use http::{
+    Api, HttpAnswer, Plan, Proposal, Render, plan, unauthorized_answer, unauthorized_json,
+};
 pub use model::{AuthState, GUEST_ROLE, ROOT_ROLE, ROOT_USER, Role, User, rfc3339_ms};
 pub use ops::{Answer, AuthOp, PermDelta};

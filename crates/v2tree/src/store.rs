@@ -800,6 +800,27 @@ impl Store {
         self.delete_expired_keys(time)
     }
 
+    /// A write etcd's v2 store makes under its hidden `/0` (a member's record, the cluster
+    /// version), which clients never see but which takes the next index: the index moves,
+    /// and the history gets an event no watch can match (its key, `internal:` and `name`, has
+    /// no leading `/`), so the window's indices stay consecutive and every index is etcd's.
+    pub fn internal_change(&mut self, name: &str) {
+        let next = self.current_index + 1;
+        self.current_index = next;
+        self.history.add(Event {
+            action: crate::event::ACTION_SET.to_owned(),
+            node: NodeExtern {
+                key: format!("internal:{name}"),
+                modified_index: next,
+                created_index: next,
+                ..NodeExtern::default()
+            },
+            prev_node: None,
+            etcd_index: next,
+            refresh: false,
+        });
+    }
+
     // ---- watches -------------------------------------------------------
 
     /// etcd's Watch on `key` (and, when `recursive`, everything under it)

@@ -1,0 +1,353 @@
+//! `/v2/members` (list, leader, add, remove, update), `/v2/machines` and `/v2/stats`: the
+//! cluster as etcd's v2 API shows it, over the same membership changes the v3 Cluster
+//! service makes.
+
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::cluster_server::Cluster;
+use actcd_proto::etcdserverpb::{MemberAddRequest, MemberRemoveRequest, MemberUpdateRequest};
+use actcd_types::msg::MemberRecord;
+use http::{Response, StatusCode};
+
+use super::{V2Request, V2Routes, cluster_id, method_not_allowed, plain};
+use crate::cluster::ClusterService;
+use crate::http::Body;
+use crate::pipeline::Pipeline;
+
+pub(super) async fn handle(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response<Body> {
+    let path = r.path.as_str();
+    if path == "/v2/machines" {
+        return machines(p, &r).await;
+    }
+    if path == "/v2/members" || path.starts_with("/v2/members/") {
+        return members(p, routes, r).await;
+    }
+    match path {
+        "/v2/stats/store" => {
+            if !matches!(r.method, http::Method::GET) {
+                return method_not_allowed("GET");
+            }
+            match routes.stats.send(actcd_types::v2::V2StoreStats).await {
+                Ok(s) => plain(StatusCode::OK, "application/json", s),
+                Err(_) => internal(),
+            }
+        }
+        "/v2/stats/self" => {
+            if !matches!(r.method, http::Method::GET) {
+                return method_not_allowed("GET");
+            }
+            self_stats(p).await
+        }
+        "/v2/stats/leader" => {
+            if !matches!(r.method, http::Method::GET) {
+                return method_not_allowed("GET");
+            }
+            leader_stats(p).await
+        }
+        _ => plain(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "404 page not found\n".into(),
+        ),
+    }
+}
+
+fn hex(id: u64) -> String {
+    format!("{id:x}")
+}
+
+/// A JSON string, quoted.
+fn q(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+fn list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| q(s)).collect();
+    format!("[{}]", quoted.join(","))
+}
+
+/// A member as etcd's v2 API writes it (fields in etcd's order; a missing list is `[]`).
+fn member_json(m: &MemberRecord) -> String {
+    format!(
+        "{{\"id\":{},\"name\":{},\"peerURLs\":{},\"clientURLs\":{}}}",
+        q(&hex(m.id)),
+        q(&m.name),
+        list(&m.peer_urls),
+        list(&m.client_urls)
+    )
+}
+
+/// An `httptypes.HTTPError`: `{"message":…}` with its status.
+fn http_error(p: &Pipeline, status: StatusCode, message: &str) -> Response<Body> {
+    let mut r = plain(
+        status,
+        "application/json",
+        format!("{{\"message\":{}}}", q(message)),
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&cluster_id(p)) {
+        r.headers_mut().insert("X-Etcd-Cluster-Id", v);
+    }
+    r
+}
+
+fn internal() -> Response<Body> {
+    plain(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "application/json",
+        "{\"message\":\"Internal Server Error\"}".into(),
+    )
+}
+
+async fn machines(p: &Pipeline, r: &V2Request) -> Response<Body> {
+    if !matches!(r.method, http::Method::GET | http::Method::HEAD) {
+        return method_not_allowed("GET,HEAD");
+    }
+    let members = p.members().await.unwrap_or_default();
+    let mut urls: Vec<String> = members.into_iter().flat_map(|m| m.client_urls).collect();
+    urls.sort();
+    plain(StatusCode::OK, "text/plain; charset=utf-8", urls.join(", "))
+}
+
+fn json_reply(p: &Pipeline, status: StatusCode, value: &str) -> Response<Body> {
+    let mut r = plain(status, "application/json", format!("{value}\n"));
+    if let Ok(v) = http::HeaderValue::from_str(&cluster_id(p)) {
+        r.headers_mut().insert("X-Etcd-Cluster-Id", v);
+    }
+    r
+}
+
+async fn members(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response<Body> {
+    use http::Method;
+    if !matches!(
+        r.method,
+        Method::GET | Method::POST | Method::DELETE | Method::PUT
+    ) {
+        return method_not_allowed("GET,POST,DELETE,PUT");
+    }
+    // Membership needs root when v2 auth is on (etcd's hasWriteRootAccess, GET included).
+    let state = routes.auth_state();
+    if state.enabled {
+        let caller = routes.caller(&state, r.authorization.as_deref()).await;
+        if !state.is_root_caller(&caller) {
+            let a = actcd_v2auth::unauthorized_answer();
+            let mut resp = plain(
+                StatusCode::from_u16(a.status).unwrap_or(StatusCode::UNAUTHORIZED),
+                "application/json",
+                String::from_utf8_lossy(&a.body).into_owned(),
+            );
+            for (k, v) in &a.headers {
+                if let (Ok(k), Ok(v)) = (
+                    http::HeaderName::from_bytes(k.as_bytes()),
+                    http::HeaderValue::from_str(v),
+                ) {
+                    resp.headers_mut().insert(k, v);
+                }
+            }
+            return resp;
+        }
+    }
+    let sub = r.path.strip_prefix("/v2/members").unwrap_or("");
+    let sub = sub.strip_prefix('/').unwrap_or(sub);
+    let svc = ClusterService {
+        pipeline: Arc::clone(p),
+    };
+    match r.method {
+        Method::GET => match sub {
+            "" => {
+                let mut members = p.members().await.unwrap_or_default();
+                members.sort_by_key(|m| m.id);
+                let all: Vec<String> = members.iter().map(member_json).collect();
+                json_reply(
+                    p,
+                    StatusCode::OK,
+                    &format!("{{\"members\":[{}]}}", all.join(",")),
+                )
+            }
+            "leader" => {
+                let leader = p.raft_status().await.map(|s| s.leader).unwrap_or(0);
+                let members = p.members().await.unwrap_or_default();
+                match members.iter().find(|m| m.id == leader && leader != 0) {
+                    Some(m) => json_reply(p, StatusCode::OK, &member_json(m)),
+                    None => http_error(p, StatusCode::SERVICE_UNAVAILABLE, "During election"),
+                }
+            }
+            _ => http_error(p, StatusCode::NOT_FOUND, "Not found"),
+        },
+        Method::POST => {
+            let Some(urls) = peer_urls(&r) else {
+                return http_error(p, StatusCode::BAD_REQUEST, "Unable to decode request body");
+            };
+            let req = tonic::Request::new(MemberAddRequest {
+                peer_ur_ls: urls,
+                is_learner: false,
+            });
+            match svc.member_add(req).await {
+                Ok(resp) => {
+                    let m = resp.into_inner().member.unwrap_or_default();
+                    let record = MemberRecord {
+                        id: m.id,
+                        name: m.name,
+                        peer_urls: m.peer_ur_ls,
+                        client_urls: m.client_ur_ls,
+                        is_learner: m.is_learner,
+                    };
+                    json_reply(p, StatusCode::CREATED, &member_json(&record))
+                }
+                Err(s) => member_error(p, &s, ""),
+            }
+        }
+        Method::DELETE => {
+            let Some(id) = member_id(p, sub) else {
+                return http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {sub}"));
+            };
+            let req = tonic::Request::new(MemberRemoveRequest { id });
+            match svc.member_remove(req).await {
+                Ok(_) => no_content(p),
+                Err(s) => member_error(p, &s, sub),
+            }
+        }
+        _ => {
+            let Some(id) = member_id(p, sub) else {
+                return http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {sub}"));
+            };
+            let Some(urls) = peer_urls(&r) else {
+                return http_error(p, StatusCode::BAD_REQUEST, "Unable to decode request body");
+            };
+            let req = tonic::Request::new(MemberUpdateRequest {
+                id,
+                peer_ur_ls: urls,
+            });
+            match svc.member_update(req).await {
+                Ok(_) => no_content(p),
+                Err(s) => member_error(p, &s, sub),
+            }
+        }
+    }
+}
+
+fn no_content(p: &Pipeline) -> Response<Body> {
+    let mut r = plain(StatusCode::NO_CONTENT, "text/plain", String::new());
+    r.headers_mut().remove(http::header::CONTENT_TYPE);
+    if let Ok(v) = http::HeaderValue::from_str(&cluster_id(p)) {
+        r.headers_mut().insert("X-Etcd-Cluster-Id", v);
+    }
+    r
+}
+
+/// A member id in the path: hex, as etcd writes ids.
+fn member_id(_p: &Pipeline, s: &str) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// `{"peerURLs":[…]}` with a JSON content type, as etcd's `MemberCreateRequest` is read.
+fn peer_urls(r: &V2Request) -> Option<Vec<String>> {
+    let json = r
+        .content_type
+        .as_deref()
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !json {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+    let urls = v.get("peerURLs")?.as_array()?;
+    let urls: Option<Vec<String>> = urls
+        .iter()
+        .map(|u| u.as_str().map(str::to_string))
+        .collect();
+    let urls = urls?;
+    // etcd validates each as a URL with a scheme and host.
+    if urls
+        .iter()
+        .any(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+    {
+        return None;
+    }
+    Some(urls)
+}
+
+fn member_error(p: &Pipeline, s: &tonic::Status, id: &str) -> Response<Body> {
+    let msg = s.message();
+    if msg.contains("Peer URLs already exists") {
+        return http_error(p, StatusCode::CONFLICT, "membership: peerURL exists");
+    }
+    if msg.contains("member ID already exist") {
+        return http_error(p, StatusCode::CONFLICT, "membership: ID exists");
+    }
+    if msg.contains("member not found") {
+        return http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {id}"));
+    }
+    if msg.contains("not enough started members") || msg.contains("timed out") {
+        return http_error(p, StatusCode::SERVICE_UNAVAILABLE, msg);
+    }
+    http_error(
+        p,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Internal Server Error",
+    )
+}
+
+/// `/v2/stats/self`: who this member is and whom it follows.
+async fn self_stats(p: &Pipeline) -> Response<Body> {
+    let me = p.config.identity.member_id;
+    let status = p.raft_status().await.ok();
+    let members = p.members().await.unwrap_or_default();
+    let name = members
+        .iter()
+        .find(|m| m.id == me)
+        .map(|m| m.name.clone())
+        .unwrap_or_default();
+    let leader = status.as_ref().map_or(0, |s| s.leader);
+    let state = if leader == me && me != 0 {
+        "StateLeader"
+    } else {
+        "StateFollower"
+    };
+    let (start, since) = p.started_at();
+    let body = format!(
+        "{{\"name\":{},\"id\":{},\"state\":{},\"startTime\":{},\"leaderInfo\":{{\"leader\":{},\"uptime\":{},\"startTime\":{}}},\"recvAppendRequestCnt\":0,\"sendAppendRequestCnt\":0}}",
+        q(&name),
+        q(&hex(me)),
+        q(state),
+        q(&start),
+        q(&hex(leader)),
+        q(&format!("{:?}", since.elapsed())),
+        q(&start),
+    );
+    plain(StatusCode::OK, "application/json", body)
+}
+
+/// `/v2/stats/leader`: the followers as the leader sees them; 403 on a follower.
+async fn leader_stats(p: &Pipeline) -> Response<Body> {
+    let me = p.config.identity.member_id;
+    let leader = p.raft_status().await.map(|s| s.leader).unwrap_or(0);
+    if leader != me || me == 0 {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "application/json",
+            "{\"message\":\"not current leader\"}".into(),
+        );
+    }
+    let members = p.members().await.unwrap_or_default();
+    let followers: Vec<String> = members
+        .iter()
+        .filter(|m| m.id != me)
+        .map(|m| {
+            format!(
+                "{}:{{\"latency\":{{\"current\":0,\"average\":0,\"standardDeviation\":0,\"minimum\":0,\"maximum\":0}},\"counts\":{{\"fail\":0,\"success\":0}}}}",
+                q(&hex(m.id))
+            )
+        })
+        .collect();
+    plain(
+        StatusCode::OK,
+        "application/json",
+        format!(
+            "{{\"leader\":{},\"followers\":{{{}}}}}",
+            q(&hex(me)),
+            followers.join(",")
+        ),
+    )
+}

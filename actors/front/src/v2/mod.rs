@@ -1,0 +1,389 @@
+//! etcd's v2 HTTP API on the client port (`--enable-v2`): `/v2/keys` (`keys.rs`),
+//! `/v2/auth` and the v2 auth RFC's `/v2/security` (`auth.rs`), `/v2/members`,
+//! `/v2/machines` and `/v2/stats` (`cluster.rs`).
+//!
+//! The front only carries requests: the v2 store actor owns the tree and renders the keys
+//! API's answers, `actcd_v2tree` parses requests as etcd does, and `actcd_v2auth` decides
+//! every auth request (an answer now, or a change to propose and how to render its result).
+//! Writes, quorum reads and auth changes are proposed through the log like any request, as
+//! internal requests (v2 requests are judged by v2 auth here, before proposing, as etcd
+//! does; v3 auth never judges them). Basic credentials cost a bcrypt check: checks run on
+//! the blocking pool and successful ones are remembered for the credentials and hash they
+//! were made with.
+
+mod auth;
+mod cluster;
+mod keys;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use actcd_types::v2::{V2Get, V2Reply, V2StoreStats, V2Watch};
+use actcd_v2auth::{AuthState, Caller};
+use actix::Recipient;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+
+use crate::http::Body;
+use crate::pipeline::Pipeline;
+
+/// The v2 store's doors, present when `--enable-v2` is on.
+#[derive(Clone)]
+pub struct V2Routes {
+    pub get: Recipient<V2Get>,
+    pub watch: Recipient<V2Watch>,
+    pub stats: Recipient<V2StoreStats>,
+    /// The newest v2 auth state the store published.
+    pub auth: tokio::sync::watch::Receiver<Arc<AuthState>>,
+    /// bcrypt cost for new v2 passwords (etcd v2: 10).
+    pub bcrypt_cost: u32,
+    /// Credentials checked and found good: (user, password, the hash checked against).
+    pub verified: Arc<Mutex<HashMap<(String, String), String>>>,
+}
+
+impl V2Routes {
+    pub fn new(
+        get: Recipient<V2Get>,
+        watch: Recipient<V2Watch>,
+        stats: Recipient<V2StoreStats>,
+        auth: tokio::sync::watch::Receiver<Arc<AuthState>>,
+        bcrypt_cost: u32,
+    ) -> Self {
+        Self {
+            get,
+            watch,
+            stats,
+            auth,
+            bcrypt_cost,
+            verified: Arc::default(),
+        }
+    }
+
+    fn auth_state(&self) -> Arc<AuthState> {
+        Arc::clone(&self.auth.borrow())
+    }
+
+    /// Who sent `authorization`, as `actcd_v2auth::authenticate` decides, with good
+    /// credentials remembered (a changed password has a new hash, so it is checked again).
+    async fn caller(&self, state: &AuthState, authorization: Option<&str>) -> Caller {
+        let Some(value) = authorization.filter(|v| !v.is_empty()) else {
+            return Caller::Anonymous;
+        };
+        let Some((name, pw)) = actcd_v2auth::parse_basic(value) else {
+            return Caller::BadCredentials;
+        };
+        let Some(user) = state.users.get(&name) else {
+            return Caller::BadCredentials;
+        };
+        let hash = user.password_hash.clone();
+        let key = (name.clone(), pw.clone());
+        if self
+            .verified
+            .lock()
+            .is_ok_and(|v| v.get(&key).is_some_and(|h| *h == hash))
+        {
+            return Caller::User(name);
+        }
+        let checked = hash.clone();
+        let good =
+            tokio::task::spawn_blocking(move || actcd_v2auth::verify_password(&checked, &pw))
+                .await
+                .unwrap_or(false);
+        if !good {
+            return Caller::BadCredentials;
+        }
+        if let Ok(mut v) = self.verified.lock() {
+            if v.len() > 10_000 {
+                v.clear();
+            }
+            v.insert(key, hash);
+        }
+        Caller::User(name)
+    }
+}
+
+/// A request's parts the v2 handlers need.
+pub(crate) struct V2Request {
+    pub method: http::Method,
+    /// The decoded path.
+    pub path: String,
+    /// The raw query string.
+    pub query: String,
+    pub content_type: Option<String>,
+    pub authorization: Option<String>,
+    pub body: Bytes,
+}
+
+/// Serves a `/v2/...` path; `None` when v2 is off (the caller answers 404).
+pub async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Option<Response<Body>> {
+    let routes = p.routes.v2.clone()?;
+    let raw_path = req.uri().path().to_string();
+    // Go's ServeMux answers a path that is not clean with a redirect to the clean one.
+    let clean = clean_path(&raw_path);
+    if clean != raw_path {
+        let mut location = clean;
+        if let Some(q) = req.uri().query() {
+            location.push('?');
+            location.push_str(q);
+        }
+        let body = if req.method() == http::Method::GET {
+            format!(
+                "<a href=\"{}\">Moved Permanently</a>.\n\n",
+                html_escape(&location)
+            )
+        } else {
+            String::new()
+        };
+        let mut r = plain(
+            StatusCode::MOVED_PERMANENTLY,
+            "text/html; charset=utf-8",
+            body,
+        );
+        if let Ok(v) = http::HeaderValue::from_str(&location) {
+            r.headers_mut().insert(http::header::LOCATION, v);
+        }
+        if req.method() != http::Method::GET {
+            r.headers_mut().remove(http::header::CONTENT_TYPE);
+        }
+        return Some(r);
+    }
+    let method = req.method().clone();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let header = |name: http::header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let content_type = header(http::header::CONTENT_TYPE);
+    let authorization = header(http::header::AUTHORIZATION);
+    let limit = p.config.max_recv_bytes;
+    let body = match http_body_util::Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let path = percent_decode(&raw_path);
+    let r = V2Request {
+        method,
+        path,
+        query,
+        content_type,
+        authorization,
+        body,
+    };
+    let answer = if r.path == "/v2/keys" || r.path.starts_with("/v2/keys/") {
+        keys::handle(p, &routes, r).await
+    } else if r.path == "/v2/auth" || r.path.starts_with("/v2/auth/") {
+        auth::handle(p, &routes, r, actcd_v2auth::Api::V2Auth).await
+    } else if r.path == "/v2/security" || r.path.starts_with("/v2/security/") {
+        auth::handle(p, &routes, r, actcd_v2auth::Api::Security).await
+    } else {
+        cluster::handle(p, &routes, r).await
+    };
+    Some(answer)
+}
+
+/// Go's `path.Clean` as `ServeMux` applies it (a trailing slash is kept).
+fn clean_path(p: &str) -> String {
+    if p.is_empty() {
+        return "/".into();
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    let mut out = String::from("/");
+    out.push_str(&parts.join("/"));
+    if p.ends_with('/') && out != "/" {
+        out.push('/');
+    }
+    out
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&#34;")
+        .replace('\'', "&#39;")
+}
+
+/// Decodes `%XX` escapes (a path: `+` stays `+`).
+pub(crate) fn percent_decode(s: &str) -> String {
+    decode(s, false)
+}
+
+fn decode(s: &str, plus_is_space: bool) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(v) => {
+                        out.push(v);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `application/x-www-form-urlencoded` pairs, in order.
+pub(crate) fn form_pairs(s: &str) -> Vec<(String, String)> {
+    s.split(['&', ';'])
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k, true), decode(v, true)),
+            None => (decode(p, true), String::new()),
+        })
+        .collect()
+}
+
+/// Go's `r.Form` for a request: the body's form values (PUT/POST/PATCH with a form content
+/// type), then the query's.
+pub(crate) fn form(r: &V2Request) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let body_form = matches!(
+        r.method,
+        http::Method::PUT | http::Method::POST | http::Method::PATCH
+    ) && r
+        .content_type
+        .as_deref()
+        .is_none_or(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if body_form {
+        out.extend(form_pairs(&String::from_utf8_lossy(&r.body)));
+    }
+    out.extend(form_pairs(&r.query));
+    out
+}
+
+pub(crate) fn plain(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)).boxed())
+        .unwrap_or_default()
+}
+
+/// etcd's cluster id as its v2 API writes it (hex, no padding).
+pub(crate) fn cluster_id(p: &Pipeline) -> String {
+    format!("{:x}", p.config.identity.cluster_id)
+}
+
+/// A v2 store answer with etcd's headers.
+pub(crate) fn store_reply(p: &Pipeline, reply: &V2Reply, head_only: bool) -> Response<Body> {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("Content-Type", "application/json")
+        .header("X-Etcd-Cluster-Id", cluster_id(p))
+        .header("X-Etcd-Index", reply.etcd_index.to_string())
+        .header("X-Raft-Index", reply.raft_index.to_string())
+        .header("X-Raft-Term", reply.raft_term.to_string());
+    for (k, v) in &reply.headers {
+        b = b.header(k.as_str(), v.as_str());
+    }
+    let body = if head_only {
+        Bytes::new()
+    } else {
+        Bytes::from(reply.body.clone())
+    };
+    b.body(Full::new(body).boxed()).unwrap_or_default()
+}
+
+/// An error that is not the store's (a proposal that failed): etcd's v2 error JSON.
+pub(crate) fn etcd_error(p: &Pipeline, e: &actcd_types::EtcdError) -> Response<Body> {
+    // etcd maps a timed-out or failed proposal to 300 "Raft Internal Error".
+    let cause = e.to_string();
+    let body = format!(
+        "{{\"errorCode\":300,\"message\":\"Raft Internal Error\",\"cause\":{},\"index\":0}}\n",
+        serde_json::Value::String(cause)
+    );
+    Response::builder()
+        .status(StatusCode::INTERNAL_SERVER_ERROR)
+        .header("Content-Type", "application/json")
+        .header("X-Etcd-Cluster-Id", cluster_id(p))
+        .body(Full::new(Bytes::from(body)).boxed())
+        .unwrap_or_default()
+}
+
+/// 405 with `Allow`, as etcd's `allowMethod` answers.
+pub(crate) fn method_not_allowed(allow: &str) -> Response<Body> {
+    let mut r = plain(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "text/plain; charset=utf-8",
+        "Method Not Allowed\n".into(),
+    );
+    if let Ok(v) = http::HeaderValue::from_str(allow) {
+        r.headers_mut().insert(http::header::ALLOW, v);
+    }
+    r
+}
+
+/// The wall clock in Unix nanoseconds: the time TTLs in requests count from.
+pub(crate) fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_cleaned_as_go_does() {
+        for (given, want) in [
+            ("/v2/keys/a", "/v2/keys/a"),
+            ("/v2/keys//a", "/v2/keys/a"),
+            ("/v2/keys/a/../b", "/v2/keys/b"),
+            ("/v2/keys/./a", "/v2/keys/a"),
+            ("/v2/keys/a/", "/v2/keys/a/"),
+        ] {
+            assert_eq!(clean_path(given), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn forms_decode_plus_and_escapes() {
+        assert_eq!(
+            form_pairs("value=a+b%2Fc&ttl=&x"),
+            vec![
+                ("value".into(), "a b/c".into()),
+                ("ttl".into(), String::new()),
+                ("x".into(), String::new())
+            ]
+        );
+        assert_eq!(percent_decode("/v2/keys/a%20b+c"), "/v2/keys/a b+c");
+    }
+}

@@ -1,0 +1,263 @@
+//! [`V2StoreActor`]: the glue between messages and [`V2State`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader, V2Request};
+use actcd_types::EtcdError;
+use actcd_types::ids::IdGenerator;
+use actcd_types::msg::{ApplyResponse, RaftStatus, Submit};
+use actcd_types::storage::ReadEngine;
+use actcd_types::v2::{
+    ApplyV2, V2Get, V2Reload, V2Reply, V2StoreStats, V2SyncTick, V2Watch, V2Watching,
+};
+use actcd_v2auth::AuthState;
+use actcd_v2tree::{WatchStart, WatcherId};
+use actix::prelude::*;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::state::V2State;
+
+/// Where the v2 store's own proposals go, and how it knows whether it leads.
+#[derive(Clone)]
+pub struct V2Peers {
+    /// Preflight: the leader's SYNC requests.
+    pub submit: Recipient<Submit>,
+    /// The raft node: is this member the leader?
+    pub raft: Recipient<RaftStatus>,
+    pub member_id: u64,
+}
+
+pub struct V2StoreActor {
+    state: V2State,
+    engine: Arc<dyn ReadEngine>,
+    peers: V2Peers,
+    /// Registered watchers' streams.
+    watchers: HashMap<WatcherId, mpsc::UnboundedSender<String>>,
+    /// The newest v2 auth state, for the front's checks of every `/v2/keys` request.
+    auth: watch::Sender<Arc<AuthState>>,
+    ids: IdGenerator,
+    /// A SYNC proposed and not yet answered.
+    syncing: bool,
+    /// Members recorded at bootstrap, counted by a fresh store's index.
+    members: u64,
+    meter: Arc<actcd_types::meter::Meter>,
+}
+
+/// The wall clock, in Unix nanoseconds: the time TTLs are counted from.
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+impl V2StoreActor {
+    /// Loads the store from `engine`'s table (a fresh one counts `members`).
+    pub fn open(
+        engine: Arc<dyn ReadEngine>,
+        members: u64,
+        peers: V2Peers,
+        ids: IdGenerator,
+    ) -> Result<Self, EtcdError> {
+        let state = Self::load(&*engine, members)?;
+        let (auth, _) = watch::channel(Arc::new(state.auth().clone()));
+        Ok(Self {
+            state,
+            engine,
+            peers,
+            watchers: HashMap::new(),
+            auth,
+            ids,
+            syncing: false,
+            members,
+            meter: actcd_types::meter::Meter::new(),
+        })
+    }
+
+    fn load(engine: &dyn ReadEngine, members: u64) -> Result<V2State, EtcdError> {
+        let txn = engine.begin_read().map_err(EtcdError::internal)?;
+        V2State::load(&*txn, members).map_err(EtcdError::internal)
+    }
+
+    /// The newest v2 auth state, followed by the front.
+    pub fn auth_states(&self) -> watch::Receiver<Arc<AuthState>> {
+        self.auth.subscribe()
+    }
+
+    fn publish_auth(&self) {
+        let newest = self.state.auth();
+        if **self.auth.borrow() != *newest {
+            self.auth.send_replace(Arc::new(newest.clone()));
+        }
+    }
+
+    fn deliver(&mut self, notifications: Vec<(WatcherId, actcd_v2tree::Event)>) {
+        for (id, event) in notifications {
+            let gone = match self.watchers.get(&id) {
+                Some(tx) => tx.send(format!("{}\n", event.to_json())).is_err(),
+                None => false,
+            };
+            // A one-shot watcher is done once it has its event; the tree has let it go.
+            if gone || self.state.watcher_start_index(id).is_none() {
+                self.watchers.remove(&id);
+                if gone {
+                    self.state.cancel_watch(id);
+                }
+            }
+        }
+    }
+
+    /// Drops watchers whose client went away.
+    fn sweep(&mut self) {
+        let closed: Vec<WatcherId> = self
+            .watchers
+            .iter()
+            .filter(|(_, tx)| tx.is_closed())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in closed {
+            self.watchers.remove(&id);
+            self.state.cancel_watch(id);
+        }
+    }
+}
+
+impl Actor for V2StoreActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<ApplyV2> for V2StoreActor {
+    type Result = MessageResult<ApplyV2>;
+
+    fn handle(&mut self, msg: ApplyV2, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("ApplyV2");
+        let outcome = self.state.apply(msg.index, msg.term, &msg.request, now());
+        if msg.request.method == "AUTH" {
+            self.publish_auth();
+        }
+        if let Some(reply) = msg.reply {
+            let _ = reply.send(Ok(ApplyResponse::V2(outcome.reply)));
+        }
+        self.deliver(outcome.notifications);
+        MessageResult(outcome.ops)
+    }
+}
+
+impl Handler<V2Get> for V2StoreActor {
+    type Result = MessageResult<V2Get>;
+
+    fn handle(&mut self, msg: V2Get, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("V2Get");
+        MessageResult(self.state.get(&msg.path, msg.recursive, msg.sorted, now()))
+    }
+}
+
+impl Handler<V2Watch> for V2StoreActor {
+    type Result = Result<V2Watching, V2Reply>;
+
+    fn handle(&mut self, msg: V2Watch, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("V2Watch");
+        let (raft_index, raft_term) = self.state.applied();
+        let (tx, events) = mpsc::unbounded_channel();
+        match self
+            .state
+            .watch(&msg.path, msg.recursive, msg.stream, msg.since)
+        {
+            Ok(WatchStart::Ready(event)) => {
+                let _ = tx.send(format!("{}\n", event.to_json()));
+                Ok(V2Watching {
+                    etcd_index: event.etcd_index,
+                    raft_index,
+                    raft_term,
+                    events,
+                })
+            }
+            Ok(WatchStart::Registered(id)) => {
+                let etcd_index = self
+                    .state
+                    .watcher_start_index(id)
+                    .unwrap_or_else(|| self.state.tree().index());
+                self.watchers.insert(id, tx);
+                Ok(V2Watching {
+                    etcd_index,
+                    raft_index,
+                    raft_term,
+                    events,
+                })
+            }
+            Err(e) => Err(self.state.error_reply(&e)),
+        }
+    }
+}
+
+impl Handler<V2StoreStats> for V2StoreActor {
+    type Result = MessageResult<V2StoreStats>;
+
+    fn handle(&mut self, _: V2StoreStats, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.tree().stats_json())
+    }
+}
+
+/// Every 500 ms: drop watchers whose clients left; on the leader, propose a SYNC carrying its
+/// clock when a key's TTL has run out (etcd's leader does the same, so every member expires
+/// the same keys at the same point of the log).
+impl Handler<V2SyncTick> for V2StoreActor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: V2SyncTick, _: &mut Context<Self>) -> Self::Result {
+        self.sweep();
+        let at = now();
+        if self.syncing || !self.state.expiry_due(at) {
+            return Box::pin(fut::ready(()));
+        }
+        self.syncing = true;
+        let raft = self.peers.raft.send(RaftStatus);
+        Box::pin(raft.into_actor(self).then(move |status, act, _| {
+            let leads = status.is_ok_and(|s| s.leader == act.peers.member_id && s.leader != 0);
+            let (tx, rx) = oneshot::channel();
+            if leads {
+                let request = InternalRaftRequest {
+                    header: Some(RequestHeader {
+                        id: act.ids.next(),
+                        // The member's own request: never judged by auth.
+                        internal: true,
+                        ..Default::default()
+                    }),
+                    v2: Some(V2Request {
+                        method: "SYNC".into(),
+                        time: at,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                act.peers.submit.do_send(Submit { request, reply: tx });
+            } else {
+                drop(tx);
+            }
+            async move {
+                let _ = rx.await;
+            }
+            .into_actor(act)
+            .map(|(), act, _| act.syncing = false)
+        }))
+    }
+}
+
+/// A snapshot replaced the backend: the tree, auth and journal are read again from it.
+/// Watchers are told nothing (etcd's v2 watchers of a member that installs a snapshot are
+/// left waiting too) and stay registered only in the new tree's absence: they are dropped, so
+/// their clients see the watch end.
+impl Handler<V2Reload> for V2StoreActor {
+    type Result = Result<(), EtcdError>;
+
+    fn handle(&mut self, _: V2Reload, _: &mut Context<Self>) -> Self::Result {
+        self.state = Self::load(&*self.engine, self.members)?;
+        self.watchers.clear();
+        self.publish_auth();
+        Ok(())
+    }
+}
+
+actcd_types::impl_mailbox_probe!(V2StoreActor, meter);
