@@ -94,7 +94,8 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
             } else {
                 StatusCode::SERVICE_UNAVAILABLE
             };
-            reply(status, "application/json", body)
+            // etcd writes no content type: Go's server sniffs the body as text.
+            reply(status, "text/plain; charset=utf-8", body)
         }
         "/livez" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" => match health(p, &query).await {

@@ -43,6 +43,10 @@ pub struct Meta {
     pub index: u64,
     /// Whether the cluster version's change has been counted in the tree's index.
     pub version_set: bool,
+    /// Whether the v2 auth directories etcd creates at the first auth change have been
+    /// counted (four writes: `/2`, `/2/users/`, `/2/roles/`, `/2/enabled`).
+    #[serde(default)]
+    pub auth_dirs: bool,
 }
 
 /// The table as read at start-up or after a snapshot was installed.

@@ -159,7 +159,9 @@ impl V2State {
         let (status, headers, body) = match Proposal::decode(&request.auth_op) {
             Ok(p) => {
                 let now_ms = u64::try_from(request.time / 1_000_000).unwrap_or(0);
+                let guest_existed = self.auth.roles.contains_key(actcd_v2auth::GUEST_ROLE);
                 let result = self.auth.apply(&p.op, now_ms);
+                self.count_auth_writes(&p.op, &result, guest_existed);
                 let mut a = p.render.render(result);
                 if a.cluster_id {
                     // Filled in by the front, which knows the cluster id.
@@ -181,6 +183,42 @@ impl V2State {
             etcd_index: self.tree.index(),
             raft_index: self.applied.0,
             raft_term: self.applied.1,
+        }
+    }
+
+    /// etcd keeps v2 auth in its v2 store, so every auth change takes store indexes, which
+    /// clients see: the first change that reaches the store creates the auth directories and
+    /// the `enabled` flag (four writes); then each change is one write, except an enable
+    /// that must also create the guest role (two). Counted here as hidden writes.
+    fn count_auth_writes(
+        &mut self,
+        op: &actcd_v2auth::AuthOp,
+        result: &Result<actcd_v2auth::Answer, actcd_v2auth::AuthError>,
+        guest_existed: bool,
+    ) {
+        use actcd_v2auth::{AuthError as E, AuthOp};
+        // Refusals etcd only finds by trying the store write (after making the directories).
+        let reached_store = result.is_ok()
+            || matches!(
+                result,
+                Err(E::UserExists(_)
+                    | E::RoleExists(_)
+                    | E::DeleteUserNotFound(_)
+                    | E::DeleteRoleNotFound(_))
+            );
+        if reached_store && !self.meta.auth_dirs {
+            self.meta.auth_dirs = true;
+            for dir in ["/2", "/2/users/", "/2/roles/", "/2/enabled"] {
+                self.tree.internal_change(dir);
+            }
+        }
+        let writes = match (op, result) {
+            (AuthOp::Enable, Ok(_)) if !guest_existed => 2,
+            (_, Ok(_)) => 1,
+            _ => 0,
+        };
+        for _ in 0..writes {
+            self.tree.internal_change("/2/auth");
         }
     }
 

@@ -174,8 +174,9 @@ async fn members(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response
             _ => http_error(p, StatusCode::NOT_FOUND, "Not found"),
         },
         Method::POST => {
-            let Some(urls) = peer_urls(&r) else {
-                return http_error(p, StatusCode::BAD_REQUEST, "Unable to decode request body");
+            let urls = match peer_urls(&r) {
+                Ok(u) => u,
+                Err((status, msg)) => return http_error(p, status, &msg),
             };
             let req = tonic::Request::new(MemberAddRequest {
                 peer_ur_ls: urls,
@@ -210,8 +211,9 @@ async fn members(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response
             let Some(id) = member_id(p, sub) else {
                 return http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {sub}"));
             };
-            let Some(urls) = peer_urls(&r) else {
-                return http_error(p, StatusCode::BAD_REQUEST, "Unable to decode request body");
+            let urls = match peer_urls(&r) {
+                Ok(u) => u,
+                Err((status, msg)) => return http_error(p, status, &msg),
             };
             let req = tonic::Request::new(MemberUpdateRequest {
                 id,
@@ -242,30 +244,81 @@ fn member_id(_p: &Pipeline, s: &str) -> Option<u64> {
     u64::from_str_radix(s, 16).ok()
 }
 
-/// `{"peerURLs":[…]}` with a JSON content type, as etcd's `MemberCreateRequest` is read.
-fn peer_urls(r: &V2Request) -> Option<Vec<String>> {
-    let json = r
-        .content_type
-        .as_deref()
-        .is_some_and(|t| t.starts_with("application/json"));
-    if !json {
-        return None;
+/// `{"peerURLs":[…]}` with a JSON content type, read as etcd reads a
+/// `MemberCreateRequest`; `Err` is etcd's answer (415 for another content type, 400 for a body
+/// it cannot decode or a URL it refuses).
+fn peer_urls(r: &V2Request) -> Result<Vec<String>, (StatusCode, String)> {
+    let ct = r.content_type.clone().unwrap_or_default();
+    if !ct.starts_with("application/json") {
+        return Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Bad Content-Type {ct}, accept application/json"),
+        ));
     }
-    let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
-    let urls = v.get("peerURLs")?.as_array()?;
-    let urls: Option<Vec<String>> = urls
-        .iter()
-        .map(|u| u.as_str().map(str::to_string))
-        .collect();
-    let urls = urls?;
-    // etcd validates each as a URL with a scheme and host.
-    if urls
-        .iter()
-        .any(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-    {
-        return None;
+    let v: serde_json::Value = serde_json::from_slice(&r.body)
+        .map_err(|_| (StatusCode::BAD_REQUEST, go_json_error(&r.body)))?;
+    let urls: Vec<String> = match v.get("peerURLs") {
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(|u| u.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    };
+    for u in &urls {
+        check_url(u).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
     }
-    Some(urls)
+    Ok(urls)
+}
+
+/// etcd's `types.NewURLs` checks.
+fn check_url(u: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = u.split_once("://") else {
+        return Err(format!(
+            "URL scheme must be http, https, unix, or unixs: {u}"
+        ));
+    };
+    if !matches!(scheme, "http" | "https" | "unix" | "unixs") {
+        return Err(format!(
+            "URL scheme must be http, https, unix, or unixs: {u}"
+        ));
+    }
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if !host.contains(':') {
+        return Err(format!(
+            "URL address does not have the form \"host:port\": {u}"
+        ));
+    }
+    if !path.is_empty() {
+        return Err(format!("URL must not contain a path: {u}"));
+    }
+    Ok(())
+}
+
+/// The first syntax error in `body` as Go's JSON decoder words it (the common cases).
+fn go_json_error(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let t = text.trim_start();
+    let Some(first) = t.chars().next() else {
+        return "EOF".into();
+    };
+    for (word, name) in [("null", "null"), ("true", "true"), ("false", "false")] {
+        if first == word.chars().next().unwrap_or(' ') {
+            for (got, want) in t.chars().skip(1).zip(word.chars().skip(1)) {
+                if got != want {
+                    return format!(
+                        "invalid character '{got}' in literal {name} (expecting '{want}')"
+                    );
+                }
+            }
+        }
+    }
+    if !matches!(first, '{' | '[' | '"' | '-' | '0'..='9' | 'n' | 't' | 'f') {
+        return format!("invalid character '{first}' looking for beginning of value");
+    }
+    "unexpected end of JSON input".into()
 }
 
 fn member_error(p: &Pipeline, s: &tonic::Status, id: &str) -> Response<Body> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_types::msg::ApplyResponse;
 use actcd_types::v2::{V2Get, V2Reply, V2Watch};
-use actcd_v2tree::{ECODE_UNAUTHORIZED, V2Error, parse_key_request};
+use actcd_v2tree::{ECODE_INVALID_FORM, ECODE_UNAUTHORIZED, V2Error, parse_key_request};
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
@@ -27,7 +27,10 @@ pub(super) async fn handle(p: &Pipeline, routes: &V2Routes, r: V2Request) -> Res
         return method_not_allowed("HEAD,GET,PUT,POST,DELETE");
     }
     let key_path = r.path.strip_prefix("/v2/keys").unwrap_or("");
-    let params = form(&r);
+    let params = match form(&r) {
+        Ok(p) => p,
+        Err(cause) => return error(p, &V2Error::new(ECODE_INVALID_FORM, cause, 0)),
+    };
     let parsed = match parse_key_request(r.method.as_str(), key_path, &params, now_nanos()) {
         Ok(k) => k,
         Err(e) => return error(p, &e),

@@ -149,6 +149,15 @@ pub async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Option<Respons
         }
         return Some(r);
     }
+    // etcd's CORS layer answers OPTIONS itself, before any handler.
+    if req.method() == http::Method::OPTIONS {
+        return Some(
+            Response::builder()
+                .status(StatusCode::OK)
+                .body(Full::new(Bytes::new()).boxed())
+                .unwrap_or_default(),
+        );
+    }
     let method = req.method().clone();
     let query = req.uri().query().unwrap_or("").to_string();
     let header = |name: http::header::HeaderName| {
@@ -269,9 +278,32 @@ pub(crate) fn form_pairs(s: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The first bad `%` escape in `s`, as Go's `url.ParseQuery` reports it.
+fn bad_escape(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let ok =
+                i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
+            if !ok {
+                let end = (i + 3).min(b.len());
+                return Some(format!(
+                    "invalid URL escape {}",
+                    serde_json::Value::String(String::from_utf8_lossy(&b[i..end]).into_owned())
+                ));
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
 /// Go's `r.Form` for a request: the body's form values (PUT/POST/PATCH with a form content
-/// type), then the query's.
-pub(crate) fn form(r: &V2Request) -> Vec<(String, String)> {
+/// type), then the query's; `Err` is Go's `ParseForm` error (a bad escape).
+pub(crate) fn form(r: &V2Request) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     let body_form = matches!(
         r.method,
@@ -281,10 +313,17 @@ pub(crate) fn form(r: &V2Request) -> Vec<(String, String)> {
         .as_deref()
         .is_none_or(|t| t.starts_with("application/x-www-form-urlencoded"));
     if body_form {
-        out.extend(form_pairs(&String::from_utf8_lossy(&r.body)));
+        let body = String::from_utf8_lossy(&r.body);
+        if let Some(e) = bad_escape(&body) {
+            return Err(e);
+        }
+        out.extend(form_pairs(&body));
+    }
+    if let Some(e) = bad_escape(&r.query) {
+        return Err(e);
     }
     out.extend(form_pairs(&r.query));
-    out
+    Ok(out)
 }
 
 pub(crate) fn plain(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
@@ -306,9 +345,13 @@ pub(crate) fn store_reply(p: &Pipeline, reply: &V2Reply, head_only: bool) -> Res
         .status(StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header("Content-Type", "application/json")
         .header("X-Etcd-Cluster-Id", cluster_id(p))
-        .header("X-Etcd-Index", reply.etcd_index.to_string())
-        .header("X-Raft-Index", reply.raft_index.to_string())
-        .header("X-Raft-Term", reply.raft_term.to_string());
+        .header("X-Etcd-Index", reply.etcd_index.to_string());
+    // An error carries only the store index (etcd's `Error.WriteTo`).
+    if reply.status < 400 {
+        b = b
+            .header("X-Raft-Index", reply.raft_index.to_string())
+            .header("X-Raft-Term", reply.raft_term.to_string());
+    }
     for (k, v) in &reply.headers {
         b = b.header(k.as_str(), v.as_str());
     }
