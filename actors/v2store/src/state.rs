@@ -279,3 +279,7 @@ impl V2State {
         self.tree.next_expiration().is_some_and(|at| at <= now)
     }
 }
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;
