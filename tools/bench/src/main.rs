@@ -11,6 +11,10 @@
 //! actcd-bench --duration 10s --json mixed --read-ratio 0.9 --key-space-size 1000
 //! actcd-bench --conns 4 watch-latency --watchers 100 --streams 10 --put-total 1000 --put-rate 200
 //! actcd-bench --clients 10 --total 20000 lease-keepalive --leases 1000
+//! actcd-bench --clients 100 --total 50000 v2-set --val-size 256 --key-space-size 100000
+//! actcd-bench --clients 100 --total 50000 v2-get --populate --key-space-size 1000
+//! actcd-bench v2-watch --watchers 100 --put-total 2000 --put-rate 500
+//! actcd-bench --duration 60s v2-watch --watchers 100 --hold
 //! ```
 //!
 //! Global flags (any position): `--endpoints` (comma list, `host:port` or
@@ -40,6 +44,9 @@
 //! * `kv.rs`: put, range, populate, txn-put, txn-mixed, mixed.
 //! * `watch.rs`: watch-latency and the delivery checker.
 //! * `lease.rs`: lease-keepalive.
+//! * `v2.rs`: v2-set, v2-get and v2-watch over etcd's v2 HTTP API
+//!   (`--enable-v2`), one HTTP/1.1 keep-alive connection per client or
+//!   watcher (`--conns` does not apply; `--user` is not supported).
 //!
 //! The client should cost little next to the server it measures: one tokio
 //! multi-thread runtime, requests built once per worker and only their key
@@ -51,6 +58,7 @@ mod kv;
 mod lease;
 mod load;
 mod report;
+mod v2;
 mod watch;
 
 use std::error::Error as _;
@@ -223,6 +231,45 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         ttl: i64,
     },
+    /// v2 API: PUT /v2/keys/<prefix>/<key> with value=<--val-size bytes> (one HTTP/1.1 connection per client).
+    V2Set {
+        /// v2 directory the keys go under.
+        #[arg(long, default_value = "bench")]
+        prefix: String,
+    },
+    /// v2 API: GET /v2/keys/<prefix>/<key> over the key space (one HTTP/1.1 connection per client).
+    V2Get {
+        /// v2 directory the keys are under.
+        #[arg(long, default_value = "bench")]
+        prefix: String,
+        /// First set every key of the key space (not measured).
+        #[arg(long)]
+        populate: bool,
+        /// Quorum reads (`?quorum=true`, through the log).
+        #[arg(long)]
+        quorum: bool,
+    },
+    /// v2 API: put-to-event latency of stream watchers (?wait=true&recursive=true&stream=true on a prefix).
+    V2Watch(V2WatchArgs),
+}
+
+#[derive(Debug, Args)]
+struct V2WatchArgs {
+    /// Number of watchers, each on its own connection.
+    #[arg(long, default_value_t = 10)]
+    watchers: usize,
+    /// Number of puts under the prefix (default: --total, else 1000); put i writes key i mod --key-space-size.
+    #[arg(long)]
+    put_total: Option<u64>,
+    /// Puts per second (0: unlimited), over --clients writers.
+    #[arg(long, default_value_t = 100.0)]
+    put_rate: f64,
+    /// Watched v2 directory (default: v2-watch/<random run id>).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Only open the watchers and hold them, no puts, until --duration passes or SIGINT/SIGTERM.
+    #[arg(long)]
+    hold: bool,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +366,9 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
         duration: g.duration,
         rate: g.rate,
     };
+    if cli.command.is_v2() {
+        return run_v2(g, &cli.command, plan).await.map(Some);
+    }
     let pool = Pool::connect(&ConnOpts {
         endpoints: g.endpoints.clone(),
         conns: g.conns,
@@ -414,8 +464,67 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
             };
             lease::keepalive(&pool, &opts, plan).await?
         }
+        Command::V2Set { .. } | Command::V2Get { .. } | Command::V2Watch(_) => {
+            unreachable!("v2 commands are run before connecting")
+        }
     };
     Ok(Some(report))
+}
+
+impl Command {
+    /// Speaks etcd's v2 HTTP API rather than gRPC.
+    fn is_v2(&self) -> bool {
+        matches!(
+            self,
+            Command::V2Set { .. } | Command::V2Get { .. } | Command::V2Watch(_)
+        )
+    }
+}
+
+/// The v2 workloads: plain HTTP/1.1, no gRPC pool.
+async fn run_v2(g: &Global, command: &Command, plan: Plan) -> Result<Report, BenchError> {
+    if g.user.is_some() {
+        return Err(BenchError::Usage(
+            "--user is not supported by the v2 cases".into(),
+        ));
+    }
+    let keys = KeyGen::new(g.key_size, g.key_space_size, g.sequential_keys)?;
+    let opts = |prefix: &str| v2::opts(&g.endpoints, g.clients, keys.clone(), g.val_size, prefix);
+    match command {
+        Command::V2Set { prefix } => v2::set(&opts(prefix)?, plan).await,
+        Command::V2Get {
+            prefix,
+            populate,
+            quorum,
+        } => {
+            let opts = opts(prefix)?;
+            if *populate {
+                v2::populate(&opts).await?;
+                eprintln!("populated {} v2 keys under {prefix:?}", keys.space);
+            }
+            v2::get(&opts, plan, *quorum).await
+        }
+        Command::V2Watch(args) => {
+            if args.put_rate < 0.0 {
+                return Err(BenchError::Usage("--put-rate must not be negative".into()));
+            }
+            let prefix = args.prefix.clone().unwrap_or_else(v2::run_prefix);
+            let wopts = v2::V2WatchOpts {
+                watchers: args.watchers,
+                hold: args.hold.then_some(g.duration),
+            };
+            let put_plan = Plan {
+                total: args
+                    .put_total
+                    .or(g.total)
+                    .or(g.duration.is_none().then_some(1000)),
+                duration: g.duration,
+                rate: args.put_rate,
+            };
+            v2::watch(&opts(&prefix)?, &wopts, put_plan).await
+        }
+        _ => Err(BenchError::Usage("not a v2 command".into())),
+    }
 }
 
 #[cfg(test)]
@@ -453,6 +562,36 @@ mod tests {
         };
         assert_eq!(args.prefix.as_deref(), Some("bench/"));
         assert_eq!(args.populate, Some(1000));
+    }
+
+    #[test]
+    fn v2_commands_parse() {
+        let cli = Cli::try_parse_from([
+            "actcd-bench",
+            "v2-watch",
+            "--watchers",
+            "100",
+            "--hold",
+            "--duration",
+            "5s",
+        ])
+        .unwrap();
+        assert!(cli.command.is_v2());
+        assert_eq!(cli.global.duration, Some(Duration::from_secs(5)));
+        let Command::V2Watch(args) = cli.command else {
+            panic!("not a v2-watch: {:?}", cli.command)
+        };
+        assert_eq!(args.watchers, 100);
+        assert!(args.hold);
+        let cli =
+            Cli::try_parse_from(["actcd-bench", "v2-get", "--populate", "--prefix", "b"]).unwrap();
+        assert!(matches!(cli.command, Command::V2Get { populate: true, .. }));
+        assert!(
+            !Cli::try_parse_from(["actcd-bench", "put"])
+                .unwrap()
+                .command
+                .is_v2()
+        );
     }
 
     #[test]
