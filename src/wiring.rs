@@ -164,8 +164,7 @@ pub(crate) fn start_actors(
         (rec.alarms, rec.members, rec.leases, alarm_engine),
         (&a, &lessor),
         (&auth, auth_view),
-        identity,
-        v2.as_ref().map(|(addr, _)| addr),
+        (identity, v2.as_ref().map(|(addr, _)| addr)),
         supervisor,
     );
     admission(cfg, boxes.preflight, &a);
@@ -426,8 +425,7 @@ fn apply(
     (alarms, members, leases, engine): (Alarms, Membership, Leases, Arc<dyn ReadEngine>),
     (a, lessor): (&Addrs, &Addr<LessorActor<TokioClock>>),
     (auth, auth_view): (&Addr<AuthActor>, SharedView),
-    identity: MemberIdentity,
-    v2: Option<&Addr<V2StoreActor>>,
+    (identity, v2): (MemberIdentity, Option<&Addr<V2StoreActor>>),
     supervisor: &Addr<Supervisor>,
 ) {
     let applier = ApplierActor::new(
