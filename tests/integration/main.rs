@@ -22,6 +22,7 @@ mod maintenance;
 mod membership;
 mod tls;
 mod upgrade;
+mod v2;
 mod watch;
 
 use etcd_client::{
