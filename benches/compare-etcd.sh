@@ -28,11 +28,22 @@
 # A server that answers Unimplemented (actcd without Watch or Lease yet) gets
 # n/a in that row; a failed watch delivery check shows FAIL.
 #
+# The v2 cases (v2set, v2get, v2watch, put100v2w) run after the others, on a
+# second pair of fresh servers both started with --enable-v2 (every other case
+# runs on servers without it). v2set and v2get use one HTTP/1.1 keep-alive
+# connection per client; v2watch holds 100 stream watchers
+# (?wait=true&recursive=true&stream=true), each on its own connection, while
+# one writer puts under the watched directory, and reports put-to-event
+# latency (rps = delivered events/s). put100v2w is put100 (v3) while 100 v2
+# stream watchers are held open on the same server (`actcd-bench v2-watch
+# --hold` in the background, on a directory nobody writes): compare it with
+# put100 to see what open v2 watchers cost v3 writes.
+#
 # Usage: benches/compare-etcd.sh [--etcd PATH] [--actcd PATH] [--bench PATH]
 #                                [--durable-etcd PATH|none]
 #                                [--only ID,ID…] [--rounds N] [--quick] [--keep]
 # (--only runs just the listed cases: put1 put100 rangeL rangeS rangeSw range1000
-# txnput watch watch10k watch10k1 lease rss.)
+# txnput watch watch10k watch10k1 lease v2set v2get v2watch put100v2w rss.)
 set -euo pipefail
 
 usage() {
@@ -135,9 +146,11 @@ declare -A PORT=([etcd]=$B [actcd]=$((B + 1)) [detcd]=$((B + 2)))
 declare -A PEER=([etcd]=$((B + 10)) [actcd]=$((B + 11)) [detcd]=$((B + 12)))
 declare -A BIN=([etcd]=$ETCD [actcd]=$ACTCD [detcd]=$DURABLE)
 declare -A PID=()
+HOLDER=""  # pid of put100v2w's background watchers
 
 cleanup() {
     local s
+    [ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null
     for s in "${!PID[@]}"; do
         stop_server "$s"
     done
@@ -152,6 +165,9 @@ trap 'exit 130' INT TERM
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# Extra flags for every server start_server starts (--enable-v2 for the v2 cases).
+SERVER_FLAGS=()
+
 # start_server NAME: a fresh member with an empty data dir.
 start_server() {
     local s=$1 dir=$WORK/$1.data port=${PORT[$1]} peer=${PEER[$1]}
@@ -165,6 +181,7 @@ start_server() {
         --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
         --initial-cluster "default=http://127.0.0.1:$peer" \
         --quota-backend-bytes "$QUOTA" \
+        ${SERVER_FLAGS[@]+"${SERVER_FLAGS[@]}"} \
         >"$WORK/$s.log" 2>&1 &
     PID[$s]=$!
     local i
@@ -209,6 +226,8 @@ N_WATCH_PUTS=$(scale 2000)
 N_WATCH10K_PUTS=$(scale 200)
 N_KEEPALIVE=$(scale 50000)
 N_RSS=$(scale 100000)
+N_V2SET=$(scale 50000)
+N_V2GET=$(scale 50000)
 
 # Each case: id | label | set-up args (run once per server, unmeasured) | bench args.
 CASES=(
@@ -223,10 +242,19 @@ CASES=(
     "watch10k|watch latency, 10,000 watchers on 100 streams (50 puts/s)||--conns 10 --clients 1 watch-latency --watchers 10000 --streams 100 --put-total $N_WATCH10K_PUTS --put-rate 50"
     "watch10k1|watch latency, 10,000 watchers on one stream (50 puts/s)||--conns 1 --clients 1 watch-latency --watchers 10000 --streams 1 --put-total $N_WATCH10K_PUTS --put-rate 50"
     "lease|lease keepalive, 1000 leases, 100 clients||--conns 10 --clients 100 --total $N_KEEPALIVE lease-keepalive --leases 1000"
+    "v2set|v2 set, 100 clients (HTTP/1.1, a conn each)||--clients 100 --total $N_V2SET v2-set --val-size 256 --key-space-size 100000"
+    "v2get|v2 get 1 of 1000 keys, 100 clients (HTTP/1.1, a conn each)|v2-set --total 1000 --sequential-keys --key-space-size 1000 --val-size 256|--clients 100 --total $N_V2GET v2-get --key-space-size 1000"
+    "v2watch|v2 stream watch latency, 100 watchers (500 puts/s)||--clients 1 v2-watch --watchers 100 --put-total $N_WATCH_PUTS --put-rate 500"
+    "put100v2w|put, 100 clients / 10 conns, while 100 v2 stream watchers are open||--conns 10 --clients 100 --total $N_PUT put --val-size 256 --key-space-size 100000"
 )
+# Cases run on servers started with --enable-v2 (after every other case).
+V2_CASES=" v2set v2get v2watch put100v2w "
+# put100v2w's background watchers.
+HOLD_WATCHERS=100
 RSS_ARGS="--conns 10 --clients 100 --total $N_RSS put --val-size 256 --key-space-size 100000 --sequential-keys"
 
 wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
+is_v2() { [[ "$V2_CASES" == *" $1 "* ]]; }
 
 # run_case SERVER ID ROUND ARGS...: one measured run; appends a result line
 # id, server, round, status, cpu ticks, json.
@@ -260,31 +288,87 @@ run_case() {
     fi
 }
 
-log "etcd: $ETCD (${etcd_version:-?}); actcd: $ACTCD; bench: $BENCH; work dir: $WORK"
-start_server etcd
-start_server actcd
-[ -n "$DURABLE" ] && start_server detcd
+# start_holder SERVER: 100 v2 stream watchers held open in the background
+# (put100v2w); waits until they are all open.
+start_holder() {
+    local s=$1 i
+    "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --json v2-watch --watchers "$HOLD_WATCHERS" --hold \
+        >"$WORK/hold.out" 2>"$WORK/hold.err" &
+    HOLDER=$!
+    for i in $(seq 100); do
+        grep -q '^holding ' "$WORK/hold.err" && return 0
+        kill -0 "$HOLDER" 2>/dev/null || break
+        sleep 0.2
+    done
+    log "put100v2w: v2 watchers on $s did not open: $(tail -n 1 "$WORK/hold.err")"
+    kill -TERM "$HOLDER" 2>/dev/null || true
+    wait "$HOLDER" 2>/dev/null || true
+    HOLDER=""
+    return 1
+}
 
-for c in "${CASES[@]}"; do
-    IFS='|' read -r id label setup args <<<"$c"
-    wanted "$id" || continue
-    servers="etcd actcd"
-    [ "$id" = put1 ] && [ -n "$DURABLE" ] && servers="etcd detcd actcd"
-    for round in $(seq "$ROUNDS"); do
-        for s in $servers; do
-            if [ "$round" = 1 ] && [ -n "$setup" ] && kill -0 "${PID[$s]}" 2>/dev/null; then
-                # shellcheck disable=SC2086 # word splitting is the point
-                "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --conns 4 --clients 16 $setup >/dev/null 2>"$WORK/setup.err" ||
-                    log "$id: set-up on $s failed: $(tail -n 1 "$WORK/setup.err")"
-            fi
-            # shellcheck disable=SC2086
-            run_case "$s" "$id" "$round" $args
+# stop_holder SERVER: ends the watchers; records whether they stayed open.
+stop_holder() {
+    local s=$1 round=$2
+    [ -n "$HOLDER" ] || return 0
+    kill -TERM "$HOLDER" 2>/dev/null || true
+    wait "$HOLDER" 2>/dev/null || true
+    HOLDER=""
+    local json
+    json=$(tail -n 1 "$WORK/hold.out")
+    [ -n "$json" ] || json='{}'
+    printf 'put100v2w\t%s\t%s\thold\t0\t%s\n' "$s" "$round" "$json" >>"$RESULTS"
+}
+
+# run_cases v3|v2: every wanted case of that kind, on servers started for it.
+run_cases() {
+    local kind=$1 c id label setup args servers round s any=0
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r id label _ <<<"$c"
+        if wanted "$id" && { if is_v2 "$id"; then [ "$kind" = v2 ]; else [ "$kind" = v3 ]; fi; }; then
+            any=1
+        fi
+    done
+    [ "$any" = 1 ] || return 0
+    if [ "$kind" = v2 ]; then
+        SERVER_FLAGS=(--enable-v2)
+    else
+        SERVER_FLAGS=()
+    fi
+    start_server etcd
+    start_server actcd
+    [ "$kind" = v3 ] && [ -n "$DURABLE" ] && start_server detcd
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r id label setup args <<<"$c"
+        wanted "$id" || continue
+        if is_v2 "$id"; then [ "$kind" = v2 ] || continue; else [ "$kind" = v3 ] || continue; fi
+        servers="etcd actcd"
+        [ "$id" = put1 ] && [ -n "$DURABLE" ] && servers="etcd detcd actcd"
+        for round in $(seq "$ROUNDS"); do
+            for s in $servers; do
+                if [ "$round" = 1 ] && [ -n "$setup" ] && kill -0 "${PID[$s]}" 2>/dev/null; then
+                    # shellcheck disable=SC2086 # word splitting is the point
+                    "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --conns 4 --clients 16 $setup >/dev/null 2>"$WORK/setup.err" ||
+                        log "$id: set-up on $s failed: $(tail -n 1 "$WORK/setup.err")"
+                fi
+                if [ "$id" = put100v2w ]; then
+                    start_holder "$s" || continue
+                fi
+                # shellcheck disable=SC2086
+                run_case "$s" "$id" "$round" $args
+                [ "$id" = put100v2w ] && stop_holder "$s" "$round"
+            done
         done
     done
-done
-stop_server etcd
-stop_server actcd
-[ -n "$DURABLE" ] && stop_server detcd
+    stop_server etcd
+    stop_server actcd
+    [ "$kind" = v3 ] && [ -n "$DURABLE" ] && stop_server detcd
+    SERVER_FLAGS=()
+}
+
+log "etcd: $ETCD (${etcd_version:-?}); actcd: $ACTCD; bench: $BENCH; work dir: $WORK"
+run_cases v3
+run_cases v2
 
 # Peak RSS: fresh servers, one run of puts each, VmHWM afterwards.
 wanted rss && for round in $(seq "$ROUNDS"); do
@@ -317,11 +401,15 @@ for line in labels.splitlines():
 
 runs = {}  # (case, server) -> list of (status, ticks, json)
 hwm = {}   # server -> list of kB
+holds = {}  # server -> watch_check of put100v2w's background v2 watchers
 for line in open(results_path):
     case, server, _round, status, ticks, blob = line.rstrip("\n").split("\t", 5)
     if status == "hwm":
         if ticks:
             hwm.setdefault(server, []).append(int(ticks))
+        continue
+    if status == "hold":
+        holds.setdefault(server, []).append(json.loads(blob).get("watch_check", "no report"))
         continue
     runs.setdefault((case, server), []).append((status, int(ticks), json.loads(blob)))
 # Cases left out with --only have no rows.
@@ -329,7 +417,7 @@ order = [c for c in order if any(k[0] == c for k in runs)]
 
 def ops(case, r):
     # Requests the server handled; for watch latency, the puts.
-    if case.startswith("watch"):
+    if case.startswith("watch") or case == "v2watch":
         return r.get("put", {}).get("total", 0)
     return r.get("total", 0)
 
@@ -391,12 +479,15 @@ if runs.get(("put1", "detcd")):
 checks = []
 for server in ("etcd", "actcd"):
     seen = [r.get("watch_check", st)
-            for case in ("watch", "watch10k", "watch10k1")
+            for case in ("watch", "watch10k", "watch10k1", "v2watch")
             for st, _, r in runs.get((case, server), [])]
     if seen:
         checks.append(f"{server}: " + ", ".join(sorted(set(seen))))
 if checks:
     print("Watch delivery check: " + "; ".join(checks) + ".")
+if holds:
+    print("v2 watchers held open during put100v2w: "
+          + "; ".join(f"{s}: " + ", ".join(sorted(set(v))) for s, v in holds.items()) + ".")
 
 print()
 row(["case", "etcd CPU µs/op", "actcd CPU µs/op", "ratio"])
