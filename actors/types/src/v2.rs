@@ -63,14 +63,18 @@ pub struct V2Watch {
 }
 
 /// A started watch: the store's index when it started (the response header), and the events
-/// as rendered JSON. The store drops the watch when the receiver is gone.
+/// as rendered JSON. The store drops the watch when the receiver is gone, or when it has
+/// [`V2_WATCH_BUFFER`] events the client has not taken (etcd ends such a stream too).
 #[derive(Debug)]
 pub struct V2Watching {
     pub etcd_index: u64,
     pub raft_index: u64,
     pub raft_term: u64,
-    pub events: mpsc::UnboundedReceiver<String>,
+    pub events: mpsc::Receiver<String>,
 }
+
+/// Events a v2 watcher may have waiting before the store drops it (etcd's watcher buffer).
+pub const V2_WATCH_BUFFER: usize = 100;
 
 /// The store's counters as etcd's `/v2/stats/store` JSON.
 #[derive(Debug, Message)]

@@ -34,7 +34,7 @@ pub struct V2StoreActor {
     engine: Arc<dyn ReadEngine>,
     peers: V2Peers,
     /// Registered watchers' streams.
-    watchers: HashMap<WatcherId, mpsc::UnboundedSender<String>>,
+    watchers: HashMap<WatcherId, mpsc::Sender<String>>,
     /// The newest v2 auth state, for the front's checks of every `/v2/keys` request.
     auth: watch::Sender<Arc<AuthState>>,
     ids: IdGenerator,
@@ -96,7 +96,9 @@ impl V2StoreActor {
     fn deliver(&mut self, notifications: Vec<(WatcherId, actcd_v2tree::Event)>) {
         for (id, event) in notifications {
             let gone = match self.watchers.get(&id) {
-                Some(tx) => tx.send(format!("{}\n", event.to_json())).is_err(),
+                // A client that does not keep up is dropped, as etcd drops a watcher whose
+                // buffer is full: its stream ends.
+                Some(tx) => tx.try_send(format!("{}\n", event.to_json())).is_err(),
                 None => false,
             };
             // A one-shot watcher is done once it has its event; the tree has let it go.
@@ -160,13 +162,13 @@ impl Handler<V2Watch> for V2StoreActor {
     fn handle(&mut self, msg: V2Watch, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("V2Watch");
         let (raft_index, raft_term) = self.state.applied();
-        let (tx, events) = mpsc::unbounded_channel();
+        let (tx, events) = mpsc::channel(actcd_types::v2::V2_WATCH_BUFFER);
         match self
             .state
             .watch(&msg.path, msg.recursive, msg.stream, msg.since)
         {
             Ok(WatchStart::Ready(event)) => {
-                let _ = tx.send(format!("{}\n", event.to_json()));
+                let _ = tx.try_send(format!("{}\n", event.to_json()));
                 Ok(V2Watching {
                     etcd_index: event.etcd_index,
                     raft_index,
