@@ -1349,12 +1349,33 @@ async fn members_and_machines() {
     // Three members: the same answer through every one of them, followers included.
     let dir = tempfile::tempdir().unwrap();
     let (members, _initial, leader) = running_cluster(dir.path(), V2).await;
-    let mut answers = Vec::new();
     for m in &members {
         v2_ready(&m.endpoint()).await;
-        answers.push(members_of(&m.endpoint()).await);
     }
-    assert!(answers.iter().all(|a| *a == answers[0]), "{answers:#?}");
+    // Each member publishes its client URLs once it has joined (as etcd's do): wait until
+    // every member shows all three, the same way.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let answers = loop {
+        let mut answers = Vec::new();
+        for m in &members {
+            answers.push(members_of(&m.endpoint()).await);
+        }
+        let published = answers.iter().all(|(json, _)| {
+            json["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["clientURLs"].as_array().is_some_and(|u| !u.is_empty()))
+        });
+        if published && answers.iter().all(|a| *a == answers[0]) {
+            break answers;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members never agreed on published client URLs: {answers:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let (json, machines) = &answers[0];
     let list = json["members"].as_array().unwrap();
     assert_eq!(list.len(), 3, "{json}");
