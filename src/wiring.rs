@@ -388,7 +388,8 @@ fn consensus(
     let (snapshot_count, catchup) = (cfg.flags.snapshot_count, cfg.flags.snapshot_catchup_entries);
     mailbox.run(
         RaftActor::new(raft_node, peers, snapshot_count, catchup)
-            .with_proposal_ttl(cfg.request_timeout()),
+            .with_proposal_ttl(cfg.request_timeout())
+            .with_read_ids(actcd_types::ids::IdGenerator::new(cfg.member_id, now_ms())),
     );
     for m in members.iter().filter(|m| m.id != cfg.member_id) {
         transport.do_send(PeerChange::Upsert {

@@ -82,7 +82,10 @@ pub struct RaftActor {
     read_rounds: HashMap<u64, Vec<ReadWaiter>>,
     /// Confirmed reads waiting for the applier to reach their read index.
     reads_awaiting_apply: BTreeMap<u64, Vec<ReadWaiter>>,
-    next_read_ctx: u64,
+    /// Read-index contexts: unique across members and restarts (the leader keeps one pending
+    /// read per context and drops a second with one it already holds, so a restarted member
+    /// or another member counting from 1 again would lose its reads).
+    read_ids: actcd_types::ids::IdGenerator,
     snapshot_count: u64,
     catchup_entries: u64,
     last_snapshot: u64,
@@ -124,7 +127,7 @@ impl RaftActor {
             queued_reads: Vec::new(),
             read_rounds: HashMap::new(),
             reads_awaiting_apply: BTreeMap::new(),
-            next_read_ctx: 1,
+            read_ids: actcd_types::ids::IdGenerator::new(0, 0),
             snapshot_count: snapshot_count.max(1),
             catchup_entries,
             last_snapshot,
@@ -155,6 +158,12 @@ impl RaftActor {
     }
 
     /// How long a proposal made without a leader waits for one (the front's request timeout).
+    /// Where read-index contexts come from (the daemon: this member's id and its start time).
+    pub fn with_read_ids(mut self, ids: actcd_types::ids::IdGenerator) -> Self {
+        self.read_ids = ids;
+        self
+    }
+
     pub fn with_proposal_ttl(mut self, ttl: std::time::Duration) -> Self {
         self.proposal_ttl = ttl;
         self
@@ -645,8 +654,7 @@ impl Handler<FlushReads> for RaftActor {
         if self.queued_reads.is_empty() || self.node.leader() == 0 {
             return;
         }
-        let id = self.next_read_ctx;
-        self.next_read_ctx += 1;
+        let id = self.read_ids.next();
         match self.node.read_index(id.to_be_bytes().to_vec()) {
             Ok(()) => {
                 self.read_rounds

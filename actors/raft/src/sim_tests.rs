@@ -812,3 +812,50 @@ fn chaos_keeps_the_invariants() {
         );
     }
 }
+
+/// Why read-index contexts must be unique across members and restarts (the raft actor draws
+/// them from an id generator seeded with the member id and its start time): the leader keeps
+/// one pending read per context and drops a second under a context it already holds — another
+/// member counting from the same number, or a member that restarted and counts from 1 again.
+/// The dropped read is not answered with the round that answers the first; distinct contexts
+/// are answered together.
+#[test]
+fn a_read_under_a_context_the_leader_already_holds_is_dropped() {
+    for (ctx_leader, ctx_follower, want_both) in [
+        (&b"same"[..], &b"same"[..], false),
+        (&b"lead-1"[..], &b"foll-1"[..], true),
+    ] {
+        let mut sim = Sim::new(5, 7, Faults::default());
+        let (leader, _) = elect(&mut sim, 60);
+        sim.run(10);
+        let others: Vec<u64> = sim.ids.iter().copied().filter(|&i| i != leader).collect();
+        let follower = others[0];
+        // The leader and one follower cut off from the rest: no quorum, so both reads stay
+        // pending at the leader until the cut heals (shorter than an election timeout).
+        sim.partition(&[&[leader, follower], &others[1..]]);
+        assert!(sim.read(leader, ctx_leader));
+        assert!(sim.read(follower, ctx_follower));
+        sim.run(2);
+        assert!(!sim.answered(leader, ctx_leader), "no quorum yet");
+        sim.heal();
+        let mut at = (None, None);
+        for t in 1..=12 {
+            sim.run(1);
+            if at.0.is_none() && sim.answered(leader, ctx_leader) {
+                at.0 = Some(t);
+            }
+            if at.1.is_none() && sim.answered(follower, ctx_follower) {
+                at.1 = Some(t);
+            }
+        }
+        let (Some(leader_at), Some(follower_at)) = at else {
+            panic!("both reads are answered in the end: {at:?}");
+        };
+        // The same round answers both, or the follower's waits for it to ask again.
+        assert_eq!(
+            follower_at <= leader_at + 1,
+            want_both,
+            "contexts {ctx_leader:?} and {ctx_follower:?}: answered at {at:?}"
+        );
+    }
+}
