@@ -36,6 +36,10 @@
 //!   progress). Likewise a full raft mailbox drops an inbound message.
 //! - Messages to one peer leave in the order the raft node produced them (one queue, one
 //!   stream), as raft's pipelining of appends expects.
+//! - What is queued for a peer that cannot be reached is dropped, at each failed attempt and
+//!   again before the next: a member that comes back gets no messages from before its
+//!   absence (a follower's forwarded proposal reaching a restarted leader half a minute after
+//!   its client gave up would overwrite newer writes). Raft resends what still matters.
 //! - Inbound messages are bounded in size (`MAX_MESSAGE_BYTES`): raft-rs's codec is not
 //!   hardened against hostile input, and only members should reach this port.
 
@@ -513,9 +517,29 @@ async fn stream_to(
             return;
         }
         report(false);
+        // What was queued for a peer we cannot reach is dropped, as etcd's peer links drop
+        // what they cannot send: raft sends again what still matters (appends, heartbeats,
+        // votes), and a forwarded proposal must not reach a leader that comes back long after
+        // its client gave up (it would overwrite newer writes). So is what queues up while
+        // waiting to reconnect.
+        let dropped = drain(&queue).await;
         tokio::time::sleep(backoff).await;
+        let dropped = dropped + drain(&queue).await;
+        if dropped > 0 {
+            tracing::debug!(%url, dropped, "messages for an unreachable peer dropped");
+        }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
+}
+
+/// Empties `queue` without sending; returns how many messages it held.
+async fn drain(queue: &Mutex<mpsc::Receiver<Vec<u8>>>) -> usize {
+    let mut q = queue.lock().await;
+    let mut n = 0;
+    while q.try_recv().is_ok() {
+        n += 1;
+    }
+    n
 }
 
 /// Where the peer port delivers what it receives.
@@ -765,8 +789,10 @@ mod tests {
     }
 
     #[actix::test]
-    async fn messages_reach_the_peer_in_order_and_survive_a_late_start() {
-        // The sender starts first: its messages wait (queued) until the peer listens.
+    async fn what_a_dead_peer_missed_is_dropped_and_the_rest_arrives_in_order() {
+        // The sender starts first: what it queues while the peer cannot be reached is
+        // dropped (a forwarded proposal must not reach a leader that comes back long after
+        // its client gave up); once the stream is up, messages arrive in order.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
@@ -779,7 +805,7 @@ mod tests {
             })
             .await
             .unwrap();
-        for i in 0..100u8 {
+        for i in 100..200u8 {
             transport.do_send(PeerMessage {
                 to: 2,
                 msg: vec![i],
@@ -790,6 +816,8 @@ mod tests {
             to: 9,
             msg: vec![0],
         });
+        // Let the stream fail at least once with those queued.
+        tokio::time::sleep(Duration::from_millis(300)).await;
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = Sink(tx).start();
@@ -801,12 +829,35 @@ mod tests {
             })
             .await;
         });
+        // Probe until the stream is up.
+        let first = loop {
+            transport.do_send(PeerMessage {
+                to: 2,
+                msg: vec![250],
+            });
+            if let Ok(Some(got)) = tokio::time::timeout(Duration::from_millis(100), rx.recv()).await
+            {
+                break got;
+            }
+        };
+        assert_eq!(first, vec![250], "nothing queued while the peer was down arrives");
         for i in 0..100u8 {
+            transport.do_send(PeerMessage {
+                to: 2,
+                msg: vec![i],
+            });
+        }
+        let mut want = 0u8;
+        while want < 100 {
             let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
                 .await
                 .expect("delivered")
                 .unwrap();
-            assert_eq!(got, vec![i], "in order");
+            if got == vec![250] {
+                continue;
+            }
+            assert_eq!(got, vec![want], "in order, and none of the dropped ones");
+            want += 1;
         }
         let _ = stop_tx.send(());
     }
