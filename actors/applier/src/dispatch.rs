@@ -42,7 +42,7 @@ use actcd_types::msg::{
     CurrentRevision, DeleteKeys, LeaseCheckpointed, LeaseGranted, LeaseRevoked,
 };
 use actcd_types::storage::Op;
-use actcd_types::v2::ApplyV2;
+use actcd_types::v2::{ApplyV2, V2Entry};
 use actcd_types::{EtcdError, MemberIdentity};
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -122,11 +122,13 @@ struct Run {
     /// Every lease the run's puts name, and those of them that exist.
     named: Vec<i64>,
     existing: Vec<i64>,
+    /// v2 entries not yet sent to the v2 store, in log order.
+    v2: Vec<V2Entry>,
 }
 
 impl Run {
     fn is_empty(&self) -> bool {
-        self.requests.is_empty() && self.ops.is_empty()
+        self.requests.is_empty() && self.ops.is_empty() && self.v2.is_empty()
     }
 
     /// Adds a key-space request, noting the leases its puts name.
@@ -236,24 +238,17 @@ impl ChainPeers {
             } = item;
             if let Some(v2) = request.v2.take() {
                 // The v2 tree is state of its own, judged by v2 auth before it was proposed
-                // (as etcd does): no flush, no v3 auth step. Its writes ride with the run.
-                match &self.v2 {
-                    Some(store) => {
-                        let ops = store
-                            .send(ApplyV2 {
-                                index,
-                                term,
-                                request: v2,
-                                reply,
-                            })
-                            .await?;
-                        run.ops.extend(ops);
-                    }
-                    None => {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Err(EtcdError::internal("no v2 store")));
-                        }
-                    }
+                // (as etcd does): no flush, no v3 auth step. Gathered, and sent to the v2 store
+                // together before the run's writes leave (`settle_v2`).
+                if self.v2.is_some() {
+                    run.v2.push(V2Entry {
+                        index,
+                        term,
+                        request: v2,
+                        reply,
+                    });
+                } else if let Some(reply) = reply {
+                    let _ = reply.send(Err(EtcdError::internal("no v2 store")));
                 }
                 run.covered = Some((index, term));
                 continue;
@@ -305,8 +300,7 @@ impl ChainPeers {
                 self.flush(&mut run, state).await?;
                 let answer = self.apply_membership(&mut state.members, &request, &mut run.ops);
                 if answer.is_ok() {
-                    self.record_in_v2(&request, &state.members, (index, term), &mut run.ops)
-                        .await?;
+                    self.record_in_v2(&request, &state.members, (index, term), &mut run);
                 }
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
@@ -339,6 +333,7 @@ impl ChainPeers {
             run.push(request, reply, &state.leases);
         }
         // The last batch always goes: it moves the consistent index to the Ready's last entry.
+        self.settle_v2(&mut run).await?;
         let batch = run.take_batch((prepared.last_index, prepared.last_term));
         self.send_batch(batch, state).await
     }
@@ -394,6 +389,7 @@ impl ChainPeers {
                 }
                 if !keys.is_empty() {
                     // Into the commit of this entry's index, with the lease's table write.
+                    self.settle_v2(run).await?;
                     let deleted = DeleteKeys {
                         consistent_index: index,
                         term,
@@ -431,17 +427,17 @@ impl ChainPeers {
     /// An applied membership change as etcd's v2 store records it: each member record it
     /// writes (under its hidden `/0`) takes a v2 index, which v2 clients see; and once every
     /// member has published its attributes, the cluster version is recorded (one more).
-    async fn record_in_v2(
+    fn record_in_v2(
         &self,
         request: &InternalRaftRequest,
         members: &Membership,
         (index, term): (u64, u64),
-        ops: &mut Vec<Op>,
-    ) -> Result<(), Failure> {
+        run: &mut Run,
+    ) {
         use actcd_proto::actcdpb::member_change::Kind;
-        let Some(store) = &self.v2 else {
-            return Ok(());
-        };
+        if self.v2.is_none() {
+            return;
+        }
         let mut writes: Vec<(String, bool)> = Vec::new();
         if let Some(change) = &request.member_change {
             let id = change.member_id;
@@ -460,22 +456,18 @@ impl ChainPeers {
             ));
         }
         for (path, all_published) in writes {
-            let recorded = store
-                .send(ApplyV2 {
-                    index,
-                    term,
-                    request: actcd_proto::actcdpb::V2Request {
-                        method: "MEMBER".into(),
-                        path,
-                        dir: all_published,
-                        ..Default::default()
-                    },
-                    reply: None,
-                })
-                .await?;
-            ops.extend(recorded);
+            run.v2.push(V2Entry {
+                index,
+                term,
+                request: actcd_proto::actcdpb::V2Request {
+                    method: "MEMBER".into(),
+                    path,
+                    dir: all_published,
+                    ..Default::default()
+                },
+                reply: None,
+            });
         }
-        Ok(())
     }
 
     /// The key space's revision after everything sent so far.
@@ -521,8 +513,24 @@ impl ChainPeers {
         let Some(covered) = run.covered.filter(|_| !run.is_empty()) else {
             return Ok(());
         };
+        self.settle_v2(run).await?;
         let batch = run.take_batch(covered);
         self.send_batch(batch, state).await
+    }
+
+    /// Sends the run's gathered v2 entries to the v2 store (one message for all of them) and
+    /// adds the writes that record them to the run, before any of the run's writes leave: a
+    /// commit whose consistent index covers a v2 entry always holds its writes.
+    async fn settle_v2(&self, run: &mut Run) -> Result<(), Failure> {
+        if run.v2.is_empty() {
+            return Ok(());
+        }
+        let entries = std::mem::take(&mut run.v2);
+        if let Some(store) = &self.v2 {
+            let ops = store.send(ApplyV2 { entries }).await?;
+            run.ops.extend(ops);
+        }
+        Ok(())
     }
 
     async fn send_batch(&self, batch: ApplyBatch, state: &mut ChainState) -> Result<(), Failure> {

@@ -7,8 +7,11 @@ use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::lease_server::LeaseServer;
 use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
 use actcd_proto::etcdserverpb::watch_server::WatchServer;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use crate::auth::AuthService;
 use crate::cluster::ClusterService;
@@ -19,13 +22,16 @@ use crate::lock::LockService;
 use crate::maintenance::MaintenanceService;
 use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
-use crate::tls::{ClientTls, server_builder};
+use crate::tls::ClientTls;
 use crate::watch::WatchService;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
 
 /// Serves the client API on an already bound listener until `shutdown` resolves: over TLS with
-/// `tls` (an `https://` URL), else plain.
+/// `tls` (an `https://` URL), else plain. Either way gRPC and HTTP/1.1 share the port, as on
+/// etcd's: plain connections are routed by [`sniffed`], TLS ones by [`decrypted`], which runs
+/// the handshake itself so that it can route what it decrypts (tonic's own TLS would take every
+/// connection as HTTP/2). The tonic server therefore never has a TLS config of its own.
 pub async fn serve(
     listener: TcpListener,
     pipeline: Arc<Pipeline>,
@@ -70,7 +76,8 @@ pub async fn serve(
     let http = pipeline.clone();
     let counters = pipeline.counters.clone();
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
-    server_builder(tls.as_ref())?
+    let router = Server::builder()
+        .layer(tower_layer::layer_fn(|inner| TlsPeerAddr { inner }))
         .layer(front_layer)
         .add_service(kv)
         .add_service(maintenance)
@@ -79,64 +86,259 @@ pub async fn serve(
         .add_service(cluster)
         .add_service(auth)
         .add_service(lock)
-        .add_service(election)
-        .serve_with_incoming_shutdown(
-            sniffed(listener, counters, tls.is_none().then_some(http)),
-            shutdown,
-        )
-        .await
+        .add_service(election);
+    match tls {
+        None => {
+            router
+                .serve_with_incoming_shutdown(sniffed(listener, http), shutdown)
+                .await
+        }
+        Some(tls) => {
+            let incoming = decrypted(listener, tls, counters, Some(http));
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await
+        }
+    }
 }
 
-/// Accepted connections for tonic. With `http1` (plain TCP), each connection's first bytes are
-/// looked at first, on a task of its own: HTTP/2 (gRPC) goes to tonic, anything else is served
-/// as HTTP/1.1 (`/health`, `/metrics`…), as etcd serves both on its client port.
-/// Every connection counts its bytes into the front's counters.
+/// How long a connection may take to send the first bytes that [`route`] looks at.
+const SNIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Accepted plain-TCP connections for tonic. Each connection's first bytes are looked at first,
+/// on a task of its own: HTTP/2 (gRPC) goes to tonic, anything else is served as HTTP/1.1
+/// (`/health`, `/metrics`…), as etcd serves both on its client port. Every connection counts
+/// its bytes into the front's counters.
 fn sniffed(
     listener: TcpListener,
+    pipeline: Arc<Pipeline>,
+) -> impl futures::Stream<Item = std::io::Result<Counted<TcpStream>>> {
+    per_connection(listener, move |stream, to_grpc| {
+        let pipeline = pipeline.clone();
+        async move {
+            let mut first = [0u8; 3];
+            let peeked = tokio::time::timeout(SNIFF_TIMEOUT, async {
+                loop {
+                    match stream.peek(&mut first).await {
+                        Ok(n) if n >= first.len() => return true,
+                        Ok(0) | Err(_) => return false,
+                        Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
+                    }
+                }
+            })
+            .await;
+            let stream = Counted::new(stream, &pipeline.counters);
+            match peeked {
+                Ok(true) if crate::http::is_http2_preface(&first) => {
+                    let _ = to_grpc.send(Ok(stream)).await;
+                }
+                Ok(true) => crate::http::serve_connection(stream, pipeline).await,
+                _ => {}
+            }
+        }
+    })
+}
+
+/// A TLS connection as tonic gets it: the first bytes [`decrypted`] read to route it, then the
+/// rest of the decrypted stream. The byte count is taken under TLS, so handshakes and record
+/// overhead count as they did when tonic ran the handshake on a counted socket.
+pub(crate) type TlsConn = Rewound<tokio_rustls::server::TlsStream<Counted<TcpStream>>>;
+
+/// Accepted TLS connections for tonic. Each connection's handshake runs on a task of its own
+/// (a slow or silent client holds only its own task, for at most the handshake timeout), with
+/// the rules of [`ClientTls`]; a failed handshake drops the connection. Then, by the ALPN
+/// protocol agreed: `h2` goes to tonic; none or `http/1.1` is routed by its first decrypted
+/// bytes as [`sniffed`] routes plain ones — HTTP/2's preface to tonic, anything else to the
+/// HTTP/1.1 handler. With no `http1` (tests), every connection goes to tonic.
+///
+/// tonic gets the `TlsStream` itself (inside [`Rewound`], which passes its connection info
+/// through), for which it implements `Connected` with `TlsConnectInfo`: so
+/// `Request::peer_certs`, and with it `--client-cert-auth`, work as with tonic's own TLS.
+pub(crate) fn decrypted(
+    listener: TcpListener,
+    tls: ClientTls,
     counters: Arc<crate::metrics::FrontCounters>,
     http1: Option<Arc<Pipeline>>,
-) -> impl futures::Stream<Item = std::io::Result<Counted<tokio::net::TcpStream>>> {
+) -> impl futures::Stream<Item = std::io::Result<TlsConn>> {
+    per_connection(listener, move |stream, to_grpc| {
+        let (tls, counters, http1) = (tls.clone(), counters.clone(), http1.clone());
+        async move {
+            let Ok(mut stream) = tls.accept(Counted::new(stream, &counters)).await else {
+                return;
+            };
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(crate::tls::ALPN_H2);
+            let Some(pipeline) = http1.filter(|_| !h2) else {
+                let _ = to_grpc.send(Ok(Rewound::new(Vec::new(), stream))).await;
+                return;
+            };
+            let mut first = [0u8; 3];
+            let read = tokio::time::timeout(SNIFF_TIMEOUT, async {
+                let mut n = 0;
+                while n < first.len() {
+                    match stream.read(&mut first[n..]).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(k) => n += k,
+                    }
+                }
+                true
+            })
+            .await;
+            if read != Ok(true) {
+                return;
+            }
+            let stream = Rewound::new(first.to_vec(), stream);
+            if crate::http::is_http2_preface(&first) {
+                let _ = to_grpc.send(Ok(stream)).await;
+            } else {
+                crate::http::serve_connection(stream, pipeline).await;
+            }
+        }
+    })
+}
+
+/// Accepts connections and hands each to `route` on a task of its own; `route` sends those
+/// meant for tonic down the channel it gets, whose other end is the returned stream. Accepting
+/// stops, closing the listener, once tonic has dropped that stream (at shutdown).
+fn per_connection<IO, F, Fut>(
+    listener: TcpListener,
+    route: F,
+) -> impl futures::Stream<Item = std::io::Result<IO>>
+where
+    IO: Send + 'static,
+    F: Fn(TcpStream, tokio::sync::mpsc::Sender<std::io::Result<IO>>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     use futures::StreamExt;
-    let Some(pipeline) = http1 else {
-        return incoming(listener)
-            .map(move |conn| conn.map(|s| Counted::new(s, &counters)))
-            .boxed();
-    };
     let (tx, rx) = tokio::sync::mpsc::channel(128);
     tokio::spawn(async move {
         let mut accepted = incoming(listener);
-        while let Some(conn) = accepted.next().await {
-            let Ok(stream) = conn else {
-                continue;
-            };
-            let (to_grpc, pipeline) = (tx.clone(), pipeline.clone());
-            tokio::spawn(async move {
-                let mut first = [0u8; 3];
-                let peeked = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-                    loop {
-                        match stream.peek(&mut first).await {
-                            Ok(n) if n >= first.len() => return true,
-                            Ok(0) | Err(_) => return false,
-                            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
-                        }
+        loop {
+            tokio::select! {
+                () = tx.closed() => break,
+                conn = accepted.next() => match conn {
+                    Some(Ok(stream)) => {
+                        tokio::spawn(route(stream, tx.clone()));
                     }
-                })
-                .await;
-                let stream = Counted::new(stream, &pipeline.counters);
-                match peeked {
-                    Ok(true) if crate::http::is_http2_preface(&first) => {
-                        let _ = to_grpc.send(Ok(stream)).await;
-                    }
-                    Ok(true) => crate::http::serve_connection(stream, pipeline).await,
-                    _ => {}
-                }
-            });
-            if tx.is_closed() {
-                break;
+                    Some(Err(_)) => continue,
+                    None => break,
+                },
             }
         }
     });
-    tokio_stream::wrappers::ReceiverStream::new(rx).boxed()
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// A stream whose first bytes, already read from `inner` to route it, are read again first.
+pub(crate) struct Rewound<IO> {
+    first: Vec<u8>,
+    pos: usize,
+    inner: IO,
+}
+
+impl<IO> Rewound<IO> {
+    fn new(first: Vec<u8>, inner: IO) -> Self {
+        Rewound {
+            first,
+            pos: 0,
+            inner,
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewound<IO> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.pos < this.first.len() {
+            let n = buf.remaining().min(this.first.len() - this.pos);
+            buf.put_slice(&this.first[this.pos..this.pos + n]);
+            this.pos += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewound<IO> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+impl<IO: Connected> Connected for Rewound<IO> {
+    type ConnectInfo = IO::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+/// Puts a TLS connection's `TcpConnectInfo` in the request's extensions beside its
+/// `TlsConnectInfo`, as tonic's own TLS did, so what reads the peer's address from
+/// `TcpConnectInfo` (the front's request log) finds it over TLS too.
+#[derive(Clone)]
+struct TlsPeerAddr<S> {
+    inner: S,
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for TlsPeerAddr<S>
+where
+    S: tower_service::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let tcp = req
+            .extensions()
+            .get::<TlsConnectInfo<TcpConnectInfo>>()
+            .map(|tls| tls.get_ref().clone());
+        if let Some(tcp) = tcp {
+            req.extensions_mut().insert(tcp);
+        }
+        self.inner.call(req)
+    }
 }
 
 /// Serves HTTP/1.1 only (`--listen-metrics-urls`): `/health`, `/metrics` and friends.
@@ -164,7 +366,6 @@ pub async fn serve_metrics(
 
 /// Accepted connections with Nagle's algorithm off: `Server::tcp_nodelay` only applies to
 /// listeners tonic binds itself, and a small response held back for a delayed ACK costs 40 ms.
-/// With TLS, tonic runs the handshake on these streams.
 pub(crate) fn incoming(
     listener: TcpListener,
 ) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
@@ -192,4 +393,25 @@ pub fn parse_url(url: &str) -> Option<SocketAddr> {
         };
         format!("{host}:{port}").parse().ok()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_rewound_stream_reads_its_first_bytes_again() {
+        let (mut client, server) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut client, b" * HTTP/2.0")
+            .await
+            .unwrap();
+        drop(client);
+        let mut rewound = Rewound::new(b"PRI".to_vec(), server);
+        let mut one = [0u8; 2];
+        rewound.read_exact(&mut one).await.unwrap();
+        assert_eq!(&one, b"PR");
+        let mut rest = Vec::new();
+        rewound.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, b"I * HTTP/2.0");
+    }
 }

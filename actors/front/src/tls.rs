@@ -4,32 +4,56 @@
 //! `--cert-file`/`--key-file`; once `--trusted-ca-file` is given, every client must present a
 //! certificate that CA signed, or the handshake fails, whether `--client-cert-auth` is on or
 //! not. That flag only decides whether the verified certificate's common name is taken as the
-//! user name (by the authenticator chain, through [`client_common_name`]).
+//! user name (by the authenticator chain, through [`client_common_name`]). A handshake has
+//! [`HANDSHAKE_TIMEOUT`] to finish, and the server offers the ALPN protocols `http/1.1` and `h2`.
+//!
+//! How: actcd runs the handshake itself ([`ClientTls::accept`], rustls with ring, through
+//! tokio-rustls) rather than leaving it to tonic, because etcd serves gRPC *and* HTTP/1.1
+//! (`/health`, `/metrics`, `/version`, the JSON gateway `/v3/…`, the v2 API `/v2/…`) on one
+//! https port, and a tonic server with its own TLS config hands every decrypted connection to
+//! its HTTP/2 server. `crate::server` routes what [`ClientTls::accept`] returns: gRPC to a
+//! tonic server that has no TLS config of its own, anything else to the HTTP/1.1 handler. The
+//! streams tonic gets are tokio-rustls `TlsStream`s of the very version tonic is built on, for
+//! which tonic implements `Connected` with `TlsConnectInfo`: that is what makes
+//! `Request::peer_certs`, and so [`client_common_name`], see the client's certificate.
+//!
+//! ALPN is offered as `http/1.1` first, then `h2`, and rustls picks the first of ours the
+//! client offers too: gRPC clients offer `h2` alone and get it; clients that offer both (curl,
+//! Go's and Prometheus's HTTP clients) get HTTP/1.1, which is what the HTTP handler speaks —
+//! HTTP/2 on this port goes to tonic, which knows only the gRPC services.
 //!
 //! Departures, each refusing at start-up what etcd 3.5.1 accepts: a CA file with no certificate
 //! in it (etcd starts, then refuses every client), and `--client-cert-auth` without
 //! `--trusted-ca-file` (etcd then trusts the system's CAs for client certificates, which nobody
-//! means on purpose). etcd 3.5.1 also caps TLS at 1.2; rustls offers 1.3 as well.
+//! means on purpose). etcd 3.5.1 also caps TLS at 1.2; rustls offers 1.3 as well. etcd answers
+//! HTTP/2 requests that are not gRPC (an h2 `GET /health`); actcd gives those to tonic.
 
-use std::error::Error as _;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig, crypto};
+use tokio_rustls::server::TlsStream;
 use x509_parser::pem::Pem;
 
 /// How long a connection may take to finish its handshake: without a limit, a peer that opens
 /// a connection and never sends a ClientHello would hold a task and a socket for good.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The ALPN protocol name of HTTP/2, which gRPC runs on.
+pub(crate) const ALPN_H2: &[u8] = b"h2";
 
 /// The client port's TLS settings: the server's key pair, and the CA client certificates must
-/// chain to. Built by [`ClientTls::new`], which refuses what could not serve, so a `ClientTls`
-/// always makes a working acceptor.
+/// chain to, as a rustls server configuration. Built by [`ClientTls::new`], which refuses what
+/// could not serve, so a `ClientTls` always makes a working acceptor.
 #[derive(Clone)]
 pub struct ClientTls {
-    cert_pem: Vec<u8>,
-    key_pem: Vec<u8>,
-    ca_pem: Option<Vec<u8>>,
+    config: Arc<ServerConfig>,
+    trusted_ca: bool,
     client_cert_auth: bool,
 }
 
@@ -60,8 +84,7 @@ impl fmt::Debug for ClientTls {
     /// Never prints the private key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientTls")
-            .field("cert_pem_bytes", &self.cert_pem.len())
-            .field("trusted_ca", &self.ca_pem.is_some())
+            .field("trusted_ca", &self.trusted_ca)
             .field("client_cert_auth", &self.client_cert_auth)
             .finish_non_exhaustive()
     }
@@ -89,25 +112,45 @@ impl ClientTls {
                 "client certificate authentication needs a trusted CA".into(),
             ));
         }
-        // The same code path `serve` takes: first the key pair alone, then with the CA, so a
-        // failure is pinned on the right file.
-        let identity_only = ClientTls {
-            cert_pem,
-            key_pem,
-            ca_pem: None,
-            client_cert_auth: false,
+        let chain = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| fail(PemInput::Cert, format!("malformed PEM: {e}")))?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| fail(PemInput::Key, format!("unusable private key: {e}")))?;
+        // ring, named here rather than left to the process-wide default provider.
+        let provider = Arc::new(crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| fail(PemInput::Key, e.to_string()))?;
+        let builder = match &ca_pem {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(ca) {
+                    let cert = cert.map_err(|e| fail(PemInput::TrustedCa, e.to_string()))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| fail(PemInput::TrustedCa, e.to_string()))?;
+                }
+                // Required, not optional, as etcd's `RequireAndVerifyClientCert`.
+                let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .map_err(|e| fail(PemInput::TrustedCa, e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
         };
-        server_builder(Some(&identity_only)).map_err(|e| {
-            let reason = format!("cannot be used with the certificate: {}", chain(&e));
-            fail(PemInput::Key, reason)
+        let mut config = builder.with_single_cert(chain, key).map_err(|e| {
+            fail(
+                PemInput::Key,
+                format!("cannot be used with the certificate: {e}"),
+            )
         })?;
-        let tls = ClientTls {
-            ca_pem,
+        config.alpn_protocols = vec![b"http/1.1".to_vec(), ALPN_H2.to_vec()];
+        Ok(ClientTls {
+            config: Arc::new(config),
+            trusted_ca: ca_pem.is_some(),
             client_cert_auth,
-            ..identity_only
-        };
-        server_builder(Some(&tls)).map_err(|e| fail(PemInput::TrustedCa, chain(&e)))?;
-        Ok(tls)
+        })
     }
 
     /// `--client-cert-auth`: the verified certificate's common name is the user.
@@ -115,24 +158,17 @@ impl ClientTls {
         self.client_cert_auth
     }
 
-    fn server_config(&self) -> ServerTlsConfig {
-        let mut config = ServerTlsConfig::new()
-            .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
-            .timeout(HANDSHAKE_TIMEOUT);
-        if let Some(ca) = &self.ca_pem {
-            // Required, not optional, as etcd's `RequireAndVerifyClientCert`.
-            config = config.client_ca_root(Certificate::from_pem(ca));
-        }
-        config
-    }
-}
-
-/// A tonic server builder for one listener: plain, or TLS with `tls`.
-pub(crate) fn server_builder(tls: Option<&ClientTls>) -> Result<Server, tonic::transport::Error> {
-    let builder = Server::builder();
-    match tls {
-        Some(tls) => builder.tls_config(tls.server_config()),
-        None => Ok(builder),
+    /// The server's side of the handshake on an accepted connection, within
+    /// [`HANDSHAKE_TIMEOUT`]. Fails on a handshake rustls refuses (among them a client without
+    /// a certificate of the trusted CA when there is one) and on a timeout.
+    pub(crate) async fn accept<IO>(&self, io: IO) -> std::io::Result<TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.config.clone());
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake"))?
     }
 }
 
@@ -180,20 +216,6 @@ fn has_private_key(pem: &[u8]) -> bool {
         .any(|b| b.label.ends_with("PRIVATE KEY"))
 }
 
-/// An error and its sources, because tonic's own message is just "transport error".
-fn chain(e: &tonic::transport::Error) -> String {
-    let mut out = Vec::new();
-    let mut next = e.source();
-    while let Some(s) = next {
-        out.push(s.to_string());
-        next = s.source();
-    }
-    if out.is_empty() {
-        out.push(e.to_string());
-    }
-    out.join(": ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,7 +230,7 @@ mod tests {
         BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
         IsCa, KeyPair,
     };
-    use tonic::transport::{Channel, ClientTlsConfig};
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity, Server};
     use tonic::{Request, Response, Status};
 
     /// A key pair and its certificate, in PEM.
@@ -453,14 +475,15 @@ mod tests {
         }
     }
 
-    /// Serves `WhoAmI` with `tls` through the same builder and accept loop as `serve`.
+    /// Serves `WhoAmI` with `tls` through the same handshake and routing as `serve` (no HTTP/1.1
+    /// handler here: every decrypted connection goes to tonic).
     async fn who_am_i_server(tls: ClientTls) -> u16 {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let router = server_builder(Some(&tls))
-            .unwrap()
-            .add_service(ClusterServer::new(WhoAmI));
-        tokio::spawn(router.serve_with_incoming(crate::server::incoming(listener)));
+        let router = Server::builder().add_service(ClusterServer::new(WhoAmI));
+        let counters = Arc::new(crate::metrics::FrontCounters::default());
+        let incoming = crate::server::decrypted(listener, tls, counters, None);
+        tokio::spawn(router.serve_with_incoming(incoming));
         port
     }
 

@@ -840,7 +840,11 @@ mod tests {
                 break got;
             }
         };
-        assert_eq!(first, vec![250], "nothing queued while the peer was down arrives");
+        assert_eq!(
+            first,
+            vec![250],
+            "nothing queued while the peer was down arrives"
+        );
         for i in 0..100u8 {
             transport.do_send(PeerMessage {
                 to: 2,

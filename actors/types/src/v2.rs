@@ -29,16 +29,24 @@ pub struct V2Reply {
     pub raft_term: u64,
 }
 
-/// A committed v2 entry, applied by the v2 store in log order. The store answers `reply`
-/// itself (with `ApplyResponse::V2`) and returns the table writes that make the change durable;
-/// the applier commits them with the consistent index of this entry or a later one.
-#[derive(Debug, Message)]
-#[rtype(result = "Vec<Op>")]
-pub struct ApplyV2 {
+/// One committed v2 entry (or a membership change etcd's v2 store records, method `MEMBER`).
+#[derive(Debug)]
+pub struct V2Entry {
     pub index: u64,
     pub term: u64,
     pub request: V2Request,
     pub reply: Option<oneshot::Sender<ApplyResult>>,
+}
+
+/// Committed v2 entries, applied by the v2 store in log order: the applier gathers those of a
+/// run and sends them at once, before the run's writes leave for the backend. The store
+/// answers each `reply` itself (with `ApplyResponse::V2`) and returns the table writes that
+/// make the entries durable; the applier commits them with the consistent index of the last
+/// of them or a later one.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<Op>")]
+pub struct ApplyV2 {
+    pub entries: Vec<V2Entry>,
 }
 
 /// A read of the tree as this member has applied it (a GET without `quorum=true`).

@@ -135,15 +135,24 @@ impl Handler<ApplyV2> for V2StoreActor {
 
     fn handle(&mut self, msg: ApplyV2, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("ApplyV2");
-        let outcome = self.state.apply(msg.index, msg.term, &msg.request, now());
-        if msg.request.method == "AUTH" {
+        let now = now();
+        let mut ops = Vec::new();
+        let mut auth_changed = false;
+        for entry in msg.entries {
+            let outcome = self
+                .state
+                .apply(entry.index, entry.term, &entry.request, now);
+            auth_changed |= entry.request.method == "AUTH";
+            if let Some(reply) = entry.reply {
+                let _ = reply.send(Ok(ApplyResponse::V2(outcome.reply)));
+            }
+            self.deliver(outcome.notifications);
+            ops.extend(outcome.ops);
+        }
+        if auth_changed {
             self.publish_auth();
         }
-        if let Some(reply) = msg.reply {
-            let _ = reply.send(Ok(ApplyResponse::V2(outcome.reply)));
-        }
-        self.deliver(outcome.notifications);
-        MessageResult(outcome.ops)
+        MessageResult(ops)
     }
 }
 

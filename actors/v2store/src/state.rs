@@ -94,6 +94,13 @@ impl V2State {
         Ok(state)
     }
 
+    /// Checkpoints every `every` journaled writes (tests; the default is etcd's snapshot count).
+    #[must_use]
+    pub fn checkpoint_every(mut self, every: usize) -> Self {
+        self.journal.set_every(every);
+        self
+    }
+
     pub fn tree(&self) -> &Store {
         &self.tree
     }

@@ -3,7 +3,7 @@ use actcd_types::storage::{KvEngine, MemEngine, Op, write_ops};
 use actcd_v2auth::{AuthOp, Proposal, Render};
 
 use super::*;
-use crate::journal::CHECKPOINT_EVERY;
+const CHECKPOINT_EVERY: usize = 1_000;
 
 const NOW: i64 = 1_800_000_000_000_000_000;
 
@@ -90,7 +90,7 @@ fn the_journal_replays_to_the_same_tree_and_history() {
 #[test]
 fn a_checkpoint_replaces_the_journal() {
     let engine = MemEngine::new();
-    let mut s = V2State::new(1);
+    let mut s = V2State::new(1).checkpoint_every(CHECKPOINT_EVERY);
     let mut checkpointed = false;
     for i in 0..(CHECKPOINT_EVERY as u64 + 5) {
         let out = s.apply(10 + i, 2, &put(&format!("/k{}", i % 100), "v"), NOW);
