@@ -1,7 +1,8 @@
 //! TLS on the client port: `https://` URLs with `--cert-file`/`--key-file`, client certificates
 //! with `--trusted-ca-file` and `--client-cert-auth`, and refusals at start-up. Certificates are
 //! made per test with rcgen; clients are etcd-client (rustls), raw tonic where the TLS alert is
-//! the point, and etcdctl when it is installed.
+//! the point, tokio-rustls with hand-written HTTP/1.1 for `/health` and the gateway, and
+//! etcdctl when it is installed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,6 +15,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls;
 use tonic::transport::{Channel, ClientTlsConfig};
 
 use super::{Server, free_port};
@@ -270,6 +273,163 @@ async fn client_cert_auth_admits_only_certificates_of_the_trusted_ca() {
     );
 
     etcdctl_put_get(&pki, &url);
+}
+
+/// A TLS connection to `srv` trusting `ca.pem`, offering the ALPN protocols `alpn`, presenting
+/// `client`'s certificate if given.
+async fn tls_connect(
+    pki: &Pki,
+    srv: &Server,
+    alpn: &[&[u8]],
+    client: Option<&str>,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pki.read("ca.pem")) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match client {
+        Some(name) => {
+            let chain = CertificateDer::pem_slice_iter(&pki.read(&format!("{name}.pem")))
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = PrivateKeyDer::from_pem_slice(&pki.read(&format!("{name}.key"))).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let tcp = tokio::net::TcpStream::connect(srv.endpoint()).await?;
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+}
+
+/// One HTTP/1.1 request over TLS: (status, body), or why there was none.
+async fn https1(
+    pki: &Pki,
+    srv: &Server,
+    alpn: &[&[u8]],
+    client: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    let exchange = async {
+        let mut s = tls_connect(pki, srv, alpn, client).await?;
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            srv.endpoint(),
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await?;
+        let mut raw = Vec::new();
+        // A peer that closes without TLS's close_notify still said all it had to.
+        match s.read_to_end(&mut raw).await {
+            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || raw.is_empty() => {
+                return Err(e);
+            }
+            _ => {}
+        }
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&raw).into_owned())
+    };
+    let text = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("not an HTTP/1.1 answer: {text:?}"))?;
+    let status = head
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|h| h.split(' ').next())
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP/1.1 status line: {head:?}"))?;
+    Ok((status, rest.to_string()))
+}
+
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// As etcd's, the https client port serves HTTP/1.1 (`/health`, the JSON gateway) beside gRPC:
+/// whatever ALPN the client offers (none, `http/1.1`, or `h2` and `http/1.1` as curl does), an
+/// HTTP/1.1 request gets an HTTP/1.1 answer, and gRPC keeps working on the same port.
+#[tokio::test]
+async fn http1_and_grpc_share_the_https_port() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start_https(dir.path(), pki.server_args(&[]));
+    let mut c = tls_client(&srv, pki.client_tls(None)).await;
+    put_get(&mut c, "k").await;
+
+    let offers: [&[&[u8]]; 3] = [&[], &[b"http/1.1"], &[b"h2", b"http/1.1"]];
+    for alpn in offers {
+        let health = https1(&pki, &srv, alpn, None, "GET", "/health", "").await;
+        assert_eq!(
+            health,
+            Ok((200, r#"{"health":"true","reason":""}"#.to_string())),
+            "ALPN {alpn:?}"
+        );
+        let range = format!(r#"{{"key":"{}"}}"#, b64("k"));
+        let (status, body) = https1(&pki, &srv, alpn, None, "POST", "/v3/kv/range", &range)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "ALPN {alpn:?}: {body}");
+        assert!(
+            body.contains(&format!(r#""value":"{}""#, b64("over tls"))),
+            "ALPN {alpn:?}: {body}"
+        );
+    }
+
+    // HTTP/2 without ALPN (prior knowledge) is told apart by its preface: tonic's server answers
+    // with its SETTINGS frame.
+    let mut s = tls_connect(&pki, &srv, &[], None).await.unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    let mut frame = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut frame))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(frame[3], 0x4, "a SETTINGS frame: {frame:?}");
+
+    // gRPC on the same port, on a new connection and on the old one.
+    put_get(&mut c, "k2").await;
+    let mut again = tls_client(&srv, pki.client_tls(None)).await;
+    put_get(&mut again, "k3").await;
+}
+
+/// With `--trusted-ca-file`, HTTP/1.1 clients need a certificate of that CA as gRPC ones do.
+#[tokio::test]
+async fn http1_over_tls_needs_a_certificate_of_the_trusted_ca() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki.arg("ca.pem");
+    let srv = start_https(
+        dir.path(),
+        pki.server_args(&["--trusted-ca-file", &ca, "--client-cert-auth"]),
+    );
+    let mut alice = tls_client(&srv, pki.client_tls(Some("alice"))).await;
+    put_get(&mut alice, "k").await;
+    let health = |client| https1(&pki, &srv, &[b"http/1.1"], client, "GET", "/health", "");
+    assert_eq!(
+        health(Some("alice")).await,
+        Ok((200, r#"{"health":"true","reason":""}"#.to_string()))
+    );
+    for client in [None, Some("mallory")] {
+        let got = health(client).await;
+        assert!(got.is_err(), "{client:?}: got {got:?}");
+    }
 }
 
 /// etcd's own client over TLS with alice's certificate, if etcdctl is installed (`$ETCDCTL`,

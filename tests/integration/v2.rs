@@ -1409,9 +1409,6 @@ async fn members_and_machines() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "server bug: with https client URLs every connection goes to tonic (HTTP/2 only; \
-            actors/front/src/server.rs `sniffed` serves HTTP/1.1 only without TLS), so etcdctl \
-            v2's HTTP/1.1 `GET /v2/keys/` gets HTTP/2 SETTINGS bytes back"]
 async fn etcdctl_v2_over_tls() {
     let bin = std::env::var("ETCDCTL2_BIN").unwrap_or_else(|_| "/usr/bin/etcdctl".to_string());
     if !std::path::Path::new(&bin).exists() {
