@@ -137,20 +137,20 @@ impl Handler<ApplyV2> for V2StoreActor {
         let _timer = self.meter.start("ApplyV2");
         let now = now();
         let mut ops = Vec::new();
-        let mut auth_changed = false;
         for entry in msg.entries {
             let outcome = self
                 .state
                 .apply(entry.index, entry.term, &entry.request, now);
-            auth_changed |= entry.request.method == "AUTH";
+            // The new auth state is published before the change is answered: a client's next
+            // request after the answer is judged by it.
+            if entry.request.method == "AUTH" {
+                self.publish_auth();
+            }
             if let Some(reply) = entry.reply {
                 let _ = reply.send(Ok(ApplyResponse::V2(outcome.reply)));
             }
             self.deliver(outcome.notifications);
             ops.extend(outcome.ops);
-        }
-        if auth_changed {
-            self.publish_auth();
         }
         MessageResult(ops)
     }
