@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 cp -r "$harness"/. "$work"/
 cp "$repo"/tests/compat/*.sh "$work"/scenarios/
 cp "$repo"/tests/compat/http/*.sh "$work"/http-scenarios/
-rm -f "$work"/scenarios/run.sh "$work"/scenarios/cluster.sh
+rm -f "$work"/scenarios/run.sh "$work"/scenarios/cluster.sh "$work"/scenarios/v2.sh "$work"/scenarios/v2-cluster.sh
 # Only etcd 3.5.1 (PyPI) is compared against; skip the Debian 3.4 packages.
 # The harness's installer reads `etcd --version | head -1` under pipefail, which now and then
 # dies of SIGPIPE (exit 141) when etcd is still writing: try it up to three times.

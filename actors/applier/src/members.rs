@@ -153,7 +153,7 @@ impl Membership {
         let id = change.member_id;
         let kind = Kind::try_from(change.kind).unwrap_or(Kind::Add);
         if self.removed.contains(&id) {
-            return Err(EtcdError::MemberNotFound);
+            return Err(EtcdError::MemberRemoved);
         }
         let existing = self.members.get(&id).cloned();
         match (kind, existing) {
@@ -337,15 +337,16 @@ mod tests {
                 change: change(Kind::Remove, 2, &[]),
                 want: Ok(Some(ConfChangeKind::Remove)),
             },
+            // A removed id: "member not found" to gRPC clients, 410 Gone on the v2 API.
             Case {
                 name: "remove again",
                 change: change(Kind::Remove, 2, &[]),
-                want: Err(EtcdError::MemberNotFound),
+                want: Err(EtcdError::MemberRemoved),
             },
             Case {
                 name: "a removed id never comes back",
                 change: change(Kind::Add, 2, &["http://e:2380"]),
-                want: Err(EtcdError::MemberNotFound),
+                want: Err(EtcdError::MemberRemoved),
             },
             Case {
                 name: "unknown member",

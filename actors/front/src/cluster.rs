@@ -157,6 +157,37 @@ impl ClusterService {
         self.pipeline.config.identity.member_id
     }
 
+    /// Removes member `id` with etcd's checks (a voter only while enough members are started
+    /// and healthy); the members after it. Shared by the v3 Cluster service and the v2 members
+    /// API, which tells a removed id (410) from an unknown one.
+    pub(crate) async fn remove(&self, who: AuthInfo, id: u64) -> Result<Vec<Member>, EtcdError> {
+        let current = self.pipeline.members().await?;
+        let is_voter = current.iter().any(|m| m.id == id && !m.is_learner);
+        if is_voter && !ready_to_remove_voter(&current, id) {
+            return Err(EtcdError::MemberNotEnoughStarted);
+        }
+        if is_voter {
+            let (voters, activity) = self.voters_and_activity(&current).await?;
+            if !healthy_to_remove(&voters, self.me(), id, &activity) {
+                return Err(EtcdError::Unhealthy);
+            }
+        }
+        let (_, members) = self.change(who, Kind::Remove, id, vec![]).await?;
+        Ok(members)
+    }
+
+    /// Updates member `id`'s peer URLs; the members after it.
+    pub(crate) async fn update(
+        &self,
+        who: AuthInfo,
+        id: u64,
+        peer_urls: Vec<String>,
+    ) -> Result<Vec<Member>, EtcdError> {
+        check_peer_urls(&peer_urls)?;
+        let (_, members) = self.change(who, Kind::Update, id, peer_urls).await?;
+        Ok(members)
+    }
+
     /// Membership changes need root when auth is on (etcd's
     /// `checkMembershipOperationPermission`).
     async fn admin<T>(&self, req: &Request<T>) -> Result<AuthInfo, EtcdError> {
@@ -228,19 +259,7 @@ impl Cluster for ClusterService {
         req: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
         let who = self.admin(&req).await?;
-        let id = req.get_ref().id;
-        let current = self.pipeline.members().await?;
-        let is_voter = current.iter().any(|m| m.id == id && !m.is_learner);
-        if is_voter && !ready_to_remove_voter(&current, id) {
-            return Err(EtcdError::MemberNotEnoughStarted.into());
-        }
-        if is_voter {
-            let (voters, activity) = self.voters_and_activity(&current).await?;
-            if !healthy_to_remove(&voters, self.me(), id, &activity) {
-                return Err(EtcdError::Unhealthy.into());
-            }
-        }
-        let (_, members) = self.change(who, Kind::Remove, id, vec![]).await?;
+        let members = self.remove(who, req.get_ref().id).await?;
         let header = self.pipeline.header(false).await?;
         Ok(Response::new(MemberRemoveResponse {
             header: Some(header),
@@ -254,8 +273,7 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberUpdateResponse>, Status> {
         let who = self.admin(&req).await?;
         let r = req.into_inner();
-        check_peer_urls(&r.peer_ur_ls)?;
-        let (_, members) = self.change(who, Kind::Update, r.id, r.peer_ur_ls).await?;
+        let members = self.update(who, r.id, r.peer_ur_ls).await?;
         let header = self.pipeline.header(false).await?;
         Ok(Response::new(MemberUpdateResponse {
             header: Some(header),

@@ -154,15 +154,44 @@ pub(crate) type TlsConn = Rewound<tokio_rustls::server::TlsStream<Counted<TcpStr
 /// tonic gets the `TlsStream` itself (inside [`Rewound`], which passes its connection info
 /// through), for which it implements `Connected` with `TlsConnectInfo`: so
 /// `Request::peer_certs`, and with it `--client-cert-auth`, work as with tonic's own TLS.
+/// The first byte of every TLS connection: a handshake record (ClientHello).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
 pub(crate) fn decrypted(
     listener: TcpListener,
     tls: ClientTls,
     counters: Arc<crate::metrics::FrontCounters>,
     http1: Option<Arc<Pipeline>>,
 ) -> impl futures::Stream<Item = std::io::Result<TlsConn>> {
-    per_connection(listener, move |stream, to_grpc| {
+    per_connection(listener, move |mut stream, to_grpc| {
         let (tls, counters, http1) = (tls.clone(), counters.clone(), http1.clone());
         async move {
+            // A connection that does not open with a TLS handshake record (plain HTTP sent to
+            // the https port) is closed without a word, as etcd's listener closes it: no TLS
+            // alert, which such a client could not read anyway.
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(SNIFF_TIMEOUT, stream.peek(&mut first)).await {
+                Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
+                Ok(Ok(1)) => {
+                    // Read what it sent before closing, so the close is a clean one (unread
+                    // bytes would turn it into a reset).
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut sink = [0u8; 4096];
+                    while let Ok(Ok(n)) = tokio::time::timeout(
+                        std::time::Duration::from_millis(50),
+                        stream.read(&mut sink),
+                    )
+                    .await
+                    {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    let _ = stream.shutdown().await;
+                    return;
+                }
+                _ => return,
+            }
             let Ok(mut stream) = tls.accept(Counted::new(stream, &counters)).await else {
                 return;
             };

@@ -103,6 +103,11 @@ pub enum EtcdError {
     MemberBadUrls,
     #[error("etcdserver: member not found")]
     MemberNotFound,
+    /// A member id that was removed (and can never come back): the same answer as
+    /// [`EtcdError::MemberNotFound`] for gRPC clients, as etcd maps it; the v2 members API
+    /// answers it with 410 Gone.
+    #[error("etcdserver: member not found")]
+    MemberRemoved,
     #[error("etcdserver: can only promote a learner member")]
     MemberNotLearner,
     #[error("etcdserver: can only promote a learner member which is in sync with leader")]
@@ -174,7 +179,7 @@ impl EtcdError {
             NoInflightDowngrade => Code::FailedPrecondition,
             UnknownMethod | ElectionNotLeader | ElectionNoLeader | MissingLeaderKey
             | SessionExpired => Code::Unknown,
-            MemberNotFound => Code::NotFound,
+            MemberNotFound | MemberRemoved => Code::NotFound,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
             RootUserNotExist | RootRoleNotExist | UserAlreadyExist | UserNotFound
@@ -367,6 +372,11 @@ mod tests {
             },
             Case {
                 err: MemberNotFound,
+                want_code: Code::NotFound,
+                want_msg: "etcdserver: member not found",
+            },
+            Case {
+                err: MemberRemoved,
                 want_code: Code::NotFound,
                 want_msg: "etcdserver: member not found",
             },

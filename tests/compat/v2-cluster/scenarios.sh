@@ -263,7 +263,9 @@ sc_degraded() {
   cctl 1 member list
 }
 
-# The TLS member t1, alone: etcdctl with --ca-file, curl with --cacert.
+# The TLS member t1, alone: etcdctl with --ca-file, curl with --cacert. curl is held to
+# HTTP/1.1 (what etcdctl v2 and Go's HTTP clients speak): offered h2 over TLS, etcd also
+# serves the v2 API over HTTP/2, which actcd does not (it gives HTTP/2 to gRPC only).
 TU() { echo "https://127.0.0.1:${CPORT[5]}"; }
 tctl() {
   echo "\$ etcdctl [t1] --ca-file CA $*"
@@ -276,7 +278,7 @@ treq() {
   local f="$TMPD/req"
   rm -f "$f.h" "$f.b"
   echo "\$ curl --cacert CA -X $method $path${*:+ $*}  [t1]"
-  U="$(TU)" _http "$f" "$method" "$path" --cacert "$CERTS/ca.pem" "$@"
+  U="$(TU)" _http "$f" "$method" "$path" --cacert "$CERTS/ca.pem" --http1.1 "$@"
   local rc=$?
   _show "$f" "$rc"
   _remember "$f"
@@ -300,7 +302,6 @@ sc_tls() {
   treq PUT '/v2/keys/c?value=curl'
   treq GET '/v2/keys/?recursive=true&sorted=true'
   treq GET /v2/members
-  treq GET /v2/keys/d/x --http1.1
   treq GET /v2/stats/self
   treq GET /health
   note "no CA: the client refuses the server's certificate"

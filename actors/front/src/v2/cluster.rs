@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use actcd_proto::etcdserverpb::MemberAddRequest;
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
-use actcd_proto::etcdserverpb::{MemberAddRequest, MemberRemoveRequest, MemberUpdateRequest};
 use actcd_types::msg::MemberRecord;
+use actcd_types::{AuthInfo, EtcdError};
 use http::{Response, StatusCode};
 
 use super::{V2Request, V2Routes, cluster_id, method_not_allowed, plain};
@@ -194,17 +195,21 @@ async fn members(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response
                     };
                     json_reply(p, StatusCode::CREATED, &member_json(&record))
                 }
-                Err(s) => member_error(p, &s, ""),
+                Err(s) => status_error(p, &s),
             }
         }
         Method::DELETE => {
             let Some(id) = member_id(p, sub) else {
                 return http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {sub}"));
             };
-            let req = tonic::Request::new(MemberRemoveRequest { id });
-            match svc.member_remove(req).await {
+            match svc.remove(AuthInfo::default(), id).await {
                 Ok(_) => no_content(p),
-                Err(s) => member_error(p, &s, sub),
+                Err(EtcdError::MemberRemoved) => http_error(
+                    p,
+                    StatusCode::GONE,
+                    &format!("Member permanently removed: {id:x}"),
+                ),
+                Err(e) => member_error(p, &e, id),
             }
         }
         _ => {
@@ -215,13 +220,11 @@ async fn members(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response
                 Ok(u) => u,
                 Err((status, msg)) => return http_error(p, status, &msg),
             };
-            let req = tonic::Request::new(MemberUpdateRequest {
-                id,
-                peer_ur_ls: urls,
-            });
-            match svc.member_update(req).await {
+            match svc.update(AuthInfo::default(), id, urls).await {
                 Ok(_) => no_content(p),
-                Err(s) => member_error(p, &s, sub),
+                // etcd's update does not name a removed member: it answers 500.
+                Err(EtcdError::MemberRemoved) => server_error(p),
+                Err(e) => member_error(p, &e, id),
             }
         }
     }
@@ -321,7 +324,9 @@ fn go_json_error(body: &[u8]) -> String {
     "unexpected end of JSON input".into()
 }
 
-fn member_error(p: &Pipeline, s: &tonic::Status, id: &str) -> Response<Body> {
+/// A refused add (the v3 service's answer) as etcd's v2 members API answers it: the conflicts
+/// by name, anything else a 500 (etcd's `WriteError`).
+fn status_error(p: &Pipeline, s: &tonic::Status) -> Response<Body> {
     let msg = s.message();
     if msg.contains("Peer URLs already exists") {
         return http_error(p, StatusCode::CONFLICT, "membership: peerURL exists");
@@ -329,12 +334,27 @@ fn member_error(p: &Pipeline, s: &tonic::Status, id: &str) -> Response<Body> {
     if msg.contains("member ID already exist") {
         return http_error(p, StatusCode::CONFLICT, "membership: ID exists");
     }
-    if msg.contains("member not found") {
-        return http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {id}"));
+    server_error(p)
+}
+
+/// A membership change's refusal as etcd's v2 members API answers it: the conflicts and an
+/// unknown member by name, anything else a 500 (etcd's `WriteError`, which names only its own
+/// HTTP errors).
+fn member_error(p: &Pipeline, e: &EtcdError, id: u64) -> Response<Body> {
+    match e {
+        EtcdError::PeerUrlExist => {
+            http_error(p, StatusCode::CONFLICT, "membership: peerURL exists")
+        }
+        EtcdError::MemberExist => http_error(p, StatusCode::CONFLICT, "membership: ID exists"),
+        EtcdError::MemberNotFound => {
+            http_error(p, StatusCode::NOT_FOUND, &format!("No such member: {id:x}"))
+        }
+        _ => server_error(p),
     }
-    if msg.contains("not enough started members") || msg.contains("timed out") {
-        return http_error(p, StatusCode::SERVICE_UNAVAILABLE, msg);
-    }
+}
+
+/// etcd's 500 from the members API (with the cluster id it set on entry).
+fn server_error(p: &Pipeline) -> Response<Body> {
     http_error(
         p,
         StatusCode::INTERNAL_SERVER_ERROR,
