@@ -233,7 +233,15 @@ fn v2_store(
     match V2StoreActor::open(engine, members as u64, peers, ids) {
         Ok(store) => {
             let auth = store.auth_states();
-            let addr = V2StoreActor::start_in_arbiter(&Arbiter::new().handle(), move |_| store);
+            // Where the front shares the actors' thread (small machines) the v2 store does
+            // too, as the MVCC store does: an applied v2 entry and its watchers' events then
+            // cross no thread (the A/B is in the v2store crate doc); `ACTCD_V2_THREAD` gives
+            // it a thread of its own on any machine.
+            let addr = if front_threads() == 0 && std::env::var_os("ACTCD_V2_THREAD").is_none() {
+                store.start()
+            } else {
+                V2StoreActor::start_in_arbiter(&Arbiter::new().handle(), move |_| store)
+            };
             Some((addr, auth))
         }
         Err(e) => {

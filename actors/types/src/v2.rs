@@ -78,7 +78,8 @@ pub struct V2Watching {
     pub etcd_index: u64,
     pub raft_index: u64,
     pub raft_term: u64,
-    pub events: mpsc::Receiver<String>,
+    /// Each event's JSON, shared by every watcher it goes to (rendered once per event).
+    pub events: mpsc::Receiver<bytes::Bytes>,
 }
 
 /// Events a v2 watcher may have waiting before the store drops it (etcd's watcher buffer).

@@ -44,7 +44,7 @@ pub struct Outcome {
     /// The table writes that make it durable.
     pub ops: Vec<Op>,
     /// Events for registered watchers.
-    pub notifications: Vec<(WatcherId, Event)>,
+    pub notifications: Vec<(WatcherId, std::sync::Arc<Event>)>,
 }
 
 impl V2State {

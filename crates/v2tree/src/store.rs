@@ -864,7 +864,7 @@ impl Store {
     /// order. A non-stream watcher is gone once it has had its event;
     /// stream watchers stay until cancelled. A stream watcher on a key
     /// that is deleted hears of it twice, as in etcd.
-    pub fn take_notifications(&mut self) -> Vec<(WatcherId, Event)> {
+    pub fn take_notifications(&mut self) -> Vec<(WatcherId, std::sync::Arc<Event>)> {
         self.hub.take()
     }
 

@@ -1,6 +1,7 @@
 //! Registered watchers and who is told about which event.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::event::Event;
 use crate::node::{components, hidden_below};
@@ -39,7 +40,11 @@ pub(crate) struct WatcherHub {
     next_id: u64,
     by_key: HashMap<String, Vec<WatcherId>>,
     watchers: HashMap<WatcherId, Watcher>,
-    pending: Vec<(WatcherId, Event)>,
+    pending: Vec<(WatcherId, Arc<Event>)>,
+    /// The event being offered, shared by every watcher that takes it (one copy per change,
+    /// not one per watcher): keyed by where the caller's event lives and its index, which
+    /// identify one change while it is offered.
+    offered: Option<(usize, u64, Arc<Event>)>,
 }
 
 impl WatcherHub {
@@ -89,7 +94,8 @@ impl WatcherHub {
         true
     }
 
-    pub fn take(&mut self) -> Vec<(WatcherId, Event)> {
+    pub fn take(&mut self) -> Vec<(WatcherId, Arc<Event>)> {
+        self.offered = None;
         std::mem::take(&mut self.pending)
     }
 
@@ -110,7 +116,8 @@ impl WatcherHub {
                 continue;
             };
             if (w.recursive || original || deleted) && e.index() >= w.since_index {
-                self.pending.push((id, e.clone()));
+                let shared = shared(&mut self.offered, e);
+                self.pending.push((id, shared));
                 if w.stream {
                     kept.push(id);
                 } else {
@@ -136,6 +143,19 @@ impl WatcherHub {
             cur.push('/');
             cur.push_str(comp);
             self.notify_watchers(e, &cur, false);
+        }
+    }
+}
+
+/// `e`, shared: the copy made for the first watcher that took it in this change.
+fn shared(offered: &mut Option<(usize, u64, Arc<Event>)>, e: &Event) -> Arc<Event> {
+    let key = (std::ptr::from_ref(e) as usize, e.index());
+    match offered {
+        Some((at, index, shared)) if (*at, *index) == key && **shared == *e => Arc::clone(shared),
+        _ => {
+            let shared = Arc::new(e.clone());
+            *offered = Some((key.0, key.1, Arc::clone(&shared)));
+            shared
         }
     }
 }

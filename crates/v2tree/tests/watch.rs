@@ -20,7 +20,7 @@ fn heard(store: &mut Store) -> Vec<(WatcherId, String, u64)> {
     store
         .take_notifications()
         .into_iter()
-        .map(|(id, e)| (id, e.index(), e.node.key))
+        .map(|(id, e)| (id, e.index(), e.node.key.clone()))
         .map(|(id, i, k)| (id, k, i))
         .collect()
 }

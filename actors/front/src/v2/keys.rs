@@ -7,7 +7,6 @@ use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_types::msg::ApplyResponse;
 use actcd_types::v2::{V2Get, V2Reply, V2Watch};
 use actcd_v2tree::{ECODE_INVALID_FORM, ECODE_UNAUTHORIZED, V2Error, parse_key_request};
-use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 
@@ -156,7 +155,7 @@ async fn watch(
             }
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(event)) => {
-                    let frame = hyper::body::Frame::data(Bytes::from(event));
+                    let frame = hyper::body::Frame::data(event);
                     Some((
                         Ok::<_, std::convert::Infallible>(frame),
                         (rx, deadline, !stream),
