@@ -128,6 +128,7 @@ fn submit(id: u64) -> Submit {
     Submit {
         request: common::put(id, id % 100_000),
         reply,
+        deadline: None,
     }
 }
 

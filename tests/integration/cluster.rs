@@ -434,3 +434,61 @@ async fn the_v2_tree_reaches_a_member_through_a_snapshot() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A write whose client gave up while no leader was known never commits later: with two of
+/// three members down, a put through the third waits for a leader and its client's deadline
+/// (`grpc-timeout`, 500 ms) passes; a member then comes back, a leader is elected, and the
+/// put must not appear. (It used to be held for the server's whole request timeout, 5.4 s
+/// here, and committed once a leader was back: a write the client saw fail, overwriting
+/// whatever came after.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_client_gave_up_never_commits_later() {
+    use actcd_proto::etcdserverpb::PutRequest;
+    use actcd_proto::etcdserverpb::kv_client::KvClient;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial, leader) = running_cluster(dir.path(), &[]).await;
+    let alive = (leader + 1) % 3;
+    let other = (leader + 2) % 3;
+    members[leader].kill();
+    members[other].kill();
+    // The survivor notices it has no leader (an election timeout is 200 ms here).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = members[alive].client().await;
+        if c.status().await.is_ok_and(|s| s.leader() == 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the survivor kept a leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", members[alive].endpoint()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let mut kv = KvClient::new(channel);
+    let mut put = tonic::Request::new(PutRequest {
+        key: b"given-up".to_vec(),
+        value: b"x".to_vec(),
+        ..Default::default()
+    });
+    put.set_timeout(Duration::from_millis(500));
+    let answer = kv.put(put).await;
+    assert!(
+        answer.is_err(),
+        "no leader: the put cannot succeed, got {answer:?}"
+    );
+    // A quorum again, well within the server's own request timeout.
+    members[other].spawn(&initial);
+    let new_leader = leader_index(&members, &[alive, other]).await;
+    let mut c = members[new_leader].client().await;
+    put_eventually(&mut c, "after").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let got = c.get("given-up", None).await.unwrap();
+    assert_eq!(
+        got.count(),
+        0,
+        "a write its client saw fail committed later"
+    );
+}

@@ -248,6 +248,7 @@ impl Handler<CompactorTick> for CompactorActor {
                             ..Default::default()
                         },
                         reply: tx,
+                        deadline: None,
                     };
                     act.peers.submit.do_send(submit);
                     let me = ctx.address();

@@ -301,7 +301,8 @@ where
             stats.record(&path, refusal.code(), started.elapsed());
             return futures::future::ready(Ok(refusal.into_http())).boxed();
         }
-        let answer = self.inner.call(req);
+        let deadline = grpc_timeout(req.headers()).map(|t| tokio::time::Instant::now() + t);
+        let answer = CLIENT_DEADLINE.scope(deadline, self.inner.call(req));
         async move {
             let res = answer.await;
             let took = started.elapsed();
@@ -369,5 +370,58 @@ mod tests {
         assert!(has(
             r#"grpc_server_handling_seconds_count{grpc_method="Put",grpc_service="etcdserverpb.KV"} 3"#
         ));
+    }
+}
+
+tokio::task_local! {
+    /// The deadline of the gRPC call being served, from its `grpc-timeout` header.
+    static CLIENT_DEADLINE: Option<tokio::time::Instant>;
+}
+
+/// When the client of the gRPC call this task serves stops waiting, if it said (etcd's clients
+/// send their context deadline as `grpc-timeout`): a write that must wait for a leader is
+/// dropped then instead of committing after its client saw it fail.
+pub(crate) fn client_deadline() -> Option<tokio::time::Instant> {
+    CLIENT_DEADLINE.try_with(|d| *d).ok().flatten()
+}
+
+/// gRPC's `grpc-timeout` header: digits and a unit (H, M, S, m, u, n).
+fn grpc_timeout(headers: &http::HeaderMap) -> Option<std::time::Duration> {
+    let v = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => std::time::Duration::from_secs(n.checked_mul(3600)?),
+        "M" => std::time::Duration::from_secs(n.checked_mul(60)?),
+        "S" => std::time::Duration::from_secs(n),
+        "m" => std::time::Duration::from_millis(n),
+        "u" => std::time::Duration::from_micros(n),
+        "n" => std::time::Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::grpc_timeout;
+    use std::time::Duration;
+
+    #[test]
+    fn grpc_timeouts_are_read_in_every_unit() {
+        for (header, want) in [
+            ("5S", Some(Duration::from_secs(5))),
+            ("4999m", Some(Duration::from_millis(4999))),
+            ("2M", Some(Duration::from_secs(120))),
+            ("1H", Some(Duration::from_secs(3600))),
+            ("250000u", Some(Duration::from_millis(250))),
+            ("7n", Some(Duration::from_nanos(7))),
+            ("5", None),
+            ("S", None),
+            ("x5S", None),
+        ] {
+            let mut h = http::HeaderMap::new();
+            h.insert("grpc-timeout", header.parse().unwrap());
+            assert_eq!(grpc_timeout(&h), want, "{header}");
+        }
     }
 }

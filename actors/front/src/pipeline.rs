@@ -386,6 +386,7 @@ impl Pipeline {
         let submit = Submit {
             request: req,
             reply: tx,
+            deadline: crate::metrics::client_deadline(),
         };
         // Every outcome, a refusal too, arrives on `rx`: don't wait for the handler as well
         // (that wake-up cost ~10% of single-client put latency). A full mailbox still pushes

@@ -89,6 +89,7 @@ impl PreflightActor {
         };
         Propose {
             data: alarm.encode_to_vec(),
+            deadline: None,
         }
     }
 }
@@ -145,6 +146,7 @@ impl Handler<Submit> for PreflightActor {
             });
         }
         let cost = quota_cost(&msg.request);
+        let deadline = msg.deadline;
         let quota = self.limits.quota_bytes;
         let fits = move |used: u64| fits_quota(cost, used, quota);
         let over = !fits(self.used_bytes);
@@ -175,7 +177,7 @@ impl Handler<Submit> for PreflightActor {
                 id,
                 reply: msg.reply,
             });
-            let answer = peers.propose.send(Propose { data }).await;
+            let answer = peers.propose.send(Propose { data, deadline }).await;
             cancel_if_refused(&peers, id, answer)
         })
     }
@@ -262,6 +264,7 @@ impl Handler<ProposeLeaseOps> for PreflightActor {
         for req in revokes.chain(checkpoint) {
             self.peers.propose.do_send(Propose {
                 data: req.encode_to_vec(),
+                deadline: None,
             });
         }
     }
@@ -350,6 +353,7 @@ mod tests {
         pf.send(Submit {
             request: put(7, b"k"),
             reply: tx,
+            deadline: None,
         })
         .await
         .unwrap()
@@ -365,6 +369,7 @@ mod tests {
             .send(Submit {
                 request: put(8, b""),
                 reply: tx,
+                deadline: None,
             })
             .await
             .unwrap();
@@ -385,6 +390,7 @@ mod tests {
             .send(Submit {
                 request: put(9, b"k"),
                 reply: tx,
+                deadline: None,
             })
             .await
             .unwrap();
@@ -400,6 +406,7 @@ mod tests {
             .send(Submit {
                 request: put(5, b"k"),
                 reply: tx,
+                deadline: None,
             })
             .await
             .unwrap();

@@ -94,8 +94,9 @@ pub struct RaftActor {
     incoming: Option<(u64, Vec<u8>)>,
     /// A snapshot installed by the Ready being persisted: applied once persisted.
     installed: Option<u64>,
-    /// Proposals made while no leader was known, with when they came: proposed as soon as one
-    /// is, unless older than `proposal_ttl` (their callers have given up by then). etcd's raft
+    /// Proposals made while no leader was known, with until when they may wait: proposed as
+    /// soon as a leader is, unless their client's deadline (if it sent one) or `proposal_ttl`
+    /// has passed by then — a write its client saw fail must not commit later. etcd's raft
     /// node holds proposals the same way, and its callers time out.
     waiting_for_leader: Vec<(tokio::time::Instant, Vec<u8>)>,
     proposal_ttl: std::time::Duration,
@@ -383,8 +384,9 @@ impl RaftActor {
     /// A leader is known again: propose what waited for one, and start the reads that did.
     fn propose_waiting(&mut self, ctx: &mut Context<Self>) {
         let now = tokio::time::Instant::now();
-        for (at, data) in std::mem::take(&mut self.waiting_for_leader) {
-            if now.duration_since(at) < self.proposal_ttl {
+        for (until, data) in std::mem::take(&mut self.waiting_for_leader) {
+            // Its client gave up: never proposed after that (it could overwrite newer writes).
+            if now < until {
                 let _ = self.node.propose(data);
             }
         }
@@ -507,8 +509,9 @@ impl Handler<Propose> for RaftActor {
             if self.waiting_for_leader.len() >= MAX_WAITING_FOR_LEADER {
                 return Err(EtcdError::NoLeader);
             }
-            self.waiting_for_leader
-                .push((tokio::time::Instant::now(), msg.data));
+            let ttl = tokio::time::Instant::now() + self.proposal_ttl;
+            let until = msg.deadline.map_or(ttl, |d| d.min(ttl));
+            self.waiting_for_leader.push((until, msg.data));
             return Ok(());
         }
         self.node.propose(msg.data)?;
@@ -860,7 +863,13 @@ mod tests {
         let (raft, seen) = start(1000);
         settle().await;
         for i in 0..3u8 {
-            raft.send(Propose { data: vec![i] }).await.unwrap().unwrap();
+            raft.send(Propose {
+                data: vec![i],
+                deadline: None,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         }
         settle().await;
         let applied: Vec<_> = seen
@@ -887,7 +896,13 @@ mod tests {
     async fn read_index_answers_the_commit_index_once_applied() {
         let (raft, seen) = start(1000);
         settle().await;
-        raft.send(Propose { data: vec![7] }).await.unwrap().unwrap();
+        raft.send(Propose {
+            data: vec![7],
+            deadline: None,
+        })
+        .await
+        .unwrap()
+        .unwrap();
         settle().await;
         let a = raft.send(ReadIndex);
         let b = raft.send(ReadIndex);
@@ -934,7 +949,12 @@ mod tests {
             "so is every other"
         );
         assert!(
-            raft.send(Propose { data: vec![1] }).await.is_err(),
+            raft.send(Propose {
+                data: vec![1],
+                deadline: None
+            })
+            .await
+            .is_err(),
             "the node stopped itself"
         );
         assert!(seen.shutdowns.lock().unwrap().is_empty());
@@ -963,7 +983,13 @@ mod tests {
         let (raft, seen) = start(3);
         settle().await;
         for i in 0..5u8 {
-            raft.send(Propose { data: vec![i] }).await.unwrap().unwrap();
+            raft.send(Propose {
+                data: vec![i],
+                deadline: None,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         }
         settle().await;
         raft.send(Applied { index: 6 }).await.unwrap();

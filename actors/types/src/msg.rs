@@ -23,6 +23,9 @@ use crate::{AuthInfo, EtcdError};
 #[rtype(result = "Result<(), EtcdError>")]
 pub struct Propose {
     pub data: Vec<u8>,
+    /// When the client stops waiting (its gRPC deadline), if it said: a proposal that must wait
+    /// for a leader is dropped then, never proposed after its client gave up.
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 /// Ask for a read index: the reply is a commit index confirmed by a quorum after the request
@@ -562,6 +565,8 @@ pub struct Cancel {
 pub struct Submit {
     pub request: InternalRaftRequest,
     pub reply: oneshot::Sender<ApplyResult>,
+    /// The client's deadline, if it sent one (see [`Propose::deadline`]).
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 /// Bytes the backend holds in live pages, reported periodically for the quota check.

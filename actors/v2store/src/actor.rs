@@ -255,7 +255,11 @@ impl Handler<V2SyncTick> for V2StoreActor {
                     }),
                     ..Default::default()
                 };
-                act.peers.submit.do_send(Submit { request, reply: tx });
+                act.peers.submit.do_send(Submit {
+                    request,
+                    reply: tx,
+                    deadline: None,
+                });
             } else {
                 drop(tx);
             }
