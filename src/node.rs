@@ -485,7 +485,14 @@ fn serve_clients(
         version: API_VERSION.to_string(),
         max_txn_ops: cfg.flags.max_txn_ops,
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
+        debug_stale_reads: std::env::var_os("ACTCD_DEBUG_STALE_READS").is_some_and(|v| v == "1"),
     };
+    if front_cfg.debug_stale_reads {
+        tracing::warn!(
+            "ACTCD_DEBUG_STALE_READS=1: linearizable reads skip ReadIndex and may be stale (a \
+             deliberately broken member for the robustness suite's control run)"
+        );
+    }
     let client_cert_auth = cfg
         .client_tls
         .as_ref()

@@ -33,6 +33,10 @@ pub struct FrontConfig {
     pub max_txn_ops: usize,
     /// gRPC receive limit: `--max-request-bytes` plus etcd's 512 KiB of framing slack.
     pub max_recv_bytes: usize,
+    /// A deliberately broken member, for the robustness suite's control run
+    /// (`ACTCD_DEBUG_STALE_READS=1`): linearizable reads skip the ReadIndex barrier and may be
+    /// stale. Never set otherwise; the daemon logs a warning when it is.
+    pub debug_stale_reads: bool,
 }
 
 /// The actors the front talks to.
@@ -463,6 +467,9 @@ impl Pipeline {
 
     /// Waits until this member has applied everything committed before the call (ReadIndex).
     pub async fn linearizable_barrier(&self) -> Result<(), EtcdError> {
+        if self.config.debug_stale_reads {
+            return Ok(());
+        }
         let fut = async { self.routes.read_index.send(ReadIndex).await?.map(|_| ()) };
         match tokio::time::timeout(self.config.request_timeout, fut).await {
             Ok(r) => r,
