@@ -48,9 +48,18 @@
 //!   partition, each write's header is above everything seen before it, a key's
 //!   mod revision is exact once reported and a read must report it. Values
 //!   are checked exactly.
-//! - [`Mode::Whole`] (exact, slower, for small histories): one search over
-//!   the whole history; every header and mod revision must equal the
-//!   model's exactly. This assumes the recorded clients are the only writers.
+//! - [`Mode::Whole`] (exact, slower, for small histories): first the
+//!   per-key check (a necessary condition: its violations are reported as
+//!   found in `PerKey` mode), then one search over the whole history where
+//!   every header and mod revision must equal the model's exactly. This
+//!   assumes the recorded clients are the only writers. Failed writes that
+//!   were never applied make this search branch (which of them filled a
+//!   revision gap is only settled when their key is read again), so a
+//!   revision-only violation deep in a long history with many failed writes
+//!   may exhaust the budget: the answer is then [`Outcome::Unknown`], never a
+//!   wrong verdict. Measured: 2,000 and 5,000 linearizable ops (20 keys, 8
+//!   clients, 3% failed) in 22 ms and 0.2 s; 10,000 ops over 100 keys
+//!   exhausted the budget.
 //!
 //! Not checked: serializable reads (they may legitimately be stale; record
 //! only linearizable reads), ranges, leases, create revision and version,
@@ -122,7 +131,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             mode: Mode::PerKey,
-            max_steps: 50_000_000,
+            max_steps: 20_000_000,
             initial_revision: 1,
         }
     }
@@ -226,8 +235,26 @@ pub fn check(history: &[Operation], opts: &Options) -> Outcome {
             Err(reason) => return Outcome::Malformed { index, reason },
         }
     }
+    // Whole mode first runs the per-key check: restricting a whole-history
+    // linearization to one partition gives a per-key one, so a per-key
+    // violation is a whole-history violation too, and it is found (and
+    // reported on a small partition) far faster than the exact search, which
+    // must refute every placement of the maybe-applied writes before it.
+    if opts.mode == Mode::Whole {
+        let per_key = Options {
+            mode: Mode::PerKey,
+            ..opts.clone()
+        };
+        if let v @ Outcome::Violation(_) = check_compiled(history, &ops, &tables, &per_key) {
+            return v;
+        }
+    }
+    check_compiled(history, &ops, &tables, opts)
+}
+
+fn check_compiled(history: &[Operation], ops: &[COp], tables: &Tables, opts: &Options) -> Outcome {
     let parts = match opts.mode {
-        Mode::PerKey => partition::by_key(&ops, tables.keys.names.len()),
+        Mode::PerKey => partition::by_key(ops, tables.keys.names.len()),
         Mode::Whole if ops.is_empty() => Vec::new(),
         Mode::Whole => vec![(0..ops.len()).collect()],
     };
@@ -243,13 +270,13 @@ pub fn check(history: &[Operation], opts: &Options) -> Outcome {
         match wgl::search(&sub, &model, init, &mut steps) {
             wgl::Search::Ok => {}
             wgl::Search::OutOfSteps => {
-                undecided.extend(part_keys(&sub, &tables));
+                undecided.extend(part_keys(&sub, tables));
                 // Give the remaining partitions a chance with what is left:
                 // nothing, so they are undecided too.
             }
             wgl::Search::Fail { prefix, state } => {
                 return Outcome::Violation(violation(
-                    history, opts.mode, part, &sub, prefix, &state, &tables, &model,
+                    history, opts.mode, part, &sub, prefix, &state, tables, &model,
                 ));
             }
         }

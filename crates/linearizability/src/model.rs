@@ -132,6 +132,34 @@ pub(crate) struct COp {
     pub(crate) keys: Vec<u32>,
 }
 
+impl COp {
+    /// The highest store revision this op can be linearized after, if its
+    /// header revision is known: revisions never decrease, so a state above
+    /// it can never reach this op. A put (or a txn whose taken branch puts)
+    /// bumps the revision, so it needs `header - 1`; anything else at most
+    /// `header`. Only meaningful for ops that returned.
+    pub(crate) fn rev_bound(&self) -> Option<i64> {
+        match &self.output {
+            COut::Unknown => None,
+            COut::Single { res, rev } => rev.map(|h| h - i64::from(matches!(res, KRes::Put))),
+            COut::Txn { succeeded, rev, .. } => {
+                let branch = match &self.input {
+                    CInput::Txn { then, els, .. } => {
+                        if *succeeded {
+                            then.as_slice()
+                        } else {
+                            els.as_slice()
+                        }
+                    }
+                    CInput::Single(_) => &[],
+                };
+                let puts = branch.iter().any(|o| matches!(o, KOp::Put(..)));
+                rev.map(|h| h - i64::from(puts))
+            }
+        }
+    }
+}
+
 /// Keys and values as small integers.
 #[derive(Default, Debug)]
 pub(crate) struct Interner {

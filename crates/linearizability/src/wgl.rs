@@ -13,10 +13,17 @@
 //! several successor states (maybe-applied txns, bounded revisions); each is
 //! a separate branch, tried in turn on backtracking.
 //!
+//! Pruning: revisions never decrease, so a successor state whose revision
+//! is already above what some pending returned op requires (its header
+//! revision, minus one if it writes) can never be completed and is skipped.
+//! Without it, ops that failed and were never applied stay candidates
+//! forever and every subset of them gets tried (exponential in exact-revision
+//! mode).
+//!
 //! The search succeeds as soon as every op that returned is linearized: ops
 //! that never returned and were not needed are taken as "not applied".
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use crate::model::{COp, Model, State};
 
@@ -149,6 +156,10 @@ struct Searcher<'o> {
     seen: HashSet<(Bits, State)>,
     stack: Vec<Frame>,
     state: State,
+    /// Per op: [`COp::rev_bound`] if it returned.
+    bound: Vec<Option<i64>>,
+    /// Multiset of the bounds of the pending (not linearized) ops.
+    bounds: BTreeMap<i64, usize>,
 }
 
 impl Searcher<'_> {
@@ -156,13 +167,36 @@ impl Searcher<'_> {
         self.ops.get(op).is_some_and(|o| o.ret.is_some())
     }
 
+    fn bound_of(&self, op: usize) -> Option<i64> {
+        self.bound.get(op).copied().flatten()
+    }
+
+    fn drop_bound(&mut self, op: usize) {
+        if let Some(b) = self.bound_of(op)
+            && let Some(c) = self.bounds.get_mut(&b)
+        {
+            *c -= 1;
+            if *c == 0 {
+                self.bounds.remove(&b);
+            }
+        }
+    }
+
+    fn add_bound(&mut self, op: usize) {
+        if let Some(b) = self.bound_of(op) {
+            *self.bounds.entry(b).or_insert(0) += 1;
+        }
+    }
+
     /// Tries the successor states `cands` of linearizing `op` after `old`
     /// in turn; on the first unexplored one, commits to it (pushes a frame,
     /// lifts the op) and returns true. Otherwise leaves `state = old`.
     fn enter(&mut self, op: usize, old: State, mut cands: std::vec::IntoIter<State>) -> bool {
         self.bits.flip(op);
+        self.drop_bound(op);
+        let limit = self.bounds.keys().next().copied().unwrap_or(i64::MAX);
         for s in cands.by_ref() {
-            if self.seen.insert((self.bits.clone(), s.clone())) {
+            if s.rev <= limit && self.seen.insert((self.bits.clone(), s.clone())) {
                 self.stack.push(Frame {
                     op,
                     old,
@@ -176,6 +210,7 @@ impl Searcher<'_> {
                 return true;
             }
         }
+        self.add_bound(op);
         self.bits.flip(op);
         self.state = old;
         false
@@ -189,6 +224,7 @@ impl Searcher<'_> {
             self.pending += 1;
         }
         self.bits.flip(f.op);
+        self.add_bound(f.op);
         Some(f)
     }
 }
@@ -205,7 +241,12 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
         seen: HashSet::new(),
         stack: Vec::new(),
         state: init,
+        bound: ops.iter().map(|o| o.ret.and(o.rev_bound())).collect(),
+        bounds: BTreeMap::new(),
     };
+    for op in 0..n {
+        s.add_bound(op);
+    }
     let mut best: (Vec<usize>, State) = (Vec::new(), s.state.clone());
     let mut cur = at(&s.list.next, s.list.head);
     loop {
