@@ -141,7 +141,9 @@ impl COp {
     pub(crate) fn rev_bound(&self) -> Option<i64> {
         match &self.output {
             COut::Unknown => None,
-            COut::Single { res, rev } => rev.map(|h| h - i64::from(matches!(res, KRes::Put))),
+            COut::Single { res, rev } => {
+                rev.map(|h| h.saturating_sub(i64::from(matches!(res, KRes::Put))))
+            }
             COut::Txn { succeeded, rev, .. } => {
                 let branch = match &self.input {
                     CInput::Txn { then, els, .. } => {
@@ -154,7 +156,7 @@ impl COp {
                     CInput::Single(_) => &[],
                 };
                 let puts = branch.iter().any(|o| matches!(o, KOp::Put(..)));
-                rev.map(|h| h - i64::from(puts))
+                rev.map(|h| h.saturating_sub(i64::from(puts)))
             }
         }
     }
@@ -454,9 +456,9 @@ impl Model<'_> {
         let before = st.rev;
         // The revision writes are stamped with (a lower bound if not exact).
         let (wrev, wexact) = match (self.exact, hdr) {
-            (true, _) => (before + 1, true),
+            (true, _) => (before.saturating_add(1), true),
             (false, Some(h)) => (h, true),
-            (false, None) => (before + 1, false),
+            (false, None) => (before.saturating_add(1), false),
         };
         let mut changed = false;
         let mut max_seen = i64::MIN;
@@ -530,7 +532,11 @@ impl Model<'_> {
                 }
             }
         }
-        let after = if changed { before + 1 } else { before };
+        let after = if changed {
+            before.saturating_add(1)
+        } else {
+            before
+        };
         if self.exact {
             if hdr.is_some_and(|h| h != after) {
                 return None;

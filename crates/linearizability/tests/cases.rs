@@ -547,3 +547,34 @@ fn budget_gives_unknown_and_bad_input_is_malformed() {
         Outcome::Malformed { index: 0, .. }
     ));
 }
+
+#[test]
+fn extreme_values_do_not_panic() {
+    // Absurd revisions and times must give a verdict, not an overflow.
+    for rev in [i64::MIN, -1, 0, i64::MAX] {
+        let h = vec![
+            put(1, 0, 0, "a", "1", Some(rev)),
+            get(
+                2,
+                u64::MAX - 1,
+                u64::MAX,
+                "a",
+                Some("1"),
+                Some(rev),
+                Some(rev),
+            ),
+            del(3, 0, u64::MAX, "a", 1, Some(rev)),
+            failed_put(4, u64::MAX, "a", "2"),
+        ];
+        for mode in [Mode::PerKey, Mode::Whole] {
+            for initial_revision in [i64::MIN, 1, i64::MAX] {
+                let opts = Options {
+                    mode,
+                    initial_revision,
+                    ..Options::default()
+                };
+                let _ = check(&h, &opts);
+            }
+        }
+    }
+}
