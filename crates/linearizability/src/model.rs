@@ -1,7 +1,7 @@
 //! The sequential specification: what one etcd-like store does with one
 //! request at a time.
 //!
-//! Requests are first compiled ([`compile`]) into an interned form: keys and
+//! Requests are first compiled (`compile`) into an interned form: keys and
 //! values become small integers, so a state is a short sorted vector that is
 //! cheap to clone, hash and compare, which the search does once per step.
 //!
@@ -10,7 +10,7 @@
 //! bumps the revision by exactly one and stamps every key it writes with the
 //! new revision; a delete of nothing and a txn that writes nothing leave it.
 //!
-//! Two flavours ([`Model::exact`]):
+//! Two flavours (`Model::exact`):
 //! - exact (`Mode::Whole`): the revision is known exactly (starting from
 //!   [`crate::Options::initial_revision`]), every header revision and
 //!   mod revision must equal the model's.
