@@ -98,8 +98,16 @@ pub async fn inject(
     if kinds.is_empty() {
         return done;
     }
+    // Start to start: a fault's own duration does not stretch the interval
+    // (unless it is longer than the interval).
+    let mut next = tokio::time::Instant::now() + interval;
     loop {
-        sleep_unless(&stop, interval).await;
+        sleep_unless(
+            &stop,
+            next.saturating_duration_since(tokio::time::Instant::now()),
+        )
+        .await;
+        next = tokio::time::Instant::now().max(next) + interval;
         if stop.load(Ordering::Relaxed) {
             break;
         }

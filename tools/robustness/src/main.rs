@@ -145,11 +145,15 @@ pub struct Cli {
     #[arg(long)]
     broken: bool,
     /// Also check in whole mode (exact revisions) up to this many ops.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 50_000)]
     whole_limit: usize,
-    /// Step budget of each checker search.
+    /// Step budget of the per-key check.
     #[arg(long, default_value_t = 50_000_000)]
     max_steps: u64,
+    /// Step budget of the whole-mode check (exact revisions; costly with
+    /// many maybe-applied ops, hence smaller).
+    #[arg(long, default_value_t = 5_000_000)]
+    whole_max_steps: u64,
 }
 
 /// One run of a profile.

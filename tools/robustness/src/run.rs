@@ -297,6 +297,7 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
     if final_rev > 0 {
         for (i, url) in urls.iter().enumerate() {
             let mut got = None;
+            let mut last_err = String::new();
             for _ in 0..10 {
                 let mut m = MaintenanceClient::new(channel(url));
                 let mut req = tonic::Request::new(HashKvRequest {
@@ -308,7 +309,8 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
                         got = Some(r.into_inner().hash);
                         break;
                     }
-                    Ok(Err(_)) | Err(_) => {}
+                    Ok(Err(e)) => last_err = format!("{:?}: {}", e.code(), e.message()),
+                    Err(_) => last_err = "local timeout".into(),
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
@@ -316,7 +318,10 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
                 Some(h) => hashes.push((i, h)),
                 None => violations.push(Violation {
                     kind: "hashkv",
-                    text: format!("HashKV({final_rev}) through m{} never answered", i + 1),
+                    text: format!(
+                        "HashKV({final_rev}) through m{} never answered: {last_err}",
+                        i + 1
+                    ),
                 }),
             }
         }
@@ -377,7 +382,11 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
     for mode in modes {
         let opts = Options {
             mode,
-            max_steps: cli.max_steps,
+            max_steps: if mode == Mode::Whole {
+                cli.whole_max_steps
+            } else {
+                cli.max_steps
+            },
             ..Options::default()
         };
         let h = history.clone();
