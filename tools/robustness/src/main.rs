@@ -69,7 +69,7 @@
 //! through (m1 = 0). A linearizability violation prints the smallest failing
 //! key partition: the longest linearizable prefix (last ops), the store after
 //! it, the op that had to come next and the concurrent candidates; `#i` is
-//! the op's index among the `kv`+`final` lines of `history.jsonl`. Then read
+//! the line of `history.jsonl` with `"checked_index": i`. Then read
 //! the members' logs around those times. Exit 2: setup failure (server
 //! missing, cluster never healthy before traffic).
 //!

@@ -401,7 +401,9 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
                 check_notes.push(format!("{mode:?}: VIOLATION ({secs:.1}s)"));
                 violations.push(Violation {
                     kind: "linearizability",
-                    text: format!("{v}(op #i is line i of the kv+final lines of history.jsonl)"),
+                    text: format!(
+                        "{v}(op #i: the line of history.jsonl with \"checked_index\": i)"
+                    ),
                 });
             }
             Ok(Outcome::Unknown { keys, steps }) => {
