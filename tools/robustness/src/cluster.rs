@@ -5,12 +5,15 @@ use std::fs::OpenOptions;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use actcd_proto::etcdserverpb::StatusRequest;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::proxy::Net;
 
 /// Heartbeat and election timeout handed to every member, in ms.
 pub const HEARTBEAT_MS: u64 = 50;
@@ -48,7 +51,13 @@ pub fn free_port() -> u16 {
 pub struct Member {
     pub name: String,
     pub client_port: u16,
+    /// The real peer port it listens on.
     pub peer_port: u16,
+    /// The peer port it advertises: its proxy's with 3 members, else the real one.
+    pub adv_port: u16,
+    /// Started with `--initial-cluster-state existing` (re-added after a
+    /// replacement).
+    pub existing: bool,
     pub data_dir: PathBuf,
     pub log: PathBuf,
     child: Option<Child>,
@@ -61,8 +70,12 @@ impl Member {
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
     }
-    fn peer_url(&self) -> String {
+    fn listen_peer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.peer_port)
+    }
+    /// The advertised peer URL (what the other members dial).
+    pub fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.adv_port)
     }
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -75,17 +88,30 @@ pub struct Cluster {
     broken: bool,
     token: String,
     pub members: Vec<Member>,
+    /// The peer-link proxies (3 members).
+    pub net: Option<Arc<Net>>,
 }
 
 impl Cluster {
-    /// Lays out `n` members under `dir` (nothing started yet).
-    pub fn new(server: &Path, dir: &Path, n: usize, broken: bool, token: String) -> Cluster {
+    /// Lays out `n` members under `dir` (nothing started yet); with
+    /// `proxied`, each advertises a proxy port of its own.
+    pub fn new(
+        server: &Path,
+        dir: &Path,
+        n: usize,
+        broken: bool,
+        token: String,
+        proxied: bool,
+    ) -> Cluster {
         let members = (0..n)
             .map(|i| {
                 let name = format!("m{}", i + 1);
+                let peer_port = free_port();
                 Member {
                     client_port: free_port(),
-                    peer_port: free_port(),
+                    peer_port,
+                    adv_port: if proxied { free_port() } else { peer_port },
+                    existing: false,
                     data_dir: dir.join(format!("{name}.data")),
                     log: dir.join(format!("{name}.log")),
                     name,
@@ -100,6 +126,7 @@ impl Cluster {
             broken,
             token,
             members,
+            net: None,
         }
     }
 
@@ -126,11 +153,14 @@ impl Cluster {
             .arg(&m.data_dir)
             .args(["--listen-client-urls", &m.url()])
             .args(["--advertise-client-urls", &m.url()])
-            .args(["--listen-peer-urls", &m.peer_url()])
+            .args(["--listen-peer-urls", &m.listen_peer_url()])
             .args(["--initial-advertise-peer-urls", &m.peer_url()])
             .args(["--initial-cluster", &initial])
             .args(["--initial-cluster-token", &self.token])
-            .args(["--initial-cluster-state", "new"])
+            .args([
+                "--initial-cluster-state",
+                if m.existing { "existing" } else { "new" },
+            ])
             .args(["--heartbeat-interval", &HEARTBEAT_MS.to_string()])
             .args(["--election-timeout", &ELECTION_MS.to_string()])
             .stdin(Stdio::null())
@@ -139,7 +169,11 @@ impl Cluster {
         if self.broken {
             cmd.env("ACTCD_DEBUG_STALE_READS", "1");
         }
-        m.child = Some(cmd.spawn()?);
+        let child = cmd.spawn()?;
+        if let Some(net) = &self.net {
+            net.set_pid(i, Some(child.id()));
+        }
+        m.child = Some(child);
         m.stopped = false;
         Ok(())
     }
@@ -152,6 +186,17 @@ impl Cluster {
             let _ = c.wait();
         }
         m.stopped = false;
+        if let Some(net) = &self.net {
+            net.set_pid(i, None);
+        }
+    }
+
+    /// Removes member `i`'s data dir (it must be killed).
+    pub fn wipe(&mut self, i: usize) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(&self.members[i].data_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// SIGSTOP (`stop`) or SIGCONT member `i`.

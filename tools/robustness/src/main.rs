@@ -89,6 +89,7 @@
 
 mod cluster;
 mod faults;
+mod proxy;
 mod run;
 mod traffic;
 
@@ -129,8 +130,9 @@ pub struct Cli {
     /// Number of keys.
     #[arg(long, default_value_t = 10)]
     keys: usize,
-    /// Faults to inject: comma list of kill, kill-leader, stop; or none.
-    #[arg(long, default_value = "kill,kill-leader,stop")]
+    /// Faults to inject: comma list of kill, kill-leader, stop, blackhole,
+    /// delay, drop, oneway, replace; or all; or none.
+    #[arg(long, default_value = "all")]
     faults: String,
     /// Seconds between faults.
     #[arg(long, default_value_t = 3.0)]

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{Cluster, channel, status};
 use crate::faults::{self, Fault, Injected};
+use crate::proxy::Net;
 use crate::traffic::{
     self, Client, Clock, Kind, PREFIX, PREFIX_END, Record, Shape, WatchRecord, Watcher,
 };
@@ -30,7 +31,7 @@ struct Violation {
 }
 
 /// A linearizable read of `key`..`end` through `url`, within 2 s.
-async fn range(url: &str, key: &[u8], end: &[u8]) -> Result<RangeOut, String> {
+pub async fn range(url: &str, key: &[u8], end: &[u8]) -> Result<RangeOut, String> {
     let mut kv = KvClient::new(channel(url));
     let mut req = tonic::Request::new(RangeRequest {
         key: key.to_vec(),
@@ -57,9 +58,9 @@ async fn range(url: &str, key: &[u8], end: &[u8]) -> Result<RangeOut, String> {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct RangeOut {
-    revision: i64,
-    kvs: Vec<(Vec<u8>, Vec<u8>, i64)>,
+pub struct RangeOut {
+    pub revision: i64,
+    pub kvs: Vec<(Vec<u8>, Vec<u8>, i64)>,
 }
 
 /// Waits until every member answers a linearizable read (outside the
@@ -107,7 +108,19 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
         return 2;
     }
     let token = format!("robustness-{seed}");
-    let mut cluster = Cluster::new(&cli.server, dir, spec.members, cli.broken, token);
+    let proxied = spec.members > 1;
+    let mut cluster = Cluster::new(&cli.server, dir, spec.members, cli.broken, token, proxied);
+    if proxied {
+        let adv: Vec<u16> = cluster.members.iter().map(|m| m.adv_port).collect();
+        let real: Vec<u16> = cluster.members.iter().map(|m| m.peer_port).collect();
+        match Net::start(&adv, &real).await {
+            Ok(net) => cluster.net = Some(net),
+            Err(e) => {
+                eprintln!("cannot start the peer proxies: {e}");
+                return 2;
+            }
+        }
+    }
     for i in 0..spec.members {
         if let Err(e) = cluster.start(i) {
             eprintln!("cannot start {}: {e}", cli.server.display());
@@ -200,6 +213,20 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
     let mut violations: Vec<Violation> = Vec::new();
     {
         let mut c = cluster.lock().expect("cluster lock");
+        if let Some(net) = &c.net {
+            net.heal();
+        }
+        for x in injected.iter().filter(|x| x.failed.is_some()) {
+            violations.push(Violation {
+                kind: "replace",
+                text: format!(
+                    "{} at {:.2}s: {}",
+                    x.member,
+                    x.t as f64 / 1e9,
+                    x.failed.as_deref().unwrap_or_default()
+                ),
+            });
+        }
         for (name, status) in c.exited() {
             violations.push(Violation {
                 kind: "exited",
