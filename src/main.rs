@@ -50,6 +50,23 @@ fn main() -> ExitCode {
     }
     let flags = Flags::parse();
     init_logging(&flags.log_level, &flags.log_format);
+    // Failpoints builds only: `FAILPOINTS` (fail-rs syntax, e.g. `wal_after_fsync=panic` or
+    // `3*off->return`) configures the actors' failpoints for the whole run. A panic anywhere
+    // aborts the process, as a crash does: a panicking actor would otherwise only lose its
+    // task, and the member would hang on instead of dying.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default_hook(info);
+            std::process::abort();
+        }));
+        let scenario = fail::FailScenario::setup();
+        if let Ok(set) = std::env::var("FAILPOINTS") {
+            tracing::warn!(failpoints = %set, "failpoints configured");
+        }
+        scenario
+    };
     let config = match Config::try_from(flags) {
         Ok(c) => c,
         Err(e) => {

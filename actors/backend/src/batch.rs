@@ -129,11 +129,23 @@ impl Batch {
         let Some(txn) = self.txn.take() else {
             return Ok(None);
         };
+        // `return`: the transaction is dropped uncommitted, as after a failed commit.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("backend_before_commit", |_| Err(
+            self.fail(injected("backend_before_commit"))
+        ));
         let started = Instant::now();
         let done = txn.commit();
         self.commits.observe(started.elapsed().as_secs_f64());
         match done {
-            Ok(()) => Ok(Some(self.seq)),
+            Ok(()) => {
+                // `return`: committed, yet reported as a failed commit.
+                #[cfg(feature = "failpoints")]
+                fail::fail_point!("backend_after_commit", |_| Err(
+                    self.fail(injected("backend_after_commit"))
+                ));
+                Ok(Some(self.seq))
+            }
             Err(e) => Err(self.fail(e.to_string())),
         }
     }
@@ -144,4 +156,10 @@ impl Batch {
         self.engine.force_sync().map_err(|e| e.to_string())?;
         Ok(seq)
     }
+}
+
+/// The error a failpoint's `return` stands for.
+#[cfg(feature = "failpoints")]
+fn injected(name: &str) -> String {
+    format!("backend: lmdb: injected by failpoint {name}")
 }

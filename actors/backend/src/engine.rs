@@ -351,8 +351,7 @@ impl LmdbEngine {
         drop(tables);
         // Every transaction held the generation, so this environment is the last handle.
         env.prepare_for_closing().wait();
-        let swapped =
-            fs::rename(&copy, self.dir.join(DATA_FILE)).and_then(|()| sync_dir(&self.dir));
+        let swapped = swap_in(&copy, &self.dir.join(DATA_FILE)).and_then(|()| sync_dir(&self.dir));
         if swapped.is_err() {
             let _ = fs::remove_file(&copy);
         }
@@ -386,6 +385,16 @@ impl LmdbEngine {
             .and_then(|g| g.env.get_flags().ok())
             .expect("flags of an open environment")
     }
+}
+
+/// A defragmentation's swap: the compacted copy renamed over the data file, in one step.
+fn swap_in(copy: &Path, data: &Path) -> std::io::Result<()> {
+    // `return`: the rename fails, and the defragmentation takes that path.
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("defrag_before_swap", |_| Err(std::io::Error::other(
+        "injected by failpoint defrag_before_swap"
+    )));
+    fs::rename(copy, data)
 }
 
 /// Opens the environment with read transactions that don't use thread-local storage: the

@@ -143,6 +143,16 @@
 //! ticks instead of waking per batch on a 2-core machine. `cargo bench --bench backend` times
 //! the actor alone (`backend/actor`, `backend/read_during_commits`).
 //!
+//! ## Failpoints (feature `failpoints`, fail-rs; configured by `FAILPOINTS` in the daemon)
+//! - `backend_before_commit` (`Batch::commit`, an open write transaction about to commit):
+//!   `return` drops it uncommitted and fails as a refused commit does: the batch refuses all
+//!   that follows, the fatal recipients hear `BackendFailed`, the member exits 1.
+//! - `backend_after_commit` (`Batch::commit`, right after a successful commit): `return`
+//!   reports the commit failed all the same, with the same consequences.
+//! - `defrag_before_swap` (`LmdbEngine::defragment`, the copy written and the old environment
+//!   closed, before the rename over `data.mdb`): `return` fails the rename; the copy is
+//!   deleted, the old file reopened, and `Defragment` answers the error (not fatal).
+//!
 //! ## Layout
 //! `engine.rs` opening the environment, options, sync, size, copy, the `KvEngine` and
 //! `ReadEngine` impls · `txn.rs` the read and write transactions · `batch.rs` [`Batch`], the

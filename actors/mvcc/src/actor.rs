@@ -582,6 +582,13 @@ impl Handler<InstallSnapshot> for MvccActor {
     type Result = AtomicResponse<Self, Result<u64, EtcdError>>;
 
     fn handle(&mut self, msg: InstallSnapshot, _: &mut Self::Context) -> Self::Result {
+        // `return`: the install fails before anything is written, as a refused one does.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("snapshot_before_install", |_| AtomicResponse::new(
+            Box::pin(actix::fut::ready(Err(EtcdError::internal(
+                "mvcc: injected by failpoint snapshot_before_install"
+            ))))
+        ));
         let snapshot_index = msg.index;
         let Some(link) = self.backend.clone() else {
             let done = self.store.restore(&msg.data).inspect(|&index| {

@@ -163,6 +163,15 @@
 //!   history; the compaction marks are 8-byte integers (etcd: 17-byte revisions). An actcd data
 //!   directory is not a bbolt file, so nothing reads the marks but this crate.
 //!
+//! ## Failpoints (feature `failpoints`, fail-rs; configured by `FAILPOINTS` in the daemon)
+//! - `compaction_between_slices` (`Store::step_compaction`, when a slice has run and the next
+//!   is about to): `return` fails the step as a failed engine write does; the batch or
+//!   `FlushStore` that ran it answers the error, which is fatal (applier or ticker → `Fatal`).
+//!   A restart finishes the compaction (`scheduledCompactRev`).
+//! - `snapshot_before_install` (`InstallSnapshot` on [`MvccActor`], before anything of a
+//!   leader's snapshot is written): `return` answers the install with an error, which the
+//!   applier passes to the raft node, which reports `Fatal`.
+//!
 //! ## Layout
 //! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `view.rs` [`ReadView`],
 //! [`ReadViews`] · `reader.rs` [`MvccReader`] · `range.rs` reading at a revision

@@ -980,6 +980,19 @@ impl Store {
             return Ok(false);
         };
         self.check_poisoned()?;
+        // Between two slices: one has run (the scan resumes past its last record), the next
+        // has not. `return` fails the step as a failed engine write does.
+        #[cfg(feature = "failpoints")]
+        if !job.from.is_empty()
+            && let Some(e) = fail::eval("compaction_between_slices", |_| {
+                Error::Storage(actcd_types::storage::StorageError(
+                    "injected by failpoint compaction_between_slices".into(),
+                ))
+            })
+        {
+            self.compaction = Some(job);
+            return Err(e.into());
+        }
         let mut txn = self.take_buffer()?;
         txn.begin_batch();
         let step = delete_compacted_slice(&mut txn, &mut job, budget.max(1));

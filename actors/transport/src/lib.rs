@@ -42,6 +42,11 @@
 //!   its client gave up would overwrite newer writes). Raft resends what still matters.
 //! - Inbound messages are bounded in size (`MAX_MESSAGE_BYTES`): raft-rs's codec is not
 //!   hardened against hostile input, and only members should reach this port.
+//!
+//! ## Failpoints (feature `failpoints`, fail-rs; configured by `FAILPOINTS` in the daemon)
+//! - `snapshot_before_send` (sending a snapshot to a follower: the store copy made and
+//!   chunked, before connecting to the peer): `return` fails the send as an unreachable peer
+//!   does; the raft node hears `SnapshotReport{ok: false}` and sends another later.
 
 mod tls;
 
@@ -454,6 +459,11 @@ async fn send_snapshot(
         crc32c: crc,
         ..Default::default()
     });
+    // `return`: the snapshot is not sent; raft hears `SnapshotReport{ok: false}` and retries.
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("snapshot_before_send", |_| Err(
+        "injected by failpoint snapshot_before_send".to_string()
+    ));
     let channel = tls::endpoint(url, tls.as_deref())?
         .connect()
         .await

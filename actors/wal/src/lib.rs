@@ -122,6 +122,17 @@
 //!   reopen still returns the newest hard state, the mark and every entry above it.
 //! - The directory is fsynced after every file creation, rename or removal.
 //!
+//! ## Failpoints (feature `failpoints`, fail-rs; configured by `FAILPOINTS` in the daemon)
+//! All four sit in `Wal::write`, the one place records reach the segment (appends, and the
+//! snapshot mark of a release). `return` fails the write as a real I/O error does: the WAL is
+//! marked failed and refuses everything after, the `Append` answers `Err`, and the raft node
+//! reports `Fatal` (the member exits 1).
+//! - `wal_before_append`: before anything is written.
+//! - `wal_before_hard_state`: before a write that carries a hard state record (entries and the
+//!   hard state go out in one write), after `wal_before_append`.
+//! - `wal_after_append_before_fsync`: the records are written, not yet fsynced.
+//! - `wal_after_fsync`: the records are durable; `return` reports a failure anyway.
+//!
 //! ## Layout
 //! `record.rs` framing and the CRC chain · `segment.rs` file names, listing, directory fsync ·
 //! `replay.rs` the log rules (overwrite, gap, mark), pure · `wal.rs` [`Wal`]: create, open,

@@ -382,6 +382,16 @@ impl Wal {
     /// Frames `records` into one buffer, writes it to the current segment (cutting a new one
     /// first if the current is full) and fsyncs once.
     fn write(&mut self, records: &[Record<'_>], sync: bool) -> Result<(), WalError> {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("wal_before_append", |_| Err(
+            self.injected("wal_before_append")
+        ));
+        #[cfg(feature = "failpoints")]
+        if records.iter().any(|r| matches!(r, Record::HardState(_))) {
+            fail::fail_point!("wal_before_hard_state", |_| Err(
+                self.injected("wal_before_hard_state")
+            ));
+        }
         if self.size >= self.segment_size {
             self.cut()?;
         }
@@ -402,6 +412,13 @@ impl Wal {
             .unwrap_or(&self.dir);
         // After a failed write or fsync the file's contents are unknown: stop until reopened.
         let written = self.file.write_all_at(&buf, self.size);
+        #[cfg(feature = "failpoints")]
+        let written = written.and_then(|()| {
+            fail::fail_point!("wal_after_append_before_fsync", |_| Err(injected_io(
+                "wal_after_append_before_fsync"
+            )));
+            Ok(())
+        });
         let synced = written.and_then(|()| {
             if !sync {
                 return Ok(());
@@ -409,6 +426,11 @@ impl Wal {
             let started = std::time::Instant::now();
             let r = self.file.sync_data();
             self.fsyncs.observe(started.elapsed().as_secs_f64());
+            #[cfg(feature = "failpoints")]
+            let r = r.and_then(|()| {
+                fail::fail_point!("wal_after_fsync", |_| Err(injected_io("wal_after_fsync")));
+                Ok(())
+            });
             r
         });
         if let Err(e) = synced {
@@ -418,6 +440,18 @@ impl Wal {
         self.size += buf.len() as u64;
         self.crc = crc;
         Ok(())
+    }
+
+    /// What a failpoint's `return` makes of a write: the error a failed write returns, and the
+    /// WAL refuses everything after it, as after a real one.
+    #[cfg(feature = "failpoints")]
+    fn injected(&mut self, name: &str) -> WalError {
+        self.failed = true;
+        let path = self
+            .segments
+            .last()
+            .map_or(self.dir.clone(), |s| s.path.clone());
+        WalError::io("append to", &path)(injected_io(name))
     }
 
     /// Starts segment seq+1, named after the next index, with the header records.
@@ -487,6 +521,12 @@ impl Wal {
         info!(index, removed = removed.len(), "wal: released segments");
         segment::sync_dir(&self.dir)
     }
+}
+
+/// The I/O error a failpoint's `return` stands for.
+#[cfg(feature = "failpoints")]
+fn injected_io(name: &str) -> std::io::Error {
+    std::io::Error::other(format!("injected by failpoint {name}"))
 }
 
 /// Writes a segment's header (CRC, metadata, hard state) under a temporary name, fsyncs it,
