@@ -35,12 +35,48 @@
 //!   (`ret: None`). One watcher per member watches the prefix from revision 1
 //!   and records every response, moving to the next member on an error and
 //!   resuming after the last event it saw.
-//! * **Faults** (`--faults kill,kill-leader,stop`, or `none`; one every
-//!   `--fault-interval` s, default 3): `kill` SIGKILLs a random member,
-//!   `kill-leader` the leader (found with the Status RPC), both restarted
-//!   after 1–2 s; `stop` SIGSTOPs a random member for 2× the election
-//!   timeout, then SIGCONTs it. One line per fault. With one member, only
-//!   `kill`.
+//! * **Peer proxies** (3 members): each member listens on its real peer
+//!   port (`--listen-peer-urls`) but advertises a proxy port the runner owns
+//!   (`--initial-advertise-peer-urls`, `--initial-cluster`: what the others
+//!   dial; member ids derive from these URLs, the same for actcd and etcd).
+//!   The proxy (module `proxy`) forwards TCP to the real port, one copy loop
+//!   each way per connection, and tells which member dialled (the source
+//!   port's socket inode in `/proc/net/tcp`, held by one member's process),
+//!   so a fault can target one directed link: bytes A→B are A's requests to
+//!   B's proxy and B's answers on B's connections to A's proxy. A connection
+//!   that lost bytes to a blackhole never forwards again and is closed at
+//!   heal (a hole in a byte stream would make the receiver decode garbage,
+//!   which no real network does; etcd 3.5.1 panics on it).
+//! * **Faults** (`--faults` a comma list of the kinds below, `all` (the
+//!   default) or `none`; one every `--fault-interval` s, default 3, start to
+//!   start; kinds dealt from a shuffled deck, every kind once per round; one
+//!   line per fault, counted in the summary):
+//!   - `kill` SIGKILLs a random member, `kill-leader` the leader (found with
+//!     the Status RPC), both restarted after 1–2 s;
+//!   - `stop` SIGSTOPs a random member for 2× the election timeout, then
+//!     SIGCONTs it;
+//!   - `blackhole`: one member's links (to and from every other member) or
+//!     one pair's are read and discarded, both directions, for 2× the
+//!     election timeout, then healed;
+//!   - `delay`: one member's links or one pair's forward every chunk 50–200
+//!     ms late (in order) for 2–4 s;
+//!   - `drop`: the current connections into one member's proxy, or between
+//!     one pair, are closed (the proxies keep accepting);
+//!   - `oneway`: bytes A→B are blackholed for 1–3 s while B→A flow;
+//!   - `replace`: a random non-leader member is removed with MemberRemove
+//!     (sent to the leader first, then the other; refusals such as etcd's "unhealthy cluster"
+//!     within 5 s of a peer's restart are printed and retried with backoff,
+//!     200 ms doubling to 2 s, up to 30 s), awaited until MemberList no
+//!     longer has it, SIGKILLed, its data dir wiped, added back with
+//!     MemberAdd (same name and advertised peer URL; a new id) and started
+//!     with `--initial-cluster-state existing` and all three members in
+//!     `--initial-cluster`; done once its linearizable read works and its
+//!     HashKV at that read's revision equals another member's (up to 60 s).
+//!     Traffic keeps running (requests through that member fail meanwhile:
+//!     maybe-applied). A replacement that cannot complete is a violation
+//!     (`replace`).
+//!
+//!   With one member, only `kill`; peer-link faults and `replace` need 3.
 //!
 //! # What it checks, after traffic stops and every member is healed and healthy
 //!
@@ -58,6 +94,8 @@
 //!   with its key and value.
 //! * `unhealthy`, `exited`: a member did not come back after healing, or a
 //!   server exited by itself.
+//! * `replace`: a member replacement did not complete (removal or addition
+//!   never accepted, or the new member never caught up).
 //!
 //! # Reading a failure
 //!
@@ -75,9 +113,11 @@
 //!
 //! # Profiles
 //!
-//! `--profile short`: 1 member for 15 s, then 3 members for 30 s, both with
-//! faults (CI; under 2 minutes on 2 cores). `--profile long`: 3 members for
-//! 30 minutes. Otherwise one run of `--members` for `--duration` s.
+//! `--profile short`: 1 member for 15 s (kill), then 3 members for 45 s with
+//! a fault every 2 s (every kind two or three times: the deck goes round
+//! twice or more; CI; about 80 s on 2 cores). `--profile long`: 3 members for
+//! 30 minutes, every kind. Otherwise one run of `--members` for `--duration`
+//! s.
 //!
 //! # Control
 //!
@@ -134,9 +174,10 @@ pub struct Cli {
     /// delay, drop, oneway, replace; or all; or none.
     #[arg(long, default_value = "all")]
     faults: String,
-    /// Seconds between faults.
-    #[arg(long, default_value_t = 3.0)]
-    fault_interval: f64,
+    /// Seconds between faults (default 3; 2 in `--profile short`'s
+    /// 3-member run).
+    #[arg(long)]
+    fault_interval: Option<f64>,
     /// Seconds of traffic.
     #[arg(long, default_value_t = 30)]
     duration: u64,
@@ -164,6 +205,8 @@ pub struct RunSpec {
     pub members: usize,
     pub duration: u64,
     pub faults: Vec<Fault>,
+    /// Seconds between fault starts.
+    pub fault_interval: f64,
 }
 
 fn main() -> ExitCode {
@@ -190,28 +233,33 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let interval = cli.fault_interval.unwrap_or(3.0);
     let runs = match cli.profile {
         Some(Profile::Short) => vec![
             RunSpec {
                 members: 1,
                 duration: 15,
                 faults: faults.clone(),
+                fault_interval: interval,
             },
             RunSpec {
                 members: 3,
-                duration: 30,
+                duration: 45,
                 faults,
+                fault_interval: cli.fault_interval.unwrap_or(2.0),
             },
         ],
         Some(Profile::Long) => vec![RunSpec {
             members: 3,
             duration: 30 * 60,
             faults,
+            fault_interval: interval,
         }],
         None => vec![RunSpec {
             members: cli.members,
             duration: cli.duration,
             faults,
+            fault_interval: interval,
         }],
     };
     let seed = cli.seed.unwrap_or_else(|| {

@@ -11,7 +11,13 @@
 //! B's connections to A's proxy; a directed link's state governs both. A
 //! connection whose source is unknown follows a state only when every link
 //! it could be on has it.
+//!
+//! A connection that lost bytes to a blackhole never forwards again (its
+//! byte stream has a hole: the receiver would decode garbage, which no real
+//! network does to a TCP stream); it is closed when the fault heals, as TCP
+//! would have given up on it, and the members reconnect.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,6 +42,9 @@ struct Conn {
     from: Option<usize>,
     to: usize,
     kill: watch::Sender<bool>,
+    /// Bytes were discarded: the stream has a hole, it must not carry
+    /// anything again (the receiver would decode garbage); closed at heal.
+    tainted: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -82,11 +91,19 @@ impl Net {
         self.links.lock().expect("links")[from][to] = link;
     }
 
-    /// Every link back to `Flow`.
+    /// Every link back to `Flow`; connections that lost bytes are closed
+    /// (as TCP would have given up on them), the others flow on.
     pub fn heal(&self) {
         for row in self.links.lock().expect("links").iter_mut() {
             row.fill(Link::Flow);
         }
+        self.conns.lock().expect("conns").retain(|c| {
+            if c.tainted.load(Ordering::Relaxed) {
+                let _ = c.kill.send(true);
+                return false;
+            }
+            !c.kill.is_closed()
+        });
     }
 
     /// Closes the current connections accepted by `to`'s proxy (from
@@ -150,14 +167,17 @@ impl Net {
         let _ = down.set_nodelay(true);
         let _ = up.set_nodelay(true);
         let (kill, killed) = watch::channel(false);
-        self.conns
-            .lock()
-            .expect("conns")
-            .push(Conn { from, to, kill });
+        let tainted = Arc::new(AtomicBool::new(false));
+        self.conns.lock().expect("conns").push(Conn {
+            from,
+            to,
+            kill,
+            tainted: tainted.clone(),
+        });
         let (dr, dw) = down.into_split();
         let (ur, uw) = up.into_split();
-        let a = pump(self.clone(), from, Some(to), dr, uw);
-        let b = pump(self.clone(), Some(to), from, ur, dw);
+        let a = pump(self.clone(), from, Some(to), dr, uw, tainted.clone());
+        let b = pump(self.clone(), Some(to), from, ur, dw, tainted);
         let mut killed = killed;
         tokio::select! {
             _ = a => {}
@@ -175,6 +195,7 @@ async fn pump(
     to: Option<usize>,
     mut r: OwnedReadHalf,
     mut w: OwnedWriteHalf,
+    tainted: Arc<AtomicBool>,
 ) {
     let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(256);
     let reader = async move {
@@ -186,10 +207,17 @@ async fn pump(
                 Ok(k) => k,
             };
             let now = Instant::now();
-            let due = match net.link(from, to) {
-                Link::Blackhole => continue,
-                Link::Flow => now,
+            let link = net.link(from, to);
+            if link == Link::Blackhole {
+                tainted.store(true, Ordering::Relaxed);
+                continue;
+            }
+            if tainted.load(Ordering::Relaxed) {
+                break;
+            }
+            let due = match link {
                 Link::Delay(d) => now + d,
+                _ => now,
             }
             .max(last);
             last = due;

@@ -181,7 +181,7 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
     let injector = tokio::spawn(faults::inject(
         cluster.clone(),
         spec.faults.clone(),
-        Duration::from_secs_f64(cli.fault_interval.max(0.1)),
+        Duration::from_secs_f64(spec.fault_interval.max(0.1)),
         seed,
         clock,
         stop.clone(),
