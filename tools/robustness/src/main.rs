@@ -67,8 +67,8 @@
 //!     (sent to the leader first, then the other; refusals such as etcd's
 //!     "unhealthy cluster" within 5 s of a peer's restart are printed and
 //!     retried with backoff, 200 ms doubling to 2 s, up to 30 s), awaited
-//!     until MemberList no
-//!     longer has it, SIGKILLed, its data dir wiped, added back with
+//!     until MemberList no longer has it, SIGKILLed, its data dir wiped,
+//!     added back with
 //!     MemberAdd (same name and advertised peer URL; a new id) and started
 //!     with `--initial-cluster-state existing` and all three members in
 //!     `--initial-cluster`; done once its linearizable read works and its
