@@ -50,6 +50,19 @@ fn main() -> ExitCode {
     }
     let flags = Flags::parse();
     init_logging(&flags.log_level, &flags.log_format);
+    // A panic is a bug; it ends the member, as a Go panic ends etcd (exit 2). Without this a
+    // panicking actor would only lose its own thread or task, and the member would go on
+    // half alive: answering some requests, never applying again. (Failpoints builds abort
+    // instead, below, like a crash.)
+    #[cfg(not(feature = "failpoints"))]
+    {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default_hook(info);
+            tracing::error!("panic: {info}; stopping the member");
+            std::process::exit(2);
+        }));
+    }
     // Failpoints builds only: `FAILPOINTS` (fail-rs syntax, e.g. `wal_after_fsync=panic` or
     // `3*off->return`) configures the actors' failpoints for the whole run. A panic anywhere
     // aborts the process, as a crash does: a panicking actor would otherwise only lose its
