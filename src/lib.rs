@@ -19,14 +19,19 @@
 //!   or more entries and its releases (a tokio blocking-pool thread, to which the WAL actor
 //!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store and the MVCC reader
 //!   (with more than 2 cores; on 2 they share the System thread with the front, unless
-//!   `ACTCD_READER_THREAD` gives the reader its own), the backend (the environment's
+//!   `ACTCD_READER_THREAD` gives the reader its own), the v2 store (likewise: beside the front
+//!   on 2 cores, `ACTCD_V2_THREAD` gives it its own; it applies v2 entries whether or not
+//!   `--enable-v2` serves the API), the backend (the environment's
 //!   only writer: batched LMDB commits, syncs, defragmentation), the auth store (view builds,
 //!   bcrypt on its blocking pool) and the watch hub (fan-out);
 //! - the main thread waits for a signal.
 //!
+//! A panic ends the member with exit 2 (`main.rs`), as a Go panic ends etcd.
+//!
 //! ## Time and shutdown
 //! - `ticker.rs`: one actor sends every periodic message (raft's tick, the lessor's, the
-//!   auto-compactor's, the backend batch flush and sync) at its period; no other code in the
+//!   auto-compactor's, the backend batch flush and sync, the v2 store's expiry sync) at its
+//!   period; no other code in the
 //!   member reads the clock to drive an actor.
 //! - `supervisor.rs`: the only place the actors' System is stopped. An actor's fatal error
 //!   arrives as a typed `Fatal` message (a backend failure as `BackendFailed`, a removal from
