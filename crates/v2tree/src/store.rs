@@ -363,6 +363,16 @@ impl Store {
         self.history.add(e.clone());
     }
 
+    /// A write's event: a refresh goes to the history only, any other change to the
+    /// watchers too.
+    fn publish(&mut self, e: &mut Event, refresh: bool) {
+        if refresh {
+            self.record_refresh(e);
+        } else {
+            self.notify(e);
+        }
+    }
+
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)]
     fn internal_create(
         &mut self,
@@ -523,11 +533,7 @@ impl Store {
         if prev.is_some() {
             e.prev_node = prev;
         }
-        if opts.refresh {
-            self.record_refresh(&mut e);
-        } else {
-            self.notify(&e);
-        }
+        self.publish(&mut e, opts.refresh);
         Ok(e)
     }
 
@@ -585,11 +591,7 @@ impl Store {
         self.set_expiry(&path, opts.expire_at)?;
         (e.node.expiration, e.node.ttl) = self.node(&path)?.expiration_and_ttl(now);
         self.current_index = next;
-        if opts.refresh {
-            self.record_refresh(&mut e);
-        } else {
-            self.notify(&e);
-        }
+        self.publish(&mut e, opts.refresh);
         self.stats.c.update_success += 1;
         Ok(e)
     }
@@ -656,11 +658,7 @@ impl Store {
         e.node.value = Some(value);
         (e.node.expiration, e.node.ttl) = self.node(path)?.expiration_and_ttl(now);
         self.current_index = next;
-        if opts.refresh {
-            self.record_refresh(&mut e);
-        } else {
-            self.notify(&e);
-        }
+        self.publish(&mut e, opts.refresh);
         Ok(e)
     }
 
