@@ -24,26 +24,7 @@ pids=()
 cleanup() { kill -9 "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-ports=($(python3 - <<'EOF'
-# Free ports from below the kernel's ephemeral range: a port bind(0) hands out can become the
-# source port of some outgoing connection before the member listens on it.
-import os, random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-found = []
-for port in random.sample(range(max(1024, low - 12000), low), 200):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        found.append(port)
-    except OSError:
-        pass
-    finally:
-        s.close()
-    if len(found) == 8:
-        break
-print(" ".join(map(str, found)))
-EOF
-))
+ports=($(python3 "$repo/tests/compat/lib/free-ports.py" 8))
 client=("${ports[0]}" "${ports[1]}" "${ports[2]}" "${ports[6]}")
 peer=("${ports[3]}" "${ports[4]}" "${ports[5]}" "${ports[7]}")
 token=compat-cluster

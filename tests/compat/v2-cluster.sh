@@ -88,24 +88,7 @@ trap 'exit 130' INT TERM
 
 # 10 free ports from below the kernel's ephemeral range (as cluster.sh does): clients of m1..m3,
 # peers of m1..m3, m4's peer URL (never listened on), the TLS member's client and peer, spare.
-ports=($(python3 - <<'EOF'
-import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-found = []
-for port in random.sample(range(max(1024, low - 12000), low), 300):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        found.append(port)
-    except OSError:
-        pass
-    finally:
-        s.close()
-    if len(found) == 10:
-        break
-print(" ".join(map(str, found)))
-EOF
-))
+ports=($(python3 "$repo/tests/compat/lib/free-ports.py" 10))
 # Index 1..3: m1..m3; 4: m4 (peer only); 5: the TLS member t1.
 CPORT=(0 "${ports[0]}" "${ports[1]}" "${ports[2]}" 0 "${ports[7]}")
 PPORT=(0 "${ports[3]}" "${ports[4]}" "${ports[5]}" "${ports[6]}" "${ports[8]}")

@@ -96,24 +96,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r cport pport < <(python3 - <<'PY'
-# Free ports from below the kernel's ephemeral range (as cluster.sh does).
-import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-found = []
-for port in random.sample(range(max(1024, low - 12000), low), 200):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port)); found.append(port)
-    except OSError:
-        pass
-    finally:
-        s.close()
-    if len(found) == 2:
-        break
-print(*found)
-PY
-)
+read -r cport pport < <(python3 "$repo/tests/compat/lib/free-ports.py" 2)
 token=compat-v2
 peer_url="http://127.0.0.1:$pport"
 export U="http://127.0.0.1:$cport" CURL_MAX=5
