@@ -715,6 +715,27 @@ async fn glob_patterns_as_the_rfc_defines_them() {
     assert_eq!(r.status, 200, "{r:?}");
 }
 
+/// Through `/v2/security` as root: a role `rocket` reading and writing `/rocket/*`, and a user
+/// `alice` (password `alicepw`) holding it.
+async fn rocket_role_and_alice(addr: &str, root: &str) {
+    let r = put_json(
+        addr,
+        "/v2/security/roles/rocket",
+        r#"{"role":"rocket","permissions":{"kv":{"read":["/rocket/*"],"write":["/rocket/*"]}}}"#,
+        Some(root),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let r = put_json(
+        addr,
+        "/v2/security/users/alice",
+        r#"{"user":"alice","password":"alicepw","roles":["rocket"]}"#,
+        Some(root),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guest_and_bad_credentials() {
     let dir = tempfile::tempdir().unwrap();
@@ -724,22 +745,7 @@ async fn guest_and_bad_credentials() {
     assert_eq!(r.status, 201);
     enable_with_root(&addr).await;
     let root = basic("root", "rootpw");
-    let r = put_json(
-        &addr,
-        "/v2/security/roles/rocket",
-        r#"{"role":"rocket","permissions":{"kv":{"read":["/rocket/*"],"write":["/rocket/*"]}}}"#,
-        Some(&root),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{r:?}");
-    let r = put_json(
-        &addr,
-        "/v2/security/users/alice",
-        r#"{"user":"alice","password":"alicepw","roles":["rocket"]}"#,
-        Some(&root),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{r:?}");
+    rocket_role_and_alice(&addr, &root).await;
 
     // Enabling made guest with read and write on everything.
     let r = get(&addr, "/v2/security/roles/guest", Some(&root)).await;
@@ -1067,22 +1073,7 @@ async fn v2_auth_state_survives_restart_and_is_separate_from_v3() {
     let addr = srv.endpoint();
     enable_with_root(&addr).await;
     let root = basic("root", "rootpw");
-    let r = put_json(
-        &addr,
-        "/v2/security/roles/rocket",
-        r#"{"role":"rocket","permissions":{"kv":{"read":["/rocket/*"],"write":["/rocket/*"]}}}"#,
-        Some(&root),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{r:?}");
-    let r = put_json(
-        &addr,
-        "/v2/security/users/alice",
-        r#"{"user":"alice","password":"alicepw","roles":["rocket"]}"#,
-        Some(&root),
-    )
-    .await;
-    assert_eq!(r.status, 201, "{r:?}");
+    rocket_role_and_alice(&addr, &root).await;
     let r = put_json(
         &addr,
         "/v2/security/roles/guest/update",
