@@ -31,6 +31,34 @@ pub enum Input {
     Delete { key: Vec<u8> },
     /// A transaction with one compare.
     Txn(Txn),
+    /// Put one key attached to a lease (etcd's `lease` field). Answered
+    /// [`Output::Put`], or [`Output::LeaseNotFound`] (a definite failure:
+    /// the lease did not exist when it was applied).
+    PutLease {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        lease: i64,
+    },
+    /// LeaseGrant with a client-chosen id (so a maybe-applied grant is
+    /// known by its id). Answered [`Output::Lease`].
+    LeaseGrant { lease: i64, ttl: i64 },
+    /// LeaseRevoke: deletes every key attached to the lease in one revision
+    /// (none if it has no keys). Answered [`Output::Lease`] or
+    /// [`Output::LeaseNotFound`].
+    LeaseRevoke { lease: i64 },
+    /// The server revoking an expired lease by itself: same effect as a
+    /// revoke. Not a client request: the harness adds one per granted lease
+    /// with `call` the earliest instant the lease may expire and `ret: None`
+    /// (it may happen at any time after, or never).
+    LeaseExpire { lease: i64 },
+    /// One keepalive: answered [`Output::LeaseTtl`] (TTL > 0: the lease
+    /// existed; TTL <= 0: it did not) or [`Output::LeaseNotFound`].
+    LeaseKeepAlive { lease: i64 },
+    /// LeaseTimeToLive: answered [`Output::LeaseTtl`]; TTL > 0 means the
+    /// lease existed, with exactly `keys` attached if they were asked for.
+    /// TTL <= 0 is not checked (an expired lease not yet revoked answers a
+    /// negative remaining TTL), [`Output::LeaseNotFound`] means it did not.
+    LeaseTimeToLive { lease: i64 },
 }
 
 /// `if compare { then } else { otherwise }`, applied atomically.
@@ -99,6 +127,17 @@ pub enum Output {
         results: Vec<OpResult>,
         revision: Option<i64>,
     },
+    /// A lease grant or revoke that succeeded, with its header revision.
+    Lease { revision: Option<i64> },
+    /// `etcdserver: requested lease not found`: a definite answer (the op
+    /// took no effect).
+    LeaseNotFound,
+    /// A keepalive's or TimeToLive's remaining TTL, and (TimeToLive with
+    /// `keys`) the keys attached.
+    LeaseTtl {
+        ttl: i64,
+        keys: Option<Vec<Vec<u8>>>,
+    },
 }
 
 /// The result of one operation inside a transaction.
@@ -127,10 +166,19 @@ impl Input {
     pub fn delete(key: impl Into<Vec<u8>>) -> Self {
         Input::Delete { key: key.into() }
     }
-    /// Every key the request touches (the compare key first for a txn).
+    /// Every key the request names (the compare key first for a txn; none
+    /// for a lease request, whose keys are those attached at the time).
     pub fn keys(&self) -> Vec<&[u8]> {
         match self {
-            Input::Put { key, .. } | Input::Get { key } | Input::Delete { key } => vec![key],
+            Input::Put { key, .. }
+            | Input::Get { key }
+            | Input::Delete { key }
+            | Input::PutLease { key, .. } => vec![key],
+            Input::LeaseGrant { .. }
+            | Input::LeaseRevoke { .. }
+            | Input::LeaseExpire { .. }
+            | Input::LeaseKeepAlive { .. }
+            | Input::LeaseTimeToLive { .. } => Vec::new(),
             Input::Txn(t) => {
                 let mut v: Vec<&[u8]> = vec![&t.compare.key];
                 v.extend(t.then.iter().chain(&t.otherwise).map(TxnOp::key));
@@ -195,6 +243,14 @@ impl std::fmt::Display for Input {
             Input::Put { key, value } => write!(f, "put {}={}", show(key), show(value)),
             Input::Get { key } => write!(f, "get {}", show(key)),
             Input::Delete { key } => write!(f, "delete {}", show(key)),
+            Input::PutLease { key, value, lease } => {
+                write!(f, "put {}={} lease {lease:x}", show(key), show(value))
+            }
+            Input::LeaseGrant { lease, ttl } => write!(f, "grant lease {lease:x} ttl {ttl}"),
+            Input::LeaseRevoke { lease } => write!(f, "revoke lease {lease:x}"),
+            Input::LeaseExpire { lease } => write!(f, "expiry of lease {lease:x}"),
+            Input::LeaseKeepAlive { lease } => write!(f, "keepalive lease {lease:x}"),
+            Input::LeaseTimeToLive { lease } => write!(f, "timetolive lease {lease:x}"),
             Input::Txn(t) => {
                 let target = match &t.compare.target {
                     CompareTarget::Value(v) => format!("value {}", show(v)),
@@ -253,6 +309,16 @@ impl std::fmt::Display for Output {
                     .join("; "),
                 show_rev(*revision)
             ),
+            Output::Lease { revision } => write!(f, "ok rev {}", show_rev(*revision)),
+            Output::LeaseNotFound => write!(f, "lease not found"),
+            Output::LeaseTtl { ttl, keys } => {
+                write!(f, "ttl {ttl}")?;
+                if let Some(keys) = keys {
+                    let k: Vec<String> = keys.iter().map(|k| show(k)).collect();
+                    write!(f, " keys [{}]", k.join(", "))?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -318,19 +318,30 @@ fn render_state(s: &State, tables: &Tables, exact: bool) -> String {
         .iter()
         .map(|(k, e)| {
             format!(
-                "{}={}@{}{}",
+                "{}={}@{}{}{}",
                 name(&tables.keys, *k),
                 name(&tables.values, e.value),
                 if e.exact { "" } else { ">=" },
-                e.mod_rev
+                e.mod_rev,
+                if e.lease == model::NO_LEASE {
+                    String::new()
+                } else {
+                    format!(" ({})", name(&tables.keys, e.lease))
+                }
             )
         })
         .collect();
+    let leases: Vec<String> = s.leases.iter().map(|&l| name(&tables.keys, l)).collect();
     format!(
-        "{{{}}} revision {}{}",
+        "{{{}}} revision {}{}{}",
         kvs.join(", "),
         if exact { "" } else { ">=" },
-        s.rev
+        s.rev,
+        if leases.is_empty() {
+            String::new()
+        } else {
+            format!(", live leases [{}]", leases.join(", "))
+        }
     )
 }
 

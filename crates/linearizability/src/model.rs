@@ -20,6 +20,19 @@
 //!   header `>` it, and it is raised to each header seen. A key's
 //!   mod revision is exact once reported (by the put's header or a read) and
 //!   otherwise a lower bound as well.
+//!
+//! Leases: the state also holds the set of live leases, and each key the
+//! lease it is attached to (a put without a lease detaches it, a delete
+//! drops it). A lease is interned as a pseudo-key (`\0lease/<id>`), so
+//! the partitioning joins a lease with every key ever attached to it: a
+//! revoke deletes them all in one revision, which must be seen by one search.
+//! Grant adds a live lease; revoke and expiry (a maybe-applied op the
+//! harness adds at the earliest instant the lease may expire) delete its
+//! keys (one revision bump if there were any) and end it; a put with a
+//! lease needs it live (else the answer must be `lease not found`); a
+//! keepalive or TimeToLive reporting TTL > 0 needs it live (TimeToLive:
+//! with exactly the keys it reports), a keepalive reporting TTL <= 0 or
+//! `lease not found` needs it gone.
 
 use std::collections::HashMap;
 
@@ -29,6 +42,8 @@ use crate::history::{CompareOp, CompareTarget, Input, OpResult, Operation, Outpu
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Entry {
     pub(crate) value: u32,
+    /// The lease it is attached to (its pseudo-key id), or [`NO_LEASE`].
+    pub(crate) lease: u32,
     /// Exact if `exact`, else a lower bound.
     pub(crate) mod_rev: i64,
     pub(crate) exact: bool,
@@ -40,7 +55,12 @@ pub(crate) struct Entry {
 pub(crate) struct State {
     pub(crate) kvs: Vec<(u32, Entry)>,
     pub(crate) rev: i64,
+    /// Live leases (pseudo-key ids), sorted.
+    pub(crate) leases: Vec<u32>,
 }
+
+/// [`Entry::lease`] of a key attached to no lease.
+pub(crate) const NO_LEASE: u32 = u32::MAX;
 
 impl State {
     fn get(&self, k: u32) -> Option<Entry> {
@@ -60,6 +80,17 @@ impl State {
             Err(i) => self.kvs.insert(i, (k, e)),
         }
     }
+    pub(crate) fn alive(&self, l: u32) -> bool {
+        self.leases.binary_search(&l).is_ok()
+    }
+    /// The keys attached to lease `l`, sorted.
+    fn attached(&self, l: u32) -> Vec<u32> {
+        self.kvs
+            .iter()
+            .filter(|(_, e)| e.lease == l)
+            .map(|(k, _)| *k)
+            .collect()
+    }
     fn remove(&mut self, k: u32) -> bool {
         match self.kvs.binary_search_by_key(&k, |e| e.0) {
             Ok(i) => {
@@ -74,6 +105,8 @@ impl State {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum KOp {
     Put(u32, u32),
+    /// Put attached to a lease: key, value, lease.
+    PutL(u32, u32, u32),
     Get(u32),
     Del(u32),
 }
@@ -96,9 +129,20 @@ pub(crate) enum Cmp {
     ModRev(CompareOp, i64),
 }
 
+/// A lease request (lease pseudo-key ids).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LOp {
+    Grant(u32),
+    Revoke(u32),
+    Expire(u32),
+    KeepAlive(u32),
+    TimeToLive(u32),
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum CInput {
     Single(KOp),
+    Lease(LOp),
     Txn {
         key: u32,
         cmp: Cmp,
@@ -118,6 +162,17 @@ pub(crate) enum COut {
         succeeded: bool,
         results: Vec<KRes>,
         rev: Option<i64>,
+    },
+    /// A lease grant or revoke that succeeded.
+    Lease {
+        rev: Option<i64>,
+    },
+    /// `requested lease not found`.
+    NoLease,
+    /// A keepalive's or TimeToLive's TTL (and attached keys, sorted).
+    LeaseTtl {
+        ttl: i64,
+        keys: Option<Vec<u32>>,
     },
 }
 
@@ -140,7 +195,9 @@ impl COp {
     /// `header`. Only meaningful for ops that returned.
     pub(crate) fn rev_bound(&self) -> Option<i64> {
         match &self.output {
-            COut::Unknown => None,
+            COut::Unknown | COut::NoLease | COut::LeaseTtl { .. } => None,
+            // A revoke may or may not write: `header` is a safe bound.
+            COut::Lease { rev } => *rev,
             COut::Single { res, rev } => {
                 rev.map(|h| h.saturating_sub(i64::from(matches!(res, KRes::Put))))
             }
@@ -153,9 +210,11 @@ impl COp {
                             els.as_slice()
                         }
                     }
-                    CInput::Single(_) => &[],
+                    CInput::Single(_) | CInput::Lease(_) => &[],
                 };
-                let puts = branch.iter().any(|o| matches!(o, KOp::Put(..)));
+                let puts = branch
+                    .iter()
+                    .any(|o| matches!(o, KOp::Put(..) | KOp::PutL(..)));
                 rev.map(|h| h.saturating_sub(i64::from(puts)))
             }
         }
@@ -205,7 +264,29 @@ pub(crate) fn compile(op: &Operation, t: &mut Tables) -> Result<COp, String> {
             TxnOp::Delete { .. } => KOp::Del(k),
         }
     };
+    let lease_id = |t: &mut Tables, l: i64| t.keys.id(format!("\0lease/{l:x}").as_bytes());
     let input = match &op.input {
+        Input::PutLease { key, value, lease } => {
+            let k = t.keys.id(key);
+            let l = lease_id(t, *lease);
+            keys.extend([k, l]);
+            CInput::Single(KOp::PutL(k, t.values.id(value), l))
+        }
+        Input::LeaseGrant { lease, .. }
+        | Input::LeaseRevoke { lease }
+        | Input::LeaseExpire { lease }
+        | Input::LeaseKeepAlive { lease }
+        | Input::LeaseTimeToLive { lease } => {
+            let l = lease_id(t, *lease);
+            keys.push(l);
+            CInput::Lease(match &op.input {
+                Input::LeaseGrant { .. } => LOp::Grant(l),
+                Input::LeaseRevoke { .. } => LOp::Revoke(l),
+                Input::LeaseExpire { .. } => LOp::Expire(l),
+                Input::LeaseKeepAlive { .. } => LOp::KeepAlive(l),
+                _ => LOp::TimeToLive(l),
+            })
+        }
         Input::Put { key, value } => CInput::Single(kop(
             &TxnOp::Put {
                 key: key.clone(),
@@ -248,11 +329,38 @@ pub(crate) fn compile(op: &Operation, t: &mut Tables) -> Result<COp, String> {
         },
         OpResult::Delete { deleted } => KRes::Del { deleted: *deleted },
     };
+    if matches!(op.input, Input::LeaseExpire { .. }) && op.ret.is_some() {
+        return Err("a lease expiry has no return".into());
+    }
     let output = if op.ret.is_none() {
         COut::Unknown
     } else {
         match (&op.input, &op.output) {
             (_, Output::Unknown) => COut::Unknown,
+            (
+                Input::PutLease { .. } | Input::LeaseRevoke { .. } | Input::LeaseKeepAlive { .. },
+                Output::LeaseNotFound,
+            ) => COut::NoLease,
+            (Input::LeaseTimeToLive { .. }, Output::LeaseNotFound) => COut::NoLease,
+            (Input::PutLease { .. }, Output::Put { revision }) => COut::Single {
+                res: KRes::Put,
+                rev: *revision,
+            },
+            (Input::LeaseGrant { .. } | Input::LeaseRevoke { .. }, Output::Lease { revision }) => {
+                COut::Lease { rev: *revision }
+            }
+            (
+                Input::LeaseKeepAlive { .. } | Input::LeaseTimeToLive { .. },
+                Output::LeaseTtl { ttl, keys },
+            ) => COut::LeaseTtl {
+                ttl: *ttl,
+                keys: keys.as_ref().map(|ks| {
+                    let mut ids: Vec<u32> = ks.iter().map(|k| t.keys.id(k)).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    ids
+                }),
+            },
             (Input::Put { .. }, Output::Put { revision }) => COut::Single {
                 res: KRes::Put,
                 rev: *revision,
@@ -316,6 +424,112 @@ impl Model<'_> {
         State {
             kvs: Vec::new(),
             rev: revision,
+            leases: Vec::new(),
+        }
+    }
+
+    /// Checks a header revision against a request that moved the store
+    /// from `before` to `st` (`st.rev` already bumped if it wrote): exact
+    /// equality, or a lower bound the header raises.
+    fn header(&self, mut st: State, hdr: Option<i64>) -> Option<State> {
+        match hdr {
+            None => Some(st),
+            Some(h) if self.exact => (h == st.rev).then_some(st),
+            Some(h) if h < st.rev => None,
+            Some(h) => {
+                st.rev = h;
+                Some(st)
+            }
+        }
+    }
+
+    /// Ends lease `l` (live in `s`): its keys deleted in one revision.
+    fn end_lease(&self, s: &State, l: u32, hdr: Option<i64>) -> Option<State> {
+        let mut st = s.clone();
+        let before = st.kvs.len();
+        st.kvs.retain(|(_, e)| e.lease != l);
+        if st.kvs.len() != before {
+            st.rev = st.rev.saturating_add(1);
+        }
+        st.leases.retain(|&x| x != l);
+        self.header(st, hdr)
+    }
+
+    fn lease_step(&self, s: &State, lop: LOp, out: &COut) -> Vec<State> {
+        let one = |o: Option<State>| o.into_iter().collect::<Vec<_>>();
+        match (lop, out) {
+            (LOp::Grant(l), COut::Unknown | COut::Lease { .. }) => {
+                if s.alive(l) {
+                    return Vec::new();
+                }
+                let mut st = s.clone();
+                if let Err(i) = st.leases.binary_search(&l) {
+                    st.leases.insert(i, l);
+                }
+                let hdr = match out {
+                    COut::Lease { rev } => *rev,
+                    _ => None,
+                };
+                one(self.header(st, hdr))
+            }
+            (LOp::Revoke(l), COut::Unknown | COut::Lease { .. })
+            | (LOp::Expire(l), COut::Unknown) => {
+                if !s.alive(l) {
+                    return Vec::new();
+                }
+                let hdr = match out {
+                    COut::Lease { rev } => *rev,
+                    _ => None,
+                };
+                one(self.end_lease(s, l, hdr))
+            }
+            (LOp::Revoke(l) | LOp::KeepAlive(l) | LOp::TimeToLive(l), COut::NoLease) => {
+                if s.alive(l) {
+                    Vec::new()
+                } else {
+                    vec![s.clone()]
+                }
+            }
+            (LOp::KeepAlive(_) | LOp::TimeToLive(_), COut::Unknown) => vec![s.clone()],
+            (LOp::KeepAlive(l), COut::LeaseTtl { ttl, .. }) => {
+                if s.alive(l) == (*ttl > 0) {
+                    vec![s.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            (LOp::TimeToLive(l), COut::LeaseTtl { ttl, keys }) => {
+                if *ttl <= 0 {
+                    return vec![s.clone()];
+                }
+                if !s.alive(l) || keys.as_ref().is_some_and(|k| *k != s.attached(l)) {
+                    return Vec::new();
+                }
+                vec![s.clone()]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A put with a lease: applied if the lease is live, else `not found`.
+    fn put_lease(&self, s: &State, kop: KOp, l: u32, out: &COut) -> Vec<State> {
+        let alive = s.alive(l);
+        match out {
+            COut::NoLease if !alive => vec![s.clone()],
+            COut::Unknown if alive => self
+                .apply(s.clone(), std::slice::from_ref(&kop), None, None)
+                .into_iter()
+                .collect(),
+            COut::Single { res, rev } if alive => self
+                .apply(
+                    s.clone(),
+                    std::slice::from_ref(&kop),
+                    Some(std::slice::from_ref(res)),
+                    *rev,
+                )
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -323,11 +537,13 @@ impl Model<'_> {
     /// the output is impossible from `s`.
     pub(crate) fn step(&self, s: &State, input: &CInput, out: &COut) -> Vec<State> {
         match input {
+            CInput::Lease(lop) => self.lease_step(s, *lop, out),
+            CInput::Single(kop @ KOp::PutL(_, _, l)) => self.put_lease(s, *kop, *l, out),
             CInput::Single(kop) => {
                 let (res, hdr) = match out {
                     COut::Unknown => (None, None),
                     COut::Single { res, rev } => (Some(std::slice::from_ref(res)), *rev),
-                    COut::Txn { .. } => return Vec::new(),
+                    _ => return Vec::new(),
                 };
                 self.apply(s.clone(), std::slice::from_ref(kop), res, hdr)
                     .into_iter()
@@ -346,7 +562,7 @@ impl Model<'_> {
                         results,
                         rev,
                     } => (Some(*succeeded), Some(results.as_slice()), *rev),
-                    COut::Single { .. } => return Vec::new(),
+                    _ => return Vec::new(),
                 };
                 let mut next = Vec::new();
                 for (branch, base) in self.compare(s, *key, *cmp) {
@@ -465,7 +681,7 @@ impl Model<'_> {
         for (i, op) in ops.iter().enumerate() {
             let res = results.and_then(|r| r.get(i));
             match *op {
-                KOp::Put(k, v) => {
+                KOp::Put(k, v) | KOp::PutL(k, v, _) => {
                     if !matches!(res, None | Some(KRes::Put)) {
                         return None;
                     }
@@ -473,6 +689,10 @@ impl Model<'_> {
                         k,
                         Entry {
                             value: v,
+                            lease: match *op {
+                                KOp::PutL(_, _, l) => l,
+                                _ => NO_LEASE,
+                            },
                             mod_rev: wrev,
                             exact: wexact,
                         },

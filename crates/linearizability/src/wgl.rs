@@ -22,8 +22,18 @@
 //!
 //! The search succeeds as soon as every op that returned is linearized: ops
 //! that never returned and were not needed are taken as "not applied".
+//!
+//! Memory and time per step are independent of the history's length: the
+//! memo holds a 128-bit fingerprint of each (linearized set, state) pair,
+//! not the pair (a set is an n-bit vector: 12 KB per entry for 10^5 ops).
+//! The set's half is a Zobrist hash (one random 128-bit word per op, xored
+//! in and out as ops are linearized and undone), the state's a SipHash.
+//! Two distinct pairs sharing a fingerprint would make the search skip an
+//! unexplored branch; with at most 10^9 entries the odds are below 10^-20.
+//! The longest prefix (for the report) is kept incrementally.
 
 use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use crate::model::{COp, Model, State};
 
@@ -40,18 +50,40 @@ pub(crate) enum Search {
     OutOfSteps,
 }
 
-/// A fixed-size bit set of linearized ops.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Bits(Box<[u64]>);
+/// splitmix64, for the Zobrist words.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The Zobrist fingerprint of the set of linearized ops.
+struct Bits {
+    words: Vec<u128>,
+    fp: u128,
+}
 
 impl Bits {
     fn new(n: usize) -> Self {
-        Bits(vec![0; n.div_ceil(64)].into_boxed_slice())
+        let words = (0..n as u64)
+            .map(|i| (u128::from(mix(2 * i)) << 64) | u128::from(mix(2 * i + 1)))
+            .collect();
+        Bits { words, fp: 0 }
     }
     fn flip(&mut self, i: usize) {
-        if let Some(w) = self.0.get_mut(i / 64) {
-            *w ^= 1 << (i % 64);
+        if let Some(w) = self.words.get(i) {
+            self.fp ^= *w;
         }
+    }
+    /// The memo key of (this set, `s`).
+    fn key(&self, s: &State) -> u128 {
+        let mut a = std::hash::DefaultHasher::new();
+        s.hash(&mut a);
+        let mut b = std::hash::DefaultHasher::new();
+        0x5bd1_e995u32.hash(&mut b);
+        s.hash(&mut b);
+        self.fp ^ ((u128::from(a.finish()) << 64) | u128::from(b.finish()))
     }
 }
 
@@ -153,8 +185,14 @@ struct Searcher<'o> {
     list: List,
     pending: usize,
     bits: Bits,
-    seen: HashSet<(Bits, State)>,
+    seen: HashSet<u128>,
     stack: Vec<Frame>,
+    /// The longest prefix linearized so far, the state after it, and how
+    /// long a prefix of it the stack still shares (so it is updated in
+    /// amortized O(1) per push).
+    best: Vec<usize>,
+    best_state: State,
+    shared: usize,
     state: State,
     /// Per op: [`COp::rev_bound`] if it returned.
     bound: Vec<Option<i64>>,
@@ -196,12 +234,20 @@ impl Searcher<'_> {
         self.drop_bound(op);
         let limit = self.bounds.keys().next().copied().unwrap_or(i64::MAX);
         for s in cands.by_ref() {
-            if s.rev <= limit && self.seen.insert((self.bits.clone(), s.clone())) {
+            if s.rev <= limit && self.seen.insert(self.bits.key(&s)) {
                 self.stack.push(Frame {
                     op,
                     old,
                     rest: cands,
                 });
+                if self.stack.len() > self.best.len() {
+                    let from = self.shared.min(self.best.len());
+                    self.best.truncate(from);
+                    self.best
+                        .extend(self.stack.get(from..).unwrap_or(&[]).iter().map(|f| f.op));
+                    self.best_state = s.clone();
+                    self.shared = self.stack.len();
+                }
                 self.state = s;
                 self.list.lift(op);
                 if self.returned(op) {
@@ -219,6 +265,7 @@ impl Searcher<'_> {
     /// Pops the last linearized op; false if there is none.
     fn leave(&mut self) -> Option<Frame> {
         let f = self.stack.pop()?;
+        self.shared = self.shared.min(self.stack.len());
         self.list.unlift(f.op);
         if self.returned(f.op) {
             self.pending += 1;
@@ -240,6 +287,9 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
         bits: Bits::new(n),
         seen: HashSet::new(),
         stack: Vec::new(),
+        best: Vec::new(),
+        best_state: init.clone(),
+        shared: 0,
         state: init,
         bound: ops.iter().map(|o| o.ret.and(o.rev_bound())).collect(),
         bounds: BTreeMap::new(),
@@ -247,14 +297,10 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
     for op in 0..n {
         s.add_bound(op);
     }
-    let mut best: (Vec<usize>, State) = (Vec::new(), s.state.clone());
     let mut cur = at(&s.list.next, s.list.head);
     loop {
         if s.pending == 0 {
             return Search::Ok;
-        }
-        if s.stack.len() > best.0.len() {
-            best = (s.stack.iter().map(|f| f.op).collect(), s.state.clone());
         }
         let node = cur;
         if node != NIL && s.list.is_call.get(node).copied().unwrap_or(false) {
@@ -279,8 +325,8 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
         // returning here should have been linearized already. Backtrack.
         let Some(f) = s.leave() else {
             return Search::Fail {
-                prefix: best.0,
-                state: best.1,
+                prefix: s.best,
+                state: s.best_state,
             };
         };
         let Frame { op, old, rest } = f;

@@ -226,6 +226,7 @@ fn simulate(seed: u64, ops: usize, clients: u64, keys: u64) -> Sim {
                     revision: Some(rev),
                 }
             }
+            other => unreachable!("the simulation sends no {other}"),
         };
         if op.ret.is_none() {
             op.output = Output::Unknown;
