@@ -44,8 +44,8 @@
 //!
 //! | database | key | value |
 //! |---|---|---|
-//! | `key` | a revision, [`Revision::to_bytes`](actcd_types::Revision::to_bytes): 8-byte big-endian main, `_`, 8-byte big-endian sub (17 bytes), plus a trailing `t` for a tombstone (18 bytes) | an encoded `mvccpb.KeyValue` |
-//! | `meta` | `consistent_index`, `term`, `scheduledCompactRev`, `finishedCompactRev` | each an 8-byte big-endian integer |
+//! | `key` | a revision, [`Revision::to_bytes`](actcd_types::Revision::to_bytes): 8-byte big-endian main, `_`, 8-byte big-endian sub (17 bytes), plus a trailing `t` for a tombstone (18 bytes) | a 4-byte CRC32C of the key and the record, then an encoded `mvccpb.KeyValue` ([`actcd_types::key_record`]) |
+//! | `meta` | `consistent_index`, `term`, `scheduledCompactRev`, `finishedCompactRev`, `actcdKeyFormat` | each an 8-byte big-endian integer |
 //! | `lease`, `auth`, `authUsers`, `authRoles`, `members`, `members_removed`, `alarm` | | owned by the lessor, auth store and membership |
 //!
 //! Because revision keys sort bytewise in revision order, recovery rebuilds the key index with

@@ -2,6 +2,7 @@
 //! request, or a storage failure, which fails the whole batch.
 
 use actcd_types::EtcdError;
+use actcd_types::key_record::DamagedRecord;
 use actcd_types::storage::StorageError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -12,9 +13,14 @@ pub enum Error {
     /// The engine failed: the batch is abandoned and memory left as it was.
     #[error("mvcc: {0}")]
     Storage(#[from] StorageError),
-    /// A record is missing or undecodable where the index says it must be.
+    /// The key table is not what the index and the format say it must be.
     #[error("mvcc: corrupt key table: {0}")]
     Corrupt(String),
+    /// A `key` record failed its check: the request that read it fails with etcd's `corrupt
+    /// cluster` (the rest of a batch goes on), and whoever met it reports it
+    /// ([`crate::damage::DamageReport`]).
+    #[error("mvcc: {0}")]
+    Damaged(#[from] DamagedRecord),
 }
 
 impl From<Error> for EtcdError {
@@ -23,6 +29,7 @@ impl From<Error> for EtcdError {
     fn from(e: Error) -> Self {
         match e {
             Error::Request(e) => e,
+            Error::Damaged(_) => EtcdError::Corrupt,
             other => EtcdError::internal(other),
         }
     }
@@ -33,7 +40,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn request_errors_keep_etcds_text_and_storage_errors_become_internal() {
+    fn request_errors_keep_etcds_text_damage_is_corrupt_and_storage_errors_become_internal() {
         struct Case {
             err: Error,
             want: EtcdError,
@@ -54,6 +61,10 @@ mod tests {
             Case {
                 err: Error::Corrupt("bad record".into()),
                 want: EtcdError::Internal("mvcc: corrupt key table: bad record".into()),
+            },
+            Case {
+                err: DamagedRecord::missing(actcd_types::Revision::new(3, 0)).into(),
+                want: EtcdError::Corrupt,
             },
         ];
         for c in cases {

@@ -5,41 +5,55 @@
 //! (revision keys, protobuf `KeyValue` values, key-only tombstones), so the hash equals etcd's
 //! for the same history.
 
+use actcd_types::key_record;
 use actcd_types::msg::HashKvResult;
 use actcd_types::storage::{ReadTxn, Table};
 use actcd_types::{EtcdError, Revision};
 
+use crate::error::Error;
 use crate::range::View;
 use crate::store::{Sink, Store};
 
 impl<R: ReadTxn + ?Sized> View<'_, R> {
     /// etcd's HashKV at `revision` (0: the view's) over what the view reads.
-    pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
+    /// Every record hashed is checked first, and hashed as etcd stores it: its revision key
+    /// and its `KeyValue` bytes, without the checksum ([`key_record::open`]).
+    pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, Error> {
         let current = self.rev;
         let compacted = self.compact_rev;
         if revision > 0 && revision <= compacted {
-            return Err(EtcdError::Compacted);
+            return Err(EtcdError::Compacted.into());
         }
         if revision > current {
-            return Err(EtcdError::FutureRevision);
+            return Err(EtcdError::FutureRevision.into());
         }
         let rev = if revision <= 0 { current } else { revision };
         let keep = self.index.keep(rev);
         let upper = Revision::new(rev.saturating_add(1), 0).to_bytes(false);
         let mut crc = crc32c::crc32c(b"key");
-        self.txn
-            .scan(Table::Key, &[], Some(&upper), &mut |k, v| {
-                let counts = match Revision::from_bytes(k) {
-                    Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
-                    None => true,
-                };
-                if counts {
-                    crc = crc32c::crc32c_append(crc, k);
-                    crc = crc32c::crc32c_append(crc, v);
+        let mut damaged = None;
+        self.txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
+            let counts = match Revision::from_bytes(k) {
+                Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
+                None => true,
+            };
+            if counts {
+                match key_record::open(k, v) {
+                    Ok(kv) => {
+                        crc = crc32c::crc32c_append(crc, k);
+                        crc = crc32c::crc32c_append(crc, kv);
+                    }
+                    Err(d) => {
+                        damaged = Some(d);
+                        return false;
+                    }
                 }
-                true
-            })
-            .map_err(EtcdError::internal)?;
+            }
+            true
+        })?;
+        if let Some(d) = damaged {
+            return Err(d.into());
+        }
         Ok(HashKvResult {
             hash: crc,
             compact_revision: compacted,
@@ -51,7 +65,7 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
 impl Store {
     /// Over everything applied, committed or still buffered.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        self.with_view(|v| v.hash_kv(revision))?
+        self.with_view(|v| self.checked(v.hash_kv(revision), "hash"))?
     }
 
     /// Commits what is buffered and, with the direct sink, flushes everything to stable
@@ -123,9 +137,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!(records.len(), 2);
+        // Hashed as etcd stores it: the revision key, the KeyValue without its checksum.
         let mut want = crc32c::crc32c(b"key");
         want = crc32c::crc32c_append(want, &records[1].0);
-        want = crc32c::crc32c_append(want, &records[1].1);
+        want = crc32c::crc32c_append(
+            want,
+            key_record::open(&records[1].0, &records[1].1).unwrap(),
+        );
         assert_eq!(s.hash_kv(0).unwrap().hash, want);
         assert_eq!(s.hash_kv(3).unwrap_err(), EtcdError::Compacted);
     }

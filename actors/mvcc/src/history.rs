@@ -5,10 +5,10 @@
 
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_types::key_record;
 use actcd_types::msg::HistoryChunk;
 use actcd_types::storage::{ReadTxn, Table};
 use actcd_types::{EtcdError, Revision};
-use prost::Message;
 
 use crate::error::Error;
 use crate::range::View;
@@ -23,18 +23,13 @@ impl Store {
         to: i64,
         max_events: usize,
     ) -> Result<HistoryChunk, EtcdError> {
-        self.with_view(|v| v.history(from, to, max_events))?
+        self.with_view(|v| self.checked(v.history(from, to, max_events), "history"))?
     }
 }
 
 impl<R: ReadTxn + ?Sized> View<'_, R> {
     /// [`Store::history`] at the view's revision.
-    pub fn history(
-        &self,
-        from: i64,
-        to: i64,
-        max_events: usize,
-    ) -> Result<HistoryChunk, EtcdError> {
+    pub fn history(&self, from: i64, to: i64, max_events: usize) -> Result<HistoryChunk, Error> {
         let current = self.rev;
         let to = to.min(current);
         let compact_revision = self.compact_rev;
@@ -72,7 +67,7 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
                         chunk.through = rev.main - 1;
                         return false;
                     }
-                    match KeyValue::decode(v) {
+                    match key_record::decode(k, v) {
                         Ok(kv) => {
                             chunk.events.push(if tombstone {
                                 Event {
@@ -93,17 +88,16 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
                             });
                             true
                         }
-                        Err(e) => {
-                            failed = Some(Error::Corrupt(format!("record {rev:?}: {e}")));
+                        Err(damaged) => {
+                            failed = Some(Error::Damaged(damaged));
                             false
                         }
                     }
                 })
                 .map_err(Error::from)
-        }
-        .map_err(EtcdError::from)?;
+        }?;
         if let Some(e) = failed {
-            return Err(e.into());
+            return Err(e);
         }
         Ok(chunk)
     }

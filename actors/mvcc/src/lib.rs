@@ -120,9 +120,37 @@
 //!
 //! ## On disk
 //! `key`: revision (17 bytes; 18 with a trailing `t` for a tombstone, see
-//! [`actcd_types::Revision`]) → encoded `mvccpb.KeyValue`. A tombstone's record holds only the key,
-//! as etcd's does (its revision is the record's key). `meta`: `consistent_index`, `term`,
-//! `scheduledCompactRev`, `finishedCompactRev`, each an 8-byte big-endian integer.
+//! [`actcd_types::Revision`]) → a CRC32C of the revision key and the record, then the encoded
+//! `mvccpb.KeyValue` ([`actcd_types::key_record`], the one encode/decode pair). A tombstone's
+//! record holds only the key, as etcd's does (its revision is the record's key). `meta`:
+//! `consistent_index`, `term`, `scheduledCompactRev`, `finishedCompactRev`, `actcdKeyFormat`
+//! (the `key` records' format, 1 = checksummed), each an 8-byte big-endian integer.
+//!
+//! ## Damaged records
+//! Every read of a record checks it: ranges and txns on read views and on the writer's own
+//! view (prev_kv, compares, the ranges of a txn), history for watchers, HashKV and the backend
+//! hash, the index rebuild at start-up, compaction, the snapshots (etcd's file and a
+//! follower's blob). A record that fails is never returned as data: the read fails with
+//! etcd's `etcdserver: corrupt cluster` ([`Error::Damaged`] → `EtcdError::Corrupt`, gRPC
+//! `DATA_LOSS`), and [`DamageReport`] logs its key (when its bytes still decode) and revision
+//! and sends `RaiseCorrupt` for this member (the daemon wires it to whoever proposes the
+//! CORRUPT alarm). In detail:
+//! - a write that reads a damaged record (a put or delete with `prev_kv`, a txn comparing or
+//!   ranging over it) fails alone, as a refused request does, and the batch goes on: this
+//!   member then differs from the others, which is what the alarm says. Failing the whole
+//!   batch instead would stop the member, and the WAL would replay the same entry into the
+//!   same failure at every restart.
+//! - at start-up a damaged record is logged, indexed if its bytes still decode (so its key's
+//!   reads meet the damage rather than an older version, as if the newer one never existed),
+//!   and reported once the alarm recipient is wired ([`Store::set_damage_report`]).
+//! - compaction reports damage in the records it scans but still deletes the superseded ones.
+//! - the background scrub ([`Scrubber`]) walks the whole table, a bounded slice per tick in a
+//!   short read transaction of its own, so damage nobody reads is found too.
+//!
+//! A data dir written before checksums (no `actcdKeyFormat`) has its `key` table rewritten
+//! once when [`Store::open`] opens it ([`upgrade_key_format`], which says why a rewrite and
+//! not a tag byte); a store never reads a table whose format it does not know. A leader's
+//! snapshot blob from such a build is sealed as it is installed.
 //!
 //! ## One key through its life
 //! Key `foo`, on a store at revision 1:
@@ -158,10 +186,13 @@
 //! - **Restart never moves the revision back.** etcd takes the current revision from the last
 //!   record; if a crash mid-compaction deleted every record up to the scheduled revision,
 //!   that would be below revisions already served. It is at least the scheduled revision here.
-//! - **On-disk details**: `key` records are byte-for-byte etcd's (revision keys, protobuf
-//!   `KeyValue` values, key-only tombstones), so `HashKV` (`hash.rs`) equals etcd's for the same
-//!   history; the compaction marks are 8-byte integers (etcd: 17-byte revisions). An actcd data
-//!   directory is not a bbolt file, so nothing reads the marks but this crate.
+//! - **On-disk details**: `key` records are etcd's (revision keys, protobuf `KeyValue` values,
+//!   key-only tombstones) behind a 4-byte checksum, which HashKV (`hash.rs`), the Snapshot
+//!   RPC's file and the backend's outside views leave out, so `HashKV` equals etcd's for the
+//!   same history; the compaction marks are 8-byte integers (etcd: 17-byte revisions). An
+//!   actcd data directory is not a bbolt file, so nothing reads the marks but this crate.
+//! - **Records verify themselves.** etcd 3.5 trusts bbolt's pages: a flipped byte inside a
+//!   value is served as data. Here it is `corrupt cluster` and the CORRUPT alarm (above).
 //!
 //! ## Failpoints (feature `failpoints`, fail-rs; configured by `FAILPOINTS` in the daemon)
 //! - `compaction_between_slices` (`Store::step_compaction`, when a slice has run and the next
@@ -179,9 +210,11 @@
 //! of each live key's record and the attachment changes · `txn.rs` compares,
 //! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
 //! status · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
-//! `EtcdError`.
+//! `EtcdError` · `damage.rs` [`DamageReport`] (tests of every damaged-record path in
+//! `damage_tests.rs`) · `scrub.rs` [`Scrubber`], the background walk.
 
 mod actor;
+mod damage;
 mod error;
 mod hash;
 mod history;
@@ -189,17 +222,20 @@ mod key_index;
 mod leased;
 mod range;
 mod reader;
+mod scrub;
 mod store;
 mod txn;
 mod view;
 mod write;
 
 pub use actor::{BackendLink, MvccActor, MvccPeers};
+pub use damage::DamageReport;
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
 pub use reader::MvccReader;
+pub use scrub::{Scrub, ScrubConfig, ScrubTick, Scrubber, Step as ScrubStep};
 pub use store::{
     DEFAULT_COMPACTION_BATCH_LIMIT, META_CONSISTENT_INDEX, META_FINISHED_COMPACT,
-    META_SCHEDULED_COMPACT, META_TERM, Outbox, Outcome, Sink, Store,
+    META_SCHEDULED_COMPACT, META_TERM, Outbox, Outcome, Sink, Store, upgrade_key_format,
 };
 pub use view::{ReadView, ReadViews, ViewPublisher};

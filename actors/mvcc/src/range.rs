@@ -8,9 +8,9 @@ use std::cmp::Ordering;
 use actcd_proto::etcdserverpb::range_request::{SortOrder, SortTarget};
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, ResponseHeader};
 use actcd_proto::mvccpb::KeyValue;
+use actcd_types::key_record;
 use actcd_types::storage::{ReadTxn, Table};
 use actcd_types::{EtcdError, Revision};
-use prost::Message;
 
 use crate::error::Error;
 use crate::key_index::{KeyRange, KeyRev, TreeIndex};
@@ -32,18 +32,17 @@ pub(crate) struct View<'a, R: ReadTxn + ?Sized> {
 
 impl<R: ReadTxn + ?Sized> View<'_, R> {
     /// The record of the write at `rev`.
+    /// Checked ([`key_record::decode`]): a damaged record is [`Error::Damaged`], never data.
     pub fn record(&self, rev: Revision) -> Result<KeyValue, Error> {
-        let bytes = self
-            .txn
-            .get(Table::Key, &rev.to_bytes(false))?
-            .ok_or_else(|| {
-                if self.concurrent {
-                    Error::from(EtcdError::Compacted)
-                } else {
-                    Error::Corrupt(format!("range failed to find revision {rev:?}"))
-                }
-            })?;
-        KeyValue::decode(bytes.as_slice()).map_err(|e| Error::Corrupt(e.to_string()))
+        let at = rev.to_bytes(false);
+        let bytes = self.txn.get(Table::Key, &at)?.ok_or_else(|| {
+            if self.concurrent {
+                Error::from(EtcdError::Compacted)
+            } else {
+                Error::Corrupt(format!("range failed to find revision {rev:?}"))
+            }
+        })?;
+        Ok(key_record::decode(&at, &bytes)?)
     }
 
     /// The key's current record, if it exists at the view's revision.

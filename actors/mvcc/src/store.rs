@@ -11,13 +11,15 @@ use actcd_proto::etcdserverpb::{
     RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_types::key_record::{self, DamagedRecord, FORMAT_CHECKSUMMED, FORMAT_META_KEY};
 use actcd_types::msg::Commit;
 use actcd_types::msg::{ApplyResponse, ApplyResult, LeaseAttachment, StoreStatus};
 use actcd_types::storage::{KvEngine, Op, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
 use actix::Recipient;
-use prost::Message;
+use prost::Message as _;
 
+use crate::damage::DamageReport;
 use crate::error::Error;
 use crate::key_index::{KeyIndex, SharedIndex, TreeIndex, Undo};
 use crate::leased::LeasedKeys;
@@ -116,6 +118,11 @@ pub struct Store {
     /// Set when a pending transaction had to be abandoned: memory is ahead of disk, and only a
     /// restart (replaying the WAL) brings them together again.
     poisoned: bool,
+    /// Where damaged records are reported (log, CORRUPT alarm); read views get a copy.
+    damage: DamageReport,
+    /// Records that failed their check while the index was rebuilt, logged then and reported
+    /// again once an alarm recipient is wired ([`Self::set_damage_report`]).
+    damaged_at_open: Vec<DamagedRecord>,
 }
 
 impl fmt::Debug for Store {
@@ -158,19 +165,23 @@ impl Store {
     /// revision order, reads the meta records, and finishes a compaction that a crash
     /// interrupted.
     /// Until [`Self::connect_backend`], commits go straight into `engine`.
+    /// A data dir written before records carried checksums has its `key` table rewritten
+    /// first ([`upgrade_key_format`]).
     pub fn open(engine: Arc<dyn KvEngine>, identity: MemberIdentity) -> Result<Self, EtcdError> {
+        upgrade_key_format(&*engine).map_err(EtcdError::from)?;
         let read: Arc<dyn ReadEngine> = engine.clone();
         Self::open_inner(read, Sink::Direct(engine), identity, 0).map_err(EtcdError::from)
     }
 
-    fn open_inner(
+    pub(crate) fn open_inner(
         engine: Arc<dyn ReadEngine>,
         sink: Sink,
         identity: MemberIdentity,
         seq: u64,
     ) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, leased) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, leased, damaged) = {
             let txn = engine.begin_read()?;
+            check_key_format(&*txn)?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
             let term = read_meta(&*txn, META_TERM)?.unwrap_or(0);
             let finished = read_meta(&*txn, META_FINISHED_COMPACT)?.map(|r| r as i64);
@@ -178,8 +189,12 @@ impl Store {
             let mut index = TreeIndex::new();
             let mut last_main = 1;
             let mut key_leases = std::collections::HashMap::new();
+            let mut damaged = Vec::new();
             actcd_types::storage::try_scan(&*txn, Table::Key, &mut |k, v| {
-                last_main = restore_record(&mut index, &mut key_leases, k, v)?;
+                if let Some(main) = restore_record(&mut index, &mut key_leases, &mut damaged, k, v)
+                {
+                    last_main = last_main.max(main);
+                }
                 Ok::<(), Error>(())
             })?;
             (
@@ -190,6 +205,7 @@ impl Store {
                 finished,
                 scheduled,
                 LeasedKeys::restored(key_leases),
+                damaged,
             )
         };
 
@@ -222,6 +238,8 @@ impl Store {
             compaction: None,
             poisoned: false,
             commits: Default::default(),
+            damage: DamageReport::default(),
+            damaged_at_open: damaged,
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
@@ -234,9 +252,37 @@ impl Store {
             compact_revision = store.compact_rev,
             consistent_index = store.consistent_index,
             keys = store.index.read().len(),
+            damaged_records = store.damaged_at_open.len(),
             "mvcc store restored"
         );
         Ok(store)
+    }
+
+    /// Reports damaged records there from now on (read views published later too), and raises
+    /// the alarm for those the index rebuild met.
+    pub fn set_damage_report(&mut self, damage: DamageReport) {
+        if damage.raises_alarms() {
+            for d in &self.damaged_at_open {
+                damage.raise(d);
+            }
+        }
+        self.damage = damage;
+    }
+
+    /// Records that failed their check when the store opened (their keys' reads fail).
+    pub fn damaged_at_open(&self) -> &[DamagedRecord] {
+        &self.damaged_at_open
+    }
+
+    /// Where damaged records are reported.
+    pub(crate) fn damage(&self) -> &DamageReport {
+        &self.damage
+    }
+
+    /// `read`'s answer for a client: a damaged record is reported (as met `during` it) and
+    /// answered with etcd's `corrupt cluster`.
+    pub(crate) fn checked<T>(&self, read: Result<T, Error>, during: &str) -> Result<T, EtcdError> {
+        checked(&self.damage, read, during)
     }
 
     /// Whether applies collect watch events for [`Self::take_outbox`]. Off by
@@ -339,7 +385,15 @@ impl Store {
                 }
             }
             crc = crc32c::crc32c_append(crc, t.name().as_bytes());
+            let mut damaged = None;
             txn.scan(t, &[], None, &mut |k, v| {
+                // Key records are checked as they are hashed (as stored, checksum included).
+                if t == Table::Key
+                    && let Err(d) = key_record::open(k, v)
+                {
+                    damaged = Some(d);
+                    return false;
+                }
                 let ignored = t == Table::Meta && (k == META_CONSISTENT_INDEX || k == META_TERM);
                 if !ignored {
                     crc = crc32c::crc32c_append(crc, k);
@@ -348,6 +402,10 @@ impl Store {
                 true
             })
             .map_err(Error::from)?;
+            if let Some(d) = damaged {
+                self.damage.report(&d, "hash");
+                return Err(EtcdError::Corrupt);
+            }
         }
         Ok(crc)
     }
@@ -375,8 +433,7 @@ impl Store {
         self.commit()?;
         let mut buffer = self.take_buffer()?;
         buffer.begin_batch();
-        let staged =
-            actcd_etcd_snapshot::whole_store::install(&mut buffer, data).map_err(Error::from);
+        let staged = install_blob(&mut buffer, data);
         if staged.is_err() {
             buffer.rollback_batch();
         }
@@ -403,6 +460,7 @@ impl Store {
         next.notify = self.notify;
         next.defer_compaction = self.defer_compaction;
         next.outbox = std::mem::take(&mut self.outbox);
+        next.set_damage_report(self.damage.clone());
         *self = next;
         Ok(self.consistent_index)
     }
@@ -474,7 +532,7 @@ impl Store {
     /// A read of everything applied, committed or still buffered.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.with_view(|v| v.range(req))??;
+        let mut resp = self.with_view(|v| self.checked(v.range(req), "range"))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
@@ -814,7 +872,7 @@ impl Store {
     /// Evaluates a txn that writes nothing against the current state.
     pub fn read_only_txn(&self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.with_view(|v| v.read_txn(&req))??;
+        let mut resp = self.with_view(|v| self.checked(v.read_txn(&req), "txn"))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
@@ -934,6 +992,14 @@ impl Store {
                     events.truncate(first_event);
                     results.push(Err(e));
                 }
+                // A record it read is damaged: it fails as a refused request does (this member
+                // diverges from the others, which is what the CORRUPT alarm says), and the
+                // batch goes on.
+                Err(Error::Damaged(d)) => {
+                    self.damage.report(&d, "apply");
+                    events.truncate(first_event);
+                    results.push(Err(EtcdError::Corrupt));
+                }
                 // The engine failed: the whole batch is abandoned.
                 Err(e) => return Err(e),
             }
@@ -995,7 +1061,7 @@ impl Store {
         }
         let mut txn = self.take_buffer()?;
         txn.begin_batch();
-        let step = delete_compacted_slice(&mut txn, &mut job, budget.max(1));
+        let step = delete_compacted_slice(&mut txn, &mut job, budget.max(1), &self.damage);
         if step.is_err() {
             // Take the half slice back out; the next step starts it again.
             txn.rollback_batch();
@@ -1043,16 +1109,22 @@ struct CompactionJob {
 
 /// Deletes the records at or below `job.rev` that `job.keep` doesn't name, scanning at most
 /// `budget` records from `job.from`; returns whether the scan reached the end (and then records
-/// `finishedCompactRev`).
+/// `finishedCompactRev`). Every record scanned is checked: a damaged one is reported through
+/// `damage` (the member's disk is damaging data, whether or not this record was still needed)
+/// and compaction goes on, deleting it if it is superseded like any other.
 fn delete_compacted_slice<W: WriteTxn + ?Sized>(
     txn: &mut W,
     job: &mut CompactionJob,
     budget: usize,
+    damage: &DamageReport,
 ) -> Result<bool, Error> {
     // Every key with main revision ≤ rev sorts below the 8-byte prefix of rev + 1.
     let end = job.rev.saturating_add(1).to_be_bytes();
     let mut batch = Vec::new();
-    txn.scan(Table::Key, &job.from, Some(&end), &mut |k, _| {
+    txn.scan(Table::Key, &job.from, Some(&end), &mut |k, v| {
+        if let Err(d) = key_record::open(k, v) {
+            damage.report(&d, "compaction");
+        }
         batch.push(k.to_vec());
         batch.len() < budget
     })?;
@@ -1163,17 +1235,32 @@ fn read_meta<R: ReadTxn + ?Sized>(txn: &R, key: &[u8]) -> Result<Option<u64>, Er
         .transpose()
 }
 
-/// Adds one `key` table record to the index being rebuilt; returns its main revision.
-/// `key_leases` follows the lease named by each key's latest record.
+/// Adds one `key` table record to the index being rebuilt; returns its main revision (`None`
+/// for a table key that is no revision). `key_leases` follows the lease named by each key's
+/// latest record.
+///
+/// A record that fails its check is logged and kept in `damaged`, and still indexed if its
+/// bytes decode: a read of its key then meets the damage (and fails with `corrupt cluster`)
+/// instead of being answered from an older version as if the damaged one never existed.
 fn restore_record(
     index: &mut TreeIndex,
     key_leases: &mut std::collections::HashMap<Vec<u8>, i64>,
+    damaged: &mut Vec<DamagedRecord>,
     k: &[u8],
     v: &[u8],
-) -> Result<i64, Error> {
-    let (rev, tombstone) = Revision::from_bytes(k)
-        .ok_or_else(|| Error::Corrupt(format!("malformed revision key {k:?}")))?;
-    let kv = KeyValue::decode(v).map_err(|e| Error::Corrupt(format!("record {rev:?}: {e}")))?;
+) -> Option<i64> {
+    let kv = match key_record::decode(k, v) {
+        Ok(kv) => Some(kv),
+        Err(d) => {
+            DamageReport::default().report(&d, "index rebuild");
+            damaged.push(d);
+            key_record::decode_unverified(v)
+        }
+    };
+    let (rev, tombstone) = Revision::from_bytes(k)?;
+    let Some(kv) = kv else {
+        return Some(rev.main);
+    };
     if tombstone || kv.lease == 0 {
         key_leases.remove(&kv.key);
     } else {
@@ -1197,7 +1284,157 @@ fn restore_record(
         let ki = KeyIndex::restore(created, rev, kv.version);
         index.insert(kv.key, ki);
     }
-    Ok(rev.main)
+    Some(rev.main)
+}
+
+/// `read`'s answer for a client: a damaged record is reported through `damage` (as met
+/// `during` it) and answered with etcd's `corrupt cluster`.
+pub(crate) fn checked<T>(
+    damage: &DamageReport,
+    read: Result<T, Error>,
+    during: &str,
+) -> Result<T, EtcdError> {
+    read.map_err(|e| {
+        if let Error::Damaged(d) = &e {
+            damage.report(d, during);
+        }
+        EtcdError::from(e)
+    })
+}
+
+/// Writes a leader's snapshot blob in place of everything in `txn`. A blob from a member
+/// older than checksums (no format version in its `meta`) has its `key` records sealed on the
+/// way in, as [`upgrade_key_format`] would have done here, so the table holds one form.
+fn install_blob<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), Error> {
+    use actcd_etcd_snapshot::whole_store;
+    let records = whole_store::decode(data)?;
+    let format = records
+        .iter()
+        .find(|(t, k, _)| *t == Table::Meta && *k == FORMAT_META_KEY)
+        .map(|(_, _, v)| <[u8; 8]>::try_from(*v).map(u64::from_be_bytes));
+    match format {
+        Some(Ok(FORMAT_CHECKSUMMED)) => Ok(whole_store::install_records(txn, &records)?),
+        Some(_) => Err(Error::Corrupt(
+            "the snapshot's key records are in a format this build does not read".into(),
+        )),
+        None => {
+            let sealed: Vec<Vec<u8>> = records
+                .iter()
+                .map(|&(t, k, v)| match t {
+                    Table::Key => key_record::seal(k, v),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let version = FORMAT_CHECKSUMMED.to_be_bytes();
+            let mut upgraded: Vec<_> = records
+                .iter()
+                .zip(&sealed)
+                .map(|(&(t, k, v), s)| (t, k, if t == Table::Key { s.as_slice() } else { v }))
+                .collect();
+            upgraded.push((Table::Meta, FORMAT_META_KEY, version.as_slice()));
+            Ok(whole_store::install_records(txn, &upgraded)?)
+        }
+    }
+}
+
+/// Records rewritten per scan of [`upgrade_key_format`] (the write transaction holds them all;
+/// this bounds only the copy in memory).
+const UPGRADE_CHUNK: usize = 10_000;
+
+/// Brings the `key` table to [`FORMAT_CHECKSUMMED`]: a table written before checksums (no
+/// format in `meta`) has every record sealed with its checksum, in one write transaction that
+/// also records the format, so a crash leaves either the old table or the new one, never a mix
+/// (and the format key always says which). A record that is not a `KeyValue` is left as it
+/// was: it then fails its check at every read, as damage should, rather than being blessed
+/// with a checksum. A fresh store just records the format.
+///
+/// Why a rewrite and not a tag byte telling old records from new: with a tag, a flip of the
+/// tag itself would make a checksummed record read as an old one, unchecked, unless the format
+/// also said where old records end — and those old records would never verify themselves. The
+/// rewrite costs one pass at the first start of the new build (and the file may grow by up to
+/// the table's size until the old pages are reused); after it every record verifies itself
+/// and the read path knows one form.
+pub fn upgrade_key_format(engine: &dyn KvEngine) -> Result<(), Error> {
+    let format = {
+        let txn = engine.read()?;
+        read_meta(&*txn, FORMAT_META_KEY)?
+    };
+    match format {
+        Some(FORMAT_CHECKSUMMED) => return Ok(()),
+        Some(other) => {
+            return Err(Error::Corrupt(format!(
+                "key records are in format {other}, newer than this build reads \
+                 ({FORMAT_CHECKSUMMED})"
+            )));
+        }
+        None => {}
+    }
+    let mut txn = engine.write()?;
+    let (mut sealed, mut left) = (0usize, 0usize);
+    let mut from = Vec::new();
+    loop {
+        let mut chunk = Vec::new();
+        txn.scan(Table::Key, &from, None, &mut |k, v| {
+            chunk.push((k.to_vec(), v.to_vec()));
+            chunk.len() < UPGRADE_CHUNK
+        })?;
+        let done = chunk.len() < UPGRADE_CHUNK;
+        for (k, v) in &chunk {
+            if KeyValue::decode(v.as_slice()).is_ok() {
+                txn.put(Table::Key, k, &key_record::seal(k, v))?;
+                sealed += 1;
+            } else {
+                tracing::warn!(key = ?k, "key record is no KeyValue; left unsealed (damaged)");
+                left += 1;
+            }
+        }
+        match chunk.pop() {
+            Some((mut last, _)) if !done => {
+                last.push(0);
+                from = last;
+            }
+            _ => break,
+        }
+    }
+    txn.put(
+        Table::Meta,
+        FORMAT_META_KEY,
+        &FORMAT_CHECKSUMMED.to_be_bytes(),
+    )?;
+    txn.commit()?;
+    if sealed + left > 0 {
+        tracing::info!(
+            records = sealed,
+            left_damaged = left,
+            "key table rewritten with a checksum in every record"
+        );
+    }
+    Ok(())
+}
+
+/// Refuses to read a `key` table whose records are in a form this build does not read (a
+/// store opened on an engine [`upgrade_key_format`] has not seen).
+fn check_key_format<R: ReadTxn + ?Sized>(txn: &R) -> Result<(), Error> {
+    match read_meta(txn, FORMAT_META_KEY)? {
+        Some(FORMAT_CHECKSUMMED) => Ok(()),
+        None => {
+            let mut empty = true;
+            txn.scan(Table::Key, &[], None, &mut |_, _| {
+                empty = false;
+                false
+            })?;
+            if empty {
+                Ok(())
+            } else {
+                Err(Error::Corrupt(
+                    "key records carry no format version: open the store with Store::open".into(),
+                ))
+            }
+        }
+        Some(other) => Err(Error::Corrupt(format!(
+            "key records are in format {other}, newer than this build reads ({FORMAT_CHECKSUMMED})"
+        ))),
+    }
 }
 
 #[cfg(test)]

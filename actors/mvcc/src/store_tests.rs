@@ -635,14 +635,9 @@ fn delete_range_returns_prev_kvs_and_writes_tombstones() {
     assert_eq!(keys(&resp.prev_kvs), ["b/1", "b/2"]);
     assert_eq!(resp.prev_kvs[1].value, b"v-b/2");
     assert_eq!(&h.records()[4..], [(6, 0, true), (6, 1, true)]);
-    let tomb = h
-        .engine
-        .mem
-        .read()
-        .unwrap()
-        .get(Table::Key, &Revision::new(6, 1).to_bytes(true))
-        .unwrap();
-    let tomb = KeyValue::decode(tomb.unwrap().as_slice()).unwrap();
+    let at = Revision::new(6, 1).to_bytes(true);
+    let tomb = h.engine.mem.read().unwrap().get(Table::Key, &at).unwrap();
+    let tomb = actcd_types::key_record::decode(&at, &tomb.unwrap()).unwrap();
     assert_eq!(
         tomb,
         // etcd's tombstone value: the key alone (the revision is the record's key).

@@ -247,7 +247,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                 resp.header = rev_header(self.read_rev());
                 Ok(resp)
             }
-            Err(e @ Error::Request(_)) => {
+            Err(e @ (Error::Request(_) | Error::Damaged(_))) => {
                 self.rollback_to(mark)?;
                 Err(e)
             }

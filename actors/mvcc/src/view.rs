@@ -42,10 +42,11 @@ use actcd_types::storage::{Fresh, FreshTxn, ReadEngine, Table};
 use actcd_types::{EtcdError, MemberIdentity};
 use tokio::sync::watch;
 
+use crate::damage::DamageReport;
 use crate::error::Error;
 use crate::key_index::SharedIndex;
 use crate::range::View;
-use crate::store::{Store, refuse_if_poisoned, stamp};
+use crate::store::{Store, checked, refuse_if_poisoned, stamp};
 
 /// How often a read is tried again on a newer view before its last answer stands: each retry
 /// means a compaction landed during the read, which takes far longer than a read.
@@ -62,6 +63,8 @@ pub struct ReadView {
     identity: MemberIdentity,
     /// The store refuses all work (a commit of applied writes failed): so do its views.
     poisoned: bool,
+    /// Where a damaged record met by a read is reported.
+    damage: DamageReport,
 }
 
 impl std::fmt::Debug for ReadView {
@@ -87,6 +90,7 @@ impl Store {
             term: self.term(),
             identity: self.identity(),
             poisoned: self.is_poisoned(),
+            damage: self.damage().clone(),
         }
     }
 }
@@ -100,10 +104,12 @@ impl ReadView {
         self.compact_rev
     }
 
-    /// Runs `f` on the view over a new read transaction of the engine.
+    /// Runs `f` on the view over a new read transaction of the engine. A damaged record `f`
+    /// met is reported (as met `during` it) and answered with `corrupt cluster`.
     fn read<T>(
         &self,
-        f: impl FnOnce(&View<'_, FreshTxn<'_>>) -> Result<T, EtcdError>,
+        during: &str,
+        f: impl FnOnce(&View<'_, FreshTxn<'_>>) -> Result<T, Error>,
     ) -> Result<T, EtcdError> {
         refuse_if_poisoned(self.poisoned)?;
         let txn = self
@@ -116,24 +122,25 @@ impl ReadView {
             txn: &*txn,
         };
         let index = self.index.read();
-        f(&View {
+        let read = f(&View {
             // A compaction applied to the index after this view refuses what it removed.
             compact_rev: self.compact_rev.max(index.compacted()),
             index: &index,
             txn: &over,
             rev: self.rev,
             concurrent: true,
-        })
+        });
+        checked(&self.damage, read, during)
     }
 
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
-        let mut resp = self.read(|v| v.range(req).map_err(EtcdError::from))?;
+        let mut resp = self.read("range", |v| v.range(req))?;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
 
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
-        let mut resp = self.read(|v| v.read_txn(req).map_err(EtcdError::from))?;
+        let mut resp = self.read("txn", |v| v.read_txn(req))?;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
@@ -144,11 +151,11 @@ impl ReadView {
         to: i64,
         max_events: usize,
     ) -> Result<HistoryChunk, EtcdError> {
-        self.read(|v| v.history(from, to, max_events))
+        self.read("history", |v| v.history(from, to, max_events))
     }
 
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        self.read(|v| v.hash_kv(revision))
+        self.read("hash", |v| v.hash_kv(revision))
     }
 }
 

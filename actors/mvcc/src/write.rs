@@ -12,9 +12,9 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_types::key_record;
 use actcd_types::storage::{Table, WriteTxn};
 use actcd_types::{EtcdError, Revision};
-use prost::Message;
 
 use crate::error::Error;
 use crate::key_index::{KeyRange, TreeIndex, Undo};
@@ -128,8 +128,9 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
             value,
             lease,
         };
+        let at = rev.to_bytes(false);
         self.txn
-            .put(Table::Key, &rev.to_bytes(false), &kv.encode_to_vec())?;
+            .put(Table::Key, &at, &key_record::encode(&at, &kv))?;
         self.events.push(Event {
             r#type: EventType::Put as i32,
             kv: Some(kv),
@@ -176,8 +177,9 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
                 key,
                 ..Default::default()
             };
+            let at = rev.to_bytes(true);
             self.txn
-                .put(Table::Key, &rev.to_bytes(true), &tombstone.encode_to_vec())?;
+                .put(Table::Key, &at, &key_record::encode(&at, &tombstone))?;
             let undo = self
                 .index
                 .tombstone_logged(&tombstone.key, rev)

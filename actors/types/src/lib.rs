@@ -21,6 +21,8 @@
 //!   `WatchRequestMsg`, `RejectWatch`, `CloseStream`) and what a stream carries
 //!   (`StreamResponse`, `StreamId`, `WatchId`).
 //!
+//! - [`key_record`]: the `key` table's record format (a CRC32C over the revision key and the
+//!   `mvccpb.KeyValue`), its one encode/decode pair and the damaged-record error.
 //! - [`v2`]: the v2 store's messages (`--enable-v2`): applied entries, reads, watches.
 //! - [`auth`]: the auth store's published permission view ([`auth::PermissionView`], shared as
 //!   [`auth::SharedView`]): what the applier and the front judge requests against.
@@ -42,6 +44,7 @@ pub mod auth;
 pub mod duration;
 pub mod error;
 pub mod ids;
+pub mod key_record;
 pub mod meter;
 pub mod msg;
 pub mod revision;

@@ -978,3 +978,17 @@ pub struct HistoryChunk {
 pub struct LeaseKeys {
     pub id: i64,
 }
+
+// ---------------------------------------------------------------- corruption
+
+/// Raise the CORRUPT alarm for `member_id` through the log (an `AlarmRequest` ACTIVATE
+/// CORRUPT, as `etcdctl alarm` would propose it, made by the member itself so auth never
+/// judges it). Any part of the member that finds corruption sends this to the corruption
+/// checker, which proposes it once per member until the alarm is disarmed.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct RaiseCorrupt {
+    pub member_id: u64,
+    /// What was found, for the log.
+    pub reason: String,
+}

@@ -13,6 +13,10 @@ pub enum EtcdSnapshotError {
     #[error("snapshot: {0}")]
     Layout(String),
 
+    /// A `key` record of the store failed its check: no snapshot carries it.
+    #[error("snapshot: {0}")]
+    Damaged(#[from] actcd_types::key_record::DamagedRecord),
+
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),

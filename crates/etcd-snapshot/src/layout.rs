@@ -8,6 +8,7 @@
 use actcd_proto::etcdserverpb::Member;
 use actcd_proto::mvccpb::KeyValue;
 use actcd_types::Revision;
+use actcd_types::key_record;
 use actcd_types::storage::{ReadTxn, Table, try_scan};
 use prost::Message;
 
@@ -88,8 +89,18 @@ fn conf_state_json(voters: &[u64], learners: &[u64]) -> Vec<u8> {
 
 type ItemFn<'f> = dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError> + 'f;
 
-/// A record in etcd's form, if it differs from ours.
-type Convert = dyn Fn(&[u8], &[u8]) -> Result<Option<Vec<u8>>, EtcdSnapshotError>;
+/// What one of our records becomes in etcd's layout.
+enum AsEtcd {
+    Same,
+    Converted(Vec<u8>),
+    /// `value` of ours, a part of etcd's record (a `key` record without its checksum).
+    Part(std::ops::Range<usize>),
+    /// Not one of etcd's (our `key` table's format version).
+    Dropped,
+}
+
+/// A record in etcd's form.
+type Convert = dyn Fn(&[u8], &[u8]) -> Result<AsEtcd, EtcdSnapshotError>;
 
 /// Scans `table` into `f` with `added` (sorted) merged in by key; a key the table has keeps the
 /// table's value. `convert` turns a record into etcd's form.
@@ -110,8 +121,10 @@ fn scan_merged(
             next += 1;
         }
         match convert(k, v)? {
-            Some(converted) => f(Item::Pair(k, &converted)),
-            None => f(Item::Pair(k, v)),
+            AsEtcd::Same => f(Item::Pair(k, v)),
+            AsEtcd::Converted(converted) => f(Item::Pair(k, &converted)),
+            AsEtcd::Part(range) => f(Item::Pair(k, &v[range])),
+            AsEtcd::Dropped => Ok(()),
         }
     })?;
     for (k, v) in &added[next..] {
@@ -168,7 +181,7 @@ pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), Et
                 txn,
                 table,
                 &[(AUTH_REVISION, 1u64.to_be_bytes().to_vec())],
-                &|_, _| Ok(None),
+                &|_, _| Ok(AsEtcd::Same),
                 f,
             )?,
             Table::Meta => scan_merged(
@@ -176,13 +189,18 @@ pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), Et
                 table,
                 &[(CONF_STATE, conf_state.clone())],
                 &|k, v| {
+                    if k == key_record::FORMAT_META_KEY {
+                        return Ok(AsEtcd::Dropped);
+                    }
                     if !is_compact_mark(k) {
-                        return Ok(None);
+                        return Ok(AsEtcd::Same);
                     }
                     let rev = <[u8; 8]>::try_from(v)
                         .map(i64::from_be_bytes)
                         .map_err(|_| damaged("a compaction mark is not 8 bytes"))?;
-                    Ok(Some(Revision { main: rev, sub: 0 }.to_bytes(false)))
+                    Ok(AsEtcd::Converted(
+                        Revision { main: rev, sub: 0 }.to_bytes(false),
+                    ))
                 },
                 f,
             )?,
@@ -190,10 +208,22 @@ pub fn visit_etcd_layout(txn: &dyn ReadTxn, f: &mut ItemFn<'_>) -> Result<(), Et
                 txn,
                 table,
                 &[],
-                &|_, v| Ok(Some(member_json(&decode_member(v)?))),
+                &|_, v| Ok(AsEtcd::Converted(member_json(&decode_member(v)?))),
                 f,
             )?,
-            _ => scan_merged(txn, table, &[], &|_, _| Ok(None), f)?,
+            // etcd's records are ours without the checksum, checked here so that a damaged
+            // one fails the snapshot (naming it) instead of going out as good data.
+            Table::Key => scan_merged(
+                txn,
+                table,
+                &[],
+                &|k, v| {
+                    let kv = key_record::open(k, v)?;
+                    Ok(AsEtcd::Part(v.len() - kv.len()..v.len()))
+                },
+                f,
+            )?,
+            _ => scan_merged(txn, table, &[], &|_, _| Ok(AsEtcd::Same), f)?,
         }
     }
     Ok(())
@@ -247,18 +277,23 @@ where
                 }
                 Table::Meta => continue,
                 Table::Key => {
-                    // Both sides keep etcd's records (a tombstone holds only its key), so they
-                    // go over unchanged; check them, so a damaged file fails here, not at start.
+                    // etcd's records (a tombstone holds only its key) with our checksum added;
+                    // check them first, so a damaged file fails here, not at start.
                     Revision::from_bytes(k)
                         .ok_or_else(|| damaged("a key record is not at a revision"))?;
                     KeyValue::decode(v).map_err(|e| damaged(format!("key record: {e}")))?;
-                    v.to_vec()
+                    key_record::seal(k, v)
                 }
                 _ => v.to_vec(),
             };
             out.push((t, k.to_vec(), v));
         }
     }
+    out.push((
+        Table::Meta,
+        key_record::FORMAT_META_KEY.to_vec(),
+        key_record::FORMAT_CHECKSUMMED.to_be_bytes().to_vec(),
+    ));
     Ok(out)
 }
 
@@ -281,14 +316,21 @@ mod tests {
         };
         let r2 = Revision { main: 2, sub: 0 };
         let r3 = Revision { main: 3, sub: 0 };
-        w.put(Table::Key, &r2.to_bytes(false), &put.encode_to_vec())
+        let (at2, at3) = (r2.to_bytes(false), r3.to_bytes(true));
+        w.put(Table::Key, &at2, &key_record::encode(&at2, &put))
             .unwrap();
         let tomb = KeyValue {
             key: b"a".to_vec(),
             ..Default::default()
         };
-        w.put(Table::Key, &r3.to_bytes(true), &tomb.encode_to_vec())
+        w.put(Table::Key, &at3, &key_record::encode(&at3, &tomb))
             .unwrap();
+        w.put(
+            Table::Meta,
+            key_record::FORMAT_META_KEY,
+            &key_record::FORMAT_CHECKSUMMED.to_be_bytes(),
+        )
+        .unwrap();
         w.put(Table::Meta, b"consistent_index", &9u64.to_be_bytes())
             .unwrap();
         w.put(Table::Meta, META_FINISHED_COMPACT, &2i64.to_be_bytes())
@@ -356,6 +398,10 @@ mod tests {
             get("cluster", b"clusterVersion").unwrap(),
             b"3.5.0".to_vec()
         );
+        // etcd's records: no checksum, no format version.
+        assert_eq!(get("key", &at2).unwrap(), put.encode_to_vec());
+        assert_eq!(get("key", &at3).unwrap(), tomb.encode_to_vec());
+        assert_eq!(get("meta", key_record::FORMAT_META_KEY), None);
 
         // Back: data kept, membership and the old log's position gone, marks as ours again.
         let mut back = from_etcd_buckets(&buckets).unwrap();
@@ -368,12 +414,27 @@ mod tests {
             META_FINISHED_COMPACT.to_vec(),
             2i64.to_be_bytes().to_vec()
         )));
-        assert!(back.contains(&(Table::Key, r2.to_bytes(false), put.encode_to_vec())));
-        assert!(back.contains(&(Table::Key, r3.to_bytes(true), tomb.encode_to_vec())));
+        // Sealed again, under the format that says so.
+        assert!(back.contains(&(Table::Key, at2.clone(), key_record::encode(&at2, &put))));
+        assert!(back.contains(&(Table::Key, at3.clone(), key_record::encode(&at3, &tomb))));
+        assert!(back.contains(&(
+            Table::Meta,
+            key_record::FORMAT_META_KEY.to_vec(),
+            key_record::FORMAT_CHECKSUMMED.to_be_bytes().to_vec()
+        )));
         assert!(back.contains(&(Table::Lease, 7i64.to_be_bytes().to_vec(), b"lease".to_vec())));
 
         // Damage is an error.
         let bad = vec![(b"key".to_vec(), vec![(b"short".to_vec(), vec![])])];
         assert!(from_etcd_buckets(&bad).is_err());
+
+        // A damaged record of ours never goes out.
+        let mut w = from.write().unwrap();
+        let mut stored = key_record::encode(&at2, &put);
+        *stored.last_mut().unwrap() ^= 1;
+        w.put(Table::Key, &at2, &stored).unwrap();
+        w.commit().unwrap();
+        let err = visit_etcd_layout(&*from.read().unwrap(), &mut |_| Ok(())).unwrap_err();
+        assert!(matches!(err, EtcdSnapshotError::Damaged(_)), "{err}");
     }
 }

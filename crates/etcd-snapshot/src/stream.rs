@@ -138,10 +138,12 @@ mod tests {
         let e = MemEngine::default();
         let mut w = e.write().unwrap();
         for main in 2..2 + n {
+            // Stored with a checksum; 300 bytes in etcd's file.
+            let at = Revision::new(main, 0).to_bytes(false);
             w.put(
                 Table::Key,
-                &Revision::new(main, 0).to_bytes(false),
-                &[7u8; 300],
+                &at,
+                &actcd_types::key_record::seal(&at, &[7u8; 300]),
             )
             .unwrap();
         }

@@ -8,7 +8,13 @@
 //!
 //! etcd's snapshot file (the Snapshot RPC, `actcd snapshot`) is another format, kept in
 //! `actcd-etcd-snapshot`.
+//!
+//! `key` records travel as stored, checksum included (`actcd_types::key_record`), and each is
+//! checked as it is read: a damaged record fails the snapshot, naming it, rather than reaching
+//! a follower as good data. A blob from a member older than checksums (no format version in its
+//! `meta`) carries plain records; the MVCC store seals them as it installs it.
 
+use actcd_types::key_record;
 use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
 
 const MAGIC: &[u8; 8] = b"actcdsn1";
@@ -29,9 +35,16 @@ pub fn encode_into<R: ReadTxn + ?Sized>(
 ) -> Result<Vec<u8>, StorageError> {
     out.clear();
     out.extend_from_slice(MAGIC);
+    let mut damaged = None;
     for t in Table::ALL {
         let code = table_code(t);
         txn.scan(t, &[], None, &mut |k, v| {
+            if t == Table::Key
+                && let Err(d) = key_record::open(k, v)
+            {
+                damaged = Some(d);
+                return false;
+            }
             out.push(code);
             out.extend_from_slice(&(k.len() as u32).to_be_bytes());
             out.extend_from_slice(k);
@@ -39,6 +52,9 @@ pub fn encode_into<R: ReadTxn + ?Sized>(
             out.extend_from_slice(v);
             true
         })?;
+        if let Some(d) = damaged {
+            return Err(StorageError(format!("snapshot not made: {d}")));
+        }
     }
     Ok(out)
 }
@@ -80,7 +96,14 @@ pub fn decode(data: &[u8]) -> Result<Vec<Record<'_>>, StorageError> {
 
 /// Replaces every table's contents with the blob's records, inside `txn`.
 pub fn install<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), StorageError> {
-    let records = decode(data)?;
+    install_records(txn, &decode(data)?)
+}
+
+/// Replaces every table's contents with `records`, inside `txn`.
+pub fn install_records<W: WriteTxn + ?Sized>(
+    txn: &mut W,
+    records: &[Record<'_>],
+) -> Result<(), StorageError> {
     for t in Table::ALL {
         let mut keys = Vec::new();
         txn.scan(t, &[], None, &mut |k, _| {
@@ -91,7 +114,7 @@ pub fn install<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), Sto
             txn.delete(t, &k)?;
         }
     }
-    for (t, k, v) in records {
+    for &(t, k, v) in records {
         txn.put(t, k, v)?;
     }
     Ok(())
@@ -106,7 +129,8 @@ mod tests {
     fn a_snapshot_replaces_everything_and_refuses_damage() {
         let from = MemEngine::default();
         let mut w = from.write().unwrap();
-        w.put(Table::Key, b"k1", b"v1").unwrap();
+        w.put(Table::Key, b"k1", &key_record::seal(b"k1", b"v1"))
+            .unwrap();
         w.put(Table::Meta, b"consistent_index", &9u64.to_be_bytes())
             .unwrap();
         w.put(Table::Members, b"1", b"").unwrap();
@@ -133,5 +157,14 @@ mod tests {
         let mut wrong_table = blob.clone();
         wrong_table[8] = 200;
         assert!(decode(&wrong_table).is_err());
+
+        // A damaged key record is never sent.
+        let mut w = from.write().unwrap();
+        w.put(Table::Key, b"k2", &key_record::seal(b"k2", b"v2 "))
+            .unwrap();
+        w.put(Table::Key, b"k3", b"\0\0\0\0v3").unwrap();
+        w.commit().unwrap();
+        let err = encode(&*from.read().unwrap()).unwrap_err();
+        assert!(err.0.contains("damaged record"), "{err}");
     }
 }
