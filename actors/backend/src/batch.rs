@@ -139,6 +139,10 @@ impl Batch {
         self.commits.observe(started.elapsed().as_secs_f64());
         match done {
             Ok(()) => {
+                #[cfg(feature = "failpoints")]
+                if let Some(t) = self.engine.durable_after_commit() {
+                    actcd_types::synclog::record(format_args!("lmdb {t}"));
+                }
                 // `return`: committed, yet reported as a failed commit.
                 #[cfg(feature = "failpoints")]
                 fail::fail_point!("backend_after_commit", |_| Err(

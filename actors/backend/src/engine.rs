@@ -247,7 +247,31 @@ impl LmdbEngine {
         self.generation()?
             .env
             .force_sync()
-            .map_err(|e| self.lmdb(e))
+            .map_err(|e| self.lmdb(e))?;
+        #[cfg(feature = "failpoints")]
+        if let Some(t) = self.last_txn_id() {
+            actcd_types::synclog::record(format_args!("lmdb {t}"));
+        }
+        Ok(())
+    }
+
+    /// The id of the last committed write transaction (LMDB's `me_last_txnid`).
+    pub fn last_txn_id(&self) -> Option<u64> {
+        Some(self.generation().ok()?.env.info().last_txn_id as u64)
+    }
+
+    /// The newest transaction whose meta page a commit has just made durable, by the
+    /// durability mode: every commit's own ([`Durability::EveryCommit`]), the one before it
+    /// ([`Durability::NoMetaSync`]: the commit's `fdatasync` flushed the previous meta page),
+    /// or none ([`Durability::NoSync`]).
+    #[cfg(feature = "failpoints")]
+    pub(crate) fn durable_after_commit(&self) -> Option<u64> {
+        let t = self.last_txn_id()?;
+        match self.opts.durability {
+            Durability::EveryCommit => Some(t),
+            Durability::NoMetaSync => t.checked_sub(1),
+            Durability::NoSync => None,
+        }
     }
 
     /// `(bytes the data file occupies, bytes in pages that hold live data)`.

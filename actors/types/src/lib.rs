@@ -38,7 +38,8 @@
 //! `auth.rs` the permission view trait · `ids.rs` request-id generator · `validate.rs`
 //! the cheap request checks etcd makes before a request reaches the server (used by preflight for
 //! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options) ·
-//! `meter.rs` each actor's mailbox and handler timings (`MailboxProbe`).
+//! `meter.rs` each actor's mailbox and handler timings (`MailboxProbe`) · `synclog.rs` what
+//! crash tests learn of fsyncs (`ACTCD_DEBUG_SYNC_LOG`, failpoints builds only).
 
 pub mod auth;
 pub mod duration;
@@ -49,6 +50,7 @@ pub mod meter;
 pub mod msg;
 pub mod revision;
 pub mod storage;
+pub mod synclog;
 pub mod v2;
 pub mod validate;
 pub mod watch;

@@ -198,6 +198,12 @@ impl Wal {
                 f.set_len(scan.valid_len as u64)
                     .and_then(|()| f.sync_all())
                     .map_err(WalError::io("truncate", &path))?;
+                #[cfg(feature = "failpoints")]
+                actcd_types::synclog::record(format_args!(
+                    "wal {} {}",
+                    path.display(),
+                    scan.valid_len
+                ));
             }
             end_crc = Some(scan.crc);
             tail = (scan.valid_len as u64, scan.crc);
@@ -439,6 +445,10 @@ impl Wal {
         }
         self.size += buf.len() as u64;
         self.crc = crc;
+        #[cfg(feature = "failpoints")]
+        if sync {
+            actcd_types::synclog::record(format_args!("wal {} {}", path.display(), self.size));
+        }
         Ok(())
     }
 
@@ -473,6 +483,10 @@ impl Wal {
                 .last()
                 .map_or(self.dir.clone(), |s| s.path.clone());
             return Err(WalError::io("truncate", &path)(e));
+        }
+        #[cfg(feature = "failpoints")]
+        if let Some(s) = self.segments.last() {
+            actcd_types::synclog::record(format_args!("wal {} {}", s.path.display(), self.size));
         }
         // A half-done cut may have made the new file visible: nothing may be written after it.
         let (file, size, crc) = write_segment_header(
@@ -559,6 +573,8 @@ fn write_segment_header(
         .map_err(WalError::io("write", &tmp))?;
     fs::rename(&tmp, &path).map_err(WalError::io("rename", &tmp))?;
     segment::sync_dir(dir)?;
+    #[cfg(feature = "failpoints")]
+    actcd_types::synclog::record(format_args!("wal {} {}", path.display(), buf.len()));
     Ok((file, buf.len() as u64, crc))
 }
 

@@ -60,6 +60,9 @@ pub struct Member {
     pub existing: bool,
     pub data_dir: PathBuf,
     pub log: PathBuf,
+    /// Where an instrumented server records its fsyncs (`ACTCD_DEBUG_SYNC_LOG`; emptied at
+    /// each start).
+    pub sync_log: PathBuf,
     child: Option<Child>,
     stopped: bool,
     /// The member id its Status reports (0 until learned).
@@ -86,6 +89,9 @@ impl Member {
 pub struct Cluster {
     server: PathBuf,
     broken: bool,
+    /// The server is an actcd built with `--features failpoints`: it takes `FAILPOINTS` and
+    /// keeps a sync log.
+    pub instrumented: bool,
     token: String,
     pub members: Vec<Member>,
     /// The peer-link proxies (3 members).
@@ -114,6 +120,7 @@ impl Cluster {
                     existing: false,
                     data_dir: dir.join(format!("{name}.data")),
                     log: dir.join(format!("{name}.log")),
+                    sync_log: dir.join(format!("{name}.sync")),
                     name,
                     child: None,
                     stopped: false,
@@ -124,6 +131,7 @@ impl Cluster {
         Cluster {
             server: server.to_path_buf(),
             broken,
+            instrumented: false,
             token,
             members,
             net: None,
@@ -144,6 +152,11 @@ impl Cluster {
 
     /// Starts member `i` (again, after a kill) with the same flags.
     pub fn start(&mut self, i: usize) -> std::io::Result<()> {
+        self.start_with(i, None)
+    }
+
+    /// Starts member `i` with `FAILPOINTS=failpoints` (fail-rs syntax) if given.
+    pub fn start_with(&mut self, i: usize, failpoints: Option<&str>) -> std::io::Result<()> {
         let initial = self.initial_cluster();
         let m = &mut self.members[i];
         let log = OpenOptions::new().create(true).append(true).open(&m.log)?;
@@ -168,6 +181,17 @@ impl Cluster {
             .stderr(log);
         if self.broken {
             cmd.env("ACTCD_DEBUG_STALE_READS", "1");
+        }
+        if self.instrumented {
+            // Raft log compactions often enough that a member down for a few seconds is sent a
+            // snapshot (the `snapshot_before_install` failpoint needs one).
+            cmd.args(["--snapshot-count", "1000", "--snapshot-catchup-entries", "200"]);
+            // This incarnation's fsyncs only (see `lose`).
+            std::fs::write(&m.sync_log, b"")?;
+            cmd.env("ACTCD_DEBUG_SYNC_LOG", &m.sync_log);
+        }
+        if let Some(fp) = failpoints {
+            cmd.env("FAILPOINTS", fp);
         }
         let child = cmd.spawn()?;
         if let Some(net) = &self.net {
@@ -228,6 +252,14 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+
+    /// Whether member `i`'s process has exited (by itself).
+    pub fn has_exited(&mut self, i: usize) -> bool {
+        match self.members[i].child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(Some(_))),
+            None => true,
+        }
     }
 
     /// Members whose process exited without being killed by us.

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 
 use actcd_proto::etcdserverpb::cluster_client::ClusterClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{
-    HashKvRequest, Member, MemberAddRequest, MemberListRequest, MemberRemoveRequest,
+    DefragmentRequest, HashKvRequest, Member, MemberAddRequest, MemberListRequest, MemberRemoveRequest,
 };
 
 use crate::cluster::{Cluster, ELECTION_MS, channel, status};
@@ -32,6 +32,8 @@ pub enum Fault {
     Drop,
     OneWay,
     Replace,
+    Failpoint,
+    LoseUnsynced,
 }
 
 /// Every fault kind, in `--faults` order.
@@ -44,6 +46,8 @@ pub const ALL: &[Fault] = &[
     Fault::Drop,
     Fault::OneWay,
     Fault::Replace,
+    Fault::Failpoint,
+    Fault::LoseUnsynced,
 ];
 
 impl Fault {
@@ -57,6 +61,8 @@ impl Fault {
             Fault::Drop => "drop",
             Fault::OneWay => "oneway",
             Fault::Replace => "replace",
+            Fault::Failpoint => "failpoint",
+            Fault::LoseUnsynced => "lose-unsynced",
         }
     }
     pub fn parse(s: &str) -> Result<Vec<Fault>, String> {
@@ -151,12 +157,20 @@ pub async fn inject(
 ) -> Vec<Injected> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xFA17_5EED);
     let mut done = Vec::new();
-    let (n, net) = {
+    let (n, net, instrumented) = {
         let c = cluster.lock().expect("cluster lock");
-        (c.members.len(), c.net.clone())
+        (c.members.len(), c.net.clone(), c.instrumented)
     };
+    // Failpoints and the sync log exist only in an actcd built with `--features failpoints`.
+    let kinds: Vec<Fault> = kinds
+        .into_iter()
+        .filter(|k| instrumented || !matches!(k, Fault::Failpoint | Fault::LoseUnsynced))
+        .collect();
     let kinds: Vec<Fault> = if n == 1 {
-        kinds.into_iter().filter(|k| *k == Fault::Kill).collect()
+        kinds
+            .into_iter()
+            .filter(|k| matches!(k, Fault::Kill | Fault::Failpoint | Fault::LoseUnsynced))
+            .collect()
     } else if net.is_none() {
         kinds
             .into_iter()
@@ -311,6 +325,29 @@ pub async fn inject(
                 failed = fail;
                 (name, note)
             }
+            Fault::Failpoint => failpoint(&cluster, &mut rng, random, t, &stop).await,
+            Fault::LoseUnsynced => {
+                let (name, lost) = {
+                    let mut c = cluster.lock().expect("cluster lock");
+                    c.kill(random);
+                    let m = &c.members[random];
+                    let lost = crate::lose::lose_unsynced(&m.data_dir, &m.sync_log)
+                        .unwrap_or_else(|e| format!("file surgery failed: {e}"));
+                    (m.name.clone(), lost)
+                };
+                println!(
+                    "[{:6.2}s] fault lose-unsynced: SIGKILL {name}, {lost}; restart in {:.1}s",
+                    secs(t),
+                    pause.as_secs_f64()
+                );
+                tokio::time::sleep(pause).await;
+                let r = cluster.lock().expect("cluster lock").start(random);
+                let note = match r {
+                    Ok(()) => lost,
+                    Err(e) => format!("{lost}; restart failed: {e}"),
+                };
+                (name, note)
+            }
         };
         done.push(Injected {
             t,
@@ -321,6 +358,109 @@ pub async fn inject(
         });
     }
     done
+}
+
+/// The failpoints a failpoints build of actcd has that traffic (or the fault itself) reaches,
+/// and what reaches them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    /// Any write traffic.
+    Writes,
+    /// A Defragment call to the member.
+    Defrag,
+    /// The member falls behind the leader's log while down, and is sent a snapshot.
+    Snapshot,
+}
+
+const FAILPOINTS: &[(&str, Trigger)] = &[
+    ("wal_before_append", Trigger::Writes),
+    ("wal_before_hard_state", Trigger::Writes),
+    ("wal_after_append_before_fsync", Trigger::Writes),
+    ("wal_after_fsync", Trigger::Writes),
+    ("backend_before_commit", Trigger::Writes),
+    ("backend_after_commit", Trigger::Writes),
+    ("defrag_before_swap", Trigger::Defrag),
+    ("snapshot_before_install", Trigger::Snapshot),
+];
+
+/// How long an armed member may run before its failpoint is given up on.
+const FAILPOINT_WAIT: Duration = Duration::from_secs(10);
+
+/// Restarts member `i` with one failpoint set to `panic` (the process aborts) or `return` (the
+/// actor's error path: a fatal storage error stops the member), drives what reaches it, waits
+/// for the member to die of it, and restarts it without.
+async fn failpoint(
+    cluster: &Arc<Mutex<Cluster>>,
+    rng: &mut StdRng,
+    i: usize,
+    t: u64,
+    stop: &AtomicBool,
+) -> (String, String) {
+    let n = cluster.lock().expect("cluster lock").members.len();
+    let choices: Vec<&(&str, Trigger)> = FAILPOINTS
+        .iter()
+        .filter(|(_, trig)| n > 1 || *trig != Trigger::Snapshot)
+        .collect();
+    let &&(fp, trigger) = choices.choose(rng).expect("failpoints");
+    let action = if rng.random_bool(0.5) { "panic" } else { "return" };
+    let (name, url) = {
+        let mut c = cluster.lock().expect("cluster lock");
+        c.kill(i);
+        (c.members[i].name.clone(), c.members[i].url())
+    };
+    println!(
+        "[{:6.2}s] fault failpoint: SIGKILL {name}, restart with {fp}={action}",
+        secs(t)
+    );
+    if trigger == Trigger::Snapshot {
+        // Down long enough for the leader to compact past it (instrumented members run with a
+        // small --snapshot-count).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let setting = format!("{fp}={action}");
+    if let Err(e) = cluster
+        .lock()
+        .expect("cluster lock")
+        .start_with(i, Some(&setting))
+    {
+        return (name, format!("{setting}: restart failed: {e}"));
+    }
+    let started = tokio::time::Instant::now();
+    let mut fired = false;
+    while started.elapsed() < FAILPOINT_WAIT && !stop.load(Ordering::Relaxed) {
+        if cluster.lock().expect("cluster lock").has_exited(i) {
+            fired = true;
+            break;
+        }
+        if trigger == Trigger::Defrag {
+            let mut m = MaintenanceClient::new(channel(&url));
+            let mut req = tonic::Request::new(DefragmentRequest {});
+            req.set_timeout(Duration::from_secs(2));
+            let _ = tokio::time::timeout(Duration::from_secs(3), m.defragment(req)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outcome = if fired {
+        format!(
+            "{setting}: died after {:.1}s",
+            started.elapsed().as_secs_f64()
+        )
+    } else {
+        format!(
+            "{setting}: not reached in {:.0}s, killed",
+            started.elapsed().as_secs_f64()
+        )
+    };
+    println!("[{:6.2}s]   {name}: {outcome}; restarting without", secs(t));
+    let r = {
+        let mut c = cluster.lock().expect("cluster lock");
+        c.kill(i);
+        c.start(i)
+    };
+    match r {
+        Ok(()) => (name, outcome),
+        Err(e) => (name, format!("{outcome}; restart failed: {e}")),
+    }
 }
 
 fn code(s: &tonic::Status) -> String {

@@ -77,7 +77,27 @@
 //!     maybe-applied). A replacement that cannot complete is a violation
 //!     (`replace`).
 //!
-//!   With one member, only `kill`; peer-link faults and `replace` need 3.
+//!   - `failpoint` (`--failpoints` only): a random member is SIGKILLed and
+//!     restarted with one fail-rs failpoint (`FAILPOINTS`) set to `panic`
+//!     (the process aborts) or `return` (the actor's real error path: a
+//!     refused WAL write or backend commit is fatal, the member exits 1):
+//!     before/after a WAL append, after the append before its fsync, after
+//!     the fsync, before the hard state is saved, before/after an LMDB
+//!     commit (all reached by traffic), in the defragmentation swap (the
+//!     runner sends Defragment), or while installing a snapshot (the member
+//!     is kept down 3 s first; instrumented members run with
+//!     `--snapshot-count 1000 --snapshot-catchup-entries 200` so it is sent
+//!     one). Once the member dies of it (or after 10 s, then killed) it is
+//!     restarted without failpoints;
+//!   - `lose-unsynced` (`--failpoints` only): a random member is SIGKILLed
+//!     and its files cut back to what it had fsynced, as a power loss just
+//!     after the crash would leave them: WAL bytes past the last fsync are
+//!     zeroed and an LMDB meta page not yet synced is lost (module `lose`
+//!     says how it knows: the member's sync log, `ACTCD_DEBUG_SYNC_LOG`),
+//!     then it is restarted after 1–2 s.
+//!
+//!   With one member, only `kill`, `failpoint` and `lose-unsynced`;
+//!   peer-link faults and `replace` need 3.
 //!
 //! # What it checks, after traffic stops and every member is healed and healthy
 //!
@@ -130,6 +150,7 @@
 
 mod cluster;
 mod faults;
+mod lose;
 mod proxy;
 mod run;
 mod traffic;
@@ -188,6 +209,10 @@ pub struct Cli {
     /// Start the servers with ACTCD_DEBUG_STALE_READS=1 (must fail).
     #[arg(long)]
     broken: bool,
+    /// The server is actcd built with `--features failpoints`: adds the
+    /// `failpoint` and `lose-unsynced` faults (part of `all`).
+    #[arg(long)]
+    pub failpoints: bool,
     /// Also check in whole mode (exact revisions) up to this many ops.
     #[arg(long, default_value_t = 50_000)]
     whole_limit: usize,

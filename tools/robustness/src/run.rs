@@ -110,6 +110,7 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
     let token = format!("robustness-{seed}");
     let proxied = spec.members > 1;
     let mut cluster = Cluster::new(&cli.server, dir, spec.members, cli.broken, token, proxied);
+    cluster.instrumented = cli.failpoints;
     if proxied {
         let adv: Vec<u16> = cluster.members.iter().map(|m| m.adv_port).collect();
         let real: Vec<u16> = cluster.members.iter().map(|m| m.peer_port).collect();
