@@ -185,7 +185,12 @@ impl Cluster {
         if self.instrumented {
             // Raft log compactions often enough that a member down for a few seconds is sent a
             // snapshot (the `snapshot_before_install` failpoint needs one).
-            cmd.args(["--snapshot-count", "1000", "--snapshot-catchup-entries", "200"]);
+            cmd.args([
+                "--snapshot-count",
+                "1000",
+                "--snapshot-catchup-entries",
+                "200",
+            ]);
             // This incarnation's fsyncs only (see `lose`).
             std::fs::write(&m.sync_log, b"")?;
             cmd.env("ACTCD_DEBUG_SYNC_LOG", &m.sync_log);
