@@ -12,6 +12,7 @@ use std::time::Duration;
 use actcd_applier::Membership;
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendOptions, LmdbEngine};
+use actcd_corrupt::InitialCheck;
 use actcd_front::authn::AuthGate;
 use actcd_front::{FrontConfig, Pipeline, PipelineRoutes};
 use actcd_mvcc::Store;
@@ -43,6 +44,10 @@ pub enum StartError {
     Runtime(String),
     #[error("cannot join the existing cluster: {0}")]
     Join(String),
+    /// The initial corruption check found a peer whose data differ (etcd's
+    /// `found data inconsistency with peers`).
+    #[error("{0}")]
+    Corrupt(String),
     /// An actor reported a fatal error and the member was shut down (the supervisor logged it).
     #[error("{actor}: {error}")]
     Fatal { actor: &'static str, error: String },
@@ -332,15 +337,17 @@ pub fn run_until(
                     consistent_index,
                     members: membership,
                 };
-                let routes = crate::wiring::start_actors(&actix_cfg, recovered, &supervisor);
-                let _ = routes_tx.send((routes, actix::System::current(), supervisor));
+                let (routes, initial_check) =
+                    crate::wiring::start_actors(&actix_cfg, recovered, &supervisor);
+                let _ =
+                    routes_tx.send((routes, initial_check, actix::System::current(), supervisor));
             });
             let res = sys.run();
             let _ = actors_done_tx.send(());
             res
         })
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let (routes, system, supervisor) = routes_rx
+    let (routes, initial_check, system, supervisor) = routes_rx
         .recv()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
 
@@ -351,7 +358,12 @@ pub fn run_until(
             _ = actors_done_rx => tracing::warn!("the actors stopped; shutting down"),
         }
     };
-    let served = serve_clients(&cfg, routes, stop, system.arbiter().clone());
+    let served = serve_clients(
+        &cfg,
+        (routes, initial_check),
+        stop,
+        system.arbiter().clone(),
+    );
     // Clients are no longer served: the supervisor stops the actors and says whether one
     // failed (no answer: the actors' thread is already gone).
     let (reply, failure) = tokio::sync::oneshot::channel();
@@ -457,7 +469,7 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
 /// Serves the client API on the tokio runtime until a signal asks to stop.
 fn serve_clients(
     cfg: &Config,
-    routes: PipelineRoutes,
+    (routes, initial_check): (PipelineRoutes, actix::Recipient<InitialCheck>),
     stop: impl std::future::Future<Output = ()> + Send + 'static,
     actors: actix::ArbiterHandle,
 ) -> Result<(), StartError> {
@@ -500,6 +512,15 @@ fn serve_clients(
     let gate = AuthGate::new(client_cert_auth);
     let pipeline = Pipeline::new(routes, front_cfg, gate, now_ms());
     rt.block_on(async move {
+        // etcd's InitialCheck: the peer port already serves (peers checking themselves ask
+        // it), clients not yet.
+        if cfg.flags.experimental_initial_corrupt_check {
+            initial_check
+                .send(InitialCheck)
+                .await
+                .map_err(|e| StartError::Runtime(e.to_string()))?
+                .map_err(|e| StartError::Corrupt(e.to_string()))?;
+        }
         pipeline.follow_auth();
         let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
         let mut servers = Vec::new();

@@ -6,6 +6,10 @@
 //! - the lessor's `LessorTick` every 500 ms (etcd's expiry loop);
 //! - the auto-compactor's `CompactorTick{now}` every `Schedule::tick_interval`, `now` being the
 //!   time since the ticker started (the compactor's only clock);
+//! - the corruption checker's `CheckTick(Periodic)` every `--experimental-corrupt-check-time`
+//!   and `CheckTick(CompactHash)` every `--experimental-compact-hash-check-time` (when on);
+//! - the key table scrub's `ScrubTick{now}` every second (`--experimental-scrub-interval`
+//!   sets how often a pass may start; each tick runs at most one bounded step);
 //! - etcd's backend batch interval, every 100 ms: `FlushStore` (commit what the store applied),
 //!   then `SyncBackend` (the meta page to disk, so the WAL replays at most that much after a
 //!   crash), then the store's live bytes to preflight as `QuotaUsage`. A refused commit is
@@ -22,6 +26,7 @@ use std::time::Duration;
 
 use actcd_backend::SyncBackend;
 use actcd_compactor::CompactorTick;
+use actcd_corrupt::{Check, CheckTick};
 use actcd_types::msg::{Fatal, FlushStore, GetStoreStatus, LessorTick, QuotaUsage, Tick};
 use actix::prelude::*;
 use tokio::time::Instant;
@@ -34,6 +39,11 @@ pub enum Periodic {
     BackendBatch(BackendBatch),
     /// The v2 store: watchers swept, expired TTLs synced by the leader.
     V2Sync(Recipient<actcd_types::v2::V2SyncTick>),
+    /// The corruption checker: one of its checks is due (it skips a tick while that check
+    /// still runs, so the tick is taken at once).
+    Corrupt(Recipient<CheckTick>, Check),
+    /// The key table scrub: one bounded step, if a pass is under way or due.
+    Scrub(Recipient<actcd_mvcc::ScrubTick>),
 }
 
 /// The recipients of one backend batch tick.
@@ -63,8 +73,16 @@ impl Periodic {
                 let send = store.send(actcd_types::v2::V2SyncTick);
                 Box::pin(async move { send.await.is_ok() })
             }
+            Periodic::Corrupt(checker, check) => {
+                let send = checker.send(CheckTick(*check));
+                Box::pin(async move { send.await.is_ok() })
+            }
             Periodic::Compactor(compactor) => {
                 let send = compactor.send(CompactorTick { now: since_start });
+                Box::pin(async move { send.await.is_ok() })
+            }
+            Periodic::Scrub(scrubber) => {
+                let send = scrubber.send(actcd_mvcc::ScrubTick { now: since_start });
                 Box::pin(async move { send.await.is_ok() })
             }
             Periodic::BackendBatch(b) => {

@@ -20,15 +20,19 @@ use actcd_applier::{
 };
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendActor, LmdbEngine, Subscribe};
+use actcd_corrupt::{Check, CheckerConfig, CheckerPeers, CorruptionChecker, InitialCheck};
 use actcd_front::{ActorProbe, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
-use actcd_mvcc::{BackendLink, MvccActor, MvccPeers, MvccReader, ReadViews, Store};
+use actcd_mvcc::{
+    BackendLink, DamageReport, MvccActor, MvccPeers, MvccReader, ReadViews, ScrubConfig,
+    ScrubTick, Scrubber, Store,
+};
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{RaftActor, RaftNode, RaftPeers};
 use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
-use actcd_types::msg::{MemberRecord, PeerChange};
+use actcd_types::msg::{CorruptFlag, MemberRecord, PeerChange};
 use actcd_types::storage::ReadEngine;
 use actcd_v2store::{V2Peers, V2StoreActor};
 use actcd_wal::{Wal, WalActor};
@@ -126,8 +130,12 @@ pub(crate) fn start_actors(
     cfg: &Config,
     rec: Recovered,
     supervisor: &Addr<Supervisor>,
-) -> PipelineRoutes {
+) -> (PipelineRoutes, Recipient<InitialCheck>) {
     let (boxes, a) = Mailboxes::new();
+    // The corruption checker answers the peer port's hash questions, and asks the transport
+    // the peers': its mailbox comes first.
+    let checker_box = Context::<CorruptionChecker>::new();
+    let checker = checker_box.address();
     let identity = MemberIdentity {
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,
@@ -139,9 +147,12 @@ pub(crate) fn start_actors(
     // installed.
     let alarm_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
     let v2_engine = rec.engine.clone() as Arc<dyn ReadEngine>;
+    // A damaged key record, wherever it is met, raises CORRUPT through the checker.
+    let damage = DamageReport::to(checker.clone().recipient(), cfg.member_id);
+    let scrubber = scrubber(cfg, rec.engine.clone(), damage.clone());
     let (backend, views) = storage(
         rec.engine,
-        rec.store,
+        (rec.store, damage),
         (boxes.store, boxes.reader),
         &a,
         supervisor,
@@ -155,10 +166,11 @@ pub(crate) fn start_actors(
         &rec.members.list(),
         &a,
         &lessor,
+        &checker,
         supervisor,
     );
     let v2 = v2_store(cfg, v2_engine, rec.members.list().len(), &a, supervisor);
-    apply(
+    let corrupt = apply(
         boxes.applier,
         rec.consistent_index,
         (rec.alarms, rec.members, rec.leases, alarm_engine),
@@ -168,7 +180,8 @@ pub(crate) fn start_actors(
         supervisor,
     );
     admission(cfg, boxes.preflight, &a);
-    ticks(cfg, &a, &lessor, &backend, supervisor);
+    corruption_checks(cfg, checker_box, &a, &consensus.transport);
+    ticks(cfg, &a, &lessor, &backend, (&checker, scrubber), supervisor);
     if let Some((addr, _)) = &v2 {
         Ticker::new()
             .every(
@@ -200,12 +213,59 @@ pub(crate) fn start_actors(
         )),
         _ => None,
     };
-    let mut routes = routes(a, consensus, lessor, auth, (backend, views), actors);
+    let mut routes = routes(
+        a,
+        consensus,
+        lessor,
+        auth,
+        (backend, views),
+        (actors, corrupt),
+    );
     routes.v2 = v2_routes;
     if let Some((addr, _)) = &v2 {
         routes.actors.push(ActorProbe::of("v2store", addr));
     }
-    routes
+    (routes, checker.recipient())
+}
+
+/// `ACTCD_DEBUG_CORRUPT_HASH=1`: what a member that seems corrupt XORs into its hashes.
+const DEBUG_HASH_SKEW: u32 = 0x00c0_ffee;
+
+/// The corruption checker (etcd's `--experimental-*corrupt*` checks, on by default here): it
+/// asks the reader for this member's hash, the transport for the peers', raft whether it
+/// leads, and raises CORRUPT through preflight. Its ticks come from [`ticks`].
+fn corruption_checks(
+    cfg: &Config,
+    mailbox: Context<CorruptionChecker>,
+    a: &Addrs,
+    transport: &Addr<TransportActor>,
+) {
+    let debug_skew = if std::env::var_os("ACTCD_DEBUG_CORRUPT_HASH").is_some_and(|v| v == "1") {
+        tracing::warn!(
+            "ACTCD_DEBUG_CORRUPT_HASH=1: this member reports skewed hashes, so its peers find \
+             it corrupt (a deliberately broken member for the corruption tests)"
+        );
+        DEBUG_HASH_SKEW
+    } else {
+        0
+    };
+    let checker = CorruptionChecker::new(
+        CheckerConfig {
+            member_id: cfg.member_id,
+            debug_skew,
+        },
+        CheckerPeers {
+            hash_kv: a.reader.clone().recipient(),
+            peer_hash: transport.clone().recipient(),
+            members: a.applier.clone().recipient(),
+            raft: a.raft.clone().recipient(),
+            read_index: a.raft.clone().recipient(),
+            submit: a.preflight.clone().recipient(),
+        },
+        // Request ids of its own: the front's carry the member id's low bits on top.
+        actcd_types::ids::IdGenerator::new(cfg.member_id ^ 0xc000, now_ms()),
+    );
+    mailbox.run(checker);
 }
 
 /// bcrypt cost of new v2 passwords: etcd v2's (Go's default, 10).
@@ -284,12 +344,13 @@ fn auth_store(auth: AuthActor) -> (Addr<AuthActor>, SharedView) {
 /// applies.
 fn storage(
     engine: Arc<LmdbEngine>,
-    mut store: Store,
+    (mut store, damage): (Store, DamageReport),
     (mailbox, reader): (AddressReceiver<MvccActor>, AddressReceiver<MvccReader>),
     a: &Addrs,
     supervisor: &Addr<Supervisor>,
 ) -> (Addr<BackendActor>, ReadViews) {
     let backend = BackendActor::start_on_own_thread(engine);
+    store.set_damage_report(damage);
     let (publisher, views) = ReadViews::channel(store.read_view());
     let front_views = views.clone();
     // Beside the front where the front shares the actors' thread (small machines: a read is a
@@ -326,6 +387,22 @@ fn storage(
         run_on_own_thread(mailbox, make);
     }
     (backend, front_views)
+}
+
+/// The background scrub of the `key` table (`--experimental-scrub-interval`; none when 0), on
+/// a thread of its own, reading the committed engine; its ticks come from [`ticks`].
+fn scrubber(
+    cfg: &Config,
+    engine: Arc<LmdbEngine>,
+    damage: DamageReport,
+) -> Option<Recipient<ScrubTick>> {
+    let interval = cfg.flags.experimental_scrub_interval;
+    if interval.is_zero() {
+        return None;
+    }
+    tracing::info!(?interval, "enabled key table scrub");
+    let scrubber = Scrubber::new(ScrubConfig::every(interval), engine, damage);
+    Some(scrubber.start_on_own_thread().recipient())
 }
 
 /// The watch hub, on a thread of its own: fanning one write out to thousands of watchers must
@@ -369,6 +446,7 @@ fn consensus(
     members: &[MemberRecord],
     a: &Addrs,
     lessor: &Addr<LessorActor<TokioClock>>,
+    checker: &Addr<CorruptionChecker>,
     supervisor: &Addr<Supervisor>,
 ) -> Consensus {
     let wal = WalActor::new(wal).start();
@@ -414,6 +492,7 @@ fn consensus(
             renew_lease: Some(lessor.clone().recipient()),
             lease_ttl: Some(lessor.clone().recipient()),
             learner_ready: Some(a.raft.clone().recipient()),
+            hash_kv: Some(checker.clone().recipient()),
         },
         cfg.cluster_id,
     );
@@ -436,7 +515,8 @@ fn apply(
     (auth, auth_view): (&Addr<AuthActor>, SharedView),
     (identity, v2): (MemberIdentity, Option<&Addr<V2StoreActor>>),
     supervisor: &Addr<Supervisor>,
-) {
+) -> CorruptFlag {
+    let (corrupt_tx, corrupt) = tokio::sync::watch::channel(false);
     let applier = ApplierActor::new(
         Applier::new(consistent_index),
         ApplierPeers {
@@ -466,8 +546,10 @@ fn apply(
     )
     .with_alarms(alarms, engine)
     .with_members(members)
-    .with_leases(leases);
+    .with_leases(leases)
+    .publishing_corrupt(corrupt_tx);
     mailbox.run(applier);
+    corrupt
 }
 
 /// Preflight: validation, quota and the apply gap before anything is proposed.
@@ -492,6 +574,9 @@ fn admission(cfg: &Config, mailbox: Context<PreflightActor>, a: &Addrs) {
     );
 }
 
+/// How often the scrub may take a step (one step: at most 1,000 records or 4 MiB).
+const SCRUB_TICK: Duration = Duration::from_secs(1);
+
 /// Every periodic message comes from one ticker, the only place real time enters the actors
 /// (see `ticker.rs` for each period and why); the auto-compactor, when on, is one of its
 /// targets.
@@ -500,6 +585,7 @@ fn ticks(
     a: &Addrs,
     lessor: &Addr<LessorActor<TokioClock>>,
     backend: &Addr<BackendActor>,
+    (checker, scrubber): (&Addr<CorruptionChecker>, Option<Recipient<ScrubTick>>),
     supervisor: &Addr<Supervisor>,
 ) {
     let mut ticker = Ticker::new()
@@ -518,6 +604,25 @@ fn ticks(
                 fatal: supervisor.clone().recipient(),
             }),
         );
+    let periodic = cfg.flags.experimental_corrupt_check_time;
+    if !periodic.is_zero() {
+        tracing::info!(interval = ?periodic, "enabled corruption checking");
+        ticker = ticker.every(
+            periodic,
+            Periodic::Corrupt(checker.clone().recipient(), Check::Periodic),
+        );
+    }
+    let compact = cfg.flags.experimental_compact_hash_check_time;
+    if cfg.flags.experimental_compact_hash_check_enabled && !compact.is_zero() {
+        tracing::info!(interval = ?compact, "enabled compaction hash check");
+        ticker = ticker.every(
+            compact,
+            Periodic::Corrupt(checker.clone().recipient(), Check::CompactHash),
+        );
+    }
+    if let Some(scrubber) = scrubber {
+        ticker = ticker.every(SCRUB_TICK, Periodic::Scrub(scrubber));
+    }
     if let Some(mode) = cfg.auto_compaction {
         let schedule = actcd_compactor::Schedule::new(mode, Duration::ZERO);
         let every = schedule.tick_interval();
@@ -546,7 +651,7 @@ fn routes(
     lessor: Addr<LessorActor<TokioClock>>,
     auth: Addr<AuthActor>,
     (backend, views): (Addr<BackendActor>, ReadViews),
-    actors: Vec<ActorProbe>,
+    (actors, corrupt): (Vec<ActorProbe>, CorruptFlag),
 ) -> PipelineRoutes {
     PipelineRoutes {
         submit: a.preflight.recipient(),
@@ -573,6 +678,7 @@ fn routes(
         peer_activity: c.transport.clone().recipient(),
         learner_ready: a.raft.clone().recipient(),
         learner: c.learner,
+        corrupt,
         leader_call: c.transport.recipient(),
         alarms: a.applier.clone().recipient(),
         hash_backend: a.store.clone().recipient(),

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 mod auth;
 mod cluster;
+mod corrupt;
 mod failpoints;
 mod fatal;
 mod http;

@@ -57,6 +57,8 @@ pub struct ApplierActor {
     /// The committed state alarms, members and leases are read from after a snapshot is
     /// installed.
     engine: Option<Arc<dyn ReadEngine>>,
+    /// Where whether CORRUPT is raised is published (the front refuses reads while it is).
+    corrupt: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 impl ApplierActor {
@@ -73,6 +75,22 @@ impl ApplierActor {
             leases: Leases::default(),
             revision: None,
             engine: None,
+            corrupt: None,
+        }
+    }
+
+    /// Publishes on `flag` whether a CORRUPT alarm is raised: now, after every Ready and after
+    /// every snapshot installed.
+    pub fn publishing_corrupt(mut self, flag: tokio::sync::watch::Sender<bool>) -> Self {
+        self.corrupt = Some(flag);
+        self.publish_corrupt();
+        self
+    }
+
+    fn publish_corrupt(&self) {
+        if let Some(tx) = &self.corrupt {
+            let corrupt = self.alarms.corrupt();
+            tx.send_if_modified(|v| std::mem::replace(v, corrupt) != corrupt);
         }
     }
 
@@ -90,6 +108,7 @@ impl ApplierActor {
     pub fn with_alarms(mut self, alarms: Alarms, engine: Arc<dyn ReadEngine>) -> Self {
         self.alarms = alarms;
         self.engine = Some(engine);
+        self.publish_corrupt();
         self
     }
 
@@ -162,6 +181,7 @@ impl Handler<Apply> for ApplierActor {
                 act.members = state.members;
                 act.leases = state.leases;
                 act.revision = state.revision;
+                act.publish_corrupt();
                 act.after_apply(res, last_index, ctx);
             },
         )))
@@ -235,6 +255,7 @@ impl Handler<InstallSnapshot> for ApplierActor {
             act.revision = None;
             if let Some(alarms) = alarms {
                 act.alarms = alarms;
+                act.publish_corrupt();
             }
             if let Some(leases) = leases {
                 act.replace_leases(leases);

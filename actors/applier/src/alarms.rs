@@ -46,6 +46,14 @@ impl Alarms {
             .any(|&(_, a)| a == AlarmType::Nospace as i32)
     }
 
+    /// Whether a CORRUPT alarm is raised (the corrupt step then refuses key-space and lease
+    /// requests, and the front refuses reads).
+    pub fn corrupt(&self) -> bool {
+        self.raised
+            .iter()
+            .any(|&(_, a)| a == AlarmType::Corrupt as i32)
+    }
+
     /// Raised alarms of one type, or all of them for NONE.
     pub fn list(&self, alarm: i32) -> Vec<AlarmMember> {
         self.raised

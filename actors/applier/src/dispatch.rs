@@ -1,7 +1,8 @@
 //! The walk through a Ready that ties the steps together, and step four of the chain:
 //! dispatch.
 //!
-//! Each entry passes the auth step (`auth_step.rs`) and the capped step (`capped.rs`); a
+//! Each entry passes the auth step (`auth_step.rs`), the corrupt step (`corrupt.rs`) and the
+//! capped step (`capped.rs`); a
 //! refused request gets its error on its waiter and goes no further. Key-space and compaction
 //! requests go to the MVCC store in runs, one `ApplyBatch` per run (the store answers their
 //! waiters itself). An auth, alarm or membership request ends the run before it (so the store
@@ -51,7 +52,7 @@ use crate::alarms::Alarms;
 use crate::applier::{Item, Prepared};
 use crate::leases::Leases;
 use crate::members::Membership;
-use crate::{auth_step, capped};
+use crate::{auth_step, capped, corrupt};
 
 /// What the chain's steps judge by, as of the point of the log applied so far.
 #[derive(Debug)]
@@ -288,6 +289,7 @@ impl ChainPeers {
                 None => Vec::new(),
             };
             let judged = auth_step::judge(&*state.view, &request, &lease_keys)
+                .and_then(|()| corrupt::check(state.alarms.corrupt(), &request))
                 .and_then(|()| capped::check(state.alarms.nospace(), &request));
             if let Err(e) = judged {
                 run.covered = Some((index, term));

@@ -99,6 +99,7 @@ mod alarms;
 mod applier;
 mod auth_step;
 mod capped;
+mod corrupt;
 mod dispatch;
 mod leases;
 mod members;

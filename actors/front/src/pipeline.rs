@@ -82,6 +82,9 @@ pub struct PipelineRoutes {
     pub learner_ready: Recipient<CheckLearner>,
     /// The raft node: whether this member is a learner (it restricts what is served).
     pub learner: crate::learner::LearnerFlag,
+    /// The applier: whether a CORRUPT alarm is raised (reads are refused while it is; writes
+    /// are refused at apply).
+    pub corrupt: actcd_types::msg::CorruptFlag,
     /// The transport: questions only the leader answers.
     pub leader_call: Recipient<LeaderCall>,
     /// The store: etcd's whole-backend hash.
@@ -477,6 +480,17 @@ impl Pipeline {
         }
     }
 
+    /// While a CORRUPT alarm is raised, reads are refused with `etcdserver: corrupt cluster`,
+    /// as the applier refuses writes: data a member may hold wrongly are never served. (etcd
+    /// 3.5 serves reads through its base applier, past the corrupt one; actcd doesn't.)
+    fn refuse_if_corrupt(&self) -> Result<(), EtcdError> {
+        if *self.routes.corrupt.borrow() {
+            Err(EtcdError::Corrupt)
+        } else {
+            Ok(())
+        }
+    }
+
     /// A Range, read from the store's newest published view in this task: a serializable one
     /// at once, a linearizable one once the ReadIndex barrier says everything committed before
     /// the call is applied (the store publishes a batch's view before it reports the batch
@@ -490,6 +504,7 @@ impl Pipeline {
         who: AuthInfo,
     ) -> Result<RangeResponse, EtcdError> {
         actcd_types::validate::check_range(&request)?;
+        self.refuse_if_corrupt()?;
         if !request.serializable {
             self.linearizable_barrier().await?;
         }
@@ -508,6 +523,7 @@ impl Pipeline {
         who: AuthInfo,
     ) -> Result<TxnResponse, EtcdError> {
         actcd_types::validate::check_txn(&request, self.config.max_txn_ops)?;
+        self.refuse_if_corrupt()?;
         if !is_txn_serializable(&request) {
             self.linearizable_barrier().await?;
         }

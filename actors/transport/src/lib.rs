@@ -15,11 +15,15 @@
 //!   `RaftPeer.Snapshot`, in 1 MiB chunks closed by a CRC32C; the raft node hears
 //!   `SnapshotReport`), `LeaderCall` (keepalives, lease TTLs and learner progress, asked of the
 //!   leader's peer port for a follower's front) and `PeerActivity` (how long each peer's stream
-//!   has been up: etcd's health rule for membership changes);
+//!   has been up: etcd's health rule for membership changes) and `PeerHashKv{to, revision}`
+//!   (a peer's HashKV for the corruption checks, etcd's `/members/hashkv`: `Compacted` and
+//!   `FutureRevision` come back as themselves, anything else as the reason it failed);
 //! - its peer port ([`serve_peers`], routes in [`PeerRoutes`]) steps every message a peer sends
 //!   into the raft node (`Step`), hands snapshots with their copy to it (`StepSnapshot`) once
 //!   whole and intact, answers `Members` (how a member joining an existing cluster learns its
-//!   id: [`fetch_members`]) from the applier, and leader calls from the lessor and the raft node;
+//!   id: [`fetch_members`]) from the applier, leader calls from the lessor and the raft node,
+//!   and `HashKv` (peers' corruption checks) from the corruption checker (`LocalHashKv`), only
+//!   for members of this cluster, like every call here;
 //! - sends `Unreachable{id}` whenever the stream to a peer breaks or cannot be opened.
 //!
 //! Peer TLS ([`PeerTls`]): `https://` peer URLs are served with the peer key pair and dialled
@@ -60,14 +64,14 @@ use actcd_proto::actcdpb::raft_peer_client::RaftPeerClient;
 use actcd_proto::actcdpb::raft_peer_server::{RaftPeer, RaftPeerServer};
 use actcd_proto::actcdpb::{
     LeaseRenewReply, LeaseRenewRequest, LeaseTtlReply, MemberIdRequest, MembersReply,
-    MembersRequest, PeerAck, RaftMessage, SnapshotChunk,
+    MembersRequest, PeerAck, PeerHashKvReply, PeerHashKvRequest, RaftMessage, SnapshotChunk,
 };
 use actcd_proto::etcdserverpb::Member;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    CheckLearner, GetMembers, LeaderCall, LeaseTimeToLive, LeaseTtl, MakeSnapshot, PeerActivity,
-    PeerAnswer, PeerCall, PeerChange, PeerMessage, RenewLease, SendSnapshot, SnapshotError,
-    SnapshotReport, Step, StepSnapshot, Unreachable,
+    CheckLearner, GetMembers, LeaderCall, LeaseTimeToLive, LeaseTtl, LocalHashKv, MakeSnapshot,
+    MemberHash, PeerActivity, PeerAnswer, PeerCall, PeerChange, PeerHashKv, PeerMessage,
+    RenewLease, SendSnapshot, SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
 };
 use actix::prelude::*;
 use futures::StreamExt;
@@ -327,6 +331,69 @@ impl Handler<SendSnapshot> for TransportActor {
     }
 }
 
+impl TransportActor {
+    /// A channel for questions to member `id`'s first peer URL (kept per URL, opened lazily).
+    fn call_channel(&mut self, id: u64) -> Option<Result<tonic::transport::Channel, EtcdError>> {
+        let url = self.queues.get(&id).and_then(|(_, u)| u.first().cloned())?;
+        if let Some(c) = self.calls.get(&url) {
+            return Some(Ok(c.clone()));
+        }
+        Some(match tls::endpoint(&url, self.tls.as_deref()) {
+            Ok(e) => {
+                let c = e.connect_lazy();
+                self.calls.insert(url, c.clone());
+                Ok(c)
+            }
+            Err(e) => Err(EtcdError::Internal(e)),
+        })
+    }
+}
+
+/// A peer's HashKV, for the corruption checks: etcd's `/members/hashkv` on the peer port.
+impl Handler<PeerHashKv> for TransportActor {
+    type Result = ResponseFuture<Result<MemberHash, EtcdError>>;
+
+    fn handle(&mut self, msg: PeerHashKv, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("PeerHashKv");
+        let channel = match self.call_channel(msg.to) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Box::pin(async move { Err(e) }),
+            None => {
+                let e = EtcdError::Internal(format!("member {:x} is not a known peer", msg.to));
+                return Box::pin(async move { Err(e) });
+            }
+        };
+        let cluster_id = self.cluster_id;
+        Box::pin(async move {
+            let request = PeerHashKvRequest {
+                revision: msg.revision,
+            };
+            let reply = RaftPeerClient::new(channel)
+                .hash_kv(call_request(request, cluster_id))
+                .await
+                .map_err(from_hash_status)?
+                .into_inner();
+            Ok(MemberHash {
+                member_id: reply.member_id,
+                hash: reply.hash,
+                compact_revision: reply.compact_revision,
+                revision: reply.revision,
+                hash_revision: reply.hash_revision,
+            })
+        })
+    }
+}
+
+/// A peer's HashKV refusal back to the error it was (etcd's text); anything else means the
+/// peer could not be asked, and says why.
+fn from_hash_status(s: Status) -> EtcdError {
+    match s.message() {
+        m if m == EtcdError::Compacted.to_string() => EtcdError::Compacted,
+        m if m == EtcdError::FutureRevision.to_string() => EtcdError::FutureRevision,
+        m => EtcdError::Internal(format!("{:?}: {m}", s.code())),
+    }
+}
+
 /// A question for the leader, over its peer port (leases live there; only it knows a
 /// learner's progress).
 impl Handler<LeaderCall> for TransportActor {
@@ -334,23 +401,10 @@ impl Handler<LeaderCall> for TransportActor {
 
     fn handle(&mut self, msg: LeaderCall, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("LeaderCall");
-        let Some(url) = self
-            .queues
-            .get(&msg.leader)
-            .and_then(|(_, u)| u.first().cloned())
-        else {
-            return Box::pin(async { Err(EtcdError::NoLeader) });
-        };
-        let channel = match self.calls.get(&url) {
-            Some(c) => c.clone(),
-            None => match tls::endpoint(&url, self.tls.as_deref()) {
-                Ok(e) => {
-                    let c = e.connect_lazy();
-                    self.calls.insert(url, c.clone());
-                    c
-                }
-                Err(e) => return Box::pin(async move { Err(EtcdError::Internal(e)) }),
-            },
+        let channel = match self.call_channel(msg.leader) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => return Box::pin(async move { Err(e) }),
+            None => return Box::pin(async { Err(EtcdError::NoLeader) }),
         };
         let cluster_id = self.cluster_id;
         Box::pin(async move {
@@ -566,6 +620,8 @@ pub struct PeerRoutes {
     pub lease_ttl: Option<Recipient<LeaseTimeToLive>>,
     /// The raft node, for promotions a follower checks with the leader.
     pub learner_ready: Option<Recipient<CheckLearner>>,
+    /// This member's hashes, for peers' corruption checks (the corruption checker).
+    pub hash_kv: Option<Recipient<LocalHashKv>>,
 }
 
 /// A lessor answer as the peer port sends it: etcd's status for the error.
@@ -693,6 +749,31 @@ impl RaftPeer for PeerService {
         Ok(Response::new(PeerAck {}))
     }
 
+    /// This member's HashKV at a revision, for a peer's corruption check; refusals carry
+    /// etcd's text (compacted, future revision).
+    async fn hash_kv(
+        &self,
+        req: Request<PeerHashKvRequest>,
+    ) -> Result<Response<PeerHashKvReply>, Status> {
+        self.check_cluster(&req)?;
+        let Some(hasher) = &self.routes.hash_kv else {
+            return Err(Status::unavailable("hashes are not served here"));
+        };
+        let revision = req.into_inner().revision;
+        let h = hasher
+            .send(LocalHashKv { revision })
+            .await
+            .map_err(|_| EtcdError::Stopped.to_status())?
+            .map_err(|e| e.to_status())?;
+        Ok(Response::new(PeerHashKvReply {
+            member_id: h.member_id,
+            hash: h.hash,
+            compact_revision: h.compact_revision,
+            revision: h.revision,
+            hash_revision: h.hash_revision,
+        }))
+    }
+
     /// A snapshot: the raft message, the store copy in chunks, and its CRC32C. Only a whole,
     /// intact copy reaches raft.
     async fn snapshot(
@@ -778,6 +859,7 @@ mod tests {
             renew_lease: None,
             lease_ttl: None,
             learner_ready: None,
+            hash_kv: None,
         }
     }
 
@@ -874,6 +956,83 @@ mod tests {
             want += 1;
         }
         let _ = stop_tx.send(());
+    }
+
+    /// Answers `LocalHashKv` as member 2 whose store is compacted at 5 and at revision 9.
+    struct Hasher;
+
+    impl Actor for Hasher {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<LocalHashKv> for Hasher {
+        type Result = Result<MemberHash, EtcdError>;
+        fn handle(&mut self, msg: LocalHashKv, _: &mut Self::Context) -> Self::Result {
+            match msg.revision {
+                r if r > 9 => Err(EtcdError::FutureRevision),
+                r if r > 0 && r <= 5 => Err(EtcdError::Compacted),
+                r => Ok(MemberHash {
+                    member_id: 2,
+                    hash: 0xabcd,
+                    compact_revision: 5,
+                    revision: 9,
+                    hash_revision: if r == 0 { 9 } else { r },
+                }),
+            }
+        }
+    }
+
+    #[actix::test]
+    async fn peers_answer_hash_kv_to_members_of_their_cluster_only() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let routes = PeerRoutes {
+            hash_kv: Some(Hasher.start().recipient()),
+            ..sink_routes(Sink(tx).start())
+        };
+        actix::spawn(async move {
+            let _ = serve_peers(listener, routes, 7, None, std::future::pending()).await;
+        });
+        let ours = TransportActor::new(7).start();
+        let theirs = TransportActor::new(8).start();
+        for t in [&ours, &theirs] {
+            t.send(AddPeer {
+                id: 2,
+                urls: vec![format!("http://{addr}")],
+                unreachable: None,
+            })
+            .await
+            .unwrap();
+        }
+        let ask =
+            |t: &Addr<TransportActor>, to: u64, revision: i64| t.send(PeerHashKv { to, revision });
+        let got = ask(&ours, 2, 7).await.unwrap().unwrap();
+        assert_eq!(
+            got,
+            MemberHash {
+                member_id: 2,
+                hash: 0xabcd,
+                compact_revision: 5,
+                revision: 9,
+                hash_revision: 7,
+            }
+        );
+        assert_eq!(ask(&ours, 2, 3).await.unwrap(), Err(EtcdError::Compacted));
+        assert_eq!(
+            ask(&ours, 2, 10).await.unwrap(),
+            Err(EtcdError::FutureRevision)
+        );
+        let refused = ask(&theirs, 2, 7).await.unwrap().unwrap_err();
+        assert!(
+            refused.to_string().contains("cluster ID mismatch"),
+            "{refused}"
+        );
+        let unknown = ask(&ours, 3, 7).await.unwrap().unwrap_err();
+        assert!(
+            unknown.to_string().contains("not a known peer"),
+            "{unknown}"
+        );
     }
 
     #[actix::test]

@@ -979,7 +979,41 @@ pub struct LeaseKeys {
     pub id: i64,
 }
 
-// ---------------------------------------------------------------- corruption
+// ---------------------------------------------------------------- corruption checks
+
+/// One member's HashKV as the corruption checks compare it: etcd's `HashKVResponse` (hash,
+/// compact revision, the member's current revision in the header) with etcd 3.5's
+/// `hash_revision`, the revision hashed, and who answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemberHash {
+    pub member_id: u64,
+    pub hash: u32,
+    /// The compaction revision the hash was taken with.
+    pub compact_revision: i64,
+    /// The member's current revision when it answered.
+    pub revision: i64,
+    /// The revision hashed.
+    pub hash_revision: i64,
+}
+
+/// Ask member `to`, over its peer port, for its hash at `revision` (0: its current revision).
+/// Answered by the transport; `Compacted` / `FutureRevision` are the peer's answers, anything
+/// else means it could not be asked.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<MemberHash, EtcdError>")]
+pub struct PeerHashKv {
+    pub to: u64,
+    pub revision: i64,
+}
+
+/// This member's hash at `revision` (0: current) as peers are told it: a hash remembered at a
+/// compaction of that revision first (etcd 3.5's hash storage), else the store's HashKV now.
+/// Answered by the corruption checker; the peer port routes peers' `PeerHashKv` here.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<MemberHash, EtcdError>")]
+pub struct LocalHashKv {
+    pub revision: i64,
+}
 
 /// Raise the CORRUPT alarm for `member_id` through the log (an `AlarmRequest` ACTIVATE
 /// CORRUPT, as `etcdctl alarm` would propose it, made by the member itself so auth never
@@ -992,3 +1026,21 @@ pub struct RaiseCorrupt {
     /// What was found, for the log.
     pub reason: String,
 }
+
+/// The hash the store took of its key space at a compaction (etcd 3.5's `KeyValueHash`,
+/// stored by its hash storage): the records up to `hash_revision` a compaction there keeps,
+/// plus the ones above the previous compaction, with the previous compaction revision. Sent
+/// by the store to the corruption checker, which remembers the newest ten.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct CompactionHashed {
+    pub hash: u32,
+    /// The compaction before this one (-1 before any).
+    pub compact_revision: i64,
+    /// The revision compacted at.
+    pub hash_revision: i64,
+}
+
+/// Whether a CORRUPT alarm is raised, as the applier last applied it: the applier publishes
+/// it, the front refuses reads while it is set (writes are refused at apply).
+pub type CorruptFlag = tokio::sync::watch::Receiver<bool>;
