@@ -14,6 +14,7 @@ use std::time::Duration;
 mod auth;
 mod cluster;
 mod corrupt;
+mod corruption;
 mod failpoints;
 mod fatal;
 mod http;
