@@ -782,6 +782,12 @@ mod tests {
             Duration::from_secs(5400)
         );
         assert!(flags(&["--experimental-initial-corrupt-check=maybe"]).is_err());
+        // The key table scrub: a pass an hour by default, off with 0.
+        assert_eq!(d.experimental_scrub_interval, Duration::from_secs(3600));
+        let scrub = flags(&["--experimental-scrub-interval=10m"]).unwrap();
+        assert_eq!(scrub.experimental_scrub_interval, Duration::from_secs(600));
+        let scrub = flags(&["--experimental-scrub-interval=0"]).unwrap();
+        assert!(scrub.experimental_scrub_interval.is_zero());
         assert!(flags(&["--experimental-corrupt-check-time=5"]).is_err());
     }
 

@@ -52,7 +52,6 @@ impl DamageReport {
             key = %record.key_text(),
             reason = %record.reason,
             during,
-            member_id = format!("{:x}", self.member_id),
             "damaged record in the key table; refusing to serve it"
         );
         self.raise(record);
