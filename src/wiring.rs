@@ -24,8 +24,8 @@ use actcd_corrupt::{Check, CheckerConfig, CheckerPeers, CorruptionChecker, Initi
 use actcd_front::{ActorProbe, PipelineRoutes};
 use actcd_lessor::{LessorActor, LessorConfig, TokioClock};
 use actcd_mvcc::{
-    BackendLink, DamageReport, MvccActor, MvccPeers, MvccReader, ReadViews, ScrubConfig,
-    ScrubTick, Scrubber, Store,
+    BackendLink, DamageReport, MvccActor, MvccPeers, MvccReader, ReadViews, ScrubConfig, ScrubTick,
+    Scrubber, Store,
 };
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{RaftActor, RaftNode, RaftPeers};
@@ -150,9 +150,13 @@ pub(crate) fn start_actors(
     // A damaged key record, wherever it is met, raises CORRUPT through the checker.
     let damage = DamageReport::to(checker.clone().recipient(), cfg.member_id);
     let scrubber = scrubber(cfg, rec.engine.clone(), damage.clone());
+    // Every compaction's hash goes to the checker (etcd 3.5 keeps them whether or not its own
+    // compact hash check runs: peers' checks ask for them).
+    let mut store = rec.store;
+    store.set_compaction_hashes(checker.clone().recipient());
     let (backend, views) = storage(
         rec.engine,
-        (rec.store, damage),
+        (store, damage),
         (boxes.store, boxes.reader),
         &a,
         supervisor,

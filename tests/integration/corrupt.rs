@@ -192,3 +192,89 @@ fn etcdctl_lists_corrupt(endpoint: &str, member: u64) {
         format!("memberID:{member} alarm:CORRUPT \n")
     );
 }
+
+/// etcd 3.5's compact hash check alone (the periodic check off): members agree on the hash
+/// each compaction takes, so compacting raises nothing; a member whose compaction hash differs
+/// has CORRUPT raised for it by the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compact_hash_check_finds_a_member_whose_compaction_hash_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = [
+        "--experimental-corrupt-check-time=0",
+        "--experimental-compact-hash-check-time=300ms",
+    ];
+    let (mut members, initial, leader) = running_cluster(dir.path(), &check).await;
+    let f = (leader + 1) % 3;
+    let mut lc = members[leader].client().await;
+    for i in 0..10 {
+        put_eventually(&mut lc, &format!("k/{i:02}")).await;
+    }
+    let f_id = {
+        let mut fc = members[f].client().await;
+        fc.status().await.unwrap().header().unwrap().member_id()
+    };
+    // Every member compacts at one revision and takes the same hash there.
+    let rev = lc
+        .put("k/00", "again", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    lc.compact(rev - 5, None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(alarms(&mut lc).await, vec![], "no alarm while all agree");
+
+    // The follower comes back reporting skewed hashes (its initial check off); after the next
+    // compaction the leader's compact hash check finds it.
+    members[f].stop();
+    let mut child = spawn_skewed(
+        &mut members[f],
+        &initial,
+        &[
+            check[0],
+            check[1],
+            "--experimental-initial-corrupt-check=false",
+        ],
+    );
+    let mut fc = members[f].client().await;
+    for i in 10..20 {
+        put_eventually(&mut lc, &format!("k/{i:02}")).await;
+    }
+    let rev = lc
+        .get("k/19", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    // The follower has applied up to the compaction's revision before it compacts there.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fc
+        .get("k/19", Some(GetOptions::new().with_serializable()))
+        .await
+        .map_or(true, |r| r.kvs().is_empty())
+    {
+        assert!(Instant::now() < deadline, "the follower never caught up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    lc.compact(rev, None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if alarms(&mut lc).await.contains(&(f_id, AlarmType::Corrupt)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CORRUPT never raised for {f_id:x}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, msg) = code_and_message(lc.put("k/after", "v", None).await.unwrap_err());
+    assert_eq!(
+        (code, msg.as_str()),
+        (tonic::Code::DataLoss, "etcdserver: corrupt cluster")
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

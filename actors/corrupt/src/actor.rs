@@ -51,12 +51,17 @@ struct Finished {
     agreed: Option<i64>,
 }
 
-/// An alarm proposal ended.
+/// An alarm proposal ended; a failed one (no leader yet, say) is proposed again.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 struct Raised {
     member: u64,
+    reason: String,
+    ok: bool,
 }
+
+/// How long to wait before proposing a CORRUPT alarm again after a proposal failed.
+const RAISE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where the checker's questions go.
 #[derive(Clone)]
@@ -148,16 +153,21 @@ impl CorruptionChecker {
         };
         let send = self.peers.submit.send(submit);
         let me = ctx.address();
+        let reason = reason.to_string();
         actix::spawn(async move {
             let outcome = match send.await {
                 Ok(Ok(())) => rx.await.unwrap_or(Err(EtcdError::Stopped)).map(drop),
                 Ok(Err(e)) => Err(e),
                 Err(e) => Err(e.into()),
             };
-            if let Err(e) = outcome {
-                tracing::warn!(member_id = format!("{member:x}"), error = %e, "CORRUPT alarm not raised; retried at the next check");
+            if let Err(e) = &outcome {
+                tracing::warn!(member_id = format!("{member:x}"), error = %e, "CORRUPT alarm not raised yet; proposing it again");
             }
-            me.do_send(Raised { member });
+            me.do_send(Raised {
+                member,
+                reason,
+                ok: outcome.is_ok(),
+            });
         });
     }
 }
@@ -444,8 +454,13 @@ impl Handler<RaiseCorrupt> for CorruptionChecker {
 impl Handler<Raised> for CorruptionChecker {
     type Result = ();
 
-    fn handle(&mut self, msg: Raised, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: Raised, ctx: &mut Context<Self>) {
         self.raising.remove(&msg.member);
+        if !msg.ok {
+            ctx.run_later(RAISE_RETRY, move |act, ctx| {
+                act.raise(msg.member, &msg.reason, ctx);
+            });
+        }
     }
 }
 

@@ -86,6 +86,7 @@ mod tests {
     use actcd_proto::actcdpb::InternalRaftRequest;
     use actcd_proto::etcdserverpb::PutRequest;
     use actcd_types::MemberIdentity;
+    use actcd_types::msg::CompactionHashed;
     use actcd_types::storage::MemEngine;
 
     use super::*;
@@ -146,5 +147,63 @@ mod tests {
         );
         assert_eq!(s.hash_kv(0).unwrap().hash, want);
         assert_eq!(s.hash_kv(3).unwrap_err(), EtcdError::Compacted);
+    }
+
+    /// Keeps every compaction hash it is sent.
+    struct Hashes(std::sync::Arc<std::sync::Mutex<Vec<CompactionHashed>>>);
+
+    impl actix::Actor for Hashes {
+        type Context = actix::Context<Self>;
+    }
+
+    impl actix::Handler<CompactionHashed> for Hashes {
+        type Result = ();
+        fn handle(&mut self, msg: CompactionHashed, _: &mut actix::Context<Self>) {
+            self.0.lock().unwrap().push(msg);
+        }
+    }
+
+    #[actix::test]
+    async fn a_compaction_hash_is_what_hash_kv_said_just_before() {
+        use actix::Actor as _;
+        let mut s = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        s.set_compaction_hashes(Hashes(seen.clone()).start().recipient());
+        s.set_compaction_batch_limit(2);
+        let compact = |revision| InternalRaftRequest {
+            compaction: Some(actcd_proto::etcdserverpb::CompactionRequest {
+                revision,
+                physical: true,
+            }),
+            ..Default::default()
+        };
+        // k@2..k@6, j@7 deleted at 8, k@9.
+        let reqs = (1..=5).map(|i| put("k", &i.to_string())).collect();
+        s.apply_batch(1, 1, reqs).unwrap();
+        s.apply_batch(2, 1, vec![put("j", "x")]).unwrap();
+        let del = InternalRaftRequest {
+            delete_range: Some(actcd_proto::etcdserverpb::DeleteRangeRequest {
+                key: b"j".to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        s.apply_batch(3, 1, vec![del, put("k", "6")]).unwrap();
+        let before_4 = s.hash_kv(4).unwrap();
+        s.apply_batch(4, 1, vec![compact(4)]).unwrap();
+        let before_8 = s.hash_kv(8).unwrap();
+        s.apply_batch(5, 1, vec![compact(8)]).unwrap();
+        tokio::task::yield_now().await;
+        let got: Vec<(u32, i64, i64)> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|h| (h.hash, h.compact_revision, h.hash_revision))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(before_4.hash, -1, 4), (before_8.hash, 4, 8)],
+            "each compaction's hash, with the compaction before it"
+        );
     }
 }

@@ -12,8 +12,8 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::key_record::{self, DamagedRecord, FORMAT_CHECKSUMMED, FORMAT_META_KEY};
-use actcd_types::msg::Commit;
 use actcd_types::msg::{ApplyResponse, ApplyResult, LeaseAttachment, StoreStatus};
+use actcd_types::msg::{Commit, CompactionHashed};
 use actcd_types::storage::{KvEngine, Op, ReadEngine, ReadTxn, Table, WriteBuffer, WriteTxn};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
 use actix::Recipient;
@@ -123,6 +123,11 @@ pub struct Store {
     /// Records that failed their check while the index was rebuilt, logged then and reported
     /// again once an alarm recipient is wired ([`Self::set_damage_report`]).
     damaged_at_open: Vec<DamagedRecord>,
+    /// The compaction revision before the last one applied: what a compaction's hash is taken
+    /// with (see [`CompactionJob::hash`]).
+    prev_compact_rev: i64,
+    /// Where the hash each compaction takes goes (the corruption checker), if anywhere.
+    compaction_hashes: Option<Recipient<CompactionHashed>>,
 }
 
 impl fmt::Debug for Store {
@@ -240,11 +245,17 @@ impl Store {
             commits: Default::default(),
             damage: DamageReport::default(),
             damaged_at_open: damaged,
+            prev_compact_rev: compact_rev,
+            compaction_hashes: None,
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
             store.compact_rev = rev;
             store.start_compaction(rev);
+            // Some of its deletions may be done already: no hash of what it dropped.
+            if let Some(job) = &mut store.compaction {
+                job.hash = None;
+            }
             store.finish_compaction_now()?;
         }
         tracing::info!(
@@ -267,6 +278,12 @@ impl Store {
             }
         }
         self.damage = damage;
+    }
+
+    /// Sends the hash each compaction takes to `to` from now on (etcd 3.5's hash storage,
+    /// for the compact hash check between members).
+    pub fn set_compaction_hashes(&mut self, to: Recipient<CompactionHashed>) {
+        self.compaction_hashes = Some(to);
     }
 
     /// Records that failed their check when the store opened (their keys' reads fail).
@@ -461,6 +478,7 @@ impl Store {
         next.defer_compaction = self.defer_compaction;
         next.outbox = std::mem::take(&mut self.outbox);
         next.set_damage_report(self.damage.clone());
+        next.compaction_hashes = self.compaction_hashes.take();
         *self = next;
         Ok(self.consistent_index)
     }
@@ -796,6 +814,9 @@ impl Store {
         self.index_moved = true;
 
         self.current_rev = applied.current_rev;
+        if applied.compact_rev != self.compact_rev {
+            self.prev_compact_rev = self.compact_rev;
+        }
         self.compact_rev = applied.compact_rev;
         self.consistent_index = consistent_index;
         self.term = term;
@@ -1027,6 +1048,7 @@ impl Store {
             keep,
             from: Vec::new(),
             deleted: 0,
+            hash: Some((crc32c::crc32c(b"key"), self.prev_compact_rev)),
         });
     }
 
@@ -1073,8 +1095,16 @@ impl Store {
                 tracing::info!(
                     revision = job.rev,
                     deleted = job.deleted,
+                    hash = job.hash.map(|(h, _)| h),
                     "finished scheduled compaction"
                 );
+                if let (Some((hash, prev)), Some(to)) = (job.hash, &self.compaction_hashes) {
+                    let _ = to.try_send(CompactionHashed {
+                        hash,
+                        compact_revision: prev,
+                        hash_revision: job.rev,
+                    });
+                }
                 Ok(false)
             }
             Ok(false) => {
@@ -1105,6 +1135,12 @@ struct CompactionJob {
     keep: HashSet<Revision>,
     from: Vec<u8>,
     deleted: usize,
+    /// etcd 3.5's compaction hash, taken over the records the deletions scan (so at no extra
+    /// read): the running CRC32C and the compaction before this one. It counts, in etcd's
+    /// HashKV format, every record above that compaction and the kept ones at or below it —
+    /// what HashKV at `rev` said just before this compaction. `None` when it cannot be taken
+    /// whole (a compaction resumed at start-up, a damaged record).
+    hash: Option<(u32, i64)>,
 }
 
 /// Deletes the records at or below `job.rev` that `job.keep` doesn't name, scanning at most
@@ -1121,9 +1157,26 @@ fn delete_compacted_slice<W: WriteTxn + ?Sized>(
     // Every key with main revision ≤ rev sorts below the 8-byte prefix of rev + 1.
     let end = job.rev.saturating_add(1).to_be_bytes();
     let mut batch = Vec::new();
+    let keep = &job.keep;
+    let hash = &mut job.hash;
     txn.scan(Table::Key, &job.from, Some(&end), &mut |k, v| {
-        if let Err(d) = key_record::open(k, v) {
-            damage.report(&d, "compaction");
+        match key_record::open(k, v) {
+            Ok(kv) => {
+                if let Some((crc, prev)) = hash {
+                    let counts = match Revision::from_bytes(k) {
+                        Some((r, _)) => r.main > *prev || keep.is_empty() || keep.contains(&r),
+                        None => true,
+                    };
+                    if counts {
+                        *crc = crc32c::crc32c_append(*crc, k);
+                        *crc = crc32c::crc32c_append(*crc, kv);
+                    }
+                }
+            }
+            Err(d) => {
+                damage.report(&d, "compaction");
+                *hash = None;
+            }
         }
         batch.push(k.to_vec());
         batch.len() < budget
