@@ -59,6 +59,16 @@ pub(crate) struct State {
     pub(crate) leases: Vec<u32>,
 }
 
+fn lop_lease(l: LOp) -> u32 {
+    match l {
+        LOp::Grant(x)
+        | LOp::Revoke(x)
+        | LOp::Expire(x)
+        | LOp::KeepAlive(x)
+        | LOp::TimeToLive(x) => x,
+    }
+}
+
 /// [`Entry::lease`] of a key attached to no lease.
 pub(crate) const NO_LEASE: u32 = u32::MAX;
 
@@ -457,6 +467,9 @@ impl Model<'_> {
 
     fn lease_step(&self, s: &State, lop: LOp, out: &COut) -> Vec<State> {
         let one = |o: Option<State>| o.into_iter().collect::<Vec<_>>();
+        if self.exact {
+            return self.lease_step_exact(s, lop, out);
+        }
         match (lop, out) {
             (LOp::Grant(l), COut::Unknown | COut::Lease { .. }) => {
                 if s.alive(l) {
@@ -511,11 +524,44 @@ impl Model<'_> {
         }
     }
 
-    /// A put with a lease: applied if the lease is live, else `not found`.
+    /// Leases in exact mode (whole history), which follows the per-key
+    /// check: that one checked lease lifetimes (live set, refused puts,
+    /// keepalives, TimeToLive), so here only what moves the revision is
+    /// modelled: a revoke or expiry deletes the keys attached (one revision
+    /// if any), whatever the live set. No live set is kept: maybe-applied
+    /// grants, and revokes or expiries that delete nothing, would each
+    /// double the states without ever touching a revision, and the search
+    /// would try every subset of them at every dead end. This only admits
+    /// more orders than the lease rules do, so it never invents a violation.
+    fn lease_step_exact(&self, s: &State, lop: LOp, out: &COut) -> Vec<State> {
+        let has_keys = s.kvs.iter().any(|(_, e)| e.lease == lop_lease(lop));
+        match (lop, out) {
+            // Maybe-applied and deleting nothing: the same as not applied.
+            (LOp::Grant(_) | LOp::Revoke(_) | LOp::Expire(_), COut::Unknown) if !has_keys => {
+                Vec::new()
+            }
+            (LOp::Grant(_), COut::Lease { rev }) => {
+                self.header(s.clone(), *rev).into_iter().collect()
+            }
+            (LOp::Revoke(l) | LOp::Expire(l), COut::Unknown) => {
+                self.end_lease(s, l, None).into_iter().collect()
+            }
+            (LOp::Revoke(l), COut::Lease { rev }) => {
+                self.end_lease(s, l, *rev).into_iter().collect()
+            }
+            (LOp::KeepAlive(_) | LOp::TimeToLive(_), _) | (LOp::Revoke(_), COut::NoLease) => {
+                vec![s.clone()]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A put with a lease: applied if the lease is live, else `not found`
+    /// (exact mode: see [`Self::lease_step_exact`]).
     fn put_lease(&self, s: &State, kop: KOp, l: u32, out: &COut) -> Vec<State> {
-        let alive = s.alive(l);
+        let alive = self.exact || s.alive(l);
         match out {
-            COut::NoLease if !alive => vec![s.clone()],
+            COut::NoLease if !alive || self.exact => vec![s.clone()],
             COut::Unknown if alive => self
                 .apply(s.clone(), std::slice::from_ref(&kop), None, None)
                 .into_iter()

@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 
-use crate::model::{COp, Model, State};
+use crate::model::{CInput, COp, Model, State};
 
 const NIL: usize = usize::MAX;
 
@@ -205,6 +205,13 @@ impl Searcher<'_> {
         self.ops.get(op).is_some_and(|o| o.ret.is_some())
     }
 
+    /// Tried in the second pass (see [`search`]).
+    fn lazy(&self, op: usize) -> bool {
+        self.ops
+            .get(op)
+            .is_some_and(|o| o.ret.is_none() && matches!(o.input, CInput::Lease(_)))
+    }
+
     fn bound_of(&self, op: usize) -> Option<i64> {
         self.bound.get(op).copied().flatten()
     }
@@ -298,6 +305,17 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
         s.add_bound(op);
     }
     let mut cur = at(&s.list.next, s.list.head);
+    // Candidates are tried in two passes: first all but the lazy ones, then
+    // (once the walk meets a return entry) the lazy ones: maybe-applied
+    // lease requests and expiries. They are then linearized only where no
+    // other op can go next without them, instead of everywhere first: an
+    // expiry (or a failed grant or revoke) that deletes nothing leaves the
+    // revision alone, so nothing prunes it early, and tried at every point
+    // of its window (seconds) each try would be explored until something
+    // contradicts it. Maybe-applied writes stay eager: placed late they
+    // fill revision gaps later and cost more. Every candidate is still
+    // tried before backtracking, so the verdict is the same.
+    let mut pass2 = false;
     loop {
         if s.pending == 0 {
             return Search::Ok;
@@ -305,6 +323,10 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
         let node = cur;
         if node != NIL && s.list.is_call.get(node).copied().unwrap_or(false) {
             let op = at(&s.list.op, node);
+            if s.lazy(op) != pass2 {
+                cur = at(&s.list.next, node);
+                continue;
+            }
             if *steps == 0 {
                 return Search::OutOfSteps;
             }
@@ -312,9 +334,15 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
             let Some(o) = ops.get(op) else {
                 return Search::OutOfSteps;
             };
-            let cands = model.step(&s.state, &o.input, &o.output);
+            let mut cands = model.step(&s.state, &o.input, &o.output);
+            if o.ret.is_none() {
+                // A maybe-applied op that changes nothing here is the same
+                // as one never applied: not worth a branch.
+                cands.retain(|c| *c != s.state);
+            }
             let old = s.state.clone();
             cur = if s.enter(op, old, cands.into_iter()) {
+                pass2 = false;
                 at(&s.list.next, s.list.head)
             } else {
                 at(&s.list.next, node)
@@ -322,7 +350,13 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
             continue;
         }
         // A return entry (or, defensively, the end of the list): the op
-        // returning here should have been linearized already. Backtrack.
+        // returning here should have been linearized already. Try the
+        // maybe-applied candidates, then backtrack.
+        if !pass2 {
+            pass2 = true;
+            cur = at(&s.list.next, s.list.head);
+            continue;
+        }
         let Some(f) = s.leave() else {
             return Search::Fail {
                 prefix: s.best,
@@ -330,7 +364,10 @@ pub(crate) fn search(ops: &[&COp], model: &Model<'_>, init: State, steps: &mut u
             };
         };
         let Frame { op, old, rest } = f;
+        // Resume the pass the popped op was tried in, after it.
+        pass2 = s.lazy(op);
         cur = if s.enter(op, old, rest) {
+            pass2 = false;
             at(&s.list.next, s.list.head)
         } else {
             at(&s.list.next, at(&s.list.call_node, op))

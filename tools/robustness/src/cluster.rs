@@ -176,6 +176,8 @@ impl Cluster {
             ])
             .args(["--heartbeat-interval", &HEARTBEAT_MS.to_string()])
             .args(["--election-timeout", &ELECTION_MS.to_string()])
+            // Watches with progress_notify get one a second (default 10 min).
+            .args(["--experimental-watch-progress-notify-interval", "1s"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

@@ -152,6 +152,7 @@ mod cluster;
 mod faults;
 mod lose;
 mod proxy;
+mod recheck;
 mod run;
 mod traffic;
 
@@ -223,6 +224,9 @@ pub struct Cli {
     /// many maybe-applied ops, hence smaller).
     #[arg(long, default_value_t = 5_000_000)]
     whole_max_steps: u64,
+    /// Only run the linearizability checker again on a kept history.jsonl.
+    #[arg(long)]
+    recheck: Option<PathBuf>,
 }
 
 /// One run of a profile.
@@ -237,6 +241,9 @@ pub struct RunSpec {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(path) = &cli.recheck {
+        return ExitCode::from(recheck::run(path, cli.max_steps, cli.whole_max_steps));
+    }
     let faults = match Fault::parse(&cli.faults) {
         Ok(f) => f,
         Err(e) => {

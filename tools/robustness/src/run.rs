@@ -20,9 +20,16 @@ use crate::cluster::{Cluster, channel, status};
 use crate::faults::{self, Fault, Injected};
 use crate::proxy::Net;
 use crate::traffic::{
-    self, Client, Clock, Kind, PREFIX, PREFIX_END, Record, Shape, WatchRecord, Watcher,
+    self, Client, Clock, Kind, PREFIX, PREFIX_END, Record, Session, Shape, WatchRecord, WatchSpec,
+    Watcher,
 };
 use crate::{Cli, RunSpec};
+
+#[path = "watchcheck.rs"]
+mod watchcheck;
+
+/// Past-revision watch tasks per run.
+const PAST_WATCHERS: usize = 2;
 
 /// A violation: its kind (for the summary) and what to print.
 struct Violation {
@@ -156,6 +163,7 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
         keys: cli.keys,
         members: spec.members,
         broken: cli.broken,
+        clients: cli.clients as u64,
     };
     let lasts: Vec<Arc<AtomicI64>> = (0..spec.members)
         .map(|_| Arc::new(AtomicI64::new(0)))
@@ -170,6 +178,19 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
                 clock,
                 last.clone(),
                 done.clone(),
+            ))
+        })
+        .collect();
+    let past: Vec<_> = (0..if cli.broken { 0 } else { PAST_WATCHERS })
+        .map(|w| {
+            tokio::spawn(traffic::past_watches(
+                w,
+                seed,
+                cli.keys,
+                urls.clone(),
+                clock,
+                lasts[0].clone(),
+                stop.clone(),
             ))
         })
         .collect();
@@ -205,6 +226,12 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
         }
     }
     let injected: Vec<Injected> = injector.await.unwrap_or_default();
+    let mut sessions: Vec<Session> = Vec::new();
+    for p in past {
+        if let Ok(s) = p.await {
+            sessions.extend(s);
+        }
+    }
     println!(
         "[{:6.2}s] traffic stopped; healing",
         clock.now() as f64 / 1e9
@@ -255,6 +282,15 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
         });
     }
 
+    // Every key the traffic used (the lease keys too).
+    let mut all_keys: Vec<Vec<u8>> = (0..cli.keys).map(traffic::key).collect();
+    for r in &records {
+        for k in r.op.input.keys() {
+            all_keys.push(k.to_vec());
+        }
+    }
+    all_keys.sort();
+    all_keys.dedup();
     // Final reads through every member: fed to the checker and compared.
     let mut finals: Vec<Option<RangeOut>> = Vec::new();
     for (i, url) in urls.iter().enumerate() {
@@ -263,17 +299,22 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
         let ret = clock.now();
         match r {
             Ok(out) => {
-                for k in 0..cli.keys {
-                    let key = traffic::key(k);
-                    let kv = out.kvs.iter().find(|(kk, _, _)| *kk == key);
+                // One range read has one linearization point: its per-key
+                // reads go at distinct instants inside its interval, one
+                // after the other (nothing but maybe-applied ops is
+                // concurrent, and they fit before or after all of them), or
+                // the search would try every subset of them at a dead end.
+                for (n, key) in all_keys.iter().enumerate() {
+                    let at = (call + n as u64).min(ret);
+                    let kv = out.kvs.iter().find(|(kk, _, _)| kk == key);
                     records.push(Record {
                         kind: Kind::Final,
                         member: i,
                         op: Operation {
                             client: 1000 + i as u64,
-                            call,
-                            ret: Some(ret),
-                            input: Input::Get { key },
+                            call: at,
+                            ret: Some(at),
+                            input: Input::Get { key: key.clone() },
                             output: Output::Get {
                                 value: kv.map(|(_, v, _)| v.clone()),
                                 mod_revision: kv.map(|(_, _, r)| *r),
@@ -381,15 +422,71 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
             watched.push(w);
         }
     }
-    check_watches(&watched, &records, final_rev, &mut violations);
+    let mut found = watchcheck::Found::new();
+    let reference = watchcheck::Reference::build(&watched, &mut found);
+    let final_kvs = read.first().map(|(_, f)| f.kvs.as_slice());
+    watchcheck::check_reference(&reference, &records, final_rev, final_kvs, &mut found);
+    let full_spec = WatchSpec {
+        key: PREFIX.to_vec(),
+        range_end: PREFIX_END.to_vec(),
+        start: 1,
+        prev_kv: true,
+        no_put: false,
+        no_delete: false,
+        progress_notify: false,
+    };
+    for w in &watched {
+        for st in watchcheck::full_streams(w, &full_spec) {
+            watchcheck::check_stream(&st, &reference, &mut found);
+        }
+    }
+    for s in &sessions {
+        watchcheck::check_stream(&watchcheck::session_stream(s), &reference, &mut found);
+    }
+    for (kind, text) in found {
+        violations.push(Violation { kind, text });
+    }
+
+    // A lease may expire (the server revokes it) at any time from its
+    // grant's call plus the TTL asked for (a server grants at least that,
+    // from when it applies the grant): one maybe-applied expiry per grant.
+    let expiries: Vec<Record> = records
+        .iter()
+        .filter_map(|r| match r.op.input {
+            Input::LeaseGrant { lease, ttl } => Some(Record {
+                kind: Kind::Expiry,
+                member: r.member,
+                op: Operation {
+                    client: r.op.client,
+                    call: r
+                        .op
+                        .call
+                        .saturating_add((ttl.max(0) as u64).saturating_mul(1_000_000_000)),
+                    ret: None,
+                    input: Input::LeaseExpire { lease },
+                    output: Output::Unknown,
+                },
+                error: None,
+            }),
+            _ => None,
+        })
+        .collect();
+    records.extend(expiries);
 
     // Linearizability.
     let checked: Vec<usize> = records
         .iter()
         .enumerate()
         .filter(|(_, r)| {
-            r.kind != Kind::Serializable
-                && !(r.op.ret.is_none() && matches!(r.op.input, Input::Get { .. }))
+            // Failed reads and lease queries took no effect: left out.
+            !matches!(r.kind, Kind::Serializable | Kind::Unsent)
+                && !(r.op.ret.is_none()
+                    && matches!(
+                        r.op.input,
+                        Input::Get { .. }
+                            | Input::LeaseKeepAlive { .. }
+                            | Input::LeaseTimeToLive { .. }
+                    ))
         })
         .map(|(i, _)| i)
         .collect();
@@ -456,7 +553,7 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
 
     // Dump and summary.
     let path = dir.join("history.jsonl");
-    if let Err(e) = dump(&path, &records, &checked, &watched, &injected) {
+    if let Err(e) = dump(&path, &records, &checked, &watched, &sessions, &injected) {
         eprintln!("cannot write {}: {e}", path.display());
     }
     cluster.lock().expect("cluster lock").shutdown();
@@ -464,6 +561,7 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
         spec,
         &records,
         &watched,
+        &sessions,
         &injected,
         &violations,
         &check_notes,
@@ -493,132 +591,6 @@ fn show_kvs(kvs: &[(Vec<u8>, Vec<u8>, i64)]) -> String {
         .join(" ")
 }
 
-/// Each watcher: revisions 2..=final exactly once in order, and every
-/// acknowledged write at the revision its response named.
-fn check_watches(
-    watched: &[Watcher],
-    records: &[Record],
-    final_rev: i64,
-    out: &mut Vec<Violation>,
-) {
-    // Acknowledged writes: revision -> (key, Some(value) for a put, None for a delete).
-    let mut acked: BTreeMap<i64, (Vec<u8>, Option<Vec<u8>>)> = BTreeMap::new();
-    for r in records {
-        if r.kind != Kind::Kv || r.op.ret.is_none() {
-            continue;
-        }
-        match (&r.op.input, &r.op.output) {
-            (
-                Input::Put { key, value },
-                Output::Put {
-                    revision: Some(rev),
-                },
-            ) => {
-                acked.insert(*rev, (key.clone(), Some(value.clone())));
-            }
-            (
-                Input::Delete { key },
-                Output::Delete {
-                    deleted: Some(1),
-                    revision: Some(rev),
-                },
-            ) => {
-                acked.insert(*rev, (key.clone(), None));
-            }
-            (
-                Input::Txn(t),
-                Output::Txn {
-                    succeeded,
-                    results,
-                    revision: Some(rev),
-                },
-            ) => {
-                let branch = if *succeeded { &t.then } else { &t.otherwise };
-                for (op, res) in branch.iter().zip(results) {
-                    match (op, res) {
-                        (TxnOp::Put { key, value }, _) => {
-                            acked.insert(*rev, (key.clone(), Some(value.clone())));
-                        }
-                        (TxnOp::Delete { key }, OpResult::Delete { deleted: Some(1) }) => {
-                            acked.insert(*rev, (key.clone(), None));
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    for w in watched {
-        let mut seen: HashMap<i64, (Vec<u8>, Option<Vec<u8>>)> = HashMap::new();
-        let mut prev = 1i64;
-        let mut problems = Vec::new();
-        for r in &w.records {
-            if r.compact_revision > 0 {
-                problems.push(format!("compacted at {}", r.compact_revision));
-            }
-            for e in &r.events {
-                if e.mod_revision != prev + 1 {
-                    problems.push(format!(
-                        "event at revision {} after {} (member m{})",
-                        e.mod_revision,
-                        prev,
-                        r.member + 1
-                    ));
-                }
-                prev = prev.max(e.mod_revision);
-                seen.insert(
-                    e.mod_revision,
-                    (e.key.clone(), e.put.then(|| e.value.clone())),
-                );
-            }
-        }
-        if prev < final_rev {
-            problems.push(format!(
-                "saw revisions only up to {prev}, final revision {final_rev}"
-            ));
-        }
-        for (rev, want) in &acked {
-            match seen.get(rev) {
-                Some(got) if got == want => {}
-                Some(got) => problems.push(format!(
-                    "revision {rev}: acknowledged {} but watched {}",
-                    show_write(want),
-                    show_write(got)
-                )),
-                None if *rev <= prev => problems.push(format!(
-                    "revision {rev}: acknowledged {} never watched",
-                    show_write(want)
-                )),
-                None => {}
-            }
-        }
-        if !problems.is_empty() {
-            let n = problems.len();
-            problems.truncate(10);
-            out.push(Violation {
-                kind: "watch",
-                text: format!(
-                    "watcher {}: {n} problem(s), first: {}",
-                    w.id,
-                    problems.join("; ")
-                ),
-            });
-        }
-    }
-}
-
-fn show_write(w: &(Vec<u8>, Option<Vec<u8>>)) -> String {
-    match &w.1 {
-        Some(v) => format!(
-            "put {}={}",
-            String::from_utf8_lossy(&w.0),
-            String::from_utf8_lossy(v)
-        ),
-        None => format!("delete {}", String::from_utf8_lossy(&w.0)),
-    }
-}
-
 fn s(b: &[u8]) -> Value {
     Value::String(String::from_utf8_lossy(b).into_owned())
 }
@@ -636,6 +608,24 @@ fn input_json(i: &Input) -> Value {
         Input::Put { key, value } => json!({"op": "put", "key": s(key), "value": s(value)}),
         Input::Get { key } => json!({"op": "get", "key": s(key)}),
         Input::Delete { key } => json!({"op": "delete", "key": s(key)}),
+        Input::PutLease { key, value, lease } => {
+            json!({"op": "put", "key": s(key), "value": s(value), "lease": format!("{lease:x}")})
+        }
+        Input::LeaseGrant { lease, ttl } => {
+            json!({"op": "lease-grant", "lease": format!("{lease:x}"), "ttl": ttl})
+        }
+        Input::LeaseRevoke { lease } => {
+            json!({"op": "lease-revoke", "lease": format!("{lease:x}")})
+        }
+        Input::LeaseExpire { lease } => {
+            json!({"op": "lease-expiry", "lease": format!("{lease:x}")})
+        }
+        Input::LeaseKeepAlive { lease } => {
+            json!({"op": "lease-keepalive", "lease": format!("{lease:x}")})
+        }
+        Input::LeaseTimeToLive { lease } => {
+            json!({"op": "lease-timetolive", "lease": format!("{lease:x}")})
+        }
         Input::Txn(t) => {
             let (target, against) = match &t.compare.target {
                 lin::CompareTarget::Value(v) => ("value", s(v)),
@@ -663,6 +653,12 @@ fn output_json(o: &Output) -> Value {
         } => json!({"value": value.as_deref().map(s), "mod_revision": mod_revision,
                     "revision": revision}),
         Output::Delete { deleted, revision } => json!({"deleted": deleted, "revision": revision}),
+        Output::Lease { revision } => json!({"revision": revision}),
+        Output::LeaseNotFound => json!({"lease_not_found": true}),
+        Output::LeaseTtl { ttl, keys } => json!({
+            "ttl": ttl,
+            "keys": keys.as_ref().map(|ks| ks.iter().map(|k| s(k)).collect::<Vec<_>>()),
+        }),
         Output::Txn {
             succeeded,
             results,
@@ -686,11 +682,32 @@ fn watch_json(w: usize, r: &WatchRecord) -> Value {
         "reconnect_from": r.reconnect_from, "error": r.error,
         "header_revision": r.header_revision, "created": r.created,
         "canceled": r.canceled, "compact_revision": r.compact_revision,
+        "progress": r.is_progress(),
         "events": r.events.iter().map(|e| json!({
             "type": if e.put { "put" } else { "delete" }, "key": s(&e.key),
             "value": s(&e.value), "mod_revision": e.mod_revision,
+            "prev": e.prev.as_ref().map(|(v, r)| json!({"value": s(v), "mod_revision": r})),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// A past-revision watch session: one `watch-session` line (what it asked
+/// for), then its responses as `watch` lines with `"session"`.
+fn session_json(x: &Session) -> Vec<Value> {
+    let mut out = vec![json!({
+        "type": "watch-session", "watcher": x.watcher, "session": x.n, "member": x.member,
+        "t": x.opened, "key": s(&x.spec.key), "range_end": s(&x.spec.range_end),
+        "start_revision": x.spec.start, "prev_kv": x.spec.prev_kv, "noput": x.spec.no_put,
+        "nodelete": x.spec.no_delete, "progress_notify": x.spec.progress_notify,
+        "resumed": x.resumed, "progress_requests": x.progress_requests,
+    })];
+    for r in &x.records {
+        let mut v = watch_json(x.watcher, r);
+        v["session"] = json!(x.n);
+        v["type"] = json!("past-watch");
+        out.push(v);
+    }
+    out
 }
 
 fn dump(
@@ -698,6 +715,7 @@ fn dump(
     records: &[Record],
     checked: &[usize],
     watched: &[Watcher],
+    sessions: &[Session],
     injected: &[Injected],
 ) -> std::io::Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -707,6 +725,8 @@ fn dump(
             Kind::Kv => "kv",
             Kind::Serializable => "serializable",
             Kind::Final => "final",
+            Kind::Expiry => "expiry",
+            Kind::Unsent => "unsent",
         };
         let v = json!({
             "type": kind, "checked_index": index.get(&i),
@@ -719,6 +739,11 @@ fn dump(
     for w in watched {
         for r in &w.records {
             writeln!(f, "{}", watch_json(w.id, r))?;
+        }
+    }
+    for x in sessions {
+        for v in session_json(x) {
+            writeln!(f, "{v}")?;
         }
     }
     for x in injected {
@@ -735,6 +760,7 @@ fn summary(
     spec: &RunSpec,
     records: &[Record],
     watched: &[Watcher],
+    sessions: &[Session],
     injected: &[Injected],
     violations: &[Violation],
     notes: &[String],
@@ -757,6 +783,12 @@ fn summary(
             Input::Get { .. } => "get",
             Input::Delete { .. } => "delete",
             Input::Txn(_) => "txn",
+            Input::PutLease { .. } => "put-lease",
+            Input::LeaseGrant { .. } => "grant",
+            Input::LeaseRevoke { .. } => "revoke",
+            Input::LeaseExpire { .. } => "expiry",
+            Input::LeaseKeepAlive { .. } => "keepalive",
+            Input::LeaseTimeToLive { .. } => "timetolive",
         };
         *by_kind.entry(k).or_default() += 1;
     }
@@ -764,6 +796,7 @@ fn summary(
         .iter()
         .filter(|r| r.kind == Kind::Serializable)
         .count();
+    let unsent = records.iter().filter(|r| r.kind == Kind::Unsent).count();
     let mut faults: BTreeMap<Fault, usize> = BTreeMap::new();
     for x in injected {
         *faults.entry(x.fault).or_default() += 1;
@@ -780,7 +813,7 @@ fn summary(
         }
     };
     println!(
-        "summary: {} member(s) {} s: ops {} ({}) acknowledged {acked} maybe-applied {maybe} failed-reads {failed_reads} serializable {ser} final-revision {final_rev} watch-responses {}",
+        "summary: {} member(s) {} s: ops {} ({}) acknowledged {acked} maybe-applied {maybe} failed-reads {failed_reads} serializable {ser} unsent {unsent} final-revision {final_rev} watch-responses {} past-watches {} ({} responses)",
         spec.members,
         spec.duration,
         kv.len(),
@@ -790,6 +823,8 @@ fn summary(
             .collect::<Vec<_>>()
             .join(", "),
         watched.iter().map(|w| w.records.len()).sum::<usize>(),
+        sessions.len(),
+        sessions.iter().map(|x| x.records.len()).sum::<usize>(),
     );
     println!(
         "summary: faults {}; checker: {}; violations {}",
