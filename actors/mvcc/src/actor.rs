@@ -469,10 +469,18 @@ impl Handler<SnapshotStream> for MvccActor {
     fn handle(&mut self, _: SnapshotStream, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SnapshotStream");
         let reader = self.open_reader();
+        let damage = self.store.damage().clone();
         Box::pin(async move {
             let StoreReader(reader) = reader.await?;
             let (tx, rx) = tokio::sync::mpsc::channel(4);
-            tokio::task::spawn_blocking(move || actcd_etcd_snapshot::send_snapshot(&*reader, &tx));
+            tokio::task::spawn_blocking(move || {
+                // A damaged record fails the file (the client hears `corrupt cluster`).
+                if let Err(actcd_etcd_snapshot::EtcdSnapshotError::Damaged(d)) =
+                    actcd_etcd_snapshot::send_snapshot(&*reader, &tx)
+                {
+                    damage.report(&d, "snapshot");
+                }
+            });
             Ok(SnapshotChunks(rx))
         })
     }

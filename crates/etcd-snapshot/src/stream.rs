@@ -83,7 +83,10 @@ impl<'t> SnapshotFile<'t> {
 }
 
 /// The error a client is sent when its snapshot fails part way.
-fn failed(e: EtcdSnapshotError) -> EtcdError {
+fn failed(e: &EtcdSnapshotError) -> EtcdError {
+    if let EtcdSnapshotError::Damaged(_) = e {
+        return EtcdError::Corrupt;
+    }
     let msg = e.to_string();
     if msg.starts_with("snapshot: ") {
         EtcdError::Internal(msg)
@@ -93,15 +96,20 @@ fn failed(e: EtcdSnapshotError) -> EtcdError {
 }
 
 /// Streams the store, as `txn` sees it, into `tx` ([`SnapshotFile`]); a failure goes to `tx`
-/// as the last item. Blocks: run it on a blocking thread. Stops when the receiver goes away.
-pub fn send_snapshot(txn: &dyn ReadTxn, tx: &mpsc::Sender<Result<SnapshotChunk, EtcdError>>) {
+/// as the last item (a damaged `key` record as etcd's `corrupt cluster`) and is returned too,
+/// for the caller to act on. Blocks: run it on a blocking thread. Stops when the receiver goes
+/// away.
+pub fn send_snapshot(
+    txn: &dyn ReadTxn,
+    tx: &mpsc::Sender<Result<SnapshotChunk, EtcdError>>,
+) -> Result<(), EtcdSnapshotError> {
     let started = Instant::now();
     let file = match SnapshotFile::plan(txn) {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(error = %e, "database snapshot not sent");
-            let _ = tx.blocking_send(Err(failed(e)));
-            return;
+            let _ = tx.blocking_send(Err(failed(&e)));
+            return Err(e);
         }
     };
     let total = file.size();
@@ -114,14 +122,18 @@ pub fn send_snapshot(txn: &dyn ReadTxn, tx: &mpsc::Sender<Result<SnapshotChunk, 
         tx.blocking_send(Ok(c))
             .map_err(|_| EtcdSnapshotError::Closed)
     }) {
-        Ok(()) => tracing::info!(
-            total_bytes = total,
-            took_ms = started.elapsed().as_millis() as u64,
-            "successfully sent database snapshot to client"
-        ),
+        Ok(()) => {
+            tracing::info!(
+                total_bytes = total,
+                took_ms = started.elapsed().as_millis() as u64,
+                "successfully sent database snapshot to client"
+            );
+            Ok(())
+        }
         Err(e) => {
             tracing::warn!(error = %e, "database snapshot not sent");
-            let _ = tx.blocking_send(Err(failed(e)));
+            let _ = tx.blocking_send(Err(failed(&e)));
+            Err(e)
         }
     }
 }
@@ -225,7 +237,7 @@ mod tests {
         let e = store(10);
         let txn = e.read().unwrap();
         let (tx, mut rx) = mpsc::channel(1024);
-        send_snapshot(&*txn, &tx);
+        let _ = send_snapshot(&*txn, &tx);
         drop(tx);
         let mut items = Vec::new();
         while let Ok(item) = rx.try_recv() {
@@ -240,12 +252,32 @@ mod tests {
         w.commit().unwrap();
         let txn = e.read().unwrap();
         let (tx, mut rx) = mpsc::channel(4);
-        send_snapshot(&*txn, &tx);
+        let _ = send_snapshot(&*txn, &tx);
         drop(tx);
         let Ok(Err(EtcdError::Internal(msg))) = rx.try_recv() else {
             panic!("an internal error first")
         };
         assert!(msg.starts_with("snapshot: member record"), "{msg}");
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_damaged_key_record_fails_the_file_as_corrupt() {
+        let e = store(10);
+        let at = Revision::new(5, 0).to_bytes(false);
+        let mut stored = e.read().unwrap().get(Table::Key, &at).unwrap().unwrap();
+        stored[100] ^= 0x10;
+        let mut w = e.write().unwrap();
+        w.put(Table::Key, &at, &stored).unwrap();
+        w.commit().unwrap();
+        let txn = e.read().unwrap();
+        let (tx, mut rx) = mpsc::channel(4);
+        let Err(EtcdSnapshotError::Damaged(d)) = send_snapshot(&*txn, &tx) else {
+            panic!("the damage is returned to the caller")
+        };
+        assert_eq!(d.revision, Some(Revision::new(5, 0)));
+        drop(tx);
+        assert!(matches!(rx.try_recv(), Ok(Err(EtcdError::Corrupt))));
         assert!(rx.try_recv().is_err());
     }
 }
