@@ -20,9 +20,15 @@
 //! 2. `auth_step.rs`, auth: each request is judged against the permission view current at its
 //!    point of the log, unless a member made it itself (`header.internal`). Auth requests go to
 //!    the auth store, which judges and applies them; its new view judges the entries after.
-//! 3. `capped.rs`, capped (etcd's capped applier): while NOSPACE is raised, a Put, a
-//!    LeaseGrant or a Txn with a put is refused with `etcdserver: mvcc: database space
-//!    exceeded`; the alarm raised by an entry caps the very next one.
+//! 3. `corrupt.rs`, corrupt (etcd's corrupt applier): while CORRUPT is raised (for any
+//!    member), Put, DeleteRange, Txn, Range, Compaction, LeaseGrant and LeaseRevoke are
+//!    refused with `etcdserver: corrupt cluster`; alarm, auth, membership and checkpoint
+//!    entries still run (so the alarm can be disarmed). Whether CORRUPT is raised is published
+//!    after every Ready and snapshot (`publishing_corrupt`, a `CorruptFlag`) for the front,
+//!    which refuses reads while it is. Then `capped.rs`, capped (etcd's capped applier):
+//!    while NOSPACE is raised, a Put, a LeaseGrant or a Txn with a put is refused with
+//!    `etcdserver: mvcc: database space exceeded`; the alarm raised by an entry caps the very
+//!    next one.
 //! 4. `dispatch.rs`, dispatch: alarm, membership and lease requests are applied here
 //!    (`alarms.rs`, `members.rs`, `leases.rs`); runs of the other requests go to the MVCC
 //!    store as one `ApplyBatch` each, with the table writes of the auth, alarm, membership and

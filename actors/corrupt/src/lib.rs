@@ -12,20 +12,23 @@
 //!   stops the start-up with `<member id> found data inconsistency with peers (…)` naming each
 //!   such peer. Peers that cannot be reached, have not reached the revision, or compacted past
 //!   it, or compacted elsewhere, are logged and skipped, as etcd does.
-//! - **periodic** (`--experimental-corrupt-check-time`, default 1m, 0 off): the leader hashes
+//! - **periodic** (`--experimental-corrupt-check-time`, default 5m, 0 off): the leader hashes
 //!   at its revision, asks every peer at that revision, passes a linearizable barrier, hashes
 //!   again, and names the first member that breaks one of etcd 3.5's rules
 //!   ([`decide::periodic`]): its own hash moved at one revision (the leader), a follower's
 //!   revision or compaction past the leader's, or a follower with the leader's first compaction
 //!   and another hash.
 //! - **compact hash** (`--experimental-compact-hash-check-enabled`, default true, every
-//!   `--experimental-compact-hash-check-time`, 1m): at each compaction the store hashes what
-//!   the compaction leaves up to its revision plus the records above the compaction before
-//!   (etcd's compaction hash) and sends it here (`CompactionHashed`); the newest ten are kept
-//!   and answered to peers asking for a hash at exactly that revision, so a member can be
-//!   checked after it compacted. The leader compares its remembered hashes, newest first, with
-//!   the peers' at the same revision and the same previous compaction
-//!   ([`decide::compact`]); the newest one every peer agrees on is not checked again.
+//!   `--experimental-compact-hash-check-time`, 1m): at each compaction the store hashes, over
+//!   the records its deletions scan anyway, what HashKV at the compaction's revision said just
+//!   before it (records above the previous compaction, kept ones at or below it: etcd's
+//!   compaction hash, with the previous compaction revision) and sends it here
+//!   (`CompactionHashed`); the newest ten are kept, in memory as etcd keeps them, and answered
+//!   to peers asking for a hash at exactly that revision, so a member can be checked after it
+//!   compacted. The leader compares its remembered hashes, newest first, with the peers' at
+//!   the same revision and the same previous compaction ([`decide::compact`]); the newest one
+//!   every peer agrees on is not checked again. A compaction resumed at start-up (some of its
+//!   deletions done before a crash) takes no hash.
 //!
 //! A mismatch raises CORRUPT **for the member named** (as etcd 3.5.1 does; later 3.5 releases
 //! raise it for member 0, "unknown"). The alarm is an `AlarmRequest` ACTIVATE CORRUPT
@@ -36,6 +39,16 @@
 //! alarm to the front, which refuses Range and read-only Txn too — past etcd 3.5, which keeps
 //! serving reads from a cluster it knows is corrupt. `etcdctl alarm list` shows
 //! `memberID:<id> alarm:CORRUPT`; `etcdctl alarm disarm` clears it and service resumes.
+//!
+//! Compared with etcd 3.5.1 (CORRUPT raised there through the gateway's Alarm ACTIVATE, which
+//! etcd accepts for any alarm type): a Put answers gRPC `DataLoss` `etcdserver: corrupt
+//! cluster` (code 15 on the gateway), `etcdctl alarm list` prints `memberID:<id>
+//! alarm:CORRUPT`, Status lists it in `errors`, `etcdctl alarm disarm` clears it and puts go
+//! through again — the same here. Ranges are served by etcd 3.5.1 under CORRUPT (linearizable
+//! and serializable); actcd refuses them.
+//!
+//! A proposal of the alarm that fails (no leader yet, at start-up) is made again a second
+//! later; one per member is in flight at a time.
 //!
 //! Anything else in the member that finds corruption (a record failing its checksum) raises
 //! the alarm the same way by sending [`RaiseCorrupt`](actcd_types::msg::RaiseCorrupt) here.

@@ -35,6 +35,10 @@
 //!   (txns on create revisions, linearizable reads, watches through the hub to wait for the
 //!   deletion of the key ahead); a waiter whose caller goes away takes its key back. Errors go
 //!   out as etcd's do there: code Unknown with etcd's text.
+//! - CORRUPT: while the applier's published `CorruptFlag` says the alarm is raised, Range and
+//!   read-only Txn (served here, never through the log) answer `etcdserver: corrupt cluster`,
+//!   as the applier answers writes; etcd 3.5 still serves reads then, actcd serves no data a
+//!   member may hold wrongly.
 //! - Learners (`learner.rs`): a tower layer in front of every service refuses what etcd's
 //!   learners refuse (all but Status and serializable Range).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the

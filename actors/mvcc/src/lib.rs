@@ -96,6 +96,15 @@
 //! answering means a client that saw its write acknowledged and then watches finds the hub
 //! past it.
 //!
+//! When a compaction's deletions finish: `CompactionHashed{hash, compact_revision,
+//! hash_revision}` to the corruption checker (`Store::set_compaction_hashes`), etcd 3.5's
+//! compaction hash, taken over the records the deletions scan (no read of its own): in
+//! HashKV's format, the records at or below the compaction revision that are above the
+//! previous compaction or kept by this one, with the previous compaction revision — what
+//! HashKV at that revision said just before the compaction (a compaction resumed at start-up,
+//! or one that met a damaged record, sends none). Members compare them to find one whose data
+//! differ after history is gone.
+//!
 //! Top-level response headers carry the cluster and member ids, the term of the
 //! last applied entry and the revision; headers of responses nested in a Txn carry only the
 //! revision (a nested Txn's header is empty), as etcd's gRPC layer fills only the outer one.
