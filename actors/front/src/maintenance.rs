@@ -97,7 +97,8 @@ impl Maintenance for MaintenanceService {
             .defragment
             .send(Defragment)
             .await
-            .map_err(EtcdError::from)??;
+            .map_err(EtcdError::from)?
+            .inspect_err(|e| tracing::warn!(error = %e, "failed to defragment"))?;
         tracing::info!(
             current_db_size_bytes = before,
             current_db_size_bytes_after = after,

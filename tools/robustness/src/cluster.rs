@@ -189,9 +189,9 @@ impl Cluster {
             // snapshot (the `snapshot_before_install` failpoint needs one).
             cmd.args([
                 "--snapshot-count",
-                "1000",
+                "300",
                 "--snapshot-catchup-entries",
-                "200",
+                "100",
             ]);
             // This incarnation's fsyncs only (see `lose`).
             std::fs::write(&m.sync_log, b"")?;

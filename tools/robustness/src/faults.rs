@@ -14,7 +14,8 @@ use rand::{Rng, SeedableRng};
 use actcd_proto::etcdserverpb::cluster_client::ClusterClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{
-    DefragmentRequest, HashKvRequest, Member, MemberAddRequest, MemberListRequest, MemberRemoveRequest,
+    DefragmentRequest, HashKvRequest, Member, MemberAddRequest, MemberListRequest,
+    MemberRemoveRequest,
 };
 
 use crate::cluster::{Cluster, ELECTION_MS, channel, status};
@@ -386,6 +387,20 @@ const FAILPOINTS: &[(&str, Trigger)] = &[
 /// How long an armed member may run before its failpoint is given up on.
 const FAILPOINT_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a member stays down before it is armed with `snapshot_before_install`: with
+/// `--snapshot-count 300` and ~200 writes a second the leader has compacted past it by then.
+const SNAPSHOT_DOWN: Duration = Duration::from_secs(5);
+
+/// Whether the member's log since byte `from` shows failpoint `fp` firing (fail-rs's panic
+/// message names it; a `return` surfaces as an error naming it).
+fn fired(log: &std::path::Path, from: u64, fp: &str) -> bool {
+    let Ok(bytes) = std::fs::read(log) else {
+        return false;
+    };
+    let tail = String::from_utf8_lossy(bytes.get(from as usize..).unwrap_or_default());
+    tail.contains(&format!("failpoint {fp}"))
+}
+
 /// Restarts member `i` with one failpoint set to `panic` (the process aborts) or `return` (the
 /// actor's error path: a fatal storage error stops the member), drives what reaches it, waits
 /// for the member to die of it, and restarts it without.
@@ -402,11 +417,16 @@ async fn failpoint(
         .filter(|(_, trig)| n > 1 || *trig != Trigger::Snapshot)
         .collect();
     let &&(fp, trigger) = choices.choose(rng).expect("failpoints");
-    let action = if rng.random_bool(0.5) { "panic" } else { "return" };
-    let (name, url) = {
+    let action = if rng.random_bool(0.5) {
+        "panic"
+    } else {
+        "return"
+    };
+    let (name, url, log) = {
         let mut c = cluster.lock().expect("cluster lock");
         c.kill(i);
-        (c.members[i].name.clone(), c.members[i].url())
+        let m = &c.members[i];
+        (m.name.clone(), m.url(), m.log.clone())
     };
     println!(
         "[{:6.2}s] fault failpoint: SIGKILL {name}, restart with {fp}={action}",
@@ -415,9 +435,11 @@ async fn failpoint(
     if trigger == Trigger::Snapshot {
         // Down long enough for the leader to compact past it (instrumented members run with a
         // small --snapshot-count).
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(SNAPSHOT_DOWN).await;
     }
     let setting = format!("{fp}={action}");
+    // Where this incarnation's log starts: whether the failpoint fired is read from there.
+    let log_from = std::fs::metadata(&log).map_or(0, |m| m.len());
     if let Err(e) = cluster
         .lock()
         .expect("cluster lock")
@@ -426,10 +448,18 @@ async fn failpoint(
         return (name, format!("{setting}: restart failed: {e}"));
     }
     let started = tokio::time::Instant::now();
-    let mut fired = false;
+    let mut died = false;
     while started.elapsed() < FAILPOINT_WAIT && !stop.load(Ordering::Relaxed) {
         if cluster.lock().expect("cluster lock").has_exited(i) {
-            fired = true;
+            died = true;
+            break;
+        }
+        // A `return` off the write path (a failed defragmentation) is answered as an error
+        // and the member serves on: done once the log says it fired and the member has had
+        // time to stop if the error was fatal.
+        if action == "return" && fired(&log, log_from, fp) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            died = cluster.lock().expect("cluster lock").has_exited(i);
             break;
         }
         if trigger == Trigger::Defrag {
@@ -440,9 +470,14 @@ async fn failpoint(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let outcome = if fired {
+    let outcome = if died {
         format!(
             "{setting}: died after {:.1}s",
+            started.elapsed().as_secs_f64()
+        )
+    } else if fired(&log, log_from, fp) {
+        format!(
+            "{setting}: fired after {:.1}s, the member answered an error and kept serving",
             started.elapsed().as_secs_f64()
         )
     } else {

@@ -85,10 +85,12 @@
 //!     the fsync, before the hard state is saved, before/after an LMDB
 //!     commit (all reached by traffic), in the defragmentation swap (the
 //!     runner sends Defragment), or while installing a snapshot (the member
-//!     is kept down 3 s first; instrumented members run with
-//!     `--snapshot-count 1000 --snapshot-catchup-entries 200` so it is sent
-//!     one). Once the member dies of it (or after 10 s, then killed) it is
-//!     restarted without failpoints;
+//!     is kept down 5 s first; instrumented members run with
+//!     `--snapshot-count 300 --snapshot-catchup-entries 100` so it is sent
+//!     one). Once the member dies of it (a `return` in the defragmentation
+//!     is answered as an error and the member serves on: once its log shows
+//!     the failpoint fired), or after 10 s, it is killed and restarted
+//!     without failpoints;
 //!   - `lose-unsynced` (`--failpoints` only): a random member is SIGKILLed
 //!     and its files cut back to what it had fsynced, as a power loss just
 //!     after the crash would leave them: WAL bytes past the last fsync are
