@@ -16,6 +16,17 @@ use crate::code_and_message;
 
 /// Starts `m` with `extra` flags and `ACTCD_DEBUG_CORRUPT_HASH=1`, its stderr captured.
 fn spawn_skewed(m: &mut Member, initial: &str, extra: &[&str]) -> std::process::Child {
+    spawn_captured(m, initial, extra, true)
+}
+
+/// Starts `m` with `extra` flags, its stderr captured; `skewed`: with
+/// `ACTCD_DEBUG_CORRUPT_HASH=1`.
+fn spawn_captured(
+    m: &mut Member,
+    initial: &str,
+    extra: &[&str],
+    skewed: bool,
+) -> std::process::Child {
     let client = format!("http://127.0.0.1:{}", m.client_port);
     let peer = m.peer_url();
     Command::new(env!("CARGO_BIN_EXE_actcd"))
@@ -29,12 +40,35 @@ fn spawn_skewed(m: &mut Member, initial: &str, extra: &[&str]) -> std::process::
         .args(["--initial-cluster", initial])
         .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
         .args(extra)
-        .env("ACTCD_DEBUG_CORRUPT_HASH", "1")
+        .env("ACTCD_DEBUG_CORRUPT_HASH", if skewed { "1" } else { "0" })
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start actcd")
+}
+
+/// Waits for `child` to exit and returns its stderr; fails the test if it exits cleanly or
+/// is still running after 30 s (it is killed then).
+async fn refused_start(mut child: std::process::Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        matches!(status, Some(s) if !s.success()),
+        "a member that disagrees with its peers started: {err}"
+    );
+    err
 }
 
 /// The raised alarms, as (member id, type).
@@ -79,24 +113,8 @@ async fn a_member_that_disagrees_is_refused_at_start_or_raises_corrupt() {
     // (a) The follower comes back disagreeing: the initial check refuses to start it, naming
     // the peers that disagree.
     members[f].stop();
-    let mut child = spawn_skewed(&mut members[f], &initial, &check);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        matches!(status, Some(s) if !s.success()),
-        "a member that disagrees with its peers started: {err}"
-    );
+    let child = spawn_skewed(&mut members[f], &initial, &check);
+    let err = refused_start(child).await;
     assert!(
         err.contains(&format!("{f_id:x} found data inconsistency with peers")),
         "{err}"
@@ -277,4 +295,73 @@ async fn the_compact_hash_check_finds_a_member_whose_compaction_hash_differs() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Real divergence, not a knob: a stopped follower's stored value for one key is rewritten
+/// through the backend engine, as a well-formed record (its checksum recomputed, so it reads
+/// back without error). Its data now differ from its peers' at the same revision: the initial
+/// check refuses to start it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_stored_value_was_rewritten_is_refused_at_start() {
+    use actcd_backend::{BackendOptions, LmdbEngine};
+    use actcd_types::key_record;
+    use actcd_types::storage::{KvEngine, Table};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial, leader) = running_cluster(dir.path(), &[]).await;
+    let f = (leader + 1) % 3;
+    let mut lc = members[leader].client().await;
+    for i in 0..10 {
+        put_eventually(&mut lc, &format!("k/{i:02}")).await;
+    }
+    let mut fc = members[f].client().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fc
+        .get("k/09", Some(GetOptions::new().with_serializable()))
+        .await
+        .map_or(true, |r| r.kvs().is_empty())
+    {
+        assert!(Instant::now() < deadline, "the follower never caught up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let f_id = fc.status().await.unwrap().header().unwrap().member_id();
+    members[f].stop();
+
+    let engine = LmdbEngine::open(
+        &members[f].dir.join("member/snap"),
+        BackendOptions {
+            map_size: BackendOptions::DEFAULT_MAP_SIZE,
+            max_readers: BackendOptions::DEFAULT_MAX_READERS,
+            durability: Default::default(),
+        },
+    )
+    .unwrap();
+    let mut found = None;
+    engine
+        .read()
+        .unwrap()
+        .scan(Table::Key, &[], None, &mut |k, v| {
+            if let Ok(kv) = key_record::decode(k, v)
+                && kv.key == b"k/05"
+            {
+                found = Some((k.to_vec(), kv));
+            }
+            true
+        })
+        .unwrap();
+    let (rev_key, mut kv) = found.expect("the record of k/05");
+    kv.value = b"forged".to_vec();
+    let mut w = engine.write().unwrap();
+    w.put(Table::Key, &rev_key, &key_record::encode(&rev_key, &kv))
+        .unwrap();
+    w.commit().unwrap();
+    engine.sync().unwrap();
+    drop(engine);
+
+    let child = spawn_captured(&mut members[f], &initial, &[], false);
+    let err = refused_start(child).await;
+    assert!(
+        err.contains(&format!("{f_id:x} found data inconsistency with peers")),
+        "{err}"
+    );
 }
