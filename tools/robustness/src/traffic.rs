@@ -829,6 +829,8 @@ pub struct WatchRecord {
     pub canceled: bool,
     pub compact_revision: i64,
     pub fragment: bool,
+    /// -1 on etcd's answer to a progress request (for the whole stream).
+    pub watch_id: i64,
     pub events: Vec<Event>,
 }
 
@@ -844,6 +846,7 @@ impl WatchRecord {
             canceled: false,
             compact_revision: 0,
             fragment: false,
+            watch_id: 0,
             events: Vec::new(),
         }
     }
@@ -876,6 +879,7 @@ impl WatchRecord {
             canceled: r.canceled,
             compact_revision: r.compact_revision,
             fragment: r.fragment,
+            watch_id: r.watch_id,
             events,
         }
     }
@@ -1032,7 +1036,8 @@ impl WatchSpec {
         } else {
             key >= self.key.as_slice() && key < self.range_end.as_slice()
         };
-        in_range && !(put && self.no_put) && !(!put && self.no_delete)
+        let filtered = if put { self.no_put } else { self.no_delete };
+        in_range && !filtered
     }
 }
 
