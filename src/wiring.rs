@@ -206,6 +206,7 @@ pub(crate) fn start_actors(
         ActorProbe::of("backend", &backend),
         ActorProbe::of("lessor", &lessor),
         ActorProbe::of("auth", &auth),
+        ActorProbe::of("corrupt", &checker),
     ];
     let v2_routes = match (&v2, cfg.flags.enable_v2) {
         (Some((addr, auth_states)), true) => Some(actcd_front::v2::V2Routes::new(

@@ -89,6 +89,8 @@ pub struct CheckerConfig {
 }
 
 pub struct CorruptionChecker {
+    /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
+    meter: std::sync::Arc<actcd_types::meter::Meter>,
     config: CheckerConfig,
     peers: CheckerPeers,
     /// Request ids of its own (the daemon gives it a prefix no one else uses).
@@ -115,6 +117,7 @@ fn kind(c: Check) -> CheckKind {
 impl CorruptionChecker {
     pub fn new(config: CheckerConfig, peers: CheckerPeers, ids: IdGenerator) -> Self {
         Self {
+            meter: actcd_types::meter::Meter::new(),
             config,
             peers,
             ids,
@@ -395,6 +398,7 @@ impl Handler<CheckTick> for CorruptionChecker {
     type Result = ();
 
     fn handle(&mut self, msg: CheckTick, ctx: &mut Context<Self>) {
+        let _timer = self.meter.start("CheckTick");
         if !self.running.insert(kind(msg.0)) {
             return;
         }
@@ -469,6 +473,7 @@ impl Handler<LocalHashKv> for CorruptionChecker {
     type Result = ResponseFuture<Result<MemberHash, EtcdError>>;
 
     fn handle(&mut self, msg: LocalHashKv, _: &mut Context<Self>) -> Self::Result {
+        let _timer = self.meter.start("LocalHashKv");
         let hasher = self.hasher();
         Box::pin(async move { hasher.local(msg.revision).await })
     }
@@ -499,3 +504,9 @@ impl Handler<CompactionHashed> for CorruptionChecker {
         self.remembered.drain(..over);
     }
 }
+
+#[cfg(test)]
+#[path = "actor_tests.rs"]
+mod tests;
+
+actcd_types::impl_mailbox_probe!(CorruptionChecker, meter);

@@ -74,7 +74,8 @@
 //!
 //! ## Layout
 //! - `decide.rs`: who is corrupt, as plain functions over gathered hashes (table-tested).
-//! - `actor.rs`: the actor, the hash gathering, the alarm proposal.
+//! - `actor.rs`: the actor, the hash gathering, the alarm proposal; `actor_tests.rs` drives it
+//!   through its messages against a fake member.
 //! - `error.rs`: why a member refuses to start.
 
 mod actor;
