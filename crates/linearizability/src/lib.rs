@@ -13,8 +13,11 @@
 //! linearizability", 2017), as porcupine implements it for etcd's suite:
 //! a time-sorted linked list of call/return entries, depth-first choice of
 //! the next op to linearize among those whose call precedes the first
-//! pending return, backtracking, and memoization of every explored
-//! (linearized-set bitset, model state) pair ([`wgl`]). The worst case is
+//! pending return (ops that returned first, then maybe-applied lease
+//! requests and expiries), backtracking, and memoization of every explored
+//! (linearized set, model state) pair as a 128-bit fingerprint ([`wgl`]:
+//! memory per explored pair does not grow with the history; a maybe-applied
+//! op that would change nothing is not branched on). The worst case is
 //! exponential (the problem is NP-complete), but the memo bounds the work by
 //! the number of distinct (set, state) pairs, which for a history with at most
 //! `c` concurrent clients is about `n * 2^c * states`: with 8 clients, linear
@@ -61,12 +64,32 @@
 //!   may exhaust the budget: the answer is then [`Outcome::Unknown`], never a
 //!   wrong verdict. Measured: 2,000 and 5,000 linearizable ops (20 keys, 8
 //!   clients, 3% failed) in 22 ms and 0.2 s; 10,000 ops over 100 keys
-//!   exhausted the budget.
+//!   exhausted the budget. 10^5 ops over 100 keys: per-key decides in about
+//!   a second (debug build, idle machine: a few seconds), whole mode stops
+//!   at its budget (test `hundred_thousand_ops_per_key_and_whole_mode_bounded`).
+//!   A refutation is the costly case: every maybe-applied op pending where
+//!   a violation is must be tried at every earlier point, so a violation in a
+//!   partition with hundreds of them may come back undecided.
+//!
+//! Leases ([`Input::LeaseGrant`] and the other lease requests): the state
+//! also holds the live leases and each key's lease. A lease is a pseudo-key
+//! to the partitioning, so a lease and every key ever attached to it are
+//! searched together (a revoke deletes them all in one revision); the
+//! harness should keep each lease's keys apart from other leases' keys, or
+//! the partitions grow. A revoke or expiry deletes the attached keys in one
+//! revision (none if they are gone) and ends the lease; an expiry is a
+//! maybe-applied op from the earliest instant the lease may expire, which
+//! the caller supplies ([`Input::LeaseExpire`]). A put with a lease needs it
+//! live, else its answer must be `lease not found`; a keepalive or
+//! TimeToLive reporting TTL > 0 needs it live (and TimeToLive the exact
+//! attached keys), a keepalive reporting TTL 0 or not found needs it gone.
+//! Whole mode then models leases only as far as revisions go (see
+//! `model::Model::lease_step_exact`).
 //!
 //! Not checked: serializable reads (they may legitimately be stale; record
-//! only linearizable reads), ranges, leases, create revision and version,
-//! watches, and per-client monotonicity of revisions. Keys the history never
-//! wrote are assumed absent at the start.
+//! only linearizable reads), ranges, create revision and version, lease
+//! TTL values, watches, and per-client monotonicity of revisions. Keys the
+//! history never wrote are assumed absent at the start.
 //!
 //! # Why our own crate
 //!
