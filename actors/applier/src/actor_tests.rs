@@ -559,6 +559,90 @@ async fn a_nospace_alarm_caps_growing_writes_from_the_next_entry_until_disarmed(
 }
 
 #[actix_rt::test]
+async fn a_corrupt_alarm_refuses_the_key_space_from_the_next_entry_and_is_published() {
+    let corrupt = |id, action: AlarmAction| InternalRaftRequest {
+        header: Some(RequestHeader {
+            id,
+            internal: true,
+            ..Default::default()
+        }),
+        alarm: Some(AlarmRequest {
+            action: action as i32,
+            member_id: 9,
+            alarm: AlarmType::Corrupt as i32,
+        }),
+        ..Default::default()
+    };
+    let seen = Recorder::new(false);
+    let (tx, flag) = tokio::sync::watch::channel(false);
+    let fake = seen.clone().start();
+    let applier = ApplierActor::new(
+        Applier::new(0),
+        ApplierPeers {
+            chain: ChainPeers {
+                store: fake.clone().recipient(),
+                delete_keys: fake.clone().recipient(),
+                revision: fake.clone().recipient(),
+                auth: fake.clone().recipient(),
+                conf: None,
+                lessor: None,
+                identity: MemberIdentity::default(),
+                v2: None,
+            },
+            raft: fake.clone().recipient(),
+            install: None,
+            leased_keys: None,
+            reload_auth: None,
+            reload_v2: None,
+            conf_sync: None,
+            fatal: fake.recipient(),
+        },
+        AuthView::disabled().shared(),
+    )
+    .publishing_corrupt(tx)
+    .start();
+    // Raised, then a put in the same Ready: refused, and never reaches the store.
+    let raised = register(&applier, 1).await;
+    let refused = register(&applier, 2).await;
+    let entries = vec![
+        entry(1, corrupt(1, AlarmAction::Activate)),
+        entry(2, put(2, "", false)),
+    ];
+    applier.send(Apply { entries }).await.unwrap();
+    assert!(matches!(raised.await.unwrap(), Ok(ApplyResponse::Alarm(_))));
+    assert_eq!(refused.await.unwrap(), Err(EtcdError::Corrupt));
+    assert!(*flag.borrow(), "the front hears of it");
+    // Disarmed: writes go through again, and the flag drops.
+    let disarmed = register(&applier, 3).await;
+    let stored = register(&applier, 4).await;
+    let entries = vec![
+        entry(3, corrupt(3, AlarmAction::Deactivate)),
+        entry(4, put(4, "", false)),
+    ];
+    applier.send(Apply { entries }).await.unwrap();
+    assert!(matches!(
+        disarmed.await.unwrap(),
+        Ok(ApplyResponse::Alarm(_))
+    ));
+    assert_eq!(stored.await.unwrap(), Ok(ApplyResponse::Empty));
+    assert!(!*flag.borrow());
+    // (The alarm's own table writes ride with the batch covering the refused put.)
+    let puts: Vec<u64> = seen
+        .batches
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|b| b.1.contains(&b"k".to_vec()))
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(
+        puts,
+        vec![4],
+        "only the put after the disarm reached the store"
+    );
+}
+
+#[actix_rt::test]
 async fn alarms_are_listed_as_applied_and_a_ready_ending_with_one_commits_its_write() {
     let seen = Recorder::new(false);
     let applier = start(&seen, AuthView::disabled().shared());
