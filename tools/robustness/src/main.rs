@@ -29,12 +29,29 @@
 //!   linearizable get, delete, txn (one value or mod-revision compare on a
 //!   key, gets/puts/deletes of that key in both branches), serializable get
 //!   (recorded, not checked), and after a successful write, often a
-//!   linearizable read of that key through another member. Each request is
-//!   sent with a 2 s `grpc-timeout`; call and return are monotonic nanos from
-//!   one base instant; a failure or timeout is recorded as maybe-applied
-//!   (`ret: None`). One watcher per member watches the prefix from revision 1
-//!   and records every response, moving to the next member on an error and
-//!   resuming after the last event it saw.
+//!   linearizable read of that key through another member. Leases (8% of
+//!   requests; not with `--broken`): client c grants leases with ids of its
+//!   own (`(c+1)<<32 | n`, so a maybe-applied grant is known by its id; at
+//!   most 3 at once) and TTLs of 2–5 s or an hour, puts keys
+//!   `key/lease/<c>/<n>` attached to them (now and then to one it revoked
+//!   or found gone: must be refused with `requested lease not found`),
+//!   revokes, sends single keepalives (a fresh KeepAlive stream each) and
+//!   TimeToLive with keys through a random member, overwrites or deletes a
+//!   lease key (detaching it), and reads lease keys; any client reads any
+//!   client's lease keys. Each request is sent with a 2 s `grpc-timeout`;
+//!   call and return are monotonic nanos from one base instant; a failure or
+//!   timeout is recorded as maybe-applied (`ret: None`), except one that
+//!   could not connect (`tcp connect error`: nothing was sent), recorded as
+//!   `unsent` and not checked. One watcher per member watches the prefix from
+//!   revision 1 with `prev_kv` and records every response, moving to the next
+//!   member on an error and resuming after the last event it saw. Two more
+//!   tasks open watches from past revisions all along: a random start between
+//!   1 (nothing is compacted) and the newest revision seen, on the whole
+//!   prefix, one key, the lease keys or `key/0…`, half with `prev_kv`, 15%
+//!   NOPUT and 15% NODELETE, 30% with `progress_notify` (every member runs
+//!   with `--experimental-watch-progress-notify-interval 1s`), 0–2 progress
+//!   requests each; each runs 1–3 s, and 30% are then broken off and resumed
+//!   on another member from their last event + 1.
 //! * **Peer proxies** (3 members): each member listens on its real peer
 //!   port (`--listen-peer-urls`) but advertises a proxy port the runner owns
 //!   (`--initial-advertise-peer-urls`, `--initial-cluster`: what the others
@@ -103,18 +120,44 @@
 //!
 //! # What it checks, after traffic stops and every member is healed and healthy
 //!
-//! * `linearizability`: the KV history (plus one final linearizable read of
-//!   every key from each member) is linearizable: per-key mode always, whole
-//!   mode (exact revisions) too when the history has at most `--whole-limit`
-//!   ops. A search that runs out of steps is reported as undecided, not as a
-//!   violation.
+//! * `linearizability`: the KV and lease history (plus one final
+//!   linearizable read of every key used from each member, its per-key reads
+//!   placed one after the other inside the range read's interval) is
+//!   linearizable: per-key mode always, whole mode (exact revisions) too when
+//!   the history has at most `--whole-limit` ops. A search that runs out of
+//!   steps is reported as undecided, not as a violation. Leases are in the
+//!   model (crate `actcd-linearizability`): a revoke deletes every key
+//!   attached in one revision; a lease may also expire, an op the runner adds
+//!   per grant with no return, any time from the grant's call plus the TTL
+//!   asked for (a server grants at least that, counted from when it applies
+//!   the grant); a put with a lease revoked before it was sent must be
+//!   refused, a keepalive or TimeToLive answering TTL > 0 for a lease revoked
+//!   before it was sent is a violation, and TimeToLive must list exactly the
+//!   keys attached. Each client's leases and lease keys form one partition.
 //! * `final-state`: every member's linearizable read of the whole prefix
 //!   gives the same keys, values and mod revisions.
 //! * `hashkv`: HashKV at that same revision is identical on every member.
-//! * `watch`: each watcher saw every revision from 2 to the final one exactly
-//!   once, in order (every revision is a write of our prefix), and each
-//!   acknowledged put or delete shows up at the revision its response named,
-//!   with its key and value.
+//! * watches (module `watchcheck`), against a reference: the full watchers'
+//!   events merged by revision. `watch-disagree`: two full watchers saw
+//!   different events at one revision. `watch-gap`: together they miss a
+//!   revision up to the final one (every revision is a write of our
+//!   prefix). `watch-replay`: replaying the reference does not give the
+//!   final state. `watch-lost`: an acknowledged put or delete is not in it
+//!   at the revision its response named. Then every stream (a full
+//!   watcher's connection, a past-revision watch): `watch-order` (event
+//!   revisions go back), `watch-atomic` (a revision split across
+//!   responses), `watch-unique` (an event twice), `watch-filter` (a key out
+//!   of range, a put despite NOPUT, a delete despite NODELETE, an event
+//!   before the start), `watch-gap` / `watch-resume` (a resumed stream): a
+//!   revision from the start up to the last event or progress notification
+//!   whose reference events match the watch never sent, `watch-mismatch`:
+//!   sent with other events, `watch-progress`: a progress notification
+//!   below an event sent before it or not below one sent after it,
+//!   `watch-prevkv`: `prev_kv` not the key's value and mod revision just
+//!   before that revision, `watch-compacted`: told a revision was compacted.
+//!   Against etcd before 3.5.8 (asked with `--version`) answers to progress
+//!   requests are left out and counted: they may come ahead of events
+//!   (etcd issue 15220), which the check reports against 3.5.1.
 //! * `unhealthy`, `exited`: a member did not come back after healing, or a
 //!   server exited by itself.
 //! * `replace`: a member replacement did not complete (removal or addition
@@ -125,13 +168,21 @@
 //! Exit 0: clean (the work dir is removed unless `--work` was given). Exit 1:
 //! a violation; the work dir is kept and printed, with `history.jsonl` per
 //! run: one JSON object per line, `"type"` being `kv` (checked), `final`
-//! (the final reads), `serializable`, `watch` or `fault`; `call`/`ret` in
-//! nanos (`ret: null`: failed, maybe applied), `member` the index it went
-//! through (m1 = 0). A linearizability violation prints the smallest failing
+//! (the final reads), `expiry` (a lease's possible expiry: `call` its
+//! earliest instant), `serializable`, `unsent`, `watch` (a full watcher's
+//! response or reconnection), `watch-session` (what a past-revision watch
+//! asked for, `t` when it was opened, `progress_requests` when progress was
+//! requested) followed by its responses (`past-watch`, with `session`), or
+//! `fault`; `call`/`ret`/`t` in nanos (`ret: null`: failed, maybe applied),
+//! `member` the index it went through (m1 = 0). A watch violation names the
+//! watcher, session or stream and the `t` of the response at fault. A
+//! linearizability violation prints the smallest failing
 //! key partition: the longest linearizable prefix (last ops), the store after
 //! it, the op that had to come next and the concurrent candidates; `#i` is
 //! the line of `history.jsonl` with `"checked_index": i`. Then read
-//! the members' logs around those times. Exit 2: setup failure (server
+//! the members' logs around those times. `--recheck history.jsonl` runs
+//! the linearizability checker again on a kept history (both modes, with
+//! `--max-steps`/`--whole-max-steps`). Exit 2: setup failure (server
 //! missing, cluster never healthy before traffic).
 //!
 //! # Profiles
