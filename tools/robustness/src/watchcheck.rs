@@ -543,3 +543,171 @@ pub fn check_stream(
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(k: &str, v: &str, rev: i64, prev: Option<(&str, i64)>) -> Event {
+        Event {
+            put: true,
+            key: k.into(),
+            value: v.into(),
+            mod_revision: rev,
+            prev: prev.map(|(v, r)| (v.as_bytes().to_vec(), r)),
+        }
+    }
+
+    fn del(k: &str, rev: i64, prev: Option<(&str, i64)>) -> Event {
+        Event {
+            put: false,
+            key: k.into(),
+            value: Vec::new(),
+            mod_revision: rev,
+            prev: prev.map(|(v, r)| (v.as_bytes().to_vec(), r)),
+        }
+    }
+
+    fn resp(t: u64, events: Vec<Event>) -> WatchRecord {
+        WatchRecord {
+            t,
+            member: 0,
+            reconnect_from: None,
+            error: None,
+            header_revision: events.last().map_or(0, |e| e.mod_revision),
+            created: false,
+            canceled: false,
+            compact_revision: 0,
+            fragment: false,
+            watch_id: 0,
+            events,
+        }
+    }
+
+    fn created(t: u64) -> WatchRecord {
+        WatchRecord {
+            created: true,
+            header_revision: 1,
+            ..resp(t, Vec::new())
+        }
+    }
+
+    fn progress(t: u64, rev: i64) -> WatchRecord {
+        WatchRecord {
+            header_revision: rev,
+            ..resp(t, Vec::new())
+        }
+    }
+
+    /// revs 2..=6: put a=1, put b=1, put a=2, delete a and b (one revision,
+    /// a revoke), put b=2.
+    fn history() -> Vec<WatchRecord> {
+        vec![
+            created(0),
+            resp(
+                1,
+                vec![
+                    put("a", "1", 2, None),
+                    put("b", "1", 3, None),
+                    put("a", "2", 4, Some(("1", 2))),
+                ],
+            ),
+            resp(
+                2,
+                vec![
+                    del("a", 5, Some(("2", 4))),
+                    del("b", 5, Some(("1", 3))),
+                    put("b", "2", 6, None),
+                ],
+            ),
+        ]
+    }
+
+    fn spec(key: &str, end: &str) -> WatchSpec {
+        WatchSpec {
+            key: key.into(),
+            range_end: end.into(),
+            start: 1,
+            prev_kv: true,
+            no_put: false,
+            no_delete: false,
+            progress_notify: false,
+        }
+    }
+
+    fn kinds(sp: &WatchSpec, start: i64, records: &[WatchRecord]) -> Vec<&'static str> {
+        let mut found = Found::new();
+        let full = Watcher {
+            id: 0,
+            records: history(),
+        };
+        let reference = Reference::build(std::slice::from_ref(&full), &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(reference.complete, 6);
+        let st = Stream {
+            label: "test".into(),
+            spec: sp,
+            start,
+            resumed: false,
+            records,
+        };
+        let mut skipped = 0;
+        check_stream(&st, &reference, false, &mut skipped, &mut found);
+        found.iter().map(|(k, _)| *k).collect()
+    }
+
+    #[test]
+    fn the_reference_stream_passes() {
+        let all = spec("a", "c");
+        assert!(kinds(&all, 1, &history()).is_empty());
+        // One key from a past revision, with a progress notification.
+        let b = spec("b", "");
+        let recs = vec![
+            created(0),
+            resp(1, vec![del("b", 5, Some(("1", 3)))]),
+            progress(2, 5),
+            resp(3, vec![put("b", "2", 6, None)]),
+        ];
+        assert!(kinds(&b, 4, &recs).is_empty());
+    }
+
+    #[test]
+    fn each_kind_of_fault_is_reported() {
+        let all = spec("a", "c");
+        let mut gap = history();
+        gap[1].events.remove(1);
+        assert_eq!(kinds(&all, 1, &gap), ["watch-gap"]);
+        let mut split = history();
+        let e = split[2].events.remove(0);
+        split[1].events.push(e);
+        assert_eq!(kinds(&all, 1, &split), ["watch-atomic"]);
+        let mut back = history();
+        back[2].events.swap(1, 2);
+        assert!(kinds(&all, 1, &back).contains(&"watch-order"));
+        let mut twice = history();
+        twice.push(resp(3, vec![put("b", "2", 6, None)]));
+        assert!(kinds(&all, 1, &twice).contains(&"watch-unique"));
+        let mut prev = history();
+        prev[1].events[2].prev = None;
+        assert_eq!(kinds(&all, 1, &prev), ["watch-prevkv"]);
+        let mut wrong = history();
+        wrong[1].events[2].value = b"9".to_vec();
+        assert_eq!(kinds(&all, 1, &wrong), ["watch-mismatch"]);
+        let no_put = WatchSpec {
+            no_put: true,
+            ..spec("a", "c")
+        };
+        assert!(kinds(&no_put, 1, &history()).contains(&"watch-filter"));
+        // A progress notification at 5 before the event at 4.
+        let ahead = vec![
+            created(0),
+            progress(1, 5),
+            resp(2, vec![put("a", "2", 4, Some(("1", 2)))]),
+        ];
+        let a = spec("a", "");
+        assert!(kinds(&a, 4, &ahead).contains(&"watch-progress"));
+        // A progress notification at 6 claims revision 5 was sent: gap.
+        let claimed = vec![created(0), progress(1, 6)];
+        assert_eq!(kinds(&a, 5, &claimed), ["watch-gap"]);
+    }
+}
