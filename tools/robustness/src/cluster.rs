@@ -96,6 +96,8 @@ pub struct Cluster {
     pub members: Vec<Member>,
     /// The peer-link proxies (3 members).
     pub net: Option<Arc<Net>>,
+    /// More flags for every member (the hostile run's `--enable-v2`).
+    pub extra_args: Vec<String>,
 }
 
 impl Cluster {
@@ -135,6 +137,7 @@ impl Cluster {
             token,
             members,
             net: None,
+            extra_args: Vec::new(),
         }
     }
 
@@ -178,6 +181,7 @@ impl Cluster {
             .args(["--election-timeout", &ELECTION_MS.to_string()])
             // Watches with progress_notify get one a second (default 10 min).
             .args(["--experimental-watch-progress-notify-interval", "1s"])
+            .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

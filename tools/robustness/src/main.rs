@@ -203,6 +203,7 @@
 
 mod cluster;
 mod faults;
+mod hostile;
 mod lose;
 mod proxy;
 mod recheck;
@@ -280,6 +281,19 @@ pub struct Cli {
     /// Only run the linearizability checker again on a kept history.jsonl.
     #[arg(long)]
     recheck: Option<PathBuf>,
+    /// Run only the hostile-input phase (module `hostile`): one member, a
+    /// seeded stream of random and malformed requests.
+    #[arg(long)]
+    hostile: bool,
+    /// Requests in the hostile phase (the long profile sends at least 10⁶).
+    #[arg(long, default_value_t = 20_000)]
+    requests: u64,
+    /// Concurrent hostile workers (one connection of each kind each).
+    #[arg(long, default_value_t = 8)]
+    hostile_workers: usize,
+    /// Print the hostile request an id names (`w3#1234`, with --seed) and exit.
+    #[arg(long)]
+    hostile_show: Option<String>,
 }
 
 /// One run of a profile.
@@ -296,6 +310,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(path) = &cli.recheck {
         return ExitCode::from(recheck::run(path, cli.max_steps, cli.whole_max_steps));
+    }
+    if let Some(id) = &cli.hostile_show {
+        let seed = cli.seed.unwrap_or(0);
+        return match hostile::show(seed, id, hostile::is_etcd(&cli.server)) {
+            Ok(s) => {
+                println!("{s}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("actcd-robustness: {e}");
+                ExitCode::from(2)
+            }
+        };
     }
     let faults = match Fault::parse(&cli.faults) {
         Ok(f) => f,
@@ -348,6 +375,7 @@ fn main() -> ExitCode {
             fault_interval: interval,
         }],
     };
+    let runs = if cli.hostile { Vec::new() } else { runs };
     let seed = cli.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -388,6 +416,19 @@ fn main() -> ExitCode {
         if code == 2 {
             break;
         }
+    }
+    // The hostile phase: alone with --hostile, after the runs in the long profile.
+    let hostile = match (cli.hostile, cli.profile) {
+        (true, _) => Some(cli.requests),
+        (false, Some(Profile::Long)) => Some(cli.requests.max(1_000_000)),
+        _ => None,
+    };
+    if let Some(n) = hostile
+        && worst < 2
+    {
+        let dir = work.join("hostile");
+        let code = rt.block_on(hostile::run(&cli, seed, &dir, n, cli.hostile_workers));
+        worst = worst.max(code);
     }
     if worst == 0 {
         if temp {
