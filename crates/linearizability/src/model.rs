@@ -525,29 +525,49 @@ impl Model<'_> {
     }
 
     /// Leases in exact mode (whole history), which follows the per-key
-    /// check: that one checked lease lifetimes (live set, refused puts,
-    /// keepalives, TimeToLive), so here only what moves the revision is
-    /// modelled: a revoke or expiry deletes the keys attached (one revision
-    /// if any), whatever the live set. No live set is kept: maybe-applied
-    /// grants, and revokes or expiries that delete nothing, would each
-    /// double the states without ever touching a revision, and the search
-    /// would try every subset of them at every dead end. This only admits
-    /// more orders than the lease rules do, so it never invents a violation.
+    /// check: that one checked lease lifetimes, so here mostly what moves the
+    /// revision is modelled. No live set: maybe-applied grants, and revokes
+    /// or expiries that delete nothing, would each double the states without
+    /// ever touching a revision, and the search would try every subset of
+    /// them at every dead end. Instead `State::leases` holds the leases known
+    /// dead: ended by an acknowledged revoke, or by a maybe-applied revoke or
+    /// an expiry that deleted keys (one revision); a maybe-applied one that
+    /// would delete nothing is left out. A keepalive or TimeToLive answering
+    /// TTL > 0, or a put with the lease, needs it not dead: that refutes an
+    /// expiry placed too early as soon as the lease is used again, not only
+    /// when its keys are read. Everything else about leases is accepted, so
+    /// this admits at least the orders the lease rules do: it never invents a
+    /// violation.
     fn lease_step_exact(&self, s: &State, lop: LOp, out: &COut) -> Vec<State> {
-        let has_keys = s.kvs.iter().any(|(_, e)| e.lease == lop_lease(lop));
+        let l = lop_lease(lop);
+        let has_keys = s.kvs.iter().any(|(_, e)| e.lease == l);
+        let dead = s.alive(l); // `leases` is the dead set here
+        let kill = |hdr: Option<i64>| -> Vec<State> {
+            let mut st = s.clone();
+            let before = st.kvs.len();
+            st.kvs.retain(|(_, e)| e.lease != l);
+            if st.kvs.len() != before {
+                st.rev = st.rev.saturating_add(1);
+            }
+            if let Err(i) = st.leases.binary_search(&l) {
+                st.leases.insert(i, l);
+            }
+            self.header(st, hdr).into_iter().collect()
+        };
         match (lop, out) {
-            // Maybe-applied and deleting nothing: the same as not applied.
+            // Maybe-applied and deleting nothing: left out.
             (LOp::Grant(_) | LOp::Revoke(_) | LOp::Expire(_), COut::Unknown) if !has_keys => {
                 Vec::new()
             }
             (LOp::Grant(_), COut::Lease { rev }) => {
                 self.header(s.clone(), *rev).into_iter().collect()
             }
-            (LOp::Revoke(l) | LOp::Expire(l), COut::Unknown) => {
-                self.end_lease(s, l, None).into_iter().collect()
-            }
-            (LOp::Revoke(l), COut::Lease { rev }) => {
-                self.end_lease(s, l, *rev).into_iter().collect()
+            (LOp::Revoke(_) | LOp::Expire(_), COut::Unknown) => kill(None),
+            (LOp::Revoke(_), COut::Lease { rev }) => kill(*rev),
+            (LOp::KeepAlive(_) | LOp::TimeToLive(_), COut::LeaseTtl { ttl, .. })
+                if *ttl > 0 && dead =>
+            {
+                Vec::new()
             }
             (LOp::KeepAlive(_) | LOp::TimeToLive(_), _) | (LOp::Revoke(_), COut::NoLease) => {
                 vec![s.clone()]
@@ -557,9 +577,9 @@ impl Model<'_> {
     }
 
     /// A put with a lease: applied if the lease is live, else `not found`
-    /// (exact mode: see [`Self::lease_step_exact`]).
+    /// (exact mode: if it is not known dead; see [`Self::lease_step_exact`]).
     fn put_lease(&self, s: &State, kop: KOp, l: u32, out: &COut) -> Vec<State> {
-        let alive = self.exact || s.alive(l);
+        let alive = if self.exact { !s.alive(l) } else { s.alive(l) };
         match out {
             COut::NoLease if !alive || self.exact => vec![s.clone()],
             COut::Unknown if alive => self
