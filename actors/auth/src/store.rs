@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::authpb::{Role, User};
 use actcd_proto::etcdserverpb as pb;
+use actcd_types::error::MAX_AUTH_NAME_BYTES;
 use actcd_types::msg::AuthReply;
 use actcd_types::storage::{ReadTxn, StorageError, Table, WriteTxn};
 use actcd_types::{AuthInfo, EtcdError};
@@ -338,6 +339,9 @@ impl AuthStore {
                 if r.name.is_empty() {
                     return refuse(EtcdError::UserEmpty);
                 }
+                if r.name.len() > MAX_AUTH_NAME_BYTES {
+                    return refuse(EtcdError::UserNameTooLong);
+                }
                 if self.users.contains_key(&r.name) {
                     return refuse(EtcdError::UserAlreadyExist);
                 }
@@ -441,6 +445,9 @@ impl AuthStore {
             R::RoleAdd(r) => {
                 if r.name.is_empty() {
                     return refuse(EtcdError::RoleEmpty);
+                }
+                if r.name.len() > MAX_AUTH_NAME_BYTES {
+                    return refuse(EtcdError::RoleNameTooLong);
                 }
                 if self.roles.contains_key(&r.name) {
                     return refuse(EtcdError::RoleAlreadyExist);
@@ -651,6 +658,18 @@ mod tests {
                 3,
             ),
             ("empty role", role_add(""), Err(RoleEmpty), 3),
+            (
+                "user name past the key limit",
+                user_add(&"u".repeat(MAX_AUTH_NAME_BYTES + 1)),
+                Err(UserNameTooLong),
+                3,
+            ),
+            (
+                "role name past the key limit",
+                role_add(&"r".repeat(MAX_AUTH_NAME_BYTES + 1)),
+                Err(RoleNameTooLong),
+                3,
+            ),
             ("add role", role_add("app"), Ok(()), 4),
             ("duplicate role", role_add("app"), Err(RoleAlreadyExist), 4),
             (

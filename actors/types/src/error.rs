@@ -6,6 +6,11 @@
 
 use tonic::{Code, Status};
 
+/// The longest user or role name the auth tables store: LMDB's key limit (511 bytes in its
+/// default build). The auth store refuses longer names when it applies them, the same on every
+/// member, instead of failing the batch that would write them.
+pub const MAX_AUTH_NAME_BYTES: usize = 511;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EtcdError {
     #[error("etcdserver: key is not provided")]
@@ -72,6 +77,13 @@ pub enum EtcdError {
     RoleNotFound,
     #[error("etcdserver: role name is empty")]
     RoleEmpty,
+    /// actcd only: a user or role name is a key of its LMDB table, and LMDB keys are at most
+    /// [`MAX_AUTH_NAME_BYTES`] bytes. (etcd 3.5.1 stores names as bbolt keys too; past bbolt's
+    /// 32 KiB limit its write fails and the member exits.)
+    #[error("etcdserver: user name is too long")]
+    UserNameTooLong,
+    #[error("etcdserver: role name is too long")]
+    RoleNameTooLong,
     #[error("etcdserver: authentication failed, invalid user ID or password")]
     AuthFailed,
     #[error("etcdserver: permission not given")]
@@ -185,9 +197,8 @@ impl EtcdError {
             RootUserNotExist | RootRoleNotExist | UserAlreadyExist | UserNotFound
             | RoleAlreadyExist | RoleNotFound | RoleNotGranted | PermissionNotGranted
             | AuthNotEnabled => Code::FailedPrecondition,
-            UserEmpty | RoleEmpty | AuthFailed | PermissionNotGiven | InvalidAuthMgmt => {
-                Code::InvalidArgument
-            }
+            UserEmpty | RoleEmpty | UserNameTooLong | RoleNameTooLong | AuthFailed
+            | PermissionNotGiven | InvalidAuthMgmt => Code::InvalidArgument,
             InvalidAuthToken => Code::Unauthenticated,
             AuthOldRevision | NoPasswordUser => Code::Unknown,
             Internal(_) => Code::Unknown,
@@ -454,6 +465,16 @@ mod tests {
                 err: UserEmpty,
                 want_code: Code::InvalidArgument,
                 want_msg: "etcdserver: user name is empty",
+            },
+            Case {
+                err: UserNameTooLong,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: user name is too long",
+            },
+            Case {
+                err: RoleNameTooLong,
+                want_code: Code::InvalidArgument,
+                want_msg: "etcdserver: role name is too long",
             },
             Case {
                 err: UserNotFound,
