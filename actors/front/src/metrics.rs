@@ -304,9 +304,10 @@ where
         let deadline = grpc_timeout(req.headers()).map(|t| tokio::time::Instant::now() + t);
         let answer = CLIENT_DEADLINE.scope(deadline, self.inner.call(req));
         async move {
-            let res = answer.await;
+            let mut res = answer.await;
             let took = started.elapsed();
-            if let Ok(resp) = &res {
+            if let Ok(resp) = &mut res {
+                as_grpc_go_answers(&path, resp.headers_mut());
                 // A failed unary call is a trailers-only answer: its status is in the headers.
                 let code = resp
                     .headers()
@@ -331,9 +332,183 @@ where
     }
 }
 
+/// The services on the client port, as grpc-go names them in "unknown service".
+const SERVICES: &[&str] = &[
+    "etcdserverpb.KV",
+    "etcdserverpb.Watch",
+    "etcdserverpb.Lease",
+    "etcdserverpb.Cluster",
+    "etcdserverpb.Maintenance",
+    "etcdserverpb.Auth",
+    "v3lockpb.Lock",
+    "v3electionpb.Election",
+];
+
+/// Rewrites the two trailers-only refusals tonic words unlike grpc-go (found by the hostile-input
+/// run; etcd 3.5.1's answers):
+/// - an unknown service or method: tonic sends `Unimplemented` with no message; grpc-go says
+///   `unknown service S`, `unknown method M for service S`, or for a path without a second
+///   `/` `malformed method name: "P"` (with code `ResourceExhausted`, as grpc-go 1.41 has it);
+/// - a message over the receive limit: tonic sends `OutOfRange` "Error, decoded message length
+///   too large: found N bytes, the limit is: L bytes"; grpc-go `ResourceExhausted` "grpc:
+///   received message larger than max (N vs. L)", the code clients retry and back off on.
+fn as_grpc_go_answers(path: &str, headers: &mut http::HeaderMap) {
+    let code = headers.get("grpc-status").map(|v| v.as_bytes());
+    let message = headers
+        .get("grpc-message")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let rewritten = match code {
+        Some(b"12") if message.is_empty() => {
+            let sm = path.strip_prefix('/').unwrap_or(path);
+            Some(match sm.rfind('/') {
+                // grpc-go 1.41 (etcd 3.5.1's) says ResourceExhausted here.
+                None => (
+                    tonic::Code::ResourceExhausted,
+                    format!("malformed method name: {path:?}"),
+                ),
+                Some(pos) if SERVICES.contains(&&sm[..pos]) => (
+                    tonic::Code::Unimplemented,
+                    format!(
+                        "unknown method {} for service {}",
+                        &sm[pos + 1..],
+                        &sm[..pos]
+                    ),
+                ),
+                Some(pos) => (
+                    tonic::Code::Unimplemented,
+                    format!("unknown service {}", &sm[..pos]),
+                ),
+            })
+        }
+        Some(b"11") => {
+            let decoded = percent_decode(message);
+            decoded
+                .strip_prefix("Error, decoded message length too large: found ")
+                .and_then(|rest| rest.split_once(" bytes, the limit is: "))
+                .map(|(found, limit)| {
+                    (
+                        tonic::Code::ResourceExhausted,
+                        format!(
+                            "grpc: received message larger than max ({found} vs. {})",
+                            limit.trim_end_matches(" bytes")
+                        ),
+                    )
+                })
+        }
+        _ => None,
+    };
+    if let Some((code, message)) = rewritten
+        && let Ok(v) = http::HeaderValue::from_str(&percent_encode(&message))
+    {
+        headers.insert("grpc-status", http::HeaderValue::from(code as i32));
+        headers.insert("grpc-message", v);
+    }
+}
+
+/// gRPC's percent-encoding of `grpc-message`: bytes outside printable ASCII, and `%`.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Some(v) = std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer(path: &str, code: &str, message: Option<&str>) -> (String, String) {
+        let mut h = http::HeaderMap::new();
+        h.insert("grpc-status", http::HeaderValue::from_str(code).unwrap());
+        if let Some(m) = message {
+            h.insert("grpc-message", http::HeaderValue::from_str(m).unwrap());
+        }
+        as_grpc_go_answers(path, &mut h);
+        let get = |k: &str| {
+            h.get(k)
+                .map(|v| percent_decode(v.to_str().unwrap()))
+                .unwrap_or_default()
+        };
+        (get("grpc-status"), get("grpc-message"))
+    }
+
+    /// etcd 3.5.1's answers (grpc-go), taken from the hostile-input run against it.
+    #[test]
+    fn unknown_methods_and_oversized_messages_are_refused_in_grpc_go_words() {
+        let s = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(
+            answer("/etcdserverpb.KV/Nope", "12", None),
+            s("12", "unknown method Nope for service etcdserverpb.KV")
+        );
+        assert_eq!(
+            answer("/etcdserverpb.Nope/Range", "12", None),
+            s("12", "unknown service etcdserverpb.Nope")
+        );
+        assert_eq!(
+            answer("/etcdserverpb.KV/Range/", "12", Some("")),
+            s("12", "unknown service etcdserverpb.KV/Range")
+        );
+        assert_eq!(
+            answer("/", "12", None),
+            s("8", "malformed method name: \"/\"")
+        );
+        assert_eq!(
+            answer(
+                "/etcdserverpb.KV/Put",
+                "11",
+                Some(
+                    "Error, decoded message length too large: found 2621447 bytes, the limit is: 2097152 bytes"
+                )
+            ),
+            s(
+                "8",
+                "grpc: received message larger than max (2621447 vs. 2097152)"
+            )
+        );
+        // Everything else passes as it is.
+        assert_eq!(
+            answer(
+                "/etcdserverpb.KV/Range",
+                "11",
+                Some("etcdserver: mvcc: required revision is a future revision")
+            ),
+            s(
+                "11",
+                "etcdserver: mvcc: required revision is a future revision"
+            )
+        );
+        assert_eq!(
+            answer("/etcdserverpb.Maintenance/Downgrade", "12", Some("x")),
+            s("12", "x")
+        );
+    }
 
     #[test]
     fn counts_and_buckets_render_as_prometheus_text() {
