@@ -158,7 +158,8 @@ async fn refuse_watch(
 
 /// One watch stream: requests from `inbound` go to the hub (create requests checked for read
 /// permission first), the hub's responses come out of the returned channel. The stream ends
-/// when `inbound` ends, the receiver is dropped, or the server shuts down. The gRPC service and
+/// when `inbound` ends, the receiver is dropped, or the server shuts down (the gRPC service's
+/// `inbound` ends only on a broken client stream, not on a half-close). The gRPC service and
 /// the JSON gateway share it.
 pub(crate) async fn open_stream(
     p: Arc<Pipeline>,
@@ -217,11 +218,17 @@ impl Watch for WatchService {
         // Who is asking is settled per create request, as etcd does, so the auth revision a
         // check uses is current.
         let creds = self.pipeline.auth.credentials(&req);
-        // A broken client stream ends the watch stream, as before.
-        let inbound = req
-            .into_inner()
-            .take_while(|r| futures::future::ready(r.is_ok()))
-            .filter_map(|r| futures::future::ready(r.ok()));
+        // A broken client stream ends the watch stream. A client that half-closes (stops
+        // sending) keeps its watchers until it goes away, as etcd's does: its recvLoop ends on
+        // EOF without ending the stream (found by the hostile-input run; a finite request
+        // iterator, as Python's grpc makes, half-closes right after its creates).
+        let inbound = futures::stream::unfold(req.into_inner(), |mut s| async move {
+            match s.next().await {
+                Some(Ok(r)) => Some((r, s)),
+                Some(Err(_)) => None,
+                None => futures::future::pending().await,
+            }
+        });
         let rx = open_stream(self.pipeline.clone(), creds, inbound).await?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
