@@ -1005,8 +1005,10 @@ impl Gen {
             ]);
             q.push(format!("{p}={v}"));
         }
-        if self.p(0.05) {
-            // A wait that an old index answers at once (or refuses as cleared).
+        // A wait on an old index: answered at once, refused as cleared, or (no change under
+        // the key since) waiting, which is cut.
+        let wait = self.p(0.05);
+        if wait {
             q.push("wait=true&waitIndex=1".to_owned());
         }
         let method = self.pick(&[
@@ -1037,7 +1039,7 @@ impl Gen {
             path,
             content_type: Some("application/x-www-form-urlencoded"),
             body,
-            streaming: false,
+            streaming: wait,
         }
     }
 }
@@ -1293,7 +1295,7 @@ async fn watch_call(ch: &tonic::transport::Channel, reqs: Vec<WatchRequest>) -> 
         };
         let mut reasons: Vec<String> = Vec::new();
         loop {
-            match tokio::time::timeout(STREAM_WINDOW * 3, stream.message()).await {
+            match tokio::time::timeout(STREAM_WINDOW, stream.message()).await {
                 Err(_) => return Ok((reasons, "open (cut)".to_owned())),
                 Ok(Ok(None)) => return Ok((reasons, "ended".to_owned())),
                 Ok(Err(s)) => return Err(s),
@@ -1380,7 +1382,17 @@ async fn http_call(
         };
         Ok::<_, String>((status, body))
     };
-    match tokio::time::timeout(REQUEST_TIMEOUT, res).await {
+    // A stream, or a call that may wait (lock, campaign, a v2 wait), gets 2 s for its head.
+    let bound = if streaming {
+        Duration::from_secs(2)
+    } else {
+        REQUEST_TIMEOUT
+    };
+    match tokio::time::timeout(bound, res).await {
+        Err(_) if streaming => {
+            *send = None;
+            Answer::new("http: open or waiting (cut)".to_owned())
+        }
         Ok(Ok((status, body))) => {
             let mut a = http_answer(status, &body);
             a.bad &= method != "HEAD"; // a HEAD answer has no body
