@@ -142,3 +142,26 @@ async fn a_watch_stream_the_client_half_closes_keeps_delivering_events() {
     .expect("an event within 5 s");
     assert_eq!(got.events()[0].kv().unwrap().value(), b"v");
 }
+
+/// The JSON gateway served its routes whatever the method (a `PUT /v3/lease/leases` answered the
+/// leases). etcd's gateway serves only POST: another method is 405 on a route, 404 elsewhere, and
+/// OPTIONS (a CORS preflight) 200 with no body.
+#[tokio::test]
+async fn the_gateway_answers_only_post_as_etcds_does() {
+    use super::http::request;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    srv.client().await.put("k", "v", None).await.unwrap();
+    let addr = srv.endpoint();
+    for (method, path, want) in [
+        ("PUT", "/v3/lease/leases", 405),
+        ("GET", "/v3/kv/range", 405),
+        ("DELETE", "/v3/kv/deleterange", 405),
+        ("GET", "/v3/kv/nope", 404),
+        ("OPTIONS", "/v3/kv/range", 200),
+        ("POST", "/v3/lease/leases", 200),
+    ] {
+        let (status, body) = request(&addr, method, path, "{}", None).await;
+        assert_eq!(status, want, "{method} {path}: {body}");
+    }
+}

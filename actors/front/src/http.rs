@@ -132,6 +132,22 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
 async fn gateway(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     use http_body_util::BodyExt;
     let path = req.uri().path().to_string();
+    // etcd's gateway answers only POST: OPTIONS (a CORS preflight) gets 200 and no body, any
+    // other method 405 on a route and 404 elsewhere.
+    if req.method() == http::Method::OPTIONS {
+        return reply(StatusCode::OK, "text/plain; charset=utf-8", String::new());
+    }
+    if req.method() != http::Method::POST {
+        return if crate::gateway::is_route(&path) {
+            reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain; charset=utf-8",
+                "Method Not Allowed\n".into(),
+            )
+        } else {
+            reply(StatusCode::NOT_FOUND, "text/plain", "Not Found\n".into())
+        };
+    }
     let authorization = req
         .headers()
         .get(http::header::AUTHORIZATION)
