@@ -283,8 +283,9 @@ struct Gen {
     schema: Arc<Schema>,
     /// Deep mode: lists of one, request_txn picked whenever offered.
     deep: bool,
-    /// Against etcd: no unknown Range sort_target (etcd 3.5.1 panics on
-    /// one: a nil sorter in apply.go).
+    /// Against etcd: no unknown Range sort_target nor Alarm action (etcd
+    /// 3.5.1 panics on either: a nil sorter in apply.go, a nil response in
+    /// maintenance.go).
     etcd_safe: bool,
     max_depth: u32,
     /// Values left for the message being made (nested lists would
@@ -430,7 +431,11 @@ impl Gen {
     }
 
     fn enum_number(&mut self, e: &prost_reflect::EnumDescriptor) -> i32 {
-        let safe = self.etcd_safe && e.full_name() == "etcdserverpb.RangeRequest.SortTarget";
+        let safe = self.etcd_safe
+            && matches!(
+                e.full_name(),
+                "etcdserverpb.RangeRequest.SortTarget" | "etcdserverpb.AlarmRequest.AlarmAction"
+            );
         if self.p(0.85) || safe {
             let vals: Vec<i32> = e.values().map(|v| v.number()).collect();
             self.pick(&vals)

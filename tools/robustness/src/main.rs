@@ -221,7 +221,8 @@
 //! member takes its quorum away, as etcd allows on purpose), names are never
 //! `root` (so auth is never enabled), and a side task compacts every 2 s and
 //! disarms alarms the stream raised. Against etcd (`--server .../etcd`) no
-//! unknown Range `sort_target` is sent: etcd 3.5.1 panics on one.
+//! unknown Range `sort_target` nor Alarm `action` is sent: etcd 3.5.1 panics
+//! on either (a nil sorter in apply.go, a nil response in maintenance.go).
 //!
 //! It fails (exit 1) if the member exits, its log has `panicked`, it stops
 //! answering for 30 s, its RSS (VmRSS, sampled every 250 ms) rises more than
