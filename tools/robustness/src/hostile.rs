@@ -46,7 +46,7 @@ const SENTINEL: &[u8] = b"\x00hostile-sentinel";
 /// A client-side bound on one request; streams (watch, keepalive, observe,
 /// snapshot) are cut after `STREAM_WINDOW`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-const STREAM_WINDOW: Duration = Duration::from_millis(300);
+const STREAM_WINDOW: Duration = Duration::from_millis(100);
 /// RSS above the idle RSS that counts as unbounded.
 const RSS_SLACK_KIB: u64 = 256 * 1024;
 
@@ -205,7 +205,10 @@ impl Schema {
                     path: format!("/{}/{}", svc.full_name(), m.name()),
                     name: m.name().to_owned(),
                     input: m.input(),
-                    streaming: m.is_server_streaming() || m.is_client_streaming(),
+                    // Lock and Campaign may wait (for a holder to go): treated as streams.
+                    streaming: m.is_server_streaming()
+                        || m.is_client_streaming()
+                        || matches!(m.name(), "Lock" | "Campaign"),
                 });
             }
         }
@@ -1274,7 +1277,15 @@ async fn grpc_call(
             http,
         ))
     };
-    match tokio::time::timeout(REQUEST_TIMEOUT, res).await {
+    // A stream, or a call that may wait, gets 2 s for its head (with a malformed
+    // `grpc-timeout`, which actcd ignores and etcd resets the stream for, it may wait on).
+    let bound = if streaming {
+        Duration::from_secs(2)
+    } else {
+        REQUEST_TIMEOUT
+    };
+    match tokio::time::timeout(bound, res).await {
+        Err(_) if streaming => Answer::new("open or waiting (cut)".to_owned()),
         Ok(Ok(a)) => a,
         Ok(Err(e)) => {
             if e.is_go_away() || e.is_io() || e.reason().is_none() {
