@@ -96,6 +96,10 @@ async fn unknown_methods_and_oversized_messages_are_refused_as_etcd_refuses_them
     call("/etcdserverpb.KV/Range")
         .await
         .expect("a known method");
+    // Made-up paths are not counted: a series each would grow /metrics without bound.
+    let (_, metrics) = super::http::get(&srv.endpoint(), "/metrics").await;
+    assert!(metrics.contains("grpc_method=\"Range\""), "{metrics}");
+    assert!(!metrics.contains("Nope"), "{metrics}");
 
     // 3 MiB: past the 1.5 MiB request limit and its 512 KiB of framing slack.
     let err = c
