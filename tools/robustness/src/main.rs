@@ -45,8 +45,9 @@
 //!   `unsent` and not checked. One watcher per member watches the prefix from
 //!   revision 1 with `prev_kv` and records every response, moving to the next
 //!   member on an error and resuming after the last event it saw. Two more
-//!   tasks open watches from past revisions all along: a random start between
-//!   1 (nothing is compacted) and the newest revision seen, on the whole
+//!   tasks open watches from past revisions all along: a random start within
+//!   the 5000 revisions before the newest seen (nothing is compacted; a start
+//!   anywhere would replay half a long run per watch), on the whole
 //!   prefix, one key, the lease keys or `key/0…`, half with `prev_kv`, 15%
 //!   NOPUT and 15% NODELETE, 30% with `progress_notify` (every member runs
 //!   with `--experimental-watch-progress-notify-interval 1s`), 0–2 progress

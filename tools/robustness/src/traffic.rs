@@ -1056,8 +1056,11 @@ pub struct Session {
     pub progress_requests: Vec<u64>,
 }
 
-/// Opens watches from random past revisions (between 1, nothing is
-/// compacted, and the newest revision the full watchers have seen), on a
+/// How far back a past-revision watch may start.
+const PAST_WINDOW: i64 = 5_000;
+
+/// Opens watches from random past revisions (within [`PAST_WINDOW`] of the
+/// newest revision the full watchers have seen; nothing is compacted), on a
 /// prefix or one key, some with `prev_kv`, a NOPUT or NODELETE filter,
 /// `progress_notify`, on-demand progress requests; each runs 1–3 s, and
 /// some are then broken off and resumed on another member.
@@ -1075,7 +1078,9 @@ pub async fn past_watches(
     let mut n = 0usize;
     while !done.load(Ordering::Relaxed) {
         let now = latest.load(Ordering::Relaxed).max(1);
-        let start = rng.random_range(1..=now + 1);
+        // Within the last PAST_WINDOW revisions: a start anywhere in a long run's history
+        // would replay half of it per watch (gigabytes of history in a 30-minute run).
+        let start = rng.random_range((now - PAST_WINDOW).max(1)..=now + 1);
         let (key, range_end) = match rng.random_range(0..100u32) {
             0..40 => (PREFIX.to_vec(), PREFIX_END.to_vec()),
             40..70 => (key(rng.random_range(0..keys)), Vec::new()),
