@@ -197,7 +197,10 @@
 //! # Hostile input
 //!
 //! `--hostile` (module `hostile`; alone, or after the runs of `--profile
-//! long`) starts one member with `--enable-v2` and sends `--requests N`
+//! long`) starts one member with `--enable-v2 --snapshot-count 5000` (the raft
+//! log's entries since its last compaction stay in memory, in etcd too: with
+//! the default 100,000 the accepted 1.5 MiB Puts made a 1M-request run's RSS
+//! climb past 380 MiB; with 5,000 it stays near 130) and sends `--requests N`
 //! (default 10,000) generated requests over `--hostile-workers` (8) workers,
 //! each with its own HTTP/2 connection (raw gRPC frames with `h2`), HTTP/1.1
 //! connection and Watch channel, from a PRNG seeded from `--seed` and the
