@@ -1,5 +1,6 @@
 //! [`LessorActor`]: the [`Lessor`] behind a mailbox, with a [`Clock`] for "now".
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use actcd_types::EtcdError;
@@ -7,7 +8,8 @@ use actcd_types::msg::{
     Leadership, LeaseCheckpointed, LeaseGranted, LeaseRevoked, LeaseTimeToLive, LeaseTtl,
     LessorTick, ListLeases, ProposeLeaseOps, RenewLease,
 };
-use actix::{Actor, Context, Handler, Recipient};
+use actix::{Actor, Context, Handler, Recipient, ResponseFuture};
+use tokio::sync::oneshot;
 
 use crate::config::LessorConfig;
 use crate::lessor::Lessor;
@@ -35,6 +37,10 @@ pub struct LessorActor<C: Clock = TokioClock> {
     clock: C,
     /// Takes expired leases' revokes and checkpoints to propose through raft.
     propose: Recipient<ProposeLeaseOps>,
+    /// Keepalives of expired leases, waiting for the revoke to apply (answered
+    /// `LeaseNotFound`) or for this member to lose leadership (`NotLeader`: the front then
+    /// asks the new leader).
+    renew_waiters: HashMap<i64, Vec<oneshot::Sender<Result<i64, EtcdError>>>>,
 }
 
 impl<C: Clock> LessorActor<C> {
@@ -47,6 +53,7 @@ impl<C: Clock> LessorActor<C> {
             lessor: Lessor::new(config),
             clock,
             propose,
+            renew_waiters: HashMap::new(),
         }
     }
 }
@@ -73,6 +80,9 @@ impl<C: Clock> Handler<LeaseRevoked> for LessorActor<C> {
     fn handle(&mut self, m: LeaseRevoked, _: &mut Context<Self>) {
         let _timer = self.meter.start("LeaseRevoked");
         self.lessor.revoked(m.id);
+        for w in self.renew_waiters.remove(&m.id).unwrap_or_default() {
+            let _ = w.send(Err(EtcdError::LeaseNotFound));
+        }
     }
 }
 
@@ -86,14 +96,21 @@ impl<C: Clock> Handler<LeaseCheckpointed> for LessorActor<C> {
     }
 }
 
-/// A keepalive: [`Lessor::renew`].
+/// A keepalive: [`Lessor::renew`]; for an expired lease, once its revoke has applied
+/// ([`Lessor::renew_must_wait`]).
 impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
-    type Result = Result<i64, EtcdError>;
+    type Result = ResponseFuture<Result<i64, EtcdError>>;
 
     fn handle(&mut self, m: RenewLease, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("RenewLease");
         let now = self.clock.now();
-        self.lessor.renew(m.id, now)
+        if self.lessor.renew_must_wait(m.id, now) {
+            let (tx, rx) = oneshot::channel();
+            self.renew_waiters.entry(m.id).or_default().push(tx);
+            return Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::NotLeader)) });
+        }
+        let r = self.lessor.renew(m.id, now);
+        Box::pin(async move { r })
     }
 }
 
@@ -127,6 +144,11 @@ impl<C: Clock> Handler<Leadership> for LessorActor<C> {
             tracing::info!(leases = self.lessor.len(), "lessor promoted");
         } else if self.lessor.is_primary() {
             self.lessor.demote();
+            for (_, waiters) in self.renew_waiters.drain() {
+                for w in waiters {
+                    let _ = w.send(Err(EtcdError::NotLeader));
+                }
+            }
             tracing::info!("lessor demoted");
         }
     }

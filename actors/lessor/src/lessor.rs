@@ -124,10 +124,23 @@ impl Lessor {
         }
     }
 
+    /// Whether a keepalive for `id` must wait: this lessor is primary and the lease exists but
+    /// has expired, so its revoke is on its way. Answering `LeaseNotFound` now would tell the
+    /// client the lease is gone while its keys can still be read; etcd's leader waits for the
+    /// revoke to apply (or for losing leadership) first, and so does the actor.
+    pub fn renew_must_wait(&self, id: i64, now: Instant) -> bool {
+        self.primary
+            && self
+                .leases
+                .get(&id)
+                .is_some_and(|l| l.expiry.is_some_and(|e| e <= now))
+    }
+
     /// A keepalive: restarts the lease's clock at its full TTL and returns that TTL.
     /// `NotLeader` on a follower (the caller forwards to the leader); `LeaseNotFound` for an
-    /// unknown lease or one already expired (its revoke is on its way; etcd's leader waits for
-    /// it and then answers the same). A lease with a checkpointed remaining TTL also gets a
+    /// unknown lease or one already expired (see [`Self::renew_must_wait`]: the actor asks
+    /// first and answers an expired lease only once its revoke has applied). A lease with a
+    /// checkpointed remaining TTL also gets a
     /// checkpoint of 0 proposed, so a later leader doesn't shorten the lease just renewed.
     pub fn renew(&mut self, id: i64, now: Instant) -> Result<i64, EtcdError> {
         if !self.primary {
