@@ -403,11 +403,30 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
         .collect();
     let mut last_error = "no other member in --initial-cluster".to_string();
     let mut remote = None;
+    // Prefer an answer that already lists this member: a peer that has not applied the
+    // MemberAdd yet (a follower behind the leader) would fail the checks below, where etcd
+    // takes the first answer and fails. Otherwise the first answer, judged as etcd judges it.
+    let own_urls = cfg
+        .members
+        .iter()
+        .find(|m| m.id == cfg.member_id)
+        .map(|m| m.peer_urls.clone())
+        .unwrap_or_default();
     for url in &others {
         match rt.block_on(actcd_transport::fetch_members(url, cfg.peer_tls.as_ref())) {
             Ok(r) => {
-                remote = Some(r);
-                break;
+                let knows_us = r
+                    .members
+                    .iter()
+                    .any(|m| crate::config::same_urls(&m.peer_ur_ls, &own_urls));
+                if knows_us {
+                    remote = Some(r);
+                    break;
+                }
+                if remote.is_none() {
+                    tracing::info!(peer = %url, "a peer's member list lacks this member yet; asking the others");
+                    remote = Some(r);
+                }
             }
             Err(e) => last_error = format!("{url}: {e}"),
         }
