@@ -387,6 +387,31 @@ pub fn run_until(
     }
 }
 
+/// Of the member lists peers answer (asked lazily, in order), the one a joining member judges
+/// its flags against: the first that already lists it (`own_urls`), else the first. A peer
+/// that has not applied the MemberAdd yet (a follower behind the leader) answers without it,
+/// and judged as etcd judges the first answer, the start would fail with "member count is
+/// unequal" although the cluster has the member.
+fn member_list_to_judge(
+    answers: impl Iterator<Item = actcd_proto::actcdpb::MembersReply>,
+    own_urls: &[String],
+) -> Option<actcd_proto::actcdpb::MembersReply> {
+    let mut first = None;
+    for r in answers {
+        if r.members
+            .iter()
+            .any(|m| crate::config::same_urls(&m.peer_ur_ls, own_urls))
+        {
+            return Some(r);
+        }
+        if first.is_none() {
+            tracing::info!("a peer's member list lacks this member yet; asking the others");
+            first = Some(r);
+        }
+    }
+    first
+}
+
 /// Asks the other members named in `--initial-cluster` for the cluster's members, checks them
 /// against the flags as etcd does (same count, every member's peer URLs found), and takes this
 /// member's id and the cluster's from the answer.
@@ -402,35 +427,22 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
         .flat_map(|m| m.peer_urls.clone())
         .collect();
     let mut last_error = "no other member in --initial-cluster".to_string();
-    let mut remote = None;
-    // Prefer an answer that already lists this member: a peer that has not applied the
-    // MemberAdd yet (a follower behind the leader) would fail the checks below, where etcd
-    // takes the first answer and fails. Otherwise the first answer, judged as etcd judges it.
     let own_urls = cfg
         .members
         .iter()
         .find(|m| m.id == cfg.member_id)
         .map(|m| m.peer_urls.clone())
         .unwrap_or_default();
-    for url in &others {
+    let answers = others.iter().filter_map(|url| {
         match rt.block_on(actcd_transport::fetch_members(url, cfg.peer_tls.as_ref())) {
-            Ok(r) => {
-                let knows_us = r
-                    .members
-                    .iter()
-                    .any(|m| crate::config::same_urls(&m.peer_ur_ls, &own_urls));
-                if knows_us {
-                    remote = Some(r);
-                    break;
-                }
-                if remote.is_none() {
-                    tracing::info!(peer = %url, "a peer's member list lacks this member yet; asking the others");
-                    remote = Some(r);
-                }
+            Ok(r) => Some(r),
+            Err(e) => {
+                last_error = format!("{url}: {e}");
+                None
             }
-            Err(e) => last_error = format!("{url}: {e}"),
         }
-    }
+    });
+    let remote = member_list_to_judge(answers, &own_urls);
     let remote = remote.ok_or_else(|| {
         StartError::Join(format!(
             "cannot fetch cluster info from peer urls: {last_error}"
@@ -700,5 +712,53 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod join_tests {
+    use actcd_proto::actcdpb::MembersReply;
+    use actcd_proto::etcdserverpb::Member;
+
+    use super::member_list_to_judge;
+
+    fn list(urls: &[&str]) -> MembersReply {
+        MembersReply {
+            cluster_id: 1,
+            members: urls
+                .iter()
+                .map(|u| Member {
+                    peer_ur_ls: vec![(*u).to_owned()],
+                    ..Default::default()
+                })
+                .collect(),
+        }
+    }
+
+    const ME: &str = "http://127.0.0.1:3";
+
+    #[test]
+    fn a_list_that_holds_this_member_wins_over_an_earlier_one_that_does_not() {
+        // The first peer has not applied the MemberAdd; the second (the leader) has.
+        let lagging = list(&["http://127.0.0.1:1", "http://127.0.0.1:2"]);
+        let current = list(&["http://127.0.0.1:1", "http://127.0.0.1:2", ME]);
+        let got = member_list_to_judge(vec![lagging, current.clone()].into_iter(), &[ME.into()]);
+        assert_eq!(got, Some(current));
+    }
+
+    #[test]
+    fn the_first_answer_is_judged_when_none_holds_this_member_and_no_peer_is_asked_after_a_match() {
+        let a = list(&["http://127.0.0.1:1"]);
+        let b = list(&["http://127.0.0.1:2"]);
+        let got = member_list_to_judge(vec![a.clone(), b].into_iter(), &[ME.into()]);
+        assert_eq!(got, Some(a));
+        let holds = list(&[ME]);
+        let mut asked = 0;
+        let answers = [holds.clone(), list(&[])]
+            .into_iter()
+            .inspect(|_| asked += 1);
+        assert_eq!(member_list_to_judge(answers, &[ME.into()]), Some(holds));
+        assert_eq!(asked, 1);
+        assert_eq!(member_list_to_judge(std::iter::empty(), &[ME.into()]), None);
     }
 }
