@@ -39,11 +39,14 @@ impl Member {
         self.spawn_with(initial_cluster, &[]);
     }
 
-    pub(crate) fn spawn_with(&mut self, initial_cluster: &str, extra: &[&str]) {
+    /// The command that starts this member: its name, data dir, client and peer URLs,
+    /// `--initial-cluster`, short raft timings, then `extra`; logging at `ACTCD_TEST_LOG`
+    /// (default `warn`). Stdio is the caller's to set.
+    pub(crate) fn command(&self, initial_cluster: &str, extra: &[&str]) -> Command {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = self.peer_url();
-        let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
-            .args(["--name", &self.name])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
+        cmd.args(["--name", &self.name])
             .arg("--data-dir")
             .arg(&self.dir)
             .args(["--listen-client-urls", &client])
@@ -56,7 +59,13 @@ impl Member {
             .env(
                 "RUST_LOG",
                 std::env::var("ACTCD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
+            );
+        cmd
+    }
+
+    pub(crate) fn spawn_with(&mut self, initial_cluster: &str, extra: &[&str]) {
+        let child = self
+            .command(initial_cluster, extra)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

@@ -27,21 +27,8 @@ fn spawn_captured(
     extra: &[&str],
     skewed: bool,
 ) -> std::process::Child {
-    let client = format!("http://127.0.0.1:{}", m.client_port);
-    let peer = m.peer_url();
-    Command::new(env!("CARGO_BIN_EXE_actcd"))
-        .args(["--name", &m.name])
-        .arg("--data-dir")
-        .arg(&m.dir)
-        .args(["--listen-client-urls", &client])
-        .args(["--advertise-client-urls", &client])
-        .args(["--listen-peer-urls", &peer])
-        .args(["--initial-advertise-peer-urls", &peer])
-        .args(["--initial-cluster", initial])
-        .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
-        .args(extra)
+    m.command(initial, extra)
         .env("ACTCD_DEBUG_CORRUPT_HASH", if skewed { "1" } else { "0" })
-        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, CompactionOptions, GetOptions, Txn, TxnOp};
@@ -305,20 +305,8 @@ fn spawn_member_with_failpoints(
     log: &Path,
     failpoints: &str,
 ) {
-    let client = format!("http://127.0.0.1:{}", m.client_port);
-    let peer = m.peer_url();
-    let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
-        .args(["--name", &m.name])
-        .arg("--data-dir")
-        .arg(&m.dir)
-        .args(["--listen-client-urls", &client])
-        .args(["--advertise-client-urls", &client])
-        .args(["--listen-peer-urls", &peer])
-        .args(["--initial-advertise-peer-urls", &peer])
-        .args(["--initial-cluster", initial_cluster])
-        .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
-        .args(extra)
-        .env("RUST_LOG", "warn")
+    let child = m
+        .command(initial_cluster, extra)
         .env("FAILPOINTS", failpoints)
         .stdout(Stdio::null())
         .stderr(File::create(log).unwrap())
