@@ -169,3 +169,45 @@ async fn the_gateway_answers_only_post_as_etcds_does() {
         assert_eq!(status, want, "{method} {path}: {body}");
     }
 }
+
+/// A gateway watch whose HTTP/1.1 client hung up right after the response head stayed open
+/// (about 40 KB each) while no event came: the task that turned answers into lines waited only
+/// on the watch. Every such stream must be closed in the hub once its client is gone.
+#[tokio::test]
+async fn gateway_watches_whose_clients_hang_up_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const STREAMS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    srv.client().await.put("k", "v", None).await.unwrap();
+    let addr = srv.endpoint();
+    let body = r#"{"create_request":{"key":"cXVpZXQ="}}"#;
+    for _ in 0..STREAMS {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let req = format!(
+            "POST /v3/watch HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).await.unwrap();
+        assert!(head[..n].starts_with(b"HTTP/1.1 200"), "{:?}", &head[..n]);
+        drop(s);
+    }
+    let closed = "actcd_actor_handle_seconds_count{actor=\"watch\",message=\"CloseStream\"}";
+    let opened = "actcd_actor_handle_seconds_count{actor=\"watch\",message=\"OpenStream\"}";
+    let mut last = (0.0, 0.0);
+    for _ in 0..100 {
+        let (_, text) = super::http::get(&addr, "/metrics").await;
+        let m = super::http::parse_prometheus(&text);
+        last = (
+            m.get(opened).copied().unwrap_or(0.0),
+            m.get(closed).copied().unwrap_or(0.0),
+        );
+        if last.0 >= STREAMS as f64 && last.1 >= last.0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("streams (opened, closed) = {last:?}: a stream outlived its client");
+}

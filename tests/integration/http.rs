@@ -45,7 +45,7 @@ fn b64(s: &str) -> String {
 }
 
 /// Prometheus text: every sample as `name{labels}` → value; HELP/TYPE lines must be well formed.
-fn parse_prometheus(text: &str) -> HashMap<String, f64> {
+pub(crate) fn parse_prometheus(text: &str) -> HashMap<String, f64> {
     let mut out = HashMap::new();
     for line in text.lines().filter(|l| !l.is_empty()) {
         if let Some(meta) = line.strip_prefix("# ") {

@@ -226,11 +226,21 @@ where
     use futures::StreamExt;
     use http_body_util::BodyExt;
     // A task turns messages into lines; the body reads them off a channel (a body must be
-    // `Sync`, which a stream of futures is not). The task ends when the client goes away.
+    // `Sync`, which a stream of futures is not). The task ends when the client goes away,
+    // dropping the stream, which ends what feeds it (the watch's stream in the hub).
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     tokio::spawn(async move {
         let mut messages = std::pin::pin!(messages);
-        while let Some(r) = messages.next().await {
+        loop {
+            // A quiet stream (a watch with no events) must still end when the client goes:
+            // the body's end of the channel is dropped then, and `closed` says so.
+            let r = tokio::select! {
+                next = messages.next() => match next {
+                    Some(r) => r,
+                    None => break,
+                },
+                () = tx.closed() => break,
+            };
             let line = match r.and_then(|m| to_json(&m, name)) {
                 Ok(json) => format!("{{\"result\":{json}}}\n"),
                 Err(s) => format!("{}\n", error_answer(&s).1),
