@@ -52,4 +52,5 @@ pub mod node;
 pub mod snapshot;
 pub mod supervisor;
 pub mod ticker;
+pub mod tls_config;
 mod wiring;
