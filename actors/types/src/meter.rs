@@ -13,6 +13,11 @@
 //! actix doesn't expose a mailbox's length, and counting every send at every sender would put
 //! an atomic on each hot path in the system; the probe costs one message per actor per scrape.
 //! Untimed messages (rare control messages) are not counted in the depth.
+//!
+//! The same answer carries the actor's own quantities ([`Sample`]s under etcd's metric names,
+//! e.g. the MVCC store's put and delete counts): an actor that has some passes a third
+//! argument to [`impl_mailbox_probe!`], a method that reads its plain counters. The numbers
+//! reach the front by this message, not through shared atomics.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -108,6 +113,7 @@ impl Meter {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            metrics: Vec::new(),
         }
     }
 }
@@ -138,6 +144,91 @@ pub struct MeterSnapshot {
     /// Timed messages handled so far.
     pub handled: u64,
     pub by_message: BTreeMap<&'static str, HandleStats>,
+    /// The actor's own quantities under etcd's metric names (its counters are plain fields
+    /// it reads while answering the probe, so the hot path pays no atomics or locks).
+    pub metrics: Vec<Sample>,
+}
+
+/// One series an actor reports for `/metrics`: an etcd metric name, its labels, its value.
+/// The front knows each name's type and help text and renders it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: &'static str,
+    pub labels: Vec<(&'static str, String)>,
+    pub value: SampleValue,
+}
+
+impl Sample {
+    /// A series without labels.
+    pub fn value(name: &'static str, v: f64) -> Self {
+        Self {
+            name,
+            labels: Vec::new(),
+            value: SampleValue::Value(v),
+        }
+    }
+
+    pub fn histogram(name: &'static str, h: &Histogram) -> Self {
+        Self {
+            name,
+            labels: Vec::new(),
+            value: SampleValue::Histogram(h.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SampleValue {
+    Value(f64),
+    Histogram(Histogram),
+}
+
+/// A Prometheus histogram: `counts[i]` observations in `(bounds[i-1], bounds[i]]` and the last
+/// one above every bound (not cumulative; the renderer sums them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    pub bounds: &'static [f64],
+    pub counts: Vec<u64>,
+    pub count: u64,
+    pub sum: f64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: vec![0; bounds.len() + 1],
+            count: 0,
+            sum: 0.0,
+        }
+    }
+
+    pub fn observe(&mut self, v: f64) {
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| v <= *b)
+            .unwrap_or(self.bounds.len());
+        if let Some(c) = self.counts.get_mut(i) {
+            *c += 1;
+        }
+        self.count += 1;
+        self.sum += v;
+    }
+}
+
+/// `start * factor^i` for `i` in `0..N`: the Go client's `ExponentialBuckets`, which etcd's
+/// histograms use.
+pub const fn exponential_buckets<const N: usize>(start: f64, factor: f64) -> [f64; N] {
+    let mut out = [0.0; N];
+    let mut v = start;
+    let mut i = 0;
+    while i < N {
+        out[i] = v;
+        v *= factor;
+        i += 1;
+    }
+    out
 }
 
 /// Implements [`MailboxProbe`] and [`GetMeter`] for an actor whose meter is the field
@@ -172,6 +263,37 @@ macro_rules! impl_mailbox_probe {
     };
     ($actor:ty, $field:ident) => {
         $crate::impl_mailbox_probe!([] $actor, $field);
+    };
+    // The actor also reports its quantities: `fn $metrics(&self) -> Vec<Sample>`.
+    ([$($generics:tt)*] $actor:ty, $field:ident, $metrics:ident) => {
+        impl<$($generics)*> ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
+            type Result = ::actix::MessageResult<$crate::meter::MailboxProbe>;
+
+            fn handle(
+                &mut self,
+                probe: $crate::meter::MailboxProbe,
+                _: &mut Self::Context,
+            ) -> Self::Result {
+                let mut snapshot = self.$field.answer(&probe);
+                snapshot.metrics = self.$metrics();
+                ::actix::MessageResult(snapshot)
+            }
+        }
+
+        impl<$($generics)*> ::actix::Handler<$crate::meter::GetMeter> for $actor {
+            type Result = ::actix::MessageResult<$crate::meter::GetMeter>;
+
+            fn handle(
+                &mut self,
+                _: $crate::meter::GetMeter,
+                _: &mut Self::Context,
+            ) -> Self::Result {
+                ::actix::MessageResult(self.$field.clone())
+            }
+        }
+    };
+    ($actor:ty, $field:ident, $metrics:ident) => {
+        $crate::impl_mailbox_probe!([] $actor, $field, $metrics);
     };
 }
 
