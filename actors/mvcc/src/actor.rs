@@ -67,6 +67,19 @@ pub struct MvccActor {
     backend: Option<BackendLink>,
     /// Whether the watch hub wants `Notify` (it says so with `WatchInterest`).
     hub_listening: bool,
+    /// What the applied batches did, for `/metrics` (read when a `MailboxProbe` asks).
+    counts: WriteCounts,
+}
+
+/// etcd's write counters (`etcd_mvcc_put_total`, `etcd_mvcc_delete_total`, `etcd_mvcc_txn_total`,
+/// `etcd_debugging_mvcc_total_put_size_in_bytes`), counted from each applied batch's events
+/// and requests: one put or delete per key written, one txn per Txn request applied.
+#[derive(Debug, Default, Clone, Copy)]
+struct WriteCounts {
+    puts: u64,
+    deletes: u64,
+    txns: u64,
+    put_bytes: u64,
 }
 
 /// Who hears what applied batches changed. The store sends before it answers the batch, so a
@@ -137,6 +150,7 @@ impl MvccActor {
             max_pending_ops: max_pending_ops.max(1),
             peers: MvccPeers::default(),
             hub_listening: true,
+            counts: WriteCounts::default(),
         }
     }
 
@@ -204,6 +218,16 @@ impl MvccActor {
     /// batch, bounded by the apply rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
+        for e in &out.events {
+            if e.r#type == actcd_proto::mvccpb::event::EventType::Put as i32 {
+                self.counts.puts += 1;
+                if let Some(kv) = &e.kv {
+                    self.counts.put_bytes += (kv.key.len() + kv.value.len()) as u64;
+                }
+            } else {
+                self.counts.deletes += 1;
+            }
+        }
         if !out.events.is_empty()
             && self.hub_listening
             && let Some(w) = &self.peers.watch
@@ -288,6 +312,7 @@ impl Handler<ApplyBatch> for MvccActor {
 
     fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
+        self.counts.txns += msg.requests.iter().filter(|r| r.txn.is_some()).count() as u64;
         let outcome = self
             .store
             .apply_deferred(
@@ -1142,4 +1167,21 @@ mod tests {
     }
 }
 
-actcd_types::impl_mailbox_probe!(MvccActor, meter);
+impl MvccActor {
+    /// The write counters and the store's compaction figures, for `/metrics`.
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        use actcd_types::meter::Sample;
+        let c = self.counts;
+        vec![
+            Sample::value("etcd_mvcc_put_total", c.puts as f64),
+            Sample::value("etcd_mvcc_delete_total", c.deletes as f64),
+            Sample::value("etcd_mvcc_txn_total", c.txns as f64),
+            Sample::value(
+                "etcd_debugging_mvcc_total_put_size_in_bytes",
+                c.put_bytes as f64,
+            ),
+        ]
+    }
+}
+
+actcd_types::impl_mailbox_probe!(MvccActor, meter, samples);

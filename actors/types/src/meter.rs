@@ -236,34 +236,6 @@ pub const fn exponential_buckets<const N: usize>(start: f64, factor: f64) -> [f6
 /// `impl_mailbox_probe!([C: Clock] LessorActor<C>, meter)`.
 #[macro_export]
 macro_rules! impl_mailbox_probe {
-    ([$($generics:tt)*] $actor:ty, $field:ident) => {
-        impl<$($generics)*> ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
-            type Result = ::actix::MessageResult<$crate::meter::MailboxProbe>;
-
-            fn handle(
-                &mut self,
-                probe: $crate::meter::MailboxProbe,
-                _: &mut Self::Context,
-            ) -> Self::Result {
-                ::actix::MessageResult(self.$field.answer(&probe))
-            }
-        }
-
-        impl<$($generics)*> ::actix::Handler<$crate::meter::GetMeter> for $actor {
-            type Result = ::actix::MessageResult<$crate::meter::GetMeter>;
-
-            fn handle(
-                &mut self,
-                _: $crate::meter::GetMeter,
-                _: &mut Self::Context,
-            ) -> Self::Result {
-                ::actix::MessageResult(self.$field.clone())
-            }
-        }
-    };
-    ($actor:ty, $field:ident) => {
-        $crate::impl_mailbox_probe!([] $actor, $field);
-    };
     // The actor also reports its quantities: `fn $metrics(&self) -> Vec<Sample>`.
     ([$($generics:tt)*] $actor:ty, $field:ident, $metrics:ident) => {
         impl<$($generics)*> ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
@@ -292,8 +264,36 @@ macro_rules! impl_mailbox_probe {
             }
         }
     };
+    ([$($generics:tt)*] $actor:ty, $field:ident) => {
+        impl<$($generics)*> ::actix::Handler<$crate::meter::MailboxProbe> for $actor {
+            type Result = ::actix::MessageResult<$crate::meter::MailboxProbe>;
+
+            fn handle(
+                &mut self,
+                probe: $crate::meter::MailboxProbe,
+                _: &mut Self::Context,
+            ) -> Self::Result {
+                ::actix::MessageResult(self.$field.answer(&probe))
+            }
+        }
+
+        impl<$($generics)*> ::actix::Handler<$crate::meter::GetMeter> for $actor {
+            type Result = ::actix::MessageResult<$crate::meter::GetMeter>;
+
+            fn handle(
+                &mut self,
+                _: $crate::meter::GetMeter,
+                _: &mut Self::Context,
+            ) -> Self::Result {
+                ::actix::MessageResult(self.$field.clone())
+            }
+        }
+    };
     ($actor:ty, $field:ident, $metrics:ident) => {
         $crate::impl_mailbox_probe!([] $actor, $field, $metrics);
+    };
+    ($actor:ty, $field:ident) => {
+        $crate::impl_mailbox_probe!([] $actor, $field);
     };
 }
 
