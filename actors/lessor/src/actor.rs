@@ -41,6 +41,21 @@ pub struct LessorActor<C: Clock = TokioClock> {
     /// `LeaseNotFound`) or for this member to lose leadership (`NotLeader`: the front then
     /// asks the new leader).
     renew_waiters: HashMap<i64, Vec<oneshot::Sender<Result<i64, EtcdError>>>>,
+    /// etcd's lease counters, for `/metrics` (read when a `MailboxProbe` asks).
+    counts: LeaseCounts,
+}
+
+/// etcd's buckets for `etcd_debugging_lease_ttl_total`: 1 s doubling, 24 of them.
+const TTL_BUCKETS: [f64; 24] = actcd_types::meter::exponential_buckets(1.0, 2.0);
+
+/// Grants applied (and leases found at recovery), revokes applied, keepalives that renewed on
+/// this member (the primary), expired leases handed to raft for revoking, granted TTLs.
+struct LeaseCounts {
+    granted: u64,
+    revoked: u64,
+    renewed: u64,
+    expired: u64,
+    ttl: actcd_types::meter::Histogram,
 }
 
 impl<C: Clock> LessorActor<C> {
@@ -54,6 +69,13 @@ impl<C: Clock> LessorActor<C> {
             clock,
             propose,
             renew_waiters: HashMap::new(),
+            counts: LeaseCounts {
+                granted: 0,
+                revoked: 0,
+                renewed: 0,
+                expired: 0,
+                ttl: actcd_types::meter::Histogram::new(&TTL_BUCKETS),
+            },
         }
     }
 }
@@ -70,6 +92,8 @@ impl<C: Clock> Handler<LeaseGranted> for LessorActor<C> {
         let _timer = self.meter.start("LeaseGranted");
         let now = self.clock.now();
         self.lessor.granted(m.id, m.ttl, m.remaining_ttl, now);
+        self.counts.granted += 1;
+        self.counts.ttl.observe(m.ttl as f64);
     }
 }
 
@@ -80,6 +104,7 @@ impl<C: Clock> Handler<LeaseRevoked> for LessorActor<C> {
     fn handle(&mut self, m: LeaseRevoked, _: &mut Context<Self>) {
         let _timer = self.meter.start("LeaseRevoked");
         self.lessor.revoked(m.id);
+        self.counts.revoked += 1;
         for w in self.renew_waiters.remove(&m.id).unwrap_or_default() {
             let _ = w.send(Err(EtcdError::LeaseNotFound));
         }
@@ -110,6 +135,9 @@ impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
             return Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::NotLeader)) });
         }
         let r = self.lessor.renew(m.id, now);
+        if r.is_ok() {
+            self.counts.renewed += 1;
+        }
         Box::pin(async move { r })
     }
 }
@@ -166,6 +194,7 @@ impl<C: Clock> Handler<LessorTick> for LessorActor<C> {
         if ops.revokes.is_empty() && ops.checkpoints.is_empty() {
             return;
         }
+        self.counts.expired += ops.revokes.len() as u64;
         tracing::debug!(
             revokes = ops.revokes.len(),
             checkpoints = ops.checkpoints.len(),
@@ -179,4 +208,22 @@ impl<C: Clock> Handler<LessorTick> for LessorActor<C> {
 #[path = "actor_tests.rs"]
 mod tests;
 
-actcd_types::impl_mailbox_probe!([C: Clock] LessorActor<C>, meter);
+impl<C: Clock> LessorActor<C> {
+    /// etcd's lease metrics.
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        use actcd_types::meter::Sample;
+        let c = &self.counts;
+        vec![
+            Sample::value("etcd_debugging_lease_granted_total", c.granted as f64),
+            Sample::value("etcd_debugging_lease_revoked_total", c.revoked as f64),
+            Sample::value("etcd_debugging_lease_renewed_total", c.renewed as f64),
+            Sample::value(
+                "etcd_debugging_server_lease_expired_total",
+                c.expired as f64,
+            ),
+            Sample::histogram("etcd_debugging_lease_ttl_total", &c.ttl),
+        ]
+    }
+}
+
+actcd_types::impl_mailbox_probe!([C: Clock] LessorActor<C>, meter, samples);
