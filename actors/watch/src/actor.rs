@@ -284,4 +284,23 @@ impl Handler<GetHubStats> for WatchHubActor {
     }
 }
 
-actcd_types::impl_mailbox_probe!(WatchHubActor, meter);
+impl WatchHubActor {
+    /// etcd's watch metrics: streams, watchers, slow (unsynced or victim) watchers, events
+    /// sent, responses held back.
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        use actcd_types::meter::Sample;
+        let s = self.hub.stats();
+        vec![
+            Sample::value("etcd_debugging_mvcc_watch_stream_total", s.streams as f64),
+            Sample::value("etcd_debugging_mvcc_watcher_total", s.watchers as f64),
+            Sample::value(
+                "etcd_debugging_mvcc_slow_watcher_total",
+                (s.unsynced + s.victims) as f64,
+            ),
+            Sample::value("etcd_debugging_mvcc_events_total", s.events_sent as f64),
+            Sample::value("etcd_debugging_mvcc_pending_events_total", s.backlog as f64),
+        ]
+    }
+}
+
+actcd_types::impl_mailbox_probe!(WatchHubActor, meter, samples);

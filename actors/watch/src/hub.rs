@@ -84,6 +84,8 @@ pub struct HubStats {
     pub current_revision: i64,
     pub compact_revision: i64,
     pub history_read_in_flight: bool,
+    /// Events sent to watchers so far (etcd's `etcd_debugging_mvcc_events_total`).
+    pub events_sent: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +158,8 @@ pub struct WatchHub<S> {
     /// Streams holding back responses or with victims: what a retry looks at.
     busy: BTreeSet<StreamId>,
     dead: Vec<StreamId>,
+    /// Events handed to watchers' streams so far.
+    events_sent: u64,
 }
 
 impl<S: StreamSink> WatchHub<S> {
@@ -177,6 +181,7 @@ impl<S: StreamSink> WatchHub<S> {
             progress_waiting: BTreeSet::new(),
             busy: BTreeSet::new(),
             dead: Vec::new(),
+            events_sent: 0,
         }
     }
 
@@ -421,6 +426,7 @@ impl<S: StreamSink> WatchHub<S> {
             current_revision: self.current_rev,
             compact_revision: self.compact_rev,
             history_read_in_flight: self.reading.is_some(),
+            events_sent: self.events_sent,
         }
     }
 
@@ -644,6 +650,7 @@ impl<S: StreamSink> WatchHub<S> {
             events,
             ..Default::default()
         };
+        let sent = resp.events.len() as u64;
         let pieces = if w.fragment {
             fragment(resp, limit)
         } else {
@@ -656,7 +663,7 @@ impl<S: StreamSink> WatchHub<S> {
         });
         let first = pieces.next().expect("at least one piece");
         match st.sink.try_send(first) {
-            Ok(()) => {}
+            Ok(()) => self.events_sent += sent,
             Err(SendError::Full(_)) => return Delivery::Blocked,
             Err(SendError::Closed) => {
                 st.closed = true;
