@@ -422,4 +422,14 @@ mod tests {
     }
 }
 
-actcd_types::impl_mailbox_probe!(PreflightActor, meter);
+impl PreflightActor {
+    /// The backend quota (etcd's `etcd_server_quota_backend_bytes`).
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        vec![actcd_types::meter::Sample::value(
+            "etcd_server_quota_backend_bytes",
+            self.limits.quota_bytes as f64,
+        )]
+    }
+}
+
+actcd_types::impl_mailbox_probe!(PreflightActor, meter, samples);
