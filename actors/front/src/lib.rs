@@ -94,6 +94,7 @@ pub mod concurrency;
 pub mod election;
 pub mod gateway;
 mod gojson;
+mod h2authority;
 pub mod http;
 mod kv;
 pub mod learner;
@@ -110,4 +111,7 @@ mod watch;
 pub use cluster::check_peer_urls;
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve, serve_metrics};
-pub use tls::{ClientTls, PemInput, TlsError, client_common_name};
+pub use tls::{
+    ClientTls, NOT_ALLOWED, PemInput, ServerCheck, TlsError, TlsOptions, client_common_name,
+    client_config, server_config,
+};
