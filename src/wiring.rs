@@ -437,6 +437,8 @@ struct Consensus {
     wal: Addr<WalActor>,
     transport: Addr<TransportActor>,
     learner: tokio::sync::watch::Receiver<bool>,
+    /// The raft node's current leader (0 while there is none).
+    leader: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Consensus: the raft node, its WAL writer (on raft's thread: small Readies are written in
@@ -456,6 +458,7 @@ fn consensus(
 ) -> Consensus {
     let wal = WalActor::new(wal).start();
     let (learner_tx, learner) = tokio::sync::watch::channel(false);
+    let (leader_tx, leader) = tokio::sync::watch::channel(0);
     let transport = TransportActor::new(cfg.cluster_id)
         .with_tls(cfg.peer_tls.clone())
         .reporting_to(a.raft.clone().recipient())
@@ -473,6 +476,7 @@ fn consensus(
         snapshots: Some(transport.clone().recipient()),
         install: Some(a.applier.clone().recipient()),
         learner: Some(learner_tx),
+        leader: Some(leader_tx),
         fatal: supervisor.clone().recipient(),
         shutdown: supervisor.clone().recipient(),
     };
@@ -505,6 +509,7 @@ fn consensus(
         wal,
         transport,
         learner,
+        leader,
     }
 }
 
@@ -683,6 +688,7 @@ fn routes(
         peer_activity: c.transport.clone().recipient(),
         learner_ready: a.raft.clone().recipient(),
         learner: c.learner,
+        leader: c.leader,
         corrupt,
         leader_call: c.transport.recipient(),
         alarms: a.applier.clone().recipient(),

@@ -33,6 +33,9 @@ pub struct RaftPeers {
     /// Told whether this member is a learner whenever the configuration changes (the front
     /// serves a learner less).
     pub learner: Option<tokio::sync::watch::Sender<bool>>,
+    /// The current leader's id (0 while there is none), published at every change: requests
+    /// the front holds through an election (keepalives, reads) wake on it.
+    pub leader: Option<tokio::sync::watch::Sender<u64>>,
     /// The daemon's supervisor, told once when the node cannot go on (the WAL refused a write,
     /// a snapshot could not be installed); the node then stops itself.
     pub fatal: Recipient<Fatal>,
@@ -208,6 +211,11 @@ impl RaftActor {
             let leader = self.node.is_leader();
             if let Some(l) = &self.peers.leadership {
                 l.do_send(Leadership { leader });
+            }
+            // After the lessor's `Leadership`: a keepalive the front sends on seeing this
+            // member lead reaches the lessor after its promotion (one mailbox, in order).
+            if let (Some(tx), Some(id)) = (&self.peers.leader, out.leader_changed) {
+                tx.send_replace(id);
             }
             // Reads of the old term can no longer be confirmed.
             self.node.forget_reads();
@@ -846,6 +854,7 @@ mod tests {
             snapshots: None,
             install: None,
             learner: None,
+            leader: None,
         };
         let actor = RaftActor::new(node, peers, snapshot_count, 2);
         (actor.start(), seen)
