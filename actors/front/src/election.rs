@@ -272,7 +272,7 @@ impl Election for ElectionService {
             tokio::select! {
                 () = observe(caller, name, tx) => {}
                 () = gone.closed() => {}
-                () = closing.closed() => {}
+                () = closing.closed() => crate::pipeline::end_at_shutdown(&gone).await,
             }
         });
         Ok(Response::new(Box::pin(

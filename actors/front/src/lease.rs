@@ -140,17 +140,20 @@ impl Lease for LeaseService {
     type LeaseKeepAliveStream = KeepAliveStream;
 
     /// Answers each keepalive in order; an unknown or expired lease gets TTL 0, as in etcd.
+    /// Through an election a keepalive waits for the new leader's answer (see
+    /// [`Pipeline::renew_lease`]).
     async fn lease_keep_alive(
         &self,
         req: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
         // Answered in the RPC's own stream, no task or channel between: a keepalive is one
-        // lessor round trip. The stream ends with the client, at the first error, or at shutdown.
+        // lessor round trip. The stream ends with the client, at the first error, or at
+        // shutdown, then with `Unavailable` as etcd's clients see it end.
         let p = self.pipeline.clone();
         let closing = p.clone();
+        let last = p.clone();
         let out = req
             .into_inner()
-            .take_until(Box::pin(async move { closing.closed().await }))
             .take_while(|r| std::future::ready(r.is_ok()))
             .then(move |r| {
                 let p = p.clone();
@@ -160,7 +163,14 @@ impl Lease for LeaseService {
                         Err(status) => Err(status),
                     }
                 }
-            });
+            })
+            .map(Some)
+            .take_until(Box::pin(async move { closing.closed().await }))
+            .chain(futures::stream::once(async move {
+                last.is_closing()
+                    .then(|| Err(crate::pipeline::shutdown_status()))
+            }))
+            .filter_map(std::future::ready);
         Ok(Response::new(Box::pin(out)))
     }
 

@@ -37,6 +37,9 @@ pub struct FrontConfig {
     /// (`ACTCD_DEBUG_STALE_READS=1`): linearizable reads skip the ReadIndex barrier and may be
     /// stale. Never set otherwise; the daemon logs a warning when it is.
     pub debug_stale_reads: bool,
+    /// `--strict-reconfig-check`: member changes that could lose quorum (too few started
+    /// voters, an unhealthy peer) are refused; off, they go through as in etcd.
+    pub strict_reconfig_check: bool,
 }
 
 /// The actors the front talks to.
@@ -82,6 +85,9 @@ pub struct PipelineRoutes {
     pub learner_ready: Recipient<CheckLearner>,
     /// The raft node: whether this member is a learner (it restricts what is served).
     pub learner: crate::learner::LearnerFlag,
+    /// The raft node: the current leader's id, 0 while there is none. Requests that etcd holds
+    /// through an election (keepalives, TTLs, linearizable reads) wait on its changes.
+    pub leader: tokio::sync::watch::Receiver<u64>,
     /// The applier: whether a CORRUPT alarm is raised (reads are refused while it is; writes
     /// are refused at apply).
     pub corrupt: actcd_types::msg::CorruptFlag,
@@ -190,25 +196,110 @@ impl Pipeline {
     }
 
     /// A keepalive: answered by this member's lessor if it leads, else by the leader's (leases
-    /// are kept, and expire, on the leader only).
+    /// are kept, and expire, on the leader only), held through an election as etcd's
+    /// `LeaseRenew` holds it (see [`Self::through_election`]).
     pub async fn renew_lease(&self, id: i64) -> Result<i64, EtcdError> {
-        match self.routes.renew_lease.send(RenewLease { id }).await? {
-            Err(EtcdError::NotLeader) => match self.ask_leader(PeerCall::RenewLease(id)).await? {
-                PeerAnswer::Renewed(ttl) => Ok(ttl),
-                other => Err(unexpected(other)),
-            },
+        let local = || async move { self.routes.renew_lease.send(RenewLease { id }).await? };
+        match local().await {
+            Err(EtcdError::NotLeader) => {
+                let remote = |a| match a {
+                    PeerAnswer::Renewed(ttl) => Ok(ttl),
+                    other => Err(unexpected(other)),
+                };
+                self.through_election(PeerCall::RenewLease(id), local, remote)
+                    .await
+            }
             other => other,
         }
     }
 
     /// A lease's TTLs, from the leader (see [`Self::renew_lease`]).
     pub async fn lease_ttl(&self, id: i64) -> Result<LeaseTtl, EtcdError> {
-        match self.routes.lease_ttl.send(LeaseTimeToLive { id }).await? {
-            Err(EtcdError::NotLeader) => match self.ask_leader(PeerCall::LeaseTtl(id)).await? {
-                PeerAnswer::Ttl(t) => Ok(t),
-                other => Err(unexpected(other)),
-            },
+        let local = || async move { self.routes.lease_ttl.send(LeaseTimeToLive { id }).await? };
+        match local().await {
+            Err(EtcdError::NotLeader) => {
+                let remote = |a| match a {
+                    PeerAnswer::Ttl(t) => Ok(t),
+                    other => Err(unexpected(other)),
+                };
+                self.through_election(PeerCall::LeaseTtl(id), local, remote)
+                    .await
+            }
             other => other,
+        }
+    }
+
+    /// How long a request may wait for a leader: etcd's request timeout, or less if its gRPC
+    /// client said so (`grpc-timeout`).
+    fn deadline(&self) -> tokio::time::Instant {
+        let ours = tokio::time::Instant::now() + self.config.request_timeout;
+        crate::metrics::client_deadline().map_or(ours, |theirs| theirs.min(ours))
+    }
+
+    /// A question only the leader answers (a keepalive, a lease's TTL), asked as etcd's
+    /// `LeaseRenew` and `LeaseTimeToLive` ask it through an election: of this member's own
+    /// actor (`local`) while it leads, else of the leader over the peer port, and again
+    /// whenever the leader changes, until an answer or the deadline (see [`Self::deadline`]).
+    /// At the deadline: `no leader` if none was elected (etcd's `waitLeader`), else `request
+    /// timed out`. `NotLeader`, `LeaderChanged` and `NoLeader` from either side are not
+    /// answers: the election is still settling.
+    ///
+    /// Waiting is driven by the raft node's leader changes. A call that failed while the
+    /// leader stayed the same (a connection to a live leader broke) is asked again after an
+    /// election timeout at the latest, the time raft takes to notice a dead leader; a leader
+    /// change while a call is in flight drops it and asks the new leader (both are renewals or
+    /// reads, safe to repeat).
+    async fn through_election<T, L, F>(
+        &self,
+        call: PeerCall,
+        local: impl Fn() -> L,
+        remote: F,
+    ) -> Result<T, EtcdError>
+    where
+        L: Future<Output = Result<T, EtcdError>>,
+        F: Fn(PeerAnswer) -> Result<T, EtcdError>,
+    {
+        let deadline = self.deadline();
+        let mut leaders = self.routes.leader.clone();
+        let me = self.config.identity.member_id;
+        loop {
+            let leader = *leaders.borrow_and_update();
+            if leader == 0 {
+                match tokio::time::timeout_at(deadline, leaders.changed()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(_)) => return Err(EtcdError::Stopped),
+                    Err(_) => return Err(EtcdError::NoLeader),
+                }
+            }
+            let asked = async {
+                if leader == me {
+                    local().await
+                } else {
+                    let call = LeaderCall { leader, call };
+                    self.routes.leader_call.send(call).await?.and_then(&remote)
+                }
+            };
+            let outcome = tokio::select! {
+                r = asked => r,
+                moved = leaders.changed() => match moved {
+                    Ok(()) => continue,
+                    Err(_) => return Err(EtcdError::Stopped),
+                },
+                () = tokio::time::sleep_until(deadline) => return Err(EtcdError::Timeout),
+            };
+            match outcome {
+                Err(EtcdError::NotLeader | EtcdError::LeaderChanged | EtcdError::NoLeader) => {}
+                other => return other,
+            }
+            let retry = tokio::time::Instant::now() + self.config.election_timeout;
+            match tokio::time::timeout_at(retry.min(deadline), leaders.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(EtcdError::Stopped),
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    return Err(EtcdError::Timeout);
+                }
+                Err(_) => {}
+            }
         }
     }
 
@@ -223,7 +314,7 @@ impl Pipeline {
         }
     }
 
-    /// Asks the current leader, through the transport.
+    /// Asks the current leader once, through the transport.
     async fn ask_leader(&self, call: PeerCall) -> Result<PeerAnswer, EtcdError> {
         let leader = self.raft_status().await?.leader;
         if leader == 0 {
@@ -298,6 +389,11 @@ impl Pipeline {
         let _ = rx.wait_for(|closing| *closing).await;
     }
 
+    /// Whether [`Self::close_streams`] has been called.
+    pub fn is_closing(&self) -> bool {
+        *self.closing.borrow()
+    }
+
     /// Waits for an answer sent by another actor: `etcdserver: request timed out` after the
     /// request timeout, `server stopped` if the sender went away.
     async fn answer<T>(&self, rx: oneshot::Receiver<Result<T, EtcdError>>) -> Result<T, EtcdError> {
@@ -311,7 +407,7 @@ impl Pipeline {
     /// Checks `password` against the auth store's bcrypt hash for `name` (on its blocking
     /// pool: a check takes tens of milliseconds). Answers the auth revision the hash was read
     /// at, or etcd's `authentication failed` (unknown user and wrong password alike).
-    pub async fn check_password(&self, name: &str, password: &str) -> Result<u64, EtcdError> {
+    pub async fn check_password(&self, name: &[u8], password: &str) -> Result<u64, EtcdError> {
         self.routes
             .check_password
             .send(CheckPassword {
@@ -334,7 +430,7 @@ impl Pipeline {
     /// The JWT the auth store signs for a login that applied; `None` with simple tokens.
     pub async fn sign_token(
         &self,
-        username: String,
+        username: Vec<u8>,
         revision: u64,
     ) -> Result<Option<String>, EtcdError> {
         self.routes
@@ -469,14 +565,29 @@ impl Pipeline {
     }
 
     /// Waits until this member has applied everything committed before the call (ReadIndex).
+    ///
+    /// A round the raft node fails because the leader changed is asked again, of the new
+    /// leader (the node holds reads while there is none and starts them when one is elected),
+    /// until the deadline ([`Self::deadline`]), then `request timed out` as etcd's read loop
+    /// answers. etcd 3.5.1 fails a read whose round a new leader's election cut short with
+    /// `leader changed` (its Go client retries it, unseen); here the read is retried inside
+    /// the member instead, so that clients that don't retry see no error either. A round
+    /// started after the call began still orders the read after it: linearizable either way.
     pub async fn linearizable_barrier(&self) -> Result<(), EtcdError> {
         if self.config.debug_stale_reads {
             return Ok(());
         }
-        let fut = async { self.routes.read_index.send(ReadIndex).await?.map(|_| ()) };
-        match tokio::time::timeout(self.config.request_timeout, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(EtcdError::Timeout),
+        let deadline = self.deadline();
+        loop {
+            let round = self.routes.read_index.send(ReadIndex);
+            match tokio::time::timeout_at(deadline, round).await {
+                Err(_) => return Err(EtcdError::Timeout),
+                Ok(answer) => match answer? {
+                    Ok(_) => return Ok(()),
+                    Err(EtcdError::LeaderChanged) => {}
+                    Err(e) => return Err(e),
+                },
+            }
         }
     }
 
@@ -609,6 +720,23 @@ impl Pipeline {
             raft_term: raft.term,
         })
     }
+}
+
+/// How a stream this member ends at shutdown (watch, keepalive, observe) ends: `Unavailable`,
+/// so that clients log it and open it again elsewhere, instead of a clean end they would take
+/// as the server's last word. etcd 3.5.1 closes its client connections at shutdown without a
+/// status, and its Go client reports that as `Unavailable` "error reading from server: EOF"
+/// (what etcd's gateway streams to its HTTP clients then); the same words here make a Go
+/// client's log line the same.
+pub fn shutdown_status() -> tonic::Status {
+    tonic::Status::unavailable("error reading from server: EOF")
+}
+
+/// Sends [`shutdown_status`] down a stream's channel; a client too slow to take it within a
+/// second gets the bare end instead (shutdown waits for no one).
+pub(crate) async fn end_at_shutdown<T>(tx: &tokio::sync::mpsc::Sender<Result<T, tonic::Status>>) {
+    let send = tx.send(Err(shutdown_status()));
+    let _ = tokio::time::timeout(Duration::from_secs(1), send).await;
 }
 
 fn unexpected(a: PeerAnswer) -> EtcdError {

@@ -4,7 +4,8 @@
 //! responses to the client after adding what only the front knows: the raft term in the header,
 //! and, for watchers that asked for `prev_kv`, each event's previous value, read from the store
 //! at `mod_revision - 1` as etcd's send loop does. It ends the stream when the client goes, when
-//! the hub drops it, or at shutdown, and then tells the hub.
+//! the hub drops it, or at shutdown (with `Unavailable`, as etcd's clients see it end), and then
+//! tells the hub.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -159,8 +160,9 @@ async fn refuse_watch(
 /// One watch stream: requests from `inbound` go to the hub (create requests checked for read
 /// permission first), the hub's responses come out of the returned channel. The stream ends
 /// when `inbound` ends, the receiver is dropped, or the server shuts down (the gRPC service's
-/// `inbound` ends only on a broken client stream, not on a half-close). The gRPC service and
-/// the JSON gateway share it.
+/// `inbound` ends only on a broken client stream, not on a half-close); at shutdown its last
+/// item is `Unavailable` ([`crate::pipeline::shutdown_status`]), so clients watch again
+/// elsewhere. The gRPC service and the JSON gateway share it.
 pub(crate) async fn open_stream(
     p: Arc<Pipeline>,
     creds: Credentials,
@@ -199,7 +201,10 @@ pub(crate) async fn open_stream(
                     }
                 }
                 () = tx.closed() => break,
-                () = p.closed() => break,
+                () = p.closed() => {
+                    crate::pipeline::end_at_shutdown(&tx).await;
+                    break;
+                }
             }
         }
         p.routes.close_watch.do_send(CloseStream { stream });
