@@ -1,5 +1,6 @@
 //! HTTP/1.1 beside gRPC on the client port, as etcd serves both on one port: `/health`,
-//! `/livez`, `/readyz`, `/version` and `/metrics` (Prometheus text). Each accepted plain-TCP
+//! `/livez`, `/readyz` (etcd 3.6's named checks, [`crate::health`]), `/version` and `/metrics`
+//! (Prometheus text, [`crate::exposition`]). Each accepted plain-TCP
 //! connection is sniffed: one that opens with HTTP/2's preface goes to tonic, any other is
 //! served here. The same handler serves `--listen-metrics-urls`.
 //!
@@ -90,22 +91,19 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
                 json_escape(&reason)
             );
             let status = if ok {
+                p.counters
+                    .health_success
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 StatusCode::OK
             } else {
+                p.counters
+                    .health_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 StatusCode::SERVICE_UNAVAILABLE
             };
             // etcd writes no content type: Go's server sniffs the body as text.
             reply(status, "text/plain; charset=utf-8", body)
         }
-        "/livez" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => match health(p, &query).await {
-            (true, _) => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-            (false, reason) => reply(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("{reason}\n"),
-            ),
-        },
         "/version" => reply(
             StatusCode::OK,
             "application/json",
@@ -117,9 +115,15 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
         ),
         "/metrics" => reply(
             StatusCode::OK,
-            "text/plain; version=0.0.4",
-            metrics(p).await,
+            "text/plain; version=0.0.4; charset=utf-8",
+            crate::exposition::render(p).await,
         ),
+        path if crate::health::Kind::route(path).is_some() => {
+            let Some((kind, single)) = crate::health::Kind::route(path) else {
+                return reply(StatusCode::NOT_FOUND, "text/plain", String::new());
+            };
+            livez_readyz(p, req.method(), kind, single, &query).await
+        }
         _ => reply(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
@@ -189,19 +193,6 @@ async fn gateway(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-/// One histogram in Prometheus text.
-fn histogram(out: &mut String, name: &str, help: &str, h: &actcd_types::msg::DiskLatency) {
-    use std::fmt::Write;
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} histogram");
-    for (i, le) in actcd_types::msg::DISK_BUCKETS.iter().enumerate() {
-        let n = h.buckets.get(i).copied().unwrap_or(0);
-        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
-    }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
-    let _ = writeln!(out, "{name}_sum {}", h.sum_secs);
-    let _ = writeln!(out, "{name}_count {}", h.count);
-}
 
 /// etcd reports the cluster version as major.minor.0.
 fn cluster_version(v: &str) -> String {
@@ -261,281 +252,54 @@ async fn health(p: &Pipeline, query: &[(String, String)]) -> (bool, String) {
     }
 }
 
-/// Prometheus text format, with etcd's metric names where actcd has the same quantity.
-async fn metrics(p: &Pipeline) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, kind: &str, value: String| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name} {value}");
+/// etcd 3.6's `/livez` and `/readyz` (see [`crate::health`]).
+async fn livez_readyz(
+    p: &Pipeline,
+    method: &http::Method,
+    kind: crate::health::Kind,
+    single: Option<&'static str>,
+    query: &[(String, String)],
+) -> Response<Body> {
+    use crate::health;
+    if method != http::Method::GET {
+        let mut r = reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            "Method Not Allowed\n".into(),
+        );
+        r.headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+        r.headers_mut().insert(
+            "x-content-type-options",
+            http::HeaderValue::from_static("nosniff"),
+        );
+        return r;
+    }
+    let excluded: Vec<&str> = query
+        .iter()
+        .filter(|(k, v)| k == "exclude" && !v.is_empty())
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let verbose = query.iter().any(|(k, _)| k == "verbose");
+    let mut outcomes = Vec::new();
+    for name in health::selected(kind, single, &excluded) {
+        let r = health::run(p, name).await;
+        p.counters.record_health_check(kind.name(), name, r.is_ok());
+        outcomes.push((name, r));
+    }
+    let answer = health::answer(&outcomes, verbose);
+    let status = if answer.ok {
+        StatusCode::OK
+    } else {
+        tracing::warn!(path = kind.name(), reason = %answer.body.trim_end(), "health check failed");
+        StatusCode::SERVICE_UNAVAILABLE
     };
-    let me = p.config.identity.member_id;
-    if let Ok(r) = p.raft_status().await {
-        gauge(
-            "etcd_server_has_leader",
-            "Whether or not a leader exists. 1 is existence, 0 is not.",
-            "gauge",
-            u8::from(r.leader != 0).to_string(),
-        );
-        gauge(
-            "etcd_server_is_leader",
-            "Whether or not this member is a leader. 1 if is, 0 otherwise.",
-            "gauge",
-            u8::from(r.leader == me && me != 0).to_string(),
-        );
-        gauge(
-            "etcd_server_is_learner",
-            "Whether or not this member is a learner. 1 if is, 0 otherwise.",
-            "gauge",
-            u8::from(r.is_learner).to_string(),
-        );
-        gauge(
-            "etcd_server_leader_changes_seen_total",
-            "The number of leader changes seen.",
-            "counter",
-            r.leader_changes.to_string(),
-        );
-        gauge(
-            "etcd_server_proposals_committed_total",
-            "The total number of consensus proposals committed.",
-            "gauge",
-            r.commit.to_string(),
-        );
-        gauge(
-            "etcd_server_proposals_applied_total",
-            "The total number of consensus proposals applied.",
-            "gauge",
-            r.applied.to_string(),
-        );
-        gauge(
-            "etcd_server_proposals_pending",
-            "The number of committed proposals not yet applied (actcd's reading).",
-            "gauge",
-            r.commit.saturating_sub(r.applied).to_string(),
-        );
-        gauge(
-            "etcd_server_term",
-            "The raft term this member is in.",
-            "gauge",
-            r.term.to_string(),
-        );
-    }
-    if let Ok(s) = p.store_status().await {
-        gauge(
-            "etcd_mvcc_db_total_size_in_bytes",
-            "Total size of the underlying database physically allocated in bytes.",
-            "gauge",
-            s.db_size.to_string(),
-        );
-        gauge(
-            "etcd_mvcc_db_total_size_in_use_in_bytes",
-            "Total size of the underlying database logically in use in bytes.",
-            "gauge",
-            s.db_size_in_use.to_string(),
-        );
-        gauge(
-            "etcd_debugging_mvcc_current_revision",
-            "The current revision of store.",
-            "gauge",
-            s.revision.to_string(),
-        );
-        gauge(
-            "etcd_debugging_mvcc_compact_revision",
-            "The revision of the last compaction in store.",
-            "gauge",
-            s.compact_revision.to_string(),
-        );
-        gauge(
-            "etcd_debugging_mvcc_keys_total",
-            "Total number of keys.",
-            "gauge",
-            s.keys.to_string(),
-        );
-    }
-    {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &p.counters;
-        gauge(
-            "etcd_server_proposals_failed_total",
-            "The total number of failed proposals seen.",
-            "counter",
-            c.proposals_failed.load(Relaxed).to_string(),
-        );
-        gauge(
-            "etcd_network_client_grpc_received_bytes_total",
-            "The total number of bytes received from grpc clients.",
-            "counter",
-            c.received_bytes.load(Relaxed).to_string(),
-        );
-        gauge(
-            "etcd_network_client_grpc_sent_bytes_total",
-            "The total number of bytes sent to grpc clients.",
-            "counter",
-            c.sent_bytes.load(Relaxed).to_string(),
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP etcd_server_id Server or member ID in hexadecimal format. 1 for 'server_id' label with current ID."
+    let mut r = reply(status, "text/plain; charset=utf-8", answer.body);
+    r.headers_mut().insert(
+        "x-content-type-options",
+        http::HeaderValue::from_static("nosniff"),
     );
-    let _ = writeln!(out, "# TYPE etcd_server_id gauge");
-    let _ = writeln!(out, "etcd_server_id{{server_id=\"{me:x}\"}} 1");
-    let _ = writeln!(
-        out,
-        "# HELP actcd_authn_outcomes_total Requests each authenticator of the chain named a user for, passed on, or rejected."
-    );
-    let _ = writeln!(out, "# TYPE actcd_authn_outcomes_total counter");
-    let stats = p.auth.stats();
-    for (name, c) in &stats {
-        for (outcome, n) in [
-            ("user", c.users),
-            ("not_mine", c.not_mine),
-            ("rejected", c.rejected),
-        ] {
-            let _ = writeln!(
-                out,
-                "actcd_authn_outcomes_total{{authenticator=\"{name}\",outcome=\"{outcome}\"}} {n}"
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP actcd_authn_seconds_total Time each authenticator of the chain spent deciding."
-    );
-    let _ = writeln!(out, "# TYPE actcd_authn_seconds_total counter");
-    for (name, c) in &stats {
-        let _ = writeln!(
-            out,
-            "actcd_authn_seconds_total{{authenticator=\"{name}\"}} {}",
-            c.nanos as f64 / 1e9
-        );
-    }
-    if let Ok(f) = p
-        .routes
-        .fsync_stats
-        .send(actcd_types::msg::GetFsyncStats)
-        .await
-    {
-        histogram(
-            &mut out,
-            "etcd_disk_wal_fsync_duration_seconds",
-            "The latency distributions of fsync called by WAL.",
-            &f,
-        );
-    }
-    if let Ok(c) = p
-        .routes
-        .commit_stats
-        .send(actcd_types::msg::GetCommitStats)
-        .await
-    {
-        histogram(
-            &mut out,
-            "etcd_disk_backend_commit_duration_seconds",
-            "The latency distributions of commit called by backend.",
-            &c,
-        );
-    }
-    out.push_str(&p.requests.render());
-    actor_metrics(p, &mut out).await;
-    out
-}
-
-/// How long `/metrics` waits for an actor's answer to its probe.
-const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Each actor's mailbox (depth and wait, as a probe sent through it found them) and the
-/// handling time of its timed messages.
-async fn actor_metrics(p: &Pipeline, out: &mut String) {
-    use actcd_types::meter::{GetMeter, HANDLE_BUCKETS, MailboxProbe};
-    use std::fmt::Write;
-    let actors = &p.routes.actors;
-    let meters = p
-        .actor_meters
-        .get_or_init(|| async {
-            let mut meters = Vec::with_capacity(actors.len());
-            for a in actors {
-                match a.meter.send(GetMeter).await {
-                    Ok(m) => meters.push(m),
-                    Err(_) => return Vec::new(),
-                }
-            }
-            meters
-        })
-        .await;
-    let probes = actors.iter().enumerate().map(|(i, a)| async move {
-        let probe = MailboxProbe {
-            sent_at: std::time::Instant::now(),
-            handled_at_send: meters.get(i).map(|m| m.handled()),
-        };
-        let started = probe.sent_at;
-        let answer = tokio::time::timeout(PROBE_TIMEOUT, a.probe.send(probe)).await;
-        (a.name, answer.ok().and_then(Result::ok), started.elapsed())
-    });
-    let answers = futures::future::join_all(probes).await;
-    let _ = writeln!(
-        out,
-        "# HELP actcd_actor_mailbox_depth Timed messages queued ahead of a probe sent through the actor's mailbox."
-    );
-    let _ = writeln!(out, "# TYPE actcd_actor_mailbox_depth gauge");
-    for (name, snap, _) in &answers {
-        if let Some(s) = snap {
-            let _ = writeln!(
-                out,
-                "actcd_actor_mailbox_depth{{actor=\"{name}\"}} {}",
-                s.depth
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP actcd_actor_mailbox_wait_seconds How long a probe waited in the actor's mailbox (the timeout if it got no answer)."
-    );
-    let _ = writeln!(out, "# TYPE actcd_actor_mailbox_wait_seconds gauge");
-    for (name, snap, waited) in &answers {
-        let wait = snap
-            .as_ref()
-            .map_or(waited.as_secs_f64(), |s| s.wait_seconds);
-        let _ = writeln!(
-            out,
-            "actcd_actor_mailbox_wait_seconds{{actor=\"{name}\"}} {wait}"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "# HELP actcd_actor_handle_seconds Time the actor spent handling each timed message type."
-    );
-    let _ = writeln!(out, "# TYPE actcd_actor_handle_seconds histogram");
-    for (name, snap, _) in &answers {
-        let Some(s) = snap else { continue };
-        for (message, h) in &s.by_message {
-            let labels = format!("actor=\"{name}\",message=\"{message}\"");
-            let mut cumulative = 0;
-            for (i, le) in HANDLE_BUCKETS.iter().enumerate() {
-                cumulative += h.buckets[i];
-                let _ = writeln!(
-                    out,
-                    "actcd_actor_handle_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "actcd_actor_handle_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "actcd_actor_handle_seconds_sum{{{labels}}} {}",
-                h.seconds
-            );
-            let _ = writeln!(
-                out,
-                "actcd_actor_handle_seconds_count{{{labels}}} {}",
-                h.count
-            );
-        }
-    }
+    r
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 //! etcd exports), and a warning naming the client for a unary request slower than etcd's
 //! 100 ms "took too long" threshold. Front-local counters; `/metrics` renders them.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -36,16 +37,6 @@ fn is_stream(path: &str) -> bool {
     )
 }
 
-#[derive(Debug, Default, Clone)]
-struct Method {
-    /// Answers by gRPC code name.
-    codes: BTreeMap<&'static str, u64>,
-    /// Cumulative counts per bucket, then the total count and sum.
-    buckets: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
-}
-
 /// Counters the front keeps besides the per-method ones.
 #[derive(Debug, Default)]
 pub struct FrontCounters {
@@ -54,6 +45,67 @@ pub struct FrontCounters {
     /// Bytes read from and written to client connections (gRPC and HTTP, TLS included).
     pub received_bytes: Arc<std::sync::atomic::AtomicU64>,
     pub sent_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// `/health` answers (etcd's `etcd_server_health_success` and `_failures`).
+    pub health_success: std::sync::atomic::AtomicU64,
+    pub health_failures: std::sync::atomic::AtomicU64,
+    /// etcd 3.6's per-check outcomes of `/livez` and `/readyz`: by (type, name), the last
+    /// result and the successes and failures so far. Probes are rare: a lock is fine here.
+    health_checks:
+        std::sync::Mutex<std::collections::BTreeMap<(&'static str, String), (bool, u64, u64)>>,
+}
+
+impl FrontCounters {
+    /// One run of a `/livez` or `/readyz` check.
+    pub fn record_health_check(&self, kind: &'static str, name: &str, ok: bool) {
+        let mut checks = self.health_checks.lock().unwrap_or_else(|e| e.into_inner());
+        let e = checks.entry((kind, name.to_string())).or_default();
+        e.0 = ok;
+        if ok {
+            e.1 += 1;
+        } else {
+            e.2 += 1;
+        }
+    }
+
+    /// etcd 3.6's `etcd_server_healthcheck` and `etcd_server_healthchecks_total`, once a check
+    /// has run.
+    pub fn render_health_checks(&self, out: &mut String) {
+        let checks = self
+            .health_checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if checks.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "# HELP etcd_server_healthcheck The result of each kind of healthcheck."
+        );
+        let _ = writeln!(out, "# TYPE etcd_server_healthcheck gauge");
+        for ((kind, name), (ok, _, _)) in &checks {
+            let _ = writeln!(
+                out,
+                "etcd_server_healthcheck{{name=\"{name}\",type=\"{kind}\"}} {}",
+                u8::from(*ok)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP etcd_server_healthchecks_total The total number of each kind of healthcheck."
+        );
+        let _ = writeln!(out, "# TYPE etcd_server_healthchecks_total counter");
+        for ((kind, name), (_, success, error)) in &checks {
+            for (status, n) in [("error", error), ("success", success)] {
+                if *n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "etcd_server_healthchecks_total{{name=\"{name}\",status=\"{status}\",type=\"{kind}\"}} {n}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// A client connection that adds what it reads and writes to the front's byte counters.
@@ -144,10 +196,65 @@ impl<IO: tonic::transport::server::Connected> tonic::transport::server::Connecte
     }
 }
 
-/// Per-method counters.
-#[derive(Debug, Default)]
+/// One method's counters: atomics, allocated once for every method the server has, so
+/// accounting a call takes no lock.
+#[derive(Debug)]
+struct Method {
+    path: String,
+    service: String,
+    method: String,
+    /// go-grpc-prometheus's `grpc_type`.
+    kind: &'static str,
+    started: AtomicU64,
+    /// Answers by gRPC code, indexed by the code's number.
+    codes: [AtomicU64; CODES],
+    /// Per bucket (not cumulative), the last one above every bound.
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+/// gRPC's status codes, 0 (OK) to 16 (Unauthenticated).
+const CODES: usize = 17;
+
+/// The `client-api-version` values etcd's clients send (`unknown` without one); others are
+/// counted as `unknown` too, so a made-up header can't add series.
+const CLIENT_VERSIONS: [&str; 8] = ["3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "3.6", "unknown"];
+
+/// Per-method counters, and etcd's count of client requests by type and client API version.
+#[derive(Debug)]
 pub struct RequestStats {
-    methods: Mutex<BTreeMap<String, Method>>,
+    methods: Vec<Method>,
+    by_path: std::collections::HashMap<String, usize>,
+    /// `[unary, stream]` × [`CLIENT_VERSIONS`].
+    client_requests: [[AtomicU64; CLIENT_VERSIONS.len()]; 2],
+}
+
+impl Default for RequestStats {
+    fn default() -> Self {
+        let methods: Vec<Method> = METHOD_DESCRIPTORS
+            .iter()
+            .map(|(path, service, method, kind)| Method {
+                path: path.clone(),
+                service: service.clone(),
+                method: method.clone(),
+                kind,
+                started: AtomicU64::new(0),
+                codes: Default::default(),
+                buckets: Default::default(),
+                sum_nanos: AtomicU64::new(0),
+            })
+            .collect();
+        let by_path = methods
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.path.clone(), i))
+            .collect();
+        Self {
+            methods,
+            by_path,
+            client_requests: Default::default(),
+        }
+    }
 }
 
 fn code_name(code: tonic::Code) -> &'static str {
@@ -174,58 +281,75 @@ fn code_name(code: tonic::Code) -> &'static str {
 }
 
 impl RequestStats {
+    /// A call of a method the server has has started: go-grpc-prometheus's
+    /// `grpc_server_started_total`, and etcd's `etcd_server_client_requests_total` by the
+    /// client's `client-api-version` header. Calls of other paths are not counted (see
+    /// [`Self::record`]).
+    pub fn started(&self, path: &str, client_api_version: Option<&str>) {
+        let Some(m) = self.by_path.get(path).and_then(|i| self.methods.get(*i)) else {
+            return;
+        };
+        m.started.fetch_add(1, Relaxed);
+        let kind = usize::from(m.kind != "unary");
+        let version = client_api_version
+            .and_then(|v| CLIENT_VERSIONS.iter().position(|c| *c == v))
+            .unwrap_or(CLIENT_VERSIONS.len() - 1);
+        self.client_requests[kind][version].fetch_add(1, Relaxed);
+    }
+
     /// Records one answered call of a method the server has; any other path (unknown methods
     /// and services) is not counted, as etcd's interceptors never see one: a series per path a
     /// client makes up would grow `/metrics` and the memory without bound (found by the
     /// hostile-input run: 27 MB of series for random paths after 100k requests).
     pub fn record(&self, path: &str, code: tonic::Code, took: Duration) {
-        if !KNOWN_METHODS.contains(path) {
-            return;
-        }
-        let secs = took.as_secs_f64();
-        let mut methods = self.methods.lock().unwrap_or_else(|e| e.into_inner());
-        if !methods.contains_key(path) {
-            methods.insert(path.to_string(), Method::default());
-        }
-        let Some(m) = methods.get_mut(path) else {
+        let Some(m) = self.by_path.get(path).and_then(|i| self.methods.get(*i)) else {
             return;
         };
-        *m.codes.entry(code_name(code)).or_default() += 1;
-        for (i, le) in BUCKETS.iter().enumerate() {
-            if secs <= *le {
-                m.buckets[i] += 1;
-            }
+        if let Some(c) = m.codes.get(code as usize) {
+            c.fetch_add(1, Relaxed);
         }
-        m.count += 1;
-        m.sum += secs;
+        let secs = took.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|le| secs <= *le)
+            .unwrap_or(BUCKETS.len());
+        m.buckets[i].fetch_add(1, Relaxed);
+        m.sum_nanos
+            .fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
     }
 
-    /// The counters in Prometheus text.
+    /// Answered `/etcdserverpb.KV/Range` calls (etcd's `etcd_mvcc_range_total` counts the
+    /// ranges this member served).
+    pub fn ranges(&self) -> u64 {
+        self.by_path
+            .get("/etcdserverpb.KV/Range")
+            .and_then(|i| self.methods.get(*i))
+            .map_or(0, |m| m.codes.iter().map(|c| c.load(Relaxed)).sum())
+    }
+
+    /// The counters in Prometheus text, every method and code listed from zero as
+    /// go-grpc-prometheus does once etcd registers its services.
     pub fn render(&self) -> String {
-        let methods = self
-            .methods
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
         let mut out = String::new();
-        let labels = |path: &str| {
-            let (service, method) = path
-                .trim_start_matches('/')
-                .split_once('/')
-                .unwrap_or(("", path));
-            format!("grpc_method=\"{method}\",grpc_service=\"{service}\"")
+        let labels = |m: &Method| {
+            format!(
+                "grpc_method=\"{}\",grpc_service=\"{}\",grpc_type=\"{}\"",
+                m.method, m.service, m.kind
+            )
         };
         let _ = writeln!(
             out,
             "# HELP grpc_server_handled_total Total number of RPCs completed on the server, regardless of success or failure."
         );
         let _ = writeln!(out, "# TYPE grpc_server_handled_total counter");
-        for (path, m) in &methods {
-            for (code, n) in &m.codes {
+        for m in &self.methods {
+            for (i, c) in m.codes.iter().enumerate() {
+                let code = code_name(tonic::Code::from(i as i32));
                 let _ = writeln!(
                     out,
-                    "grpc_server_handled_total{{grpc_code=\"{code}\",{}}} {n}",
-                    labels(path)
+                    "grpc_server_handled_total{{grpc_code=\"{code}\",{}}} {}",
+                    labels(m),
+                    c.load(Relaxed)
                 );
             }
         }
@@ -234,21 +358,77 @@ impl RequestStats {
             "# HELP grpc_server_handling_seconds Histogram of response latency (seconds) of gRPC that had been application-level handled by the server."
         );
         let _ = writeln!(out, "# TYPE grpc_server_handling_seconds histogram");
-        for (path, m) in &methods {
-            let l = labels(path);
-            for (le, n) in BUCKETS.iter().zip(m.buckets) {
+        for m in &self.methods {
+            let l = labels(m);
+            let mut cumulative = 0;
+            for (le, n) in BUCKETS.iter().zip(&m.buckets) {
+                cumulative += n.load(Relaxed);
                 let _ = writeln!(
                     out,
-                    "grpc_server_handling_seconds_bucket{{{l},le=\"{le}\"}} {n}"
+                    "grpc_server_handling_seconds_bucket{{{l},le=\"{le}\"}} {cumulative}"
                 );
             }
+            cumulative += m.buckets[BUCKETS.len()].load(Relaxed);
             let _ = writeln!(
                 out,
-                "grpc_server_handling_seconds_bucket{{{l},le=\"+Inf\"}} {}",
-                m.count
+                "grpc_server_handling_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}"
             );
-            let _ = writeln!(out, "grpc_server_handling_seconds_sum{{{l}}} {}", m.sum);
-            let _ = writeln!(out, "grpc_server_handling_seconds_count{{{l}}} {}", m.count);
+            let _ = writeln!(
+                out,
+                "grpc_server_handling_seconds_sum{{{l}}} {}",
+                m.sum_nanos.load(Relaxed) as f64 / 1e9
+            );
+            let _ = writeln!(
+                out,
+                "grpc_server_handling_seconds_count{{{l}}} {cumulative}"
+            );
+        }
+        // A unary call receives one message and sends one if it succeeds; a stream's
+        // messages are not counted one by one here (see the README).
+        for (name, help, value) in [
+            (
+                "grpc_server_msg_received_total",
+                "Total number of RPC stream messages received on the server.",
+                (|m: &Method| m.started.load(Relaxed)) as fn(&Method) -> u64,
+            ),
+            (
+                "grpc_server_msg_sent_total",
+                "Total number of gRPC stream messages sent by the server.",
+                |m: &Method| {
+                    if m.kind == "unary" {
+                        m.codes[0].load(Relaxed)
+                    } else {
+                        0
+                    }
+                },
+            ),
+            (
+                "grpc_server_started_total",
+                "Total number of RPCs started on the server.",
+                |m: &Method| m.started.load(Relaxed),
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            for m in &self.methods {
+                let _ = writeln!(out, "{name}{{{}}} {}", labels(m), value(m));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP etcd_server_client_requests_total The total number of client requests per client version."
+        );
+        let _ = writeln!(out, "# TYPE etcd_server_client_requests_total counter");
+        for (kind, row) in ["unary", "stream"].iter().zip(&self.client_requests) {
+            for (version, n) in CLIENT_VERSIONS.iter().zip(row) {
+                let n = n.load(Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "etcd_server_client_requests_total{{client_api_version=\"{version}\",type=\"{kind}\"}} {n}"
+                    );
+                }
+            }
         }
         out
     }
@@ -302,6 +482,12 @@ where
             .and_then(|c| c.remote_addr());
         let stats = self.stats.clone();
         let started = Instant::now();
+        stats.started(
+            &path,
+            req.headers()
+                .get("client-api-version")
+                .and_then(|v| v.to_str().ok()),
+        );
         if *self.learner.borrow() && !crate::learner::allowed_for_learner(&path) {
             let refusal = actcd_types::EtcdError::NotSupportedForLearner.to_status();
             stats.record(&path, refusal.code(), started.elapsed());
@@ -338,19 +524,33 @@ where
     }
 }
 
-/// `/service/Method` of every method of [`SERVICES`], from the proto descriptors.
-static KNOWN_METHODS: std::sync::LazyLock<std::collections::HashSet<String>> =
+/// `(path, service, method, grpc_type)` of every method of [`SERVICES`], from the proto
+/// descriptors.
+static METHOD_DESCRIPTORS: std::sync::LazyLock<Vec<(String, String, String, &'static str)>> =
     std::sync::LazyLock::new(|| {
         let Ok(pool) = prost_reflect::DescriptorPool::decode(actcd_proto::FILE_DESCRIPTOR_SET)
         else {
-            return Default::default();
+            return Vec::new();
         };
         SERVICES
             .iter()
             .filter_map(|s| pool.get_service_by_name(s))
             .flat_map(|s| {
                 s.methods()
-                    .map(|m| format!("/{}/{}", s.full_name(), m.name()))
+                    .map(|m| {
+                        let kind = match (m.is_client_streaming(), m.is_server_streaming()) {
+                            (false, false) => "unary",
+                            (true, false) => "client_stream",
+                            (false, true) => "server_stream",
+                            (true, true) => "bidi_stream",
+                        };
+                        (
+                            format!("/{}/{}", s.full_name(), m.name()),
+                            s.full_name().to_string(),
+                            m.name().to_string(),
+                            kind,
+                        )
+                    })
                     .collect::<Vec<_>>()
             })
             .collect()
@@ -504,7 +704,11 @@ mod tests {
         let text = s.render();
         assert!(text.contains("grpc_method=\"Range\""), "{text}");
         assert!(!text.contains("Nope") && !text.contains("xxxx"), "{text}");
-        assert!(KNOWN_METHODS.len() >= 40, "{}", KNOWN_METHODS.len());
+        assert!(
+            METHOD_DESCRIPTORS.len() >= 40,
+            "{}",
+            METHOD_DESCRIPTORS.len()
+        );
     }
 
     /// etcd 3.5.1's answers (grpc-go), taken from the hostile-input run against it.
@@ -579,20 +783,48 @@ mod tests {
         let text = s.render();
         let has = |line: &str| text.lines().any(|l| l == line);
         assert!(has(
-            r#"grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="etcdserverpb.KV"} 2"#
+            r#"grpc_server_handled_total{grpc_code="OK",grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"} 2"#
         ));
         assert!(has(
-            r#"grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Put",grpc_service="etcdserverpb.KV"} 1"#
+            r#"grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"} 1"#
         ));
         assert!(has(
-            r#"grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="etcdserverpb.KV",le="0.005"} 2"#
+            r#"grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary",le="0.005"} 2"#
         ));
         assert!(has(
-            r#"grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="etcdserverpb.KV",le="0.05"} 3"#
+            r#"grpc_server_handling_seconds_bucket{grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary",le="0.05"} 3"#
         ));
         assert!(has(
-            r#"grpc_server_handling_seconds_count{grpc_method="Put",grpc_service="etcdserverpb.KV"} 3"#
+            r#"grpc_server_handling_seconds_count{grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"} 3"#
         ));
+    }
+
+    /// etcd 3.5.1's series after one Watch and two Puts from etcdctl 3.5.1 (its client sends
+    /// `client-api-version: 3.5`), and a call without the header.
+    #[test]
+    fn started_calls_are_counted_by_type_and_client_version() {
+        let s = RequestStats::default();
+        s.started("/etcdserverpb.Watch/Watch", Some("3.5"));
+        s.started("/etcdserverpb.KV/Put", Some("3.5"));
+        s.started("/etcdserverpb.KV/Put", Some("3.5"));
+        s.started("/etcdserverpb.KV/Range", None);
+        s.started("/etcdserverpb.KV/Range", Some("made-up"));
+        s.started("/etcdserverpb.KV/Nope", Some("3.5"));
+        let text = s.render();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        for line in [
+            r#"grpc_server_started_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} 1"#,
+            r#"grpc_server_started_total{grpc_method="Put",grpc_service="etcdserverpb.KV",grpc_type="unary"} 2"#,
+            r#"grpc_server_started_total{grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"} 0"#,
+            r#"grpc_server_started_total{grpc_method="Snapshot",grpc_service="etcdserverpb.Maintenance",grpc_type="server_stream"} 0"#,
+            r#"grpc_server_handled_total{grpc_code="Unavailable",grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} 0"#,
+            r#"etcd_server_client_requests_total{client_api_version="3.5",type="stream"} 1"#,
+            r#"etcd_server_client_requests_total{client_api_version="3.5",type="unary"} 2"#,
+            r#"etcd_server_client_requests_total{client_api_version="unknown",type="unary"} 2"#,
+        ] {
+            assert!(has(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains("Nope"));
     }
 }
 
