@@ -438,12 +438,17 @@ impl TryFrom<Flags> for Config {
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
         let client_urls = split_urls(&flags.listen_client_urls);
-        let client_tls = crate::tls_config::client_tls(&flags.tls, &client_urls)?;
+        let client_tls = crate::tls_config::client_tls(&flags.tls, &client_urls, &data_dir)?;
         let peer_urls: Vec<String> = split_urls(&flags.listen_peer_urls)
             .into_iter()
             .chain(members.iter().flat_map(|m| m.peer_urls.clone()))
             .collect();
-        let peer_tls = crate::tls_config::peer_tls(&flags.tls, &peer_urls)?;
+        let peer_tls = crate::tls_config::peer_tls(
+            &flags.tls,
+            &peer_urls,
+            &data_dir,
+            &split_urls(&flags.listen_peer_urls),
+        )?;
         let auto_compaction = actcd_compactor::Mode::parse(
             &flags.auto_compaction_mode,
             &flags.auto_compaction_retention,

@@ -2,8 +2,9 @@
 //! checked here so a bad one stops start-up with its flag's name and etcd's message.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use actcd_front::{ClientTls, PemInput};
+use actcd_front::{ClientTls, PemInput, ServerCheck, TlsError, TlsOptions};
 
 use crate::config::{ConfigError, parse_go_bool};
 
@@ -54,6 +55,135 @@ pub struct TlsFlags {
         value_parser = parse_go_bool
     )]
     pub peer_client_cert_auth: bool,
+    /// Client TLS using generated certificates (under `<data-dir>/fixtures/client`), when
+    /// `--cert-file` and `--key-file` are not given.
+    #[arg(
+        long,
+        env = "ETCD_AUTO_TLS",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub auto_tls: bool,
+    /// Peer TLS using generated certificates (under `<data-dir>/fixtures/peer`), when
+    /// `--peer-cert-file` and `--peer-key-file` are not given. Peers' certificates are then not
+    /// verified, as etcd does.
+    #[arg(
+        long,
+        env = "ETCD_PEER_AUTO_TLS",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub peer_auto_tls: bool,
+    /// Validity of the generated client and peer certificates, in years.
+    #[arg(long, env = "ETCD_SELF_SIGNED_CERT_VALIDITY", default_value_t = 1)]
+    pub self_signed_cert_validity: u32,
+    /// Path to the client certificate revocation list file.
+    #[arg(long, env = "ETCD_CLIENT_CRL_FILE", value_parser = parse_path)]
+    pub client_crl_file: Option<PathBuf>,
+    /// Allowed TLS hostname for client cert authentication.
+    #[arg(long, env = "ETCD_CLIENT_CERT_ALLOWED_HOSTNAME", default_value = "")]
+    pub client_cert_allowed_hostname: String,
+    /// Path to the peer certificate revocation list file.
+    #[arg(long, env = "ETCD_PEER_CRL_FILE", value_parser = parse_path)]
+    pub peer_crl_file: Option<PathBuf>,
+    /// Required CN for client certs connecting to the peer endpoint.
+    #[arg(long, env = "ETCD_PEER_CERT_ALLOWED_CN", default_value = "")]
+    pub peer_cert_allowed_cn: String,
+    /// Allowed TLS hostname for inter peer authentication.
+    #[arg(long, env = "ETCD_PEER_CERT_ALLOWED_HOSTNAME", default_value = "")]
+    pub peer_cert_allowed_hostname: String,
+    /// Skip verification of SAN field in client certificate for peer connections.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_PEER_SKIP_CLIENT_SAN_VERIFICATION",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_peer_skip_client_san_verification: bool,
+    /// Comma-separated list of supported TLS cipher suites between client/server and peers
+    /// (Go's names; empty: the TLS stack's defaults).
+    #[arg(long, env = "ETCD_CIPHER_SUITES", default_value = "")]
+    pub cipher_suites: String,
+    /// Minimum TLS version supported by etcd (`TLS1.2`, `TLS1.3`).
+    #[arg(long, env = "ETCD_TLS_MIN_VERSION", default_value = "TLS1.2")]
+    pub tls_min_version: String,
+    /// Maximum TLS version supported by etcd (empty: the highest the TLS stack has).
+    #[arg(long, env = "ETCD_TLS_MAX_VERSION", default_value = "")]
+    pub tls_max_version: String,
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+impl TlsFlags {
+    /// The options shared by both ports: cipher suites and versions.
+    fn common_options(&self) -> TlsOptions {
+        TlsOptions {
+            cipher_suites: self
+                .cipher_suites
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            min_version: non_empty(&self.tls_min_version),
+            max_version: non_empty(&self.tls_max_version),
+            ..TlsOptions::default()
+        }
+    }
+
+    fn client_options(&self) -> TlsOptions {
+        TlsOptions {
+            crl_file: path_flag(&self.client_crl_file).map(Path::to_path_buf),
+            allowed_hostname: non_empty(&self.client_cert_allowed_hostname),
+            ..self.common_options()
+        }
+    }
+
+    fn peer_options(&self) -> TlsOptions {
+        TlsOptions {
+            crl_file: path_flag(&self.peer_crl_file).map(Path::to_path_buf),
+            allowed_cn: non_empty(&self.peer_cert_allowed_cn),
+            allowed_hostname: non_empty(&self.peer_cert_allowed_hostname),
+            ..self.common_options()
+        }
+    }
+
+    /// Checks the cipher suites, the TLS versions and the allowed CN/hostname whatever the
+    /// URLs, as etcd does; the reason is etcd's message.
+    fn check_options(&self) -> Result<(), ConfigError> {
+        self.peer_options().check().map_err(|reason| {
+            let (flag, value) = if reason.contains("cipher suite") {
+                ("--cipher-suites", self.cipher_suites.clone())
+            } else if reason.contains("AllowedCN") {
+                ("--peer-cert-allowed-cn", self.peer_cert_allowed_cn.clone())
+            } else if !self.tls_max_version.is_empty()
+                && reason.contains(&format!("{:?}", self.tls_max_version))
+            {
+                ("--tls-max-version", self.tls_max_version.clone())
+            } else {
+                ("--tls-min-version", self.tls_min_version.clone())
+            };
+            ConfigError::Invalid {
+                flag,
+                value,
+                reason,
+            }
+        })
+    }
 }
 
 /// A path that may be empty, as etcd's flags default to: `ETCD_CERT_FILE=` means no file.
@@ -67,12 +197,15 @@ fn path_flag(p: &Option<PathBuf>) -> Option<&Path> {
 }
 
 /// The client TLS settings, checked as etcd checks them at start-up: an `https://` URL needs
-/// `--cert-file` and `--key-file`; with only `http://` URLs they are ignored with a warning and
+/// `--cert-file` and `--key-file`, or `--auto-tls` (a certificate generated under
+/// `<data-dir>/fixtures/client`); with only `http://` URLs they are ignored with a warning and
 /// their files are not read.
 pub(crate) fn client_tls(
     flags: &TlsFlags,
     client_urls: &[String],
+    data_dir: &Path,
 ) -> Result<Option<ClientTls>, ConfigError> {
+    flags.check_options()?;
     let (cert_file, key_file) = (path_flag(&flags.cert_file), path_flag(&flags.key_file));
     let trusted_ca_file = path_flag(&flags.trusted_ca_file);
     let key_pair_given = cert_file.is_some() || key_file.is_some();
@@ -93,6 +226,21 @@ pub(crate) fn client_tls(
     let Some(https) = client_urls.iter().find(|u| u.starts_with("https://")) else {
         return Ok(None);
     };
+    if flags.auto_tls && key_pair_given {
+        tracing::warn!("ignoring client auto TLS since certs given");
+    }
+    if flags.auto_tls && !key_pair_given {
+        // etcd's generated TLS info replaces the flags': no CA, no client-cert-auth, no CRL.
+        let dir = data_dir.join("fixtures").join("client");
+        let (cert, key) = self_cert(&dir, client_urls, flags.self_signed_cert_validity)?;
+        let tls = ClientTls::with_options(cert, key, None, false, &flags.common_options())
+            .map_err(|e| ConfigError::TlsFile {
+                flag: "--auto-tls",
+                path: dir.display().to_string(),
+                reason: e.reason,
+            })?;
+        return Ok(Some(tls));
+    }
     let (cert_file, key_file) = match (cert_file, key_file) {
         (Some(cert), Some(key)) => (cert, key),
         (None, None) => return Err(ConfigError::TlsKeyCertMissing(https.clone())),
@@ -114,8 +262,17 @@ pub(crate) fn client_tls(
         key: "--key-file",
         ca: "--trusted-ca-file",
     };
+    let pems = read_pems(&names, (cert_file, key_file, trusted_ca_file))?;
     let files = (cert_file, key_file, trusted_ca_file);
-    load_tls(&names, files, flags.client_cert_auth).map(|(tls, _)| Some(tls))
+    ClientTls::with_options(
+        pems.cert,
+        pems.key,
+        pems.ca,
+        flags.client_cert_auth,
+        &flags.client_options(),
+    )
+    .map(Some)
+    .map_err(|e| tls_error(&names, files, e))
 }
 
 /// The flags naming one set of TLS files, for errors.
@@ -132,54 +289,181 @@ struct Pems {
     ca: Option<Vec<u8>>,
 }
 
-/// Reads a key pair and an optional CA and checks them as the client port uses them, naming
-/// the flag and the file of whatever is wrong.
-fn load_tls(
+type Files<'a> = (&'a Path, &'a Path, Option<&'a Path>);
+
+/// Reads a key pair and an optional CA, naming the flag and the file of what can't be read.
+fn read_pems(
     names: &TlsFlagNames,
-    (cert_file, key_file, ca_file): (&Path, &Path, Option<&Path>),
-    client_cert_auth: bool,
-) -> Result<(ClientTls, Pems), ConfigError> {
-    let file_error = |flag, path: &Path, reason: String| ConfigError::TlsFile {
-        flag,
-        path: path.display().to_string(),
-        reason,
-    };
+    (cert_file, key_file, ca_file): Files,
+) -> Result<Pems, ConfigError> {
     let read = |flag, path: &Path| {
-        std::fs::read(path).map_err(|e| file_error(flag, path, format!("cannot read: {e}")))
+        std::fs::read(path).map_err(|e| ConfigError::TlsFile {
+            flag,
+            path: path.display().to_string(),
+            reason: format!("cannot read: {e}"),
+        })
     };
-    let pems = Pems {
+    Ok(Pems {
         cert: read(names.cert, cert_file)?,
         key: read(names.key, key_file)?,
         ca: match ca_file {
             Some(path) => Some(read(names.ca, path)?),
             None => None,
         },
+    })
+}
+
+/// A TLS error named by its flag and file.
+fn tls_error(
+    names: &TlsFlagNames,
+    (cert_file, key_file, ca_file): Files,
+    e: TlsError,
+) -> ConfigError {
+    let (flag, path) = match e.input {
+        PemInput::Cert => (names.cert, cert_file),
+        PemInput::Key => (names.key, key_file),
+        // Without a CA file only client-cert-auth fails, and callers refuse that first.
+        PemInput::TrustedCa => (names.ca, ca_file.unwrap_or(Path::new(""))),
+        PemInput::Options => ("--cipher-suites", Path::new("")),
     };
-    let tls = ClientTls::new(
-        pems.cert.clone(),
-        pems.key.clone(),
-        pems.ca.clone(),
-        client_cert_auth,
-    )
-    .map_err(|e| {
-        let (flag, path) = match e.input {
-            PemInput::Cert => (names.cert, cert_file),
-            PemInput::Key => (names.key, key_file),
-            // Without a CA file only client-cert-auth fails, and callers refuse that first.
-            PemInput::TrustedCa => (names.ca, ca_file.unwrap_or(Path::new(""))),
+    ConfigError::TlsFile {
+        flag,
+        path: path.display().to_string(),
+        reason: e.reason,
+    }
+}
+
+/// etcd's `SelfCert`: the key pair under `dir` (`cert.pem`, `key.pem`), reused when both files
+/// are there, else generated: the listen URLs' hosts as SANs (IPs as IP SANs, names as DNS
+/// SANs), subject `O=etcd`, `CA:FALSE`, server-auth, valid from today for `years` years.
+/// Departures: an ECDSA P-256 key signed with SHA-256 (etcd: P-521 with SHA-512, which ring
+/// does not do), a PKCS#8 key file, and whole days (midnight UTC) as the validity bounds.
+fn self_cert(dir: &Path, urls: &[String], years: u32) -> Result<(Vec<u8>, Vec<u8>), ConfigError> {
+    let fail = |reason: String| ConfigError::TlsFile {
+        flag: "--auto-tls",
+        path: dir.display().to_string(),
+        reason,
+    };
+    if years == 0 {
+        return Err(ConfigError::Invalid {
+            flag: "--self-signed-cert-validity",
+            value: "0".into(),
+            reason: "selfSignedCertValidity is invalid,it should be greater than 0".into(),
+        });
+    }
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    if cert_path.exists() && key_path.exists() {
+        let read = |p: &Path| std::fs::read(p).map_err(|e| fail(format!("{}: {e}", p.display())));
+        return Ok((read(&cert_path)?, read(&key_path)?));
+    }
+    tracing::warn!(dir = %dir.display(), validity_years = years, "automatically generate certificates");
+    let mut params =
+        rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| fail(e.to_string()))?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "etcd");
+    for url in urls {
+        let Some(host) = url_host(url) else { continue };
+        let san = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => rcgen::SanType::IpAddress(ip),
+            Err(_) => rcgen::SanType::DnsName(
+                host.try_into()
+                    .map_err(|e: rcgen::Error| fail(e.to_string()))?,
+            ),
         };
-        file_error(flag, path, e.reason)
-    })?;
-    Ok((tls, pems))
+        if !params.subject_alt_names.contains(&san) {
+            params.subject_alt_names.push(san);
+        }
+    }
+    params.is_ca = rcgen::IsCa::ExplicitNoCa;
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let mut serial = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut serial)
+        .map_err(|_| fail("no randomness for the serial number".into()))?;
+    serial[0] &= 0x7f;
+    params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
+    let (y, m, d) = today_utc();
+    params.not_before = rcgen::date_time_ymd(y, m, d);
+    params.not_after = rcgen::date_time_ymd(y + years as i32, m, d.min(28));
+    let key = rcgen::KeyPair::generate().map_err(|e| fail(e.to_string()))?;
+    let cert = params.self_signed(&key).map_err(|e| fail(e.to_string()))?;
+    let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
+    create_private_dir(dir).map_err(|e| fail(e.to_string()))?;
+    write_file(&cert_path, cert_pem.as_bytes(), 0o644).map_err(|e| fail(e.to_string()))?;
+    write_file(&key_path, key_pem.as_bytes(), 0o600).map_err(|e| fail(e.to_string()))?;
+    tracing::info!(path = %cert_path.display(), "created cert file");
+    Ok((cert_pem.into_bytes(), key_pem.into_bytes()))
+}
+
+/// The host of a URL, without port or IPv6 brackets.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// Today's date in UTC, from the system clock (only the generated certificate's bounds use it).
+fn today_utc() -> (i32, u8, u8) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_from_days((secs / 86_400) as i64)
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i32, u8, u8) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
+    (y, m, d)
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 /// The peer TLS settings, checked as the client ones are: an `https://` peer URL (listened on,
-/// or of any member) needs `--peer-cert-file` and `--peer-key-file`; `--peer-client-cert-auth`
-/// needs `--peer-trusted-ca-file`.
+/// or of any member) needs `--peer-cert-file` and `--peer-key-file`, or `--peer-auto-tls`;
+/// `--peer-client-cert-auth` needs `--peer-trusted-ca-file`.
 pub(crate) fn peer_tls(
     flags: &TlsFlags,
     peer_urls: &[String],
+    data_dir: &Path,
+    listen_peer_urls: &[String],
 ) -> Result<Option<actcd_transport::PeerTls>, ConfigError> {
+    flags.check_options()?;
     let Some(https) = peer_urls.iter().find(|u| u.starts_with("https://")) else {
         if flags.peer_cert_file.is_some() || flags.peer_key_file.is_some() {
             tracing::warn!(
@@ -188,10 +472,39 @@ pub(crate) fn peer_tls(
         }
         return Ok(None);
     };
-    let (cert_file, key_file) = match (
+    let pair = (
         path_flag(&flags.peer_cert_file),
         path_flag(&flags.peer_key_file),
-    ) {
+    );
+    if flags.peer_auto_tls && pair != (None, None) {
+        tracing::warn!("ignoring peer auto TLS since certs given");
+    }
+    if flags.peer_auto_tls && pair == (None, None) {
+        // As etcd: the generated TLS info replaces the flags', so peers' certificates are
+        // neither asked for nor verified, whatever --peer-client-cert-auth says.
+        if flags.peer_client_cert_auth {
+            tracing::warn!("--peer-client-cert-auth is ignored with --peer-auto-tls, as etcd does");
+        }
+        let dir = data_dir.join("fixtures").join("peer");
+        let (cert, key) = self_cert(&dir, listen_peer_urls, flags.self_signed_cert_validity)?;
+        let options = flags.common_options();
+        let auto_error = |e: TlsError| ConfigError::TlsFile {
+            flag: "--peer-auto-tls",
+            path: dir.display().to_string(),
+            reason: e.reason,
+        };
+        let server = actcd_front::server_config(&cert, key.clone(), None, false, &options)
+            .map_err(auto_error)?;
+        let client = actcd_front::client_config(&cert, key, None, ServerCheck::Skip, &options)
+            .map_err(auto_error)?;
+        return Ok(Some(actcd_transport::PeerTls {
+            server: Arc::new(server),
+            client: Arc::new(client),
+            client_cert_auth: false,
+            san_check: None,
+        }));
+    }
+    let (cert_file, key_file) = match pair {
         (Some(cert), Some(key)) => (cert, key),
         (None, None) => return Err(ConfigError::PeerTlsKeyCertMissing(https.clone())),
         _ => {
@@ -211,12 +524,66 @@ pub(crate) fn peer_tls(
         key: "--peer-key-file",
         ca: "--peer-trusted-ca-file",
     };
-    // The same checks as the client port's, so a bad file is named at start-up.
-    let (_, pems) = load_tls(&names, (cert_file, key_file, ca_file), false)?;
+    let files = (cert_file, key_file, ca_file);
+    let pems = read_pems(&names, files)?;
+    // The client port's checks too, so a bad file is named at start-up.
+    ClientTls::new(pems.cert.clone(), pems.key.clone(), pems.ca.clone(), false)
+        .map_err(|e| tls_error(&names, files, e))?;
+    let options = flags.peer_options();
+    let server = actcd_front::server_config(
+        &pems.cert,
+        pems.key.clone(),
+        pems.ca.as_deref(),
+        flags.peer_client_cert_auth,
+        &options,
+    )
+    .map_err(|e| tls_error(&names, files, e))?;
+    let client = actcd_front::client_config(
+        &pems.cert,
+        pems.key,
+        pems.ca.as_deref(),
+        ServerCheck::Verify,
+        &options,
+    )
+    .map_err(|e| tls_error(&names, files, e))?;
+    let san_check: Option<actcd_transport::SanCheck> =
+        if flags.experimental_peer_skip_client_san_verification {
+            None
+        } else {
+            Some(Arc::new(|cert, remote| {
+                Box::pin(actcd_front::check_client_san(cert, remote))
+            }))
+        };
     Ok(Some(actcd_transport::PeerTls {
-        cert_pem: pems.cert,
-        key_pem: pems.key,
-        ca_pem: pems.ca,
+        server: Arc::new(server),
+        client: Arc::new(client),
         client_cert_auth: flags.peer_client_cert_auth,
+        san_check,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn url_hosts() {
+        let cases = [
+            ("https://127.0.0.1:2379", Some("127.0.0.1")),
+            ("https://localhost:2379", Some("localhost")),
+            ("https://[::1]:2380", Some("::1")),
+            ("https://example.com", Some("example.com")),
+            ("unix://", None),
+        ];
+        for (url, want) in cases {
+            assert_eq!(url_host(url).as_deref(), want, "{url}");
+        }
+    }
 }

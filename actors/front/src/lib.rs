@@ -114,6 +114,6 @@ pub use cluster::check_peer_urls;
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve, serve_metrics};
 pub use tls::{
-    ClientTls, NOT_ALLOWED, PemInput, ServerCheck, TlsError, TlsOptions, client_common_name,
-    client_config, server_config,
+    ClientTls, NOT_ALLOWED, PemInput, ServerCheck, TlsError, TlsOptions, check_client_san,
+    client_common_name, client_config, server_config,
 };

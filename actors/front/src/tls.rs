@@ -33,12 +33,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::server::WebPkiClientVerifier;
-use tokio_rustls::rustls::{RootCertStore, ServerConfig, crypto};
+use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use x509_parser::pem::Pem;
+
+mod verify;
+
+pub use verify::{
+    NOT_ALLOWED, ServerCheck, TlsOptions, check_client_san, client_config, server_config,
+};
 
 /// How long a connection may take to finish its handshake: without a limit, a peer that opens
 /// a connection and never sends a ClientHello would hold a task and a socket for good.
@@ -63,6 +66,8 @@ pub enum PemInput {
     Cert,
     Key,
     TrustedCa,
+    /// The cipher suites, versions or allowed CN/hostname.
+    Options,
 }
 
 /// A certificate, key or CA that can't be used, and why.
@@ -99,6 +104,24 @@ impl ClientTls {
         ca_pem: Option<Vec<u8>>,
         client_cert_auth: bool,
     ) -> Result<Self, TlsError> {
+        Self::with_options(
+            cert_pem,
+            key_pem,
+            ca_pem,
+            client_cert_auth,
+            &TlsOptions::default(),
+        )
+    }
+
+    /// [`ClientTls::new`] with etcd's further TLS settings (`--client-crl-file`,
+    /// `--client-cert-allowed-hostname`, `--cipher-suites`, the TLS versions).
+    pub fn with_options(
+        cert_pem: Vec<u8>,
+        key_pem: Vec<u8>,
+        ca_pem: Option<Vec<u8>>,
+        client_cert_auth: bool,
+        options: &TlsOptions,
+    ) -> Result<Self, TlsError> {
         let fail = |input, reason: String| TlsError { input, reason };
         certificates(&cert_pem).map_err(|r| fail(PemInput::Cert, r))?;
         if !has_private_key(&key_pem) {
@@ -112,39 +135,13 @@ impl ClientTls {
                 "client certificate authentication needs a trusted CA".into(),
             ));
         }
-        let chain = CertificateDer::pem_slice_iter(&cert_pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| fail(PemInput::Cert, format!("malformed PEM: {e}")))?;
-        let key = PrivateKeyDer::from_pem_slice(&key_pem)
-            .map_err(|e| fail(PemInput::Key, format!("unusable private key: {e}")))?;
-        // ring, named here rather than left to the process-wide default provider.
-        let provider = Arc::new(crypto::ring::default_provider());
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| fail(PemInput::Key, e.to_string()))?;
-        let builder = match &ca_pem {
-            None => builder.with_no_client_auth(),
-            Some(ca) => {
-                let mut roots = RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(ca) {
-                    let cert = cert.map_err(|e| fail(PemInput::TrustedCa, e.to_string()))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| fail(PemInput::TrustedCa, e.to_string()))?;
-                }
-                // Required, not optional, as etcd's `RequireAndVerifyClientCert`.
-                let verifier = WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
-                    .build()
-                    .map_err(|e| fail(PemInput::TrustedCa, e.to_string()))?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let mut config = builder.with_single_cert(chain, key).map_err(|e| {
-            fail(
-                PemInput::Key,
-                format!("cannot be used with the certificate: {e}"),
-            )
-        })?;
+        let mut config = server_config(
+            &cert_pem,
+            key_pem,
+            ca_pem.as_deref(),
+            ca_pem.is_some(),
+            options,
+        )?;
         config.alpn_protocols = vec![b"http/1.1".to_vec(), ALPN_H2.to_vec()];
         Ok(ClientTls {
             config: Arc::new(config),

@@ -54,7 +54,7 @@
 
 mod tls;
 
-pub use tls::PeerTls;
+pub use tls::{PeerTls, SanCheck};
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,63 +1,239 @@
-//! Peer TLS (`--peer-cert-file`, `--peer-key-file`, `--peer-trusted-ca-file`,
-//! `--peer-client-cert-auth`): the peer port serves TLS when its URL is `https://`, and every
-//! connection to an `https://` peer verifies the peer against the trusted CA and presents this
-//! member's certificate (which a peer with client-cert-auth requires).
+//! Peer TLS: the peer port serves TLS when its URL is `https://`, and every connection to an
+//! `https://` peer runs TLS with this member's key pair as the client certificate. The rustls
+//! configurations come built from the daemon (`--peer-*` flags, auto TLS, Go-compatible
+//! verification, CRL, allowed CN/hostname, cipher suites, versions); this module only runs the
+//! handshakes, because tonic's own TLS settings take a CA and nothing more:
+//! - dialling: tonic is given the URL as `http://` and a connector that opens the TCP
+//!   connection and runs the TLS handshake itself (ALPN `h2`, the URL's host as the name);
+//! - serving: each accepted connection's handshake runs on a task of its own (a silent peer
+//!   holds only its own task, for at most [`HANDSHAKE_TIMEOUT`]), then etcd's check of the
+//!   client certificate's SANs against the connecting address (unless
+//!   `--experimental-peer-skip-client-san-verification`), then tonic gets the `TlsStream`.
 
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity, Server, ServerTlsConfig};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{ClientConfig, ServerConfig};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::codegen::http::Uri;
+use tonic::transport::{Channel, Endpoint, Server};
 
-/// The PEM files, already checked by the daemon at start-up.
-#[derive(Debug, Clone)]
+/// How long a peer connection may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A check of a peer's client certificate (DER) against the address it connects from.
+pub type SanCheck = Arc<
+    dyn Fn(Vec<u8>, IpAddr) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The peer TLS settings, built and checked by the daemon at start-up.
+#[derive(Clone)]
 pub struct PeerTls {
-    pub cert_pem: Vec<u8>,
-    pub key_pem: Vec<u8>,
-    pub ca_pem: Option<Vec<u8>>,
-    /// Require and verify a client certificate on the peer port.
+    /// What the peer port serves.
+    pub server: Arc<ServerConfig>,
+    /// How this member dials peers.
+    pub client: Arc<ClientConfig>,
+    /// Whether the peer port requires client certificates (`--peer-client-cert-auth`).
     pub client_cert_auth: bool,
+    /// etcd's SAN check of client certificates; `None` with
+    /// `--experimental-peer-skip-client-san-verification`.
+    pub san_check: Option<SanCheck>,
 }
 
-impl PeerTls {
-    fn server_config(&self) -> ServerTlsConfig {
-        let mut config = ServerTlsConfig::new()
-            .identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
-            .timeout(Duration::from_secs(5));
-        if self.client_cert_auth
-            && let Some(ca) = &self.ca_pem
-        {
-            config = config.client_ca_root(Certificate::from_pem(ca));
-        }
-        config
+impl std::fmt::Debug for PeerTls {
+    /// Never prints the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerTls")
+            .field("client_cert_auth", &self.client_cert_auth)
+            .field("san_check", &self.san_check.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An endpoint for a peer URL, with TLS for `https://`: [`Endpoint`]'s calls this crate uses.
+pub struct PeerEndpoint {
+    endpoint: Endpoint,
+    tls: Option<Arc<ClientConfig>>,
+}
+
+impl PeerEndpoint {
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.endpoint = self.endpoint.timeout(d);
+        self
     }
 
-    fn client_config(&self) -> ClientTlsConfig {
-        let mut config =
-            ClientTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
-        if let Some(ca) = &self.ca_pem {
-            config = config.ca_certificate(Certificate::from_pem(ca));
+    pub fn connect_lazy(self) -> Channel {
+        match self.tls {
+            Some(config) => self
+                .endpoint
+                .connect_with_connector_lazy(TlsConnector { config }),
+            None => self.endpoint.connect_lazy(),
         }
-        config
+    }
+
+    pub async fn connect(self) -> Result<Channel, tonic::transport::Error> {
+        match self.tls {
+            Some(config) => {
+                self.endpoint
+                    .connect_with_connector(TlsConnector { config })
+                    .await
+            }
+            None => self.endpoint.connect().await,
+        }
     }
 }
 
 /// An endpoint for a peer URL: TLS for `https://` (which needs the peer TLS settings).
-pub fn endpoint(url: &str, tls: Option<&PeerTls>) -> Result<Endpoint, String> {
-    let e = Endpoint::from_shared(url.to_string())
+pub fn endpoint(url: &str, tls: Option<&PeerTls>) -> Result<PeerEndpoint, String> {
+    let (url, tls) = match url.strip_prefix("https://") {
+        Some(rest) => {
+            let tls = tls.ok_or("an https peer URL needs --peer-cert-file and --peer-key-file")?;
+            (format!("http://{rest}"), Some(tls.client.clone()))
+        }
+        None => (url.to_string(), None),
+    };
+    let endpoint = Endpoint::from_shared(url)
         .map_err(|e| e.to_string())?
         .connect_timeout(Duration::from_secs(1))
         .tcp_nodelay(true);
-    if !url.starts_with("https://") {
-        return Ok(e);
+    Ok(PeerEndpoint { endpoint, tls })
+}
+
+/// Opens a TCP connection to the URI's host and port and runs the TLS handshake on it.
+#[derive(Clone)]
+struct TlsConnector {
+    config: Arc<ClientConfig>,
+}
+
+impl tonic::codegen::Service<Uri> for TlsConnector {
+    type Response = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
-    let tls = tls.ok_or("an https peer URL needs --peer-cert-file and --peer-key-file")?;
-    e.tls_config(tls.client_config()).map_err(|e| e.to_string())
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let config = self.config.clone();
+        Box::pin(async move {
+            let invalid = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+            let host = uri
+                .host()
+                .ok_or_else(|| invalid("peer URL without a host"))?;
+            let host = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            let port = uri.port_u16().unwrap_or(443);
+            let name = ServerName::try_from(host.clone())
+                .map_err(|_| invalid("peer URL host is not a valid TLS name"))?;
+            let tcp = TcpStream::connect((host.as_str(), port)).await?;
+            tcp.set_nodelay(true)?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await?;
+            Ok(TokioIo::new(tls))
+        })
+    }
 }
 
 /// A server builder for the peer port: TLS when `tls` is given.
-pub fn server(tls: Option<&PeerTls>) -> Result<Server, tonic::transport::Error> {
-    let builder = Server::builder().tcp_nodelay(true);
-    match tls {
-        Some(t) => builder.tls_config(t.server_config()),
-        None => Ok(builder),
+pub fn server(tls: Option<&PeerTls>) -> Result<PeerServer, tonic::transport::Error> {
+    Ok(PeerServer {
+        builder: Server::builder().tcp_nodelay(true),
+        tls: tls.cloned(),
+    })
+}
+
+/// [`Server`] with the peer port's TLS.
+pub struct PeerServer {
+    builder: Server,
+    tls: Option<PeerTls>,
+}
+
+impl PeerServer {
+    pub fn add_service(
+        mut self,
+        svc: actcd_proto::actcdpb::raft_peer_server::RaftPeerServer<crate::PeerService>,
+    ) -> PeerRouter {
+        PeerRouter {
+            router: self.builder.add_service(svc),
+            tls: self.tls,
+        }
     }
+}
+
+/// A peer port's router, served over TLS when it has the settings.
+pub struct PeerRouter {
+    router: tonic::transport::server::Router,
+    tls: Option<PeerTls>,
+}
+
+impl PeerRouter {
+    pub async fn serve_with_incoming_shutdown(
+        self,
+        incoming: TcpListenerStream,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), tonic::transport::Error> {
+        match self.tls {
+            None => {
+                self.router
+                    .serve_with_incoming_shutdown(incoming, shutdown)
+                    .await
+            }
+            Some(tls) => {
+                self.router
+                    .serve_with_incoming_shutdown(accepted(incoming, tls), shutdown)
+                    .await
+            }
+        }
+    }
+}
+
+/// The connections whose handshake (and SAN check) succeeded; the others are dropped.
+fn accepted(
+    mut incoming: TcpListenerStream,
+    tls: PeerTls,
+) -> ReceiverStream<std::io::Result<tokio_rustls::server::TlsStream<TcpStream>>> {
+    use futures::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
+    tokio::spawn(async move {
+        while let Some(conn) = incoming.next().await {
+            let Ok(tcp) = conn else { continue };
+            let (acceptor, tx, san_check) = (acceptor.clone(), tx.clone(), tls.san_check.clone());
+            tokio::spawn(async move {
+                let remote = tcp.peer_addr().map(|a| a.ip());
+                let Ok(Ok(stream)) =
+                    tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                else {
+                    return;
+                };
+                let client_cert = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .map(|c| c.as_ref().to_vec());
+                if let (Some(check), Some(cert), Ok(remote)) = (san_check, client_cert, remote)
+                    && let Err(e) = check(cert, remote).await
+                {
+                    tracing::warn!(%remote, error = %e, "rejected peer connection: certificate SAN");
+                    return;
+                }
+                let _ = tx.send(Ok(stream)).await;
+            });
+        }
+    });
+    ReceiverStream::new(rx)
 }

@@ -1,0 +1,813 @@
+//! The rustls configurations of both ports, verifying certificates as Go's crypto/tls does for
+//! etcd, plus etcd's checks on top (CRL, allowed CN/hostname, cipher suites, versions).
+//!
+//! Go and webpki agree on nearly everything; where they differ, Go's answer is etcd's:
+//! - A certificate with `CA:TRUE` presented as a leaf: webpki refuses every such one
+//!   (`CaUsedAsEndEntity`); Go accepts it as any other leaf. The common case is a self-signed
+//!   certificate listed in the trusted CA file and used as a member's or a client's own
+//!   certificate. Such a leaf is checked here, Go's way, when it is itself in the trust pool or
+//!   signed directly by a certificate in it (validity of both, the issuer a CA allowed to sign
+//!   certificates, the purpose, the signature, no unknown critical extension, the name for a
+//!   server). A `CA:TRUE` leaf that needs an intermediate to reach the pool is refused (Go
+//!   accepts it): the one refusal kept that Go does not make.
+//! - Every other leaf goes to webpki, whose rules match Go's for them: a leaf without the
+//!   extended-key-usage extension is good for any purpose, one with it needs the port's purpose
+//!   (client auth for clients and peers dialling in, server auth for a server).
+//!
+//! On top, as etcd: the CRL file (`--client-crl-file`, `--peer-crl-file`) is read at every
+//! handshake and any presented certificate whose serial number it lists is refused, without
+//! checking who signed the list (etcd reads serial numbers only); `--peer-cert-allowed-cn`
+//! and `--…-allowed-hostname` refuse a verified certificate whose CN (or whose SANs, matched as
+//! Go's `VerifyHostname`) do not match, in both directions on the peer port, as etcd's shared
+//! `VerifyPeerCertificate` does.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_rustls::rustls::client::WebPkiServerVerifier;
+use tokio_rustls::rustls::client::danger::{
+    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+};
+use tokio_rustls::rustls::crypto::{CryptoProvider, ring as ring_provider};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use tokio_rustls::rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, Error, RootCertStore,
+    ServerConfig, SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion, version,
+};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::time::ASN1Time;
+
+use super::{PemInput, TlsError};
+
+/// etcd's message when a verified certificate matches neither the allowed CN nor hostname.
+pub const NOT_ALLOWED: &str = "client certificate authentication failed";
+
+/// etcd's TLS settings beyond the key pair and the CA, as given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// `--client-crl-file` / `--peer-crl-file`: re-read at every handshake.
+    pub crl_file: Option<PathBuf>,
+    /// `--peer-cert-allowed-cn`.
+    pub allowed_cn: Option<String>,
+    /// `--client-cert-allowed-hostname` / `--peer-cert-allowed-hostname`.
+    pub allowed_hostname: Option<String>,
+    /// `--cipher-suites`, Go's names; empty: rustls's defaults.
+    pub cipher_suites: Vec<String>,
+    /// `--tls-min-version` (`TLS1.2` when not given, as etcd's default).
+    pub min_version: Option<String>,
+    /// `--tls-max-version` (none: the highest, TLS 1.3).
+    pub max_version: Option<String>,
+}
+
+/// Go's names of the TLS 1.2 suites rustls (with ring) implements.
+fn rustls_suite(name: &str) -> Option<SupportedCipherSuite> {
+    use ring_provider::cipher_suite as cs;
+    Some(match name {
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" => {
+            cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        }
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" => {
+            cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+        }
+        _ => return None,
+    })
+}
+
+/// Go's TLS 1.3 suite names: accepted and, as in Go, without effect (TLS 1.3 always offers
+/// all three).
+const TLS13_NAMES: [&str; 3] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// The rest of the names etcd 3.5.1 accepts (Go's `CipherSuites()` and
+/// `InsecureCipherSuites()`), which rustls does not implement (CBC, RC4, 3DES, RSA key
+/// exchange).
+const GO_ONLY_NAMES: [&str; 16] = [
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+];
+
+/// A TLS version flag's value as etcd spells it; `None` for `""`.
+fn tls_version(value: &str) -> Result<Option<u8>, String> {
+    match value {
+        "" => Ok(None),
+        "TLS1.2" => Ok(Some(2)),
+        "TLS1.3" => Ok(Some(3)),
+        "TLS1.0" | "TLS1.1" => Err(format!(
+            "TLS version {value:?} is not supported by actcd: rustls speaks TLS1.2 and TLS1.3 only"
+        )),
+        _ => Err(format!(
+            "unexpected TLS version {value:?} (must be one of: TLS1.0, TLS1.1, TLS1.2, TLS1.3)"
+        )),
+    }
+}
+
+impl TlsOptions {
+    /// Checks the cipher suites and versions as etcd does at start-up, in etcd's words; names
+    /// etcd knows that rustls cannot do are refused with the reason.
+    pub fn check(&self) -> Result<(), String> {
+        self.provider_and_versions().map(|_| ())?;
+        if let (Some(_), Some(_)) = (&self.allowed_cn, &self.allowed_hostname) {
+            return Err(format!(
+                "AllowedCN and AllowedHostname are mutually exclusive (cn={:?}, hostname={:?})",
+                self.allowed_cn.as_deref().unwrap_or_default(),
+                self.allowed_hostname.as_deref().unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
+    /// ring with the chosen TLS 1.2 suites (all TLS 1.3 ones stay), and the versions.
+    fn provider_and_versions(
+        &self,
+    ) -> Result<(Arc<CryptoProvider>, Vec<&'static SupportedProtocolVersion>), String> {
+        let min = tls_version(self.min_version.as_deref().unwrap_or(""))?.unwrap_or(2);
+        let max = tls_version(self.max_version.as_deref().unwrap_or(""))?;
+        if let Some(max) = max
+            && min > max
+        {
+            return Err(format!(
+                "min version ({}) is greater than max version ({})",
+                self.min_version.as_deref().unwrap_or_default(),
+                self.max_version.as_deref().unwrap_or_default()
+            ));
+        }
+        if min == 3 && !self.cipher_suites.is_empty() {
+            return Err("cipher suites cannot be configured when only TLS1.3 is enabled".into());
+        }
+        let mut provider = ring_provider::default_provider();
+        if !self.cipher_suites.is_empty() {
+            let mut tls12 = Vec::new();
+            for name in &self.cipher_suites {
+                if let Some(suite) = rustls_suite(name) {
+                    tls12.push(suite);
+                } else if GO_ONLY_NAMES.contains(&name.as_str()) {
+                    return Err(format!(
+                        "TLS cipher suite {name:?} is not supported by actcd: rustls offers only \
+                         ECDHE with AES-GCM or ChaCha20-Poly1305 in TLS1.2"
+                    ));
+                } else if !TLS13_NAMES.contains(&name.as_str()) {
+                    return Err(format!("unexpected TLS cipher suite {name:?}"));
+                }
+            }
+            provider
+                .cipher_suites
+                .retain(|s| s.version() == &version::TLS13 || tls12.contains(s));
+        }
+        let versions = [(2, &version::TLS12), (3, &version::TLS13)]
+            .into_iter()
+            .filter(|(v, _)| *v >= min && max.is_none_or(|max| *v <= max))
+            .map(|(_, v)| v)
+            .collect();
+        Ok((Arc::new(provider), versions))
+    }
+
+    fn checks(&self) -> PeerChecks {
+        PeerChecks {
+            crl_file: self.crl_file.clone(),
+            allowed_cn: self.allowed_cn.clone(),
+            allowed_hostname: self.allowed_hostname.clone(),
+        }
+    }
+}
+
+/// The trust pool of a CA file, as DER and as webpki's anchors.
+fn roots(ca_pem: &[u8]) -> Result<(Vec<CertificateDer<'static>>, RootCertStore), TlsError> {
+    let fail = |e: &dyn std::fmt::Display| TlsError {
+        input: PemInput::TrustedCa,
+        reason: e.to_string(),
+    };
+    let ders = CertificateDer::pem_slice_iter(ca_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(&e))?;
+    let mut store = RootCertStore::empty();
+    for der in &ders {
+        store.add(der.clone()).map_err(|e| fail(&e))?;
+    }
+    Ok((ders, store))
+}
+
+fn key_pair(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError {
+            input: PemInput::Cert,
+            reason: format!("malformed PEM: {e}"),
+        })?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| TlsError {
+        input: PemInput::Key,
+        reason: format!("unusable private key: {e}"),
+    })?;
+    Ok((chain, key))
+}
+
+fn options_error(reason: String) -> TlsError {
+    TlsError {
+        input: PemInput::Options,
+        reason,
+    }
+}
+
+/// A server configuration: the key pair; with `ca_pem` and `require_client_cert`, every client
+/// must present a certificate Go would verify against that CA (and pass `options`' checks).
+pub fn server_config(
+    cert_pem: &[u8],
+    key_pem: Vec<u8>,
+    ca_pem: Option<&[u8]>,
+    require_client_cert: bool,
+    options: &TlsOptions,
+) -> Result<ServerConfig, TlsError> {
+    options.check().map_err(options_error)?;
+    let (chain, key) = key_pair(cert_pem, &key_pem)?;
+    let (provider, versions) = options.provider_and_versions().map_err(options_error)?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| options_error(e.to_string()))?;
+    let builder = match ca_pem.filter(|_| require_client_cert) {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let (ders, store) = roots(ca)?;
+            let webpki =
+                WebPkiClientVerifier::builder_with_provider(store.into(), provider.clone())
+                    .build()
+                    .map_err(|e| TlsError {
+                        input: PemInput::TrustedCa,
+                        reason: e.to_string(),
+                    })?;
+            builder.with_client_cert_verifier(Arc::new(GoClientVerifier {
+                webpki,
+                roots: ders,
+                checks: options.checks(),
+            }))
+        }
+    };
+    builder.with_single_cert(chain, key).map_err(|e| TlsError {
+        input: PemInput::Key,
+        reason: format!("cannot be used with the certificate: {e}"),
+    })
+}
+
+/// How a member dialling a peer checks the peer's certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerCheck {
+    /// Go's verification against the CA, the peer URL's host as the name.
+    Verify,
+    /// No verification: etcd's way with auto TLS (`InsecureSkipVerify`). The handshake's
+    /// signatures are still checked against the presented certificate.
+    Skip,
+}
+
+/// A client configuration for dialling peers over HTTP/2: presents the key pair, checks the
+/// peer's certificate as `check` says against `ca_pem` (no CA: nothing is trusted), with
+/// `options`' allowed CN/hostname (etcd applies them to the servers it dials too).
+pub fn client_config(
+    cert_pem: &[u8],
+    key_pem: Vec<u8>,
+    ca_pem: Option<&[u8]>,
+    check: ServerCheck,
+    options: &TlsOptions,
+) -> Result<ClientConfig, TlsError> {
+    options.check().map_err(options_error)?;
+    let (chain, key) = key_pair(cert_pem, &key_pem)?;
+    let (provider, versions) = options.provider_and_versions().map_err(options_error)?;
+    let verifier: Arc<dyn ServerCertVerifier> = match check {
+        ServerCheck::Skip => Arc::new(SkipServerVerification(provider.clone())),
+        ServerCheck::Verify => {
+            let (ders, store) = match ca_pem {
+                Some(ca) => roots(ca)?,
+                None => (Vec::new(), RootCertStore::empty()),
+            };
+            let webpki = if store.is_empty() {
+                None
+            } else {
+                Some(
+                    WebPkiServerVerifier::builder_with_provider(store.into(), provider.clone())
+                        .build()
+                        .map_err(|e| TlsError {
+                            input: PemInput::TrustedCa,
+                            reason: e.to_string(),
+                        })?,
+                )
+            };
+            Arc::new(GoServerVerifier {
+                webpki,
+                roots: ders,
+                checks: PeerChecks {
+                    // etcd checks the CRL on its listener only.
+                    crl_file: None,
+                    ..options.checks()
+                },
+                provider: provider.clone(),
+            })
+        }
+    };
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| options_error(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| TlsError {
+            input: PemInput::Key,
+            reason: format!("cannot be used with the certificate: {e}"),
+        })?;
+    config.alpn_protocols = vec![super::ALPN_H2.to_vec()];
+    Ok(config)
+}
+
+/// etcd's checks after verification: the CRL and the allowed CN / hostname.
+#[derive(Debug, Clone, Default)]
+struct PeerChecks {
+    crl_file: Option<PathBuf>,
+    allowed_cn: Option<String>,
+    allowed_hostname: Option<String>,
+}
+
+impl PeerChecks {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+    ) -> Result<(), Error> {
+        if let Some(crl) = &self.crl_file {
+            let presented = std::iter::once(end_entity).chain(intermediates);
+            revoked(crl, presented).map_err(Error::General)?;
+        }
+        let allowed = match (&self.allowed_cn, &self.allowed_hostname) {
+            (Some(cn), _) => {
+                super::common_name(end_entity.as_ref()).as_deref() == Some(cn.as_str())
+            }
+            (None, Some(host)) => parse(end_entity).is_some_and(|c| matches_host(&c, host)),
+            (None, None) => true,
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(Error::General(NOT_ALLOWED.into()))
+        }
+    }
+}
+
+/// Fails when the CRL file lists the serial number of any of `certs`, or cannot be read.
+fn revoked<'a>(
+    crl_file: &std::path::Path,
+    certs: impl Iterator<Item = &'a CertificateDer<'a>>,
+) -> Result<(), String> {
+    let bytes = std::fs::read(crl_file).map_err(|e| format!("{}: {e}", crl_file.display()))?;
+    let der = match x509_parser::pem::parse_x509_pem(&bytes) {
+        Ok((_, pem)) => pem.contents,
+        Err(_) => bytes,
+    };
+    let (_, crl) = x509_parser::parse_x509_crl(&der)
+        .map_err(|e| format!("{}: not a CRL: {e}", crl_file.display()))?;
+    for cert in certs {
+        let Some(cert) = parse(cert) else { continue };
+        let serial = &cert.tbs_certificate.serial;
+        if crl
+            .iter_revoked_certificates()
+            .any(|r| &r.user_certificate == serial)
+        {
+            return Err(format!(
+                "transport: certificate serial {} revoked",
+                hex(cert.raw_serial())
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let trimmed = match bytes.iter().position(|b| *b != 0) {
+        Some(i) => &bytes[i..],
+        None => &[][..],
+    };
+    trimmed.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse<'a>(der: &'a CertificateDer<'_>) -> Option<X509Certificate<'a>> {
+    x509_parser::parse_x509_certificate(der.as_ref())
+        .ok()
+        .map(|(_, c)| c)
+}
+
+/// Go's `VerifyHostname`: an IP against the IP SANs, a name against the DNS SANs (a leading
+/// `*.` label matches one label); the CN does not count.
+fn matches_host(cert: &X509Certificate<'_>, host: &str) -> bool {
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return san.value.general_names.iter().any(|n| match n {
+            GeneralName::IPAddress(b) => ip_of(b) == Some(ip),
+            _ => false,
+        });
+    }
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    san.value.general_names.iter().any(|n| match n {
+        GeneralName::DNSName(pattern) => dns_matches(&pattern.to_ascii_lowercase(), &host),
+        _ => false,
+    })
+}
+
+fn ip_of(bytes: &[u8]) -> Option<IpAddr> {
+    match bytes.len() {
+        4 => Some(IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?)),
+        16 => Some(IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?)),
+        _ => None,
+    }
+}
+
+fn dns_matches(pattern: &str, host: &str) -> bool {
+    let pattern = pattern.trim_end_matches('.');
+    match pattern.strip_prefix("*.") {
+        Some(rest) => host
+            .split_once('.')
+            .is_some_and(|(label, tail)| !label.is_empty() && tail == rest),
+        None => pattern == host,
+    }
+}
+
+/// The OIDs of the extended key usages.
+const EKU_SERVER_AUTH: &str = "1.3.6.1.5.5.7.3.1";
+const EKU_CLIENT_AUTH: &str = "1.3.6.1.5.5.7.3.2";
+
+/// Whether `der` says `CA:TRUE`, which webpki refuses as a leaf and Go does not.
+fn is_ca(der: &CertificateDer<'_>) -> bool {
+    parse(der).is_some_and(|c| matches!(c.basic_constraints(), Ok(Some(bc)) if bc.value.ca))
+}
+
+fn bad(e: CertificateError) -> Error {
+    Error::InvalidCertificate(e)
+}
+
+/// Go's verification of a `CA:TRUE` leaf (see the module doc): in the pool itself, or signed
+/// directly by a certificate of the pool.
+fn verify_ca_leaf(
+    end_entity: &CertificateDer<'_>,
+    roots: &[CertificateDer<'static>],
+    now: UnixTime,
+    purpose: &str,
+    name: Option<&ServerName<'_>>,
+) -> Result<(), Error> {
+    let leaf = parse(end_entity).ok_or(bad(CertificateError::BadEncoding))?;
+    let now = ASN1Time::from_timestamp(now.as_secs() as i64)
+        .map_err(|_| bad(CertificateError::BadEncoding))?;
+    check_validity(&leaf, now)?;
+    if !allows_purpose(&leaf, purpose) {
+        return Err(bad(CertificateError::InvalidPurpose));
+    }
+    let handled = ["2.5.29.15", "2.5.29.17", "2.5.29.19", "2.5.29.37"];
+    if leaf
+        .extensions()
+        .iter()
+        .any(|e| e.critical && !handled.contains(&e.oid.to_id_string().as_str()))
+    {
+        return Err(bad(CertificateError::BadEncoding));
+    }
+    if let Some(name) = name {
+        let host = match name {
+            ServerName::DnsName(d) => d.as_ref().to_string(),
+            ServerName::IpAddress(ip) => IpAddr::from(*ip).to_string(),
+            _ => return Err(bad(CertificateError::NotValidForName)),
+        };
+        if !matches_host(&leaf, &host) {
+            return Err(bad(CertificateError::NotValidForName));
+        }
+    }
+    if roots.iter().any(|r| r.as_ref() == end_entity.as_ref()) {
+        return Ok(());
+    }
+    for root in roots {
+        let Some(issuer) = parse(root) else { continue };
+        if issuer.subject().as_raw() != leaf.issuer().as_raw() || !signed_by(&leaf, &issuer) {
+            continue;
+        }
+        check_validity(&issuer, now)?;
+        let is_ca = matches!(issuer.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+        let may_sign = match issuer.key_usage() {
+            Ok(Some(ku)) => ku.value.key_cert_sign(),
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        if !is_ca || !may_sign {
+            return Err(bad(CertificateError::UnknownIssuer));
+        }
+        if !allows_purpose(&issuer, purpose) {
+            return Err(bad(CertificateError::InvalidPurpose));
+        }
+        return Ok(());
+    }
+    Err(bad(CertificateError::UnknownIssuer))
+}
+
+fn check_validity(cert: &X509Certificate<'_>, now: ASN1Time) -> Result<(), Error> {
+    let v = cert.validity();
+    if now < v.not_before {
+        return Err(bad(CertificateError::NotValidYet));
+    }
+    if now > v.not_after {
+        return Err(bad(CertificateError::Expired));
+    }
+    Ok(())
+}
+
+/// Go's rule: no extended-key-usage extension, or one that lists `purpose` or "any".
+fn allows_purpose(cert: &X509Certificate<'_>, purpose: &str) -> bool {
+    match cert.extended_key_usage() {
+        Ok(None) => true,
+        Ok(Some(eku)) => {
+            let e = eku.value;
+            e.any
+                || (purpose == EKU_CLIENT_AUTH && e.client_auth)
+                || (purpose == EKU_SERVER_AUTH && e.server_auth)
+                || e.other.iter().any(|o| o.to_id_string() == purpose)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether `issuer`'s key signed `cert`, for the signature algorithms webpki takes too.
+fn signed_by(cert: &X509Certificate<'_>, issuer: &X509Certificate<'_>) -> bool {
+    use ring::signature as sig;
+    let spki = issuer.public_key();
+    let curve = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.as_oid().ok())
+        .map(|o| o.to_id_string());
+    let p256 = curve.as_deref() == Some("1.2.840.10045.3.1.7");
+    let p384 = curve.as_deref() == Some("1.3.132.0.34");
+    let algorithm: &'static dyn sig::VerificationAlgorithm =
+        match cert.signature_algorithm.algorithm.to_id_string().as_str() {
+            "1.2.840.10045.4.3.2" if p256 => &sig::ECDSA_P256_SHA256_ASN1,
+            "1.2.840.10045.4.3.2" if p384 => &sig::ECDSA_P384_SHA256_ASN1,
+            "1.2.840.10045.4.3.3" if p256 => &sig::ECDSA_P256_SHA384_ASN1,
+            "1.2.840.10045.4.3.3" if p384 => &sig::ECDSA_P384_SHA384_ASN1,
+            "1.2.840.113549.1.1.11" => &sig::RSA_PKCS1_2048_8192_SHA256,
+            "1.2.840.113549.1.1.12" => &sig::RSA_PKCS1_2048_8192_SHA384,
+            "1.2.840.113549.1.1.13" => &sig::RSA_PKCS1_2048_8192_SHA512,
+            "1.3.101.112" => &sig::ED25519,
+            _ => return false,
+        };
+    sig::UnparsedPublicKey::new(algorithm, &spki.subject_public_key.data)
+        .verify(cert.tbs_certificate.as_ref(), &cert.signature_value.data)
+        .is_ok()
+}
+
+/// Client certificates (and peers dialling in), checked as Go's crypto/tls with etcd's checks.
+#[derive(Debug)]
+struct GoClientVerifier {
+    webpki: Arc<dyn ClientCertVerifier>,
+    roots: Vec<CertificateDer<'static>>,
+    checks: PeerChecks,
+}
+
+impl ClientCertVerifier for GoClientVerifier {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.webpki.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, Error> {
+        if is_ca(end_entity) {
+            verify_ca_leaf(end_entity, &self.roots, now, EKU_CLIENT_AUTH, None)?;
+        } else {
+            self.webpki
+                .verify_client_cert(end_entity, intermediates, now)?;
+        }
+        self.checks.check(end_entity, intermediates)?;
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// A peer's server certificate, checked as Go's crypto/tls with etcd's allowed CN/hostname.
+#[derive(Debug)]
+struct GoServerVerifier {
+    /// `None` with no CA: nothing is trusted.
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    roots: Vec<CertificateDer<'static>>,
+    checks: PeerChecks,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for GoServerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        if is_ca(end_entity) {
+            verify_ca_leaf(
+                end_entity,
+                &self.roots,
+                now,
+                EKU_SERVER_AUTH,
+                Some(server_name),
+            )?;
+        } else if let Some(webpki) = &self.webpki {
+            webpki.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            )?;
+        } else {
+            return Err(bad(CertificateError::UnknownIssuer));
+        }
+        self.checks.check(end_entity, intermediates)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        tokio_rustls::rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        tokio_rustls::rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// etcd's `InsecureSkipVerify` for auto TLS: any certificate, but the handshake must be signed
+/// by its key.
+#[derive(Debug)]
+struct SkipServerVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for SkipServerVerification {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        tokio_rustls::rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        tokio_rustls::rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// etcd's check of a peer's client certificate against the address it connects from (unless
+/// `--experimental-peer-skip-client-san-verification`): a certificate without IP or DNS SANs
+/// passes; else the remote IP must be one of its IP SANs or an address one of its DNS names
+/// resolves to. Departure: etcd also reverse-resolves the address for wildcard names; a
+/// wildcard name never matches here.
+pub async fn check_client_san(cert: Vec<u8>, remote: IpAddr) -> Result<(), String> {
+    let der = CertificateDer::from(cert);
+    let (ips, names) = {
+        let Some(cert) = parse(&der) else {
+            return Err("unparsable peer certificate".into());
+        };
+        let Ok(Some(san)) = cert.subject_alternative_name() else {
+            return Ok(());
+        };
+        let mut ips = Vec::new();
+        let mut names = Vec::new();
+        for n in &san.value.general_names {
+            match n {
+                GeneralName::IPAddress(b) => ips.extend(ip_of(b)),
+                GeneralName::DNSName(d) => names.push(d.to_string()),
+                _ => {}
+            }
+        }
+        (ips, names)
+    };
+    if ips.is_empty() && names.is_empty() {
+        return Ok(());
+    }
+    if ips.contains(&remote) {
+        return Ok(());
+    }
+    if names.is_empty() {
+        return Err(format!(
+            "x509: certificate is valid for {ips:?}, not {remote}"
+        ));
+    }
+    for name in names.iter().filter(|n| !n.starts_with("*.")) {
+        if let Ok(addrs) = tokio::net::lookup_host((name.as_str(), 0)).await
+            && addrs.map(|a| a.ip()).any(|ip| ip == remote)
+        {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "tls: {:?} does not match any of DNSNames {names:?}",
+        remote.to_string()
+    ))
+}
