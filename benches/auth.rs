@@ -66,7 +66,7 @@ fn engine() -> (Arc<MemEngine>, AuthInfo) {
         }),
     );
     for r in 0..ROLES {
-        let role = format!("role{r:03}");
+        let role = format!("role{r:03}").into_bytes();
         apply(
             &mut s,
             AuthRequest::RoleAdd(AuthRoleAddRequest { name: role.clone() }),
@@ -207,7 +207,7 @@ fn bench_auth(c: &mut Criterion) {
     // A login as it applies: the auth actor drafts the token, registers it, publishes the book
     // the front identifies callers by; the bench checks a token against that book.
     let token = simple.draft();
-    simple.register("user", 1, &token, tokio::time::Instant::now());
+    simple.register(b"user", 1, &token, tokio::time::Instant::now());
     let book = simple.publish();
     g.bench_function("simple_info", |b| {
         b.iter(|| book.info(black_box(&token), 1))
@@ -223,7 +223,7 @@ fn bench_auth(c: &mut Criterion) {
     let token = jwt
         .signer()
         .expect("a jwt signer")
-        .sign("user", 1)
+        .sign(b"user", 1)
         .expect("sign");
     let book = jwt.publish();
     g.bench_function("jwt_hs256_info", |b| {

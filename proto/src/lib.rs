@@ -66,7 +66,7 @@ mod tests {
         let req = InternalRaftRequest {
             header: Some(RequestHeader {
                 id: 42,
-                username: "root".to_owned(),
+                username: b"root".to_vec(),
                 auth_revision: 7,
                 internal: true,
             }),

@@ -220,7 +220,7 @@ fn view_with_grant(granted: bool) -> SharedView {
     };
     let mut users = HashMap::new();
     users.insert(
-        "alice".to_string(),
+        b"alice".to_vec(),
         UserEntry {
             is_root: false,
             perms,

@@ -100,7 +100,7 @@ mod tests {
     #[test]
     fn requests_are_judged_unless_members_made_them() {
         let mut users = HashMap::new();
-        users.insert("bob".to_string(), UserEntry::default());
+        users.insert(b"bob".to_vec(), UserEntry::default());
         let on = AuthView::new(true, 3, users);
         let off = AuthView::disabled();
         struct Case {

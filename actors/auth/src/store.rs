@@ -18,7 +18,8 @@ use actcd_types::auth::SharedView;
 /// `auth` table keys, as etcd names them.
 const ENABLED_KEY: &[u8] = b"authEnabled";
 const REVISION_KEY: &[u8] = b"authRevision";
-const ROOT: &str = "root";
+/// etcd's root user and root role: exactly these four bytes.
+const ROOT: &[u8] = b"root";
 
 /// An auth request taken out of a log entry.
 #[derive(Debug, Clone)]
@@ -26,7 +27,7 @@ pub enum AuthRequest {
     Enable,
     Disable,
     Status,
-    Authenticate { name: String, simple_token: String },
+    Authenticate { name: Vec<u8>, simple_token: String },
     UserAdd(pb::AuthUserAddRequest),
     UserDelete(pb::AuthUserDeleteRequest),
     UserGet(pb::AuthUserGetRequest),
@@ -89,7 +90,7 @@ impl AuthRequest {
     }
 
     /// The user whose tokens end when this request applies (deleted, or a new password).
-    pub fn invalidated_user(&self) -> Option<String> {
+    pub fn invalidated_user(&self) -> Option<Vec<u8>> {
         match self {
             AuthRequest::UserDelete(r) => Some(r.name.clone()),
             AuthRequest::UserChangePassword(r) => Some(r.name.clone()),
@@ -109,8 +110,8 @@ impl AuthRequest {
 pub struct AuthStore {
     enabled: bool,
     revision: u64,
-    users: BTreeMap<String, User>,
-    roles: BTreeMap<String, Role>,
+    users: BTreeMap<Vec<u8>, User>,
+    roles: BTreeMap<Vec<u8>, Role>,
     /// The enabled flag, the revision and the merged permissions per user, rebuilt whenever a
     /// user or a role changes: what the checks read and what gets published.
     view: AuthView,
@@ -134,7 +135,7 @@ impl AuthStore {
         txn.scan(Table::AuthUsers, &[], None, &mut |k, v| {
             match User::decode(v) {
                 Ok(u) => {
-                    users.insert(String::from_utf8_lossy(k).into_owned(), u);
+                    users.insert(k.to_vec(), u);
                 }
                 Err(e) => bad = Some(e.to_string()),
             }
@@ -143,7 +144,7 @@ impl AuthStore {
         txn.scan(Table::AuthRoles, &[], None, &mut |k, v| {
             match Role::decode(v) {
                 Ok(r) => {
-                    roles.insert(String::from_utf8_lossy(k).into_owned(), r);
+                    roles.insert(k.to_vec(), r);
                 }
                 Err(e) => bad = Some(e.to_string()),
             }
@@ -171,28 +172,28 @@ impl AuthStore {
         self.revision
     }
 
-    fn rebuild(&mut self, name: &str) {
+    fn rebuild(&mut self, name: &[u8]) {
         match self.users.get(name) {
             Some(u) => {
                 let entry = UserEntry {
                     is_root: u.roles.iter().any(|r| r == ROOT),
                     perms: UserPerms::build(u.roles.iter().filter_map(|r| self.roles.get(r))),
                 };
-                self.view.set_user(name.to_string(), entry);
+                self.view.set_user(name.to_vec(), entry);
             }
             None => self.view.remove_user(name),
         }
     }
 
     fn rebuild_all(&mut self) {
-        let names: Vec<String> = self.users.keys().cloned().collect();
+        let names: Vec<Vec<u8>> = self.users.keys().cloned().collect();
         self.view.clear_users();
         for n in names {
             self.rebuild(&n);
         }
     }
 
-    fn is_root(&self, name: &str) -> bool {
+    fn is_root(&self, name: &[u8]) -> bool {
         self.view.user(name).is_some_and(|u| u.is_root)
     }
 
@@ -233,7 +234,7 @@ impl AuthStore {
     }
 
     /// A user's bcrypt hash and the revision it was read at, for Authenticate's check.
-    pub fn password_of(&self, name: &str) -> Result<(Vec<u8>, u64), EtcdError> {
+    pub fn password_of(&self, name: &[u8]) -> Result<(Vec<u8>, u64), EtcdError> {
         if !self.enabled {
             return Err(EtcdError::AuthNotEnabled);
         }
@@ -251,16 +252,16 @@ impl AuthStore {
     }
 
     fn put_user<W: WriteTxn + ?Sized>(&mut self, txn: &mut W, u: User) -> Result<(), StorageError> {
-        let name = String::from_utf8_lossy(&u.name).into_owned();
-        txn.put(Table::AuthUsers, name.as_bytes(), &u.encode_to_vec())?;
+        let name = u.name.clone();
+        txn.put(Table::AuthUsers, &name, &u.encode_to_vec())?;
         self.users.insert(name.clone(), u);
         self.rebuild(&name);
         Ok(())
     }
 
     fn put_role<W: WriteTxn + ?Sized>(&mut self, txn: &mut W, r: Role) -> Result<(), StorageError> {
-        let name = String::from_utf8_lossy(&r.name).into_owned();
-        txn.put(Table::AuthRoles, name.as_bytes(), &r.encode_to_vec())?;
+        let name = r.name.clone();
+        txn.put(Table::AuthRoles, &name, &r.encode_to_vec())?;
         self.roles.insert(name, r);
         self.rebuild_all();
         Ok(())
@@ -355,7 +356,7 @@ impl AuthStore {
                     }
                 };
                 let user = User {
-                    name: r.name.into_bytes(),
+                    name: r.name,
                     password,
                     roles: Vec::new(),
                     options: Some(options),
@@ -371,7 +372,7 @@ impl AuthStore {
                 if self.users.remove(&r.name).is_none() {
                     return refuse(EtcdError::UserNotFound);
                 }
-                txn.delete(Table::AuthUsers, r.name.as_bytes())?;
+                txn.delete(Table::AuthUsers, &r.name)?;
                 self.view.remove_user(&r.name);
                 self.commit_revision(txn)?;
                 AuthReply::UserDelete(Default::default())
@@ -455,7 +456,7 @@ impl AuthStore {
                 self.put_role(
                     txn,
                     Role {
-                        name: r.name.into_bytes(),
+                        name: r.name,
                         key_permission: Vec::new(),
                     },
                 )?;
@@ -492,7 +493,7 @@ impl AuthStore {
                 if self.roles.remove(&r.role).is_none() {
                     return refuse(EtcdError::RoleNotFound);
                 }
-                txn.delete(Table::AuthRoles, r.role.as_bytes())?;
+                txn.delete(Table::AuthRoles, &r.role)?;
                 let holders: Vec<User> = self
                     .users
                     .values()
@@ -836,9 +837,9 @@ mod tests {
         assert_eq!(s.check_admin(&alice), Err(EtcdError::PermissionDenied));
         // Requests are checked by the view it publishes (crates/authz tests every kind).
         // Passwords: a no-password user can't log in.
-        assert_eq!(s.password_of("np"), Err(EtcdError::NoPasswordUser));
-        assert_eq!(s.password_of("ghost"), Err(EtcdError::AuthFailed));
-        let (hash, rev) = s.password_of("alice").unwrap();
+        assert_eq!(s.password_of(b"np"), Err(EtcdError::NoPasswordUser));
+        assert_eq!(s.password_of(b"ghost"), Err(EtcdError::AuthFailed));
+        let (hash, rev) = s.password_of(b"alice").unwrap();
         assert!(crate::password::verify_password("pw", &hash));
         assert_eq!(rev, s.revision());
         // Deleting a role takes it from its holders.
@@ -850,7 +851,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert!(s.users["alice"].roles.is_empty());
+        assert!(s.users[&b"alice"[..]].roles.is_empty());
         let alice = AuthInfo {
             username: "alice".into(),
             revision: s.revision(),

@@ -125,7 +125,7 @@ impl Auth for AuthService {
                 _ => return Err(mismatch()),
             };
             if revision != checked_revision {
-                tracing::info!(user = %name, "auth revision moved during the password check; checking again");
+                tracing::info!(user = %name.escape_ascii(), "auth revision moved during the password check; checking again");
                 continue;
             }
             // A simple token was registered on every member as the login applied (the

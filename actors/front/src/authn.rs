@@ -189,7 +189,7 @@ impl Authenticator for ClientCertAuthenticator {
     fn authenticate(&self, creds: &Credentials, revision: u64) -> Verdict {
         match creds.cert_cn.as_deref() {
             Some(cn) if !cn.is_empty() => Verdict::User(AuthInfo {
-                username: cn.to_string(),
+                username: cn.as_bytes().to_vec(),
                 revision,
             }),
             _ => Verdict::NotMine,
@@ -478,7 +478,7 @@ mod tests {
             let got = g.identify(&Credentials::default());
             assert_eq!(
                 got.map(|i| i.username),
-                c.want.map(str::to_string),
+                c.want.map(|w| w.as_bytes().to_vec()),
                 "{}",
                 c.name
             );

@@ -59,10 +59,10 @@ pub use error::EtcdError;
 pub use revision::Revision;
 
 /// Who a request runs as: the user name and the auth revision it was authorized at. Empty user
-/// when auth is disabled.
+/// when auth is disabled. Names are bytes, as etcd takes them: they need not be UTF-8.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthInfo {
-    pub username: String,
+    pub username: Vec<u8>,
     pub revision: u64,
 }
 

@@ -427,7 +427,7 @@ pub enum AuthReply {
     /// The password was checked before the proposal; the front turns this into a token for
     /// `username` at the auth `revision` the store had when it applied the request.
     Authenticate {
-        username: String,
+        username: Vec<u8>,
         revision: u64,
     },
     UserAdd(pb::AuthUserAddResponse),
@@ -476,7 +476,7 @@ pub struct ReloadAuth;
 #[derive(Debug, Message)]
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct CheckPassword {
-    pub name: String,
+    pub name: Vec<u8>,
     pub password: String,
 }
 
@@ -520,7 +520,7 @@ pub struct DraftToken;
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<Option<String>, EtcdError>")]
 pub struct SignToken {
-    pub username: String,
+    pub username: Vec<u8>,
     pub revision: u64,
 }
 

@@ -17,20 +17,27 @@
 //!   and signs them. After each change it publishes a [`TokenBook`]
 //!   ([`actcd_types::auth::SharedTokens`]), immutable like the view: the front identifies
 //!   callers by the newest one without a message, and verifies JWTs with its key.
+//! - User and role names are bytes everywhere (etcd never checks them for UTF-8);
+//!   [`go_lossy`] (`names.rs`) turns one into text where text is needed, as Go does.
 //!
 //! ## Invariants
 //! - A published view never changes; a new auth revision is a new view.
 //! - A published token book never changes either.
+//! - A name matches only the same bytes: no name is folded, trimmed or made valid UTF-8
+//!   before a lookup, so `root` is root and `root\xff` is not.
 //! - Simple tokens' time is passed in by the caller; JWT expiry is checked against the wall
 //!   clock as any JWT reader does. Nothing else here reads a clock.
 //!
 //! ## Layout
-//! `perms.rs` interval sets · `view.rs` the view and its checks · `tokens.rs` token providers.
+//! `perms.rs` interval sets · `view.rs` the view and its checks · `tokens.rs` token providers ·
+//! `names.rs` names as text.
 
+mod names;
 pub mod perms;
 mod tokens;
 mod view;
 
+pub use names::go_lossy;
 pub use perms::{Perm, UserPerms};
 pub use tokens::{JwtTokens, SimpleTokens, TokenBook, TokenProvider};
 pub use view::{AuthView, UserEntry};

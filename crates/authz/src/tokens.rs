@@ -67,7 +67,7 @@ impl TokenProvider {
 
     /// Records a simple `token` for `username`, whose login applied at auth `revision`, at
     /// `now`. Nothing for JWTs, or while auth is off.
-    pub fn register(&mut self, username: &str, revision: u64, token: &str, now: Instant) {
+    pub fn register(&mut self, username: &[u8], revision: u64, token: &str, now: Instant) {
         if let TokenProvider::Simple(s) = self
             && s.enabled
             && !token.is_empty()
@@ -90,7 +90,7 @@ impl TokenProvider {
     /// Ends `username`'s simple tokens from logins applied before auth `revision` (the user
     /// was deleted, or its password changed, at that revision). Logins apply in log order
     /// here, so a token registered later used the new password. Whether any ended.
-    pub fn invalidate_user(&mut self, username: &str, revision: u64) -> bool {
+    pub fn invalidate_user(&mut self, username: &[u8], revision: u64) -> bool {
         let TokenProvider::Simple(s) = self else {
             return false;
         };
@@ -156,7 +156,7 @@ impl TokenProvider {
 }
 
 /// token → (user, auth revision its login applied at)
-type Live = imbl::HashMap<String, (Arc<str>, u64)>;
+type Live = imbl::HashMap<String, (Arc<[u8]>, u64)>;
 
 /// etcd's `simple` tokens.
 #[derive(Debug)]
@@ -199,7 +199,7 @@ impl TokenCheck for TokenBook {
     fn info(&self, token: &str, current_revision: u64) -> Option<AuthInfo> {
         match self {
             TokenBook::Simple(live) => live.get(token).map(|(user, _)| AuthInfo {
-                username: user.to_string(),
+                username: user.to_vec(),
                 revision: current_revision,
             }),
             TokenBook::Jwt(j) => j.info(token),
@@ -211,9 +211,12 @@ impl TokenCheck for TokenBook {
     }
 }
 
+/// etcd's claims, plus `username_bytes` for a name that is not UTF-8 (see [`JwtTokens::sign`]).
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {
     username: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    username_bytes: Option<Vec<u8>>,
     revision: u64,
     exp: u64,
 }
@@ -316,7 +319,7 @@ impl JwtTokens {
         };
         // A key pair that doesn't match would hand out tokens nobody can use.
         if tokens.sign.is_some() {
-            let probe = tokens.sign("probe", 1).map_err(|e| e.to_string())?;
+            let probe = tokens.sign(b"probe", 1).map_err(|e| e.to_string())?;
             if tokens.info(&probe).is_none() {
                 return Err("auth: public and private keys don't match".into());
             }
@@ -325,15 +328,23 @@ impl JwtTokens {
     }
 
     /// A token for `username`, whose login applied at auth `revision`.
-    pub fn sign(&self, username: &str, revision: u64) -> Result<String, EtcdError> {
+    ///
+    /// etcd (Go) writes the name into the `username` claim with every byte that is not UTF-8
+    /// replaced by U+FFFD, so with etcd a user whose name is not UTF-8 logs in but is then
+    /// judged as another (usually missing) user, and could even be judged as a user whose name
+    /// is that replaced text. Here such a name also goes whole into `username_bytes`, and the
+    /// token names exactly that user; a UTF-8 name gives etcd's claims unchanged.
+    pub fn sign(&self, username: &[u8], revision: u64) -> Result<String, EtcdError> {
         let key = self.sign.as_ref().ok_or_else(|| {
             EtcdError::internal("auth: token signing attempted with verify-only key")
         })?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
+        let exact = std::str::from_utf8(username).is_err();
         let claims = Claims {
-            username: username.to_string(),
+            username: crate::go_lossy(username),
+            username_bytes: exact.then(|| username.to_vec()),
             revision,
             exp: (now + self.ttl).as_secs(),
         };
@@ -344,9 +355,15 @@ impl JwtTokens {
         let mut v = Validation::new(self.alg);
         v.leeway = 0;
         let data = jsonwebtoken::decode::<Claims>(token, &self.verify, &v).ok()?;
+        let Claims {
+            username,
+            username_bytes,
+            revision,
+            ..
+        } = data.claims;
         Some(AuthInfo {
-            username: data.claims.username,
-            revision: data.claims.revision,
+            username: username_bytes.unwrap_or_else(|| username.into_bytes()),
+            revision,
         })
     }
 }
@@ -362,7 +379,7 @@ mod tests {
     /// A simple token as a login's entry carries it, registered as every member does.
     fn login(p: &mut TokenProvider, user: &str, revision: u64) -> String {
         let t = p.draft();
-        p.register(user, revision, &t, Instant::now());
+        p.register(user.as_bytes(), revision, &t, Instant::now());
         t
     }
 
@@ -381,7 +398,7 @@ mod tests {
         assert_ne!(p.draft(), t, "every draft is new");
         assert!(!valid(&p, &t), "unknown until its login applies");
         let before = p.publish();
-        p.register("alice", 5, &t, Instant::now());
+        p.register(b"alice", 5, &t, Instant::now());
         assert!(p.signer().is_none(), "nothing to sign");
         assert!(
             before.info(&t, 9).is_none(),
@@ -394,7 +411,7 @@ mod tests {
             9,
             "the current revision"
         );
-        assert_eq!(book.info(&t, 9).unwrap().username, "alice");
+        assert_eq!(book.info(&t, 9).unwrap().username, b"alice");
         tokio::time::advance(Duration::from_secs(299)).await;
         assert!(!p.expire(Instant::now()));
         p.touch(&t, Instant::now());
@@ -438,13 +455,13 @@ mod tests {
         for c in cases {
             let mut p = simple();
             let t = login(&mut p, "alice", c.login_revision);
-            assert_eq!(p.invalidate_user("alice", c.invalidated_at), !c.want_valid);
+            assert_eq!(p.invalidate_user(b"alice", c.invalidated_at), !c.want_valid);
             assert_eq!(valid(&p, &t), c.want_valid, "{}", c.name);
         }
         let mut p = simple();
         let a = login(&mut p, "alice", 1);
         let b = login(&mut p, "bob", 1);
-        p.invalidate_user("alice", 2);
+        p.invalidate_user(b"alice", 2);
         assert!(!valid(&p, &a));
         assert!(valid(&p, &b), "another user's tokens stay");
         assert!(p.set_enabled(false));
@@ -478,7 +495,7 @@ mod tests {
         ] {
             let mut p = TokenProvider::parse(&spec, ttl).unwrap();
             assert_eq!(p.draft(), "");
-            let t = p.signer().unwrap().sign("carol", 42).unwrap();
+            let t = p.signer().unwrap().sign(b"carol", 42).unwrap();
             let book = p.publish();
             assert!(!book.is_simple());
             assert_eq!(
@@ -503,9 +520,9 @@ mod tests {
             ttl,
         )
         .unwrap();
-        let t = signer.signer().unwrap().sign("carol", 1).unwrap();
+        let t = signer.signer().unwrap().sign(b"carol", 1).unwrap();
         assert!(verify_only.publish().info(&t, 1).is_none());
-        assert!(verify_only.signer().unwrap().sign("carol", 1).is_err());
+        assert!(verify_only.signer().unwrap().sign(b"carol", 1).is_err());
         // Mismatched pair, bad method, missing key.
         assert!(
             TokenProvider::parse(
@@ -533,6 +550,7 @@ mod tests {
         let key = j.sign.as_ref().unwrap();
         let claims = Claims {
             username: "u".into(),
+            username_bytes: None,
             revision: 1,
             exp: 1_000,
         };

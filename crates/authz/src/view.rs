@@ -26,11 +26,11 @@ pub struct UserEntry {
 pub struct AuthView {
     enabled: bool,
     revision: u64,
-    users: HashMap<String, UserEntry>,
+    users: HashMap<Vec<u8>, UserEntry>,
 }
 
 impl AuthView {
-    pub fn new(enabled: bool, revision: u64, users: HashMap<String, UserEntry>) -> Self {
+    pub fn new(enabled: bool, revision: u64, users: HashMap<Vec<u8>, UserEntry>) -> Self {
         Self {
             enabled,
             revision,
@@ -56,7 +56,7 @@ impl AuthView {
         self.revision
     }
 
-    pub fn user(&self, name: &str) -> Option<&UserEntry> {
+    pub fn user(&self, name: &[u8]) -> Option<&UserEntry> {
         self.users.get(name)
     }
 
@@ -68,11 +68,11 @@ impl AuthView {
         self.revision = revision;
     }
 
-    pub fn set_user(&mut self, name: String, entry: UserEntry) {
+    pub fn set_user(&mut self, name: Vec<u8>, entry: UserEntry) {
         self.users.insert(name, entry);
     }
 
-    pub fn remove_user(&mut self, name: &str) {
+    pub fn remove_user(&mut self, name: &[u8]) {
         self.users.remove(name);
     }
 
@@ -80,7 +80,7 @@ impl AuthView {
         self.users.clear();
     }
 
-    fn is_root(&self, name: &str) -> bool {
+    fn is_root(&self, name: &[u8]) -> bool {
         self.users.get(name).is_some_and(|u| u.is_root)
     }
 

@@ -20,7 +20,7 @@ struct Login {
 impl Worker for Login {
     async fn call(&mut self, _: u64) -> Result<Op, Status> {
         let req = AuthenticateRequest {
-            name: self.name.clone(),
+            name: self.name.clone().into_bytes(),
             password: self.password.clone(),
         };
         let token = self.auth.authenticate(req).await?.into_inner().token;

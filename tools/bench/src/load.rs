@@ -108,7 +108,7 @@ async fn authenticate(
 ) -> Result<AsciiMetadataValue, BenchError> {
     let resp = AuthClient::new(channel.clone())
         .authenticate(AuthenticateRequest {
-            name: name.to_owned(),
+            name: name.as_bytes().to_vec(),
             password: password.to_owned(),
         })
         .await
