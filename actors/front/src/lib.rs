@@ -19,6 +19,10 @@
 //! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the applier. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).
+//!   Through an election keepalives and TimeToLive wait for the new leader and linearizable
+//!   reads ask again, woken by the raft node's leader changes (`PipelineRoutes::leader`), up
+//!   to the request timeout or the client's `grpc-timeout`.
+//! - Streams the member ends at shutdown (watch, keepalive, observe) end `Unavailable`.
 //! - Watch (`watch.rs`): one task per stream between the client and the watch hub
 //!   (`actcd_types::watch`: `OpenStream`, `WatchRequestMsg`, `CloseStream`, answered with
 //!   `StreamResponse`s); it adds the raft term and, for `prev_kv` watchers, each event's previous
