@@ -102,6 +102,15 @@ pub enum EtcdError {
     AuthOldRevision,
     #[error("auth: authentication failed, password was given for no password user")]
     NoPasswordUser,
+    // etcd 3.5.1's admin check of Defragment, Snapshot, Hash, HashKV and Alarm hands the auth
+    // store's refusal to gRPC unconverted: code Unknown and the store's own text (see
+    // [`EtcdError::unconverted_admin_refusal`]).
+    #[error("auth: user name is empty")]
+    AuthStoreUserEmpty,
+    #[error("auth: user not found")]
+    AuthStoreUserNotFound,
+    #[error("auth: permission denied")]
+    AuthStorePermissionDenied,
     #[error("etcdserver: corrupt cluster")]
     Corrupt,
     // Membership.
@@ -201,12 +210,24 @@ impl EtcdError {
             | PermissionNotGiven | InvalidAuthMgmt => Code::InvalidArgument,
             InvalidAuthToken => Code::Unauthenticated,
             AuthOldRevision | NoPasswordUser => Code::Unknown,
+            AuthStoreUserEmpty | AuthStoreUserNotFound | AuthStorePermissionDenied => Code::Unknown,
             Internal(_) => Code::Unknown,
         }
     }
 
     pub fn to_status(&self) -> Status {
         Status::new(self.code(), self.to_string())
+    }
+
+    /// An admin check's refusal as etcd 3.5.1's maintenance service sends it: the auth store's
+    /// own error, not converted to the `etcdserver:` one. Anything else is left as it is.
+    pub fn unconverted_admin_refusal(self) -> Self {
+        match self {
+            Self::UserEmpty => Self::AuthStoreUserEmpty,
+            Self::UserNotFound => Self::AuthStoreUserNotFound,
+            Self::PermissionDenied => Self::AuthStorePermissionDenied,
+            other => other,
+        }
     }
 
     /// Shorthand for storage and plumbing failures.
@@ -545,6 +566,26 @@ mod tests {
                 err: PermissionDenied,
                 want_code: Code::PermissionDenied,
                 want_msg: "etcdserver: permission denied",
+            },
+            Case {
+                err: PermissionDenied.unconverted_admin_refusal(),
+                want_code: Code::Unknown,
+                want_msg: "auth: permission denied",
+            },
+            Case {
+                err: UserEmpty.unconverted_admin_refusal(),
+                want_code: Code::Unknown,
+                want_msg: "auth: user name is empty",
+            },
+            Case {
+                err: UserNotFound.unconverted_admin_refusal(),
+                want_code: Code::Unknown,
+                want_msg: "auth: user not found",
+            },
+            Case {
+                err: InvalidAuthToken.unconverted_admin_refusal(),
+                want_code: Code::Unauthenticated,
+                want_msg: "etcdserver: invalid auth token",
             },
             Case {
                 err: Corrupt,
