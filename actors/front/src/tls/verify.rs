@@ -298,7 +298,29 @@ pub fn client_config(
     options.check().map_err(options_error)?;
     let (chain, key) = key_pair(cert_pem, &key_pem)?;
     let (provider, versions) = options.provider_and_versions().map_err(options_error)?;
-    let verifier: Arc<dyn ServerCertVerifier> = match check {
+    let verifier = server_verifier(ca_pem, check, options, &provider)?;
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| options_error(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| TlsError {
+            input: PemInput::Key,
+            reason: format!("cannot be used with the certificate: {e}"),
+        })?;
+    config.alpn_protocols = vec![super::ALPN_H2.to_vec()];
+    Ok(config)
+}
+
+/// The verifier of peers' server certificates [`client_config`] uses.
+fn server_verifier(
+    ca_pem: Option<&[u8]>,
+    check: ServerCheck,
+    options: &TlsOptions,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<dyn ServerCertVerifier>, TlsError> {
+    Ok(match check {
         ServerCheck::Skip => Arc::new(SkipServerVerification(provider.clone())),
         ServerCheck::Verify => {
             let (ders, store) = match ca_pem {
@@ -328,19 +350,7 @@ pub fn client_config(
                 provider: provider.clone(),
             })
         }
-    };
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&versions)
-        .map_err(|e| options_error(e.to_string()))?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| TlsError {
-            input: PemInput::Key,
-            reason: format!("cannot be used with the certificate: {e}"),
-        })?;
-    config.alpn_protocols = vec![super::ALPN_H2.to_vec()];
-    Ok(config)
+    })
 }
 
 /// etcd's checks after verification: the CRL and the allowed CN / hostname.
@@ -810,4 +820,692 @@ pub async fn check_client_san(cert: Vec<u8>, remote: IpAddr) -> Result<(), Strin
         "tls: {:?} does not match any of DNSNames {names:?}",
         remote.to_string()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        SanType,
+    };
+
+    /// A certificate and its key.
+    struct Issued {
+        cert: rcgen::Certificate,
+        key: KeyPair,
+    }
+
+    impl Issued {
+        fn der(&self) -> CertificateDer<'static> {
+            self.cert.der().clone()
+        }
+    }
+
+    /// What a test certificate looks like; `Default` is an ordinary client leaf.
+    #[derive(Clone)]
+    struct Spec {
+        cn: &'static str,
+        ca: bool,
+        eku: Vec<ExtendedKeyUsagePurpose>,
+        sans: Vec<SanType>,
+        /// Years from 1975 and 2090 for the expired and not-yet-valid cases.
+        validity: Option<(i32, i32)>,
+        serial: Option<u8>,
+    }
+
+    impl Default for Spec {
+        fn default() -> Self {
+            Spec {
+                cn: "leaf",
+                ca: false,
+                eku: vec![ExtendedKeyUsagePurpose::ClientAuth],
+                sans: Vec::new(),
+                validity: None,
+                serial: None,
+            }
+        }
+    }
+
+    fn issue(spec: &Spec, issuer: Option<&Issued>) -> Issued {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(DnType::CommonName, spec.cn);
+        p.is_ca = if spec.ca {
+            IsCa::Ca(BasicConstraints::Unconstrained)
+        } else {
+            IsCa::ExplicitNoCa
+        };
+        p.extended_key_usages = spec.eku.clone();
+        p.subject_alt_names = spec.sans.clone();
+        if let Some((from, to)) = spec.validity {
+            p.not_before = rcgen::date_time_ymd(from, 1, 1);
+            p.not_after = rcgen::date_time_ymd(to, 1, 1);
+        }
+        if let Some(s) = spec.serial {
+            p.serial_number = Some(rcgen::SerialNumber::from_slice(&[s]));
+        }
+        let cert = match issuer {
+            Some(i) => p.signed_by(&key, &i.cert, &i.key).unwrap(),
+            None => p.self_signed(&key).unwrap(),
+        };
+        Issued { cert, key }
+    }
+
+    fn ca(cn: &'static str) -> Issued {
+        issue(
+            &Spec {
+                cn,
+                ca: true,
+                eku: Vec::new(),
+                ..Spec::default()
+            },
+            None,
+        )
+    }
+
+    fn client_verifier(pool: &[&Issued], options: &TlsOptions) -> GoClientVerifier {
+        let pem: String = pool.iter().map(|c| c.cert.pem()).collect();
+        let (ders, store) = roots(pem.as_bytes()).unwrap();
+        let provider = Arc::new(ring_provider::default_provider());
+        GoClientVerifier {
+            webpki: WebPkiClientVerifier::builder_with_provider(store.into(), provider)
+                .build()
+                .unwrap(),
+            roots: ders,
+            checks: options.checks(),
+        }
+    }
+
+    /// Go's crypto/tls answers (checked against etcd 3.5.1 with etcdctl by the integration
+    /// test `tls_go::client_certificates_as_etcd_judges_them`), and one departure.
+    #[test]
+    fn client_certificates_as_go_judges_them() {
+        let root = ca("root");
+        let other = ca("other");
+        let inter = issue(
+            &Spec {
+                cn: "intermediate",
+                ca: true,
+                eku: Vec::new(),
+                ..Spec::default()
+            },
+            Some(&root),
+        );
+        let self_signed_ca = issue(
+            &Spec {
+                cn: "self",
+                ca: true,
+                ..Spec::default()
+            },
+            None,
+        );
+        let self_signed_plain = issue(&Spec::default(), None);
+        let expired_self = issue(
+            &Spec {
+                ca: true,
+                validity: Some((1975, 1976)),
+                ..Spec::default()
+            },
+            None,
+        );
+        let server_only_self = issue(
+            &Spec {
+                ca: true,
+                eku: vec![ExtendedKeyUsagePurpose::ServerAuth],
+                ..Spec::default()
+            },
+            None,
+        );
+        let pool = [
+            &root,
+            &self_signed_ca,
+            &self_signed_plain,
+            &expired_self,
+            &server_only_self,
+        ];
+        let verifier = client_verifier(&pool, &TlsOptions::default());
+        let leaf = |spec: Spec, by: &Issued| issue(&spec, Some(by)).der();
+        struct Case {
+            name: &'static str,
+            chain: Vec<CertificateDer<'static>>,
+            want_ok: bool,
+        }
+        let case = |name, chain, want_ok| Case {
+            name,
+            chain,
+            want_ok,
+        };
+        let cases = [
+            case(
+                "leaf signed by the CA",
+                vec![leaf(Spec::default(), &root)],
+                true,
+            ),
+            case(
+                "CA:TRUE self-signed leaf in the pool",
+                vec![self_signed_ca.der()],
+                true,
+            ),
+            case(
+                "CA:FALSE self-signed leaf in the pool",
+                vec![self_signed_plain.der()],
+                true,
+            ),
+            case(
+                "CA:TRUE self-signed leaf not in the pool",
+                vec![
+                    issue(
+                        &Spec {
+                            ca: true,
+                            ..Spec::default()
+                        },
+                        None,
+                    )
+                    .der(),
+                ],
+                false,
+            ),
+            case(
+                "CA:TRUE leaf signed by the CA",
+                vec![leaf(
+                    Spec {
+                        ca: true,
+                        ..Spec::default()
+                    },
+                    &root,
+                )],
+                true,
+            ),
+            case(
+                "leaf through an intermediate",
+                vec![leaf(Spec::default(), &inter), inter.der()],
+                true,
+            ),
+            case(
+                "leaf through an intermediate it does not send",
+                vec![leaf(Spec::default(), &inter)],
+                false,
+            ),
+            case(
+                "EKU without clientAuth",
+                vec![leaf(
+                    Spec {
+                        eku: vec![ExtendedKeyUsagePurpose::ServerAuth],
+                        ..Spec::default()
+                    },
+                    &root,
+                )],
+                false,
+            ),
+            case(
+                "EKU serverAuth and clientAuth",
+                vec![leaf(
+                    Spec {
+                        eku: vec![
+                            ExtendedKeyUsagePurpose::ServerAuth,
+                            ExtendedKeyUsagePurpose::ClientAuth,
+                        ],
+                        ..Spec::default()
+                    },
+                    &root,
+                )],
+                true,
+            ),
+            case(
+                "no EKU extension",
+                vec![leaf(
+                    Spec {
+                        eku: Vec::new(),
+                        ..Spec::default()
+                    },
+                    &root,
+                )],
+                true,
+            ),
+            case(
+                "expired",
+                vec![leaf(
+                    Spec {
+                        validity: Some((1975, 1976)),
+                        ..Spec::default()
+                    },
+                    &root,
+                )],
+                false,
+            ),
+            case(
+                "not yet valid",
+                vec![leaf(
+                    Spec {
+                        validity: Some((2090, 2091)),
+                        ..Spec::default()
+                    },
+                    &root,
+                )],
+                false,
+            ),
+            case(
+                "signed by another CA",
+                vec![leaf(Spec::default(), &other)],
+                false,
+            ),
+            case(
+                "CA:TRUE leaf signed by another CA",
+                vec![leaf(
+                    Spec {
+                        ca: true,
+                        ..Spec::default()
+                    },
+                    &other,
+                )],
+                false,
+            ),
+            case(
+                "CA:TRUE self-signed in the pool, expired",
+                vec![expired_self.der()],
+                false,
+            ),
+            case(
+                "CA:TRUE self-signed in the pool, EKU serverAuth only",
+                vec![server_only_self.der()],
+                false,
+            ),
+            // Departure: Go accepts this one; webpki refuses any CA:TRUE leaf and actcd's own
+            // path for them stops at the pool.
+            case(
+                "CA:TRUE leaf through an intermediate (Go accepts)",
+                vec![
+                    leaf(
+                        Spec {
+                            ca: true,
+                            ..Spec::default()
+                        },
+                        &inter,
+                    ),
+                    inter.der(),
+                ],
+                false,
+            ),
+        ];
+        for c in cases {
+            let got = verifier.verify_client_cert(&c.chain[0], &c.chain[1..], UnixTime::now());
+            assert_eq!(got.is_ok(), c.want_ok, "{}: {got:?}", c.name);
+        }
+        assert!(verifier.client_auth_mandatory());
+    }
+
+    #[test]
+    fn crl_and_allowed_names_refuse_verified_certificates() {
+        let root = ca("root");
+        let dir = tempfile_dir();
+        let crl_path = dir.join("crl.pem");
+        let revoked = issue(
+            &Spec {
+                cn: "revoked",
+                serial: Some(7),
+                ..Spec::default()
+            },
+            Some(&root),
+        );
+        let good = issue(
+            &Spec {
+                cn: "good",
+                serial: Some(8),
+                sans: vec![SanType::DnsName("m1.example.com".try_into().unwrap())],
+                ..Spec::default()
+            },
+            Some(&root),
+        );
+        let crl = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2090, 1, 1),
+            crl_number: rcgen::SerialNumber::from_slice(&[1]),
+            issuing_distribution_point: None,
+            revoked_certs: vec![rcgen::RevokedCertParams {
+                serial_number: rcgen::SerialNumber::from_slice(&[7]),
+                revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                reason_code: None,
+                invalidity_date: None,
+            }],
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        }
+        .signed_by(&root.cert, &root.key)
+        .unwrap();
+        std::fs::write(&crl_path, crl.pem().unwrap()).unwrap();
+        std::fs::write(dir.join("crl.der"), crl.der()).unwrap();
+        let opts = |f: fn(&mut TlsOptions)| {
+            let mut o = TlsOptions::default();
+            f(&mut o);
+            o
+        };
+        struct Case {
+            name: &'static str,
+            options: TlsOptions,
+            cert: CertificateDer<'static>,
+            want_ok: bool,
+        }
+        let with_crl = |file: &str| TlsOptions {
+            crl_file: Some(dir.join(file)),
+            ..TlsOptions::default()
+        };
+        let cases = [
+            Case {
+                name: "no CRL",
+                options: TlsOptions::default(),
+                cert: revoked.der(),
+                want_ok: true,
+            },
+            Case {
+                name: "revoked, PEM CRL",
+                options: with_crl("crl.pem"),
+                cert: revoked.der(),
+                want_ok: false,
+            },
+            Case {
+                name: "revoked, DER CRL",
+                options: with_crl("crl.der"),
+                cert: revoked.der(),
+                want_ok: false,
+            },
+            Case {
+                name: "not revoked",
+                options: with_crl("crl.pem"),
+                cert: good.der(),
+                want_ok: true,
+            },
+            Case {
+                name: "CRL file missing",
+                options: with_crl("nope"),
+                cert: good.der(),
+                want_ok: false,
+            },
+            Case {
+                name: "allowed CN",
+                options: opts(|o| o.allowed_cn = Some("good".into())),
+                cert: good.der(),
+                want_ok: true,
+            },
+            Case {
+                name: "another CN",
+                options: opts(|o| o.allowed_cn = Some("good".into())),
+                cert: revoked.der(),
+                want_ok: false,
+            },
+            Case {
+                name: "allowed hostname in the SANs",
+                options: opts(|o| o.allowed_hostname = Some("m1.example.com".into())),
+                cert: good.der(),
+                want_ok: true,
+            },
+            Case {
+                name: "hostname as CN only does not count",
+                options: opts(|o| o.allowed_hostname = Some("good".into())),
+                cert: good.der(),
+                want_ok: false,
+            },
+        ];
+        for c in cases {
+            let verifier = client_verifier(&[&root], &c.options);
+            let got = verifier.verify_client_cert(&c.cert, &[], UnixTime::now());
+            assert_eq!(got.is_ok(), c.want_ok, "{}: {got:?}", c.name);
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "actcd-tls-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn peers_servers_are_checked_as_go_checks_them() {
+        let root = ca("root");
+        let ip = SanType::IpAddress("127.0.0.1".parse().unwrap());
+        let server = |ca_flag: bool, sans: Vec<SanType>, eku, issuer: Option<&Issued>| {
+            issue(
+                &Spec {
+                    cn: "m1",
+                    ca: ca_flag,
+                    eku: vec![eku],
+                    sans,
+                    ..Spec::default()
+                },
+                issuer,
+            )
+        };
+        let self_ca = server(
+            true,
+            vec![ip.clone()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            None,
+        );
+        let pem = format!("{}{}", root.cert.pem(), self_ca.cert.pem());
+        let provider = Arc::new(ring_provider::default_provider());
+        let verifier = |options: &TlsOptions| {
+            server_verifier(
+                Some(pem.as_bytes()),
+                ServerCheck::Verify,
+                options,
+                &provider,
+            )
+            .unwrap()
+        };
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let cases = [
+            (
+                "leaf signed by the CA",
+                server(
+                    false,
+                    vec![ip.clone()],
+                    ExtendedKeyUsagePurpose::ServerAuth,
+                    Some(&root),
+                ),
+                TlsOptions::default(),
+                true,
+            ),
+            (
+                "CA:TRUE self-signed server in the pool",
+                self_ca,
+                TlsOptions::default(),
+                true,
+            ),
+            (
+                "CA:TRUE leaf signed by the CA",
+                server(
+                    true,
+                    vec![ip.clone()],
+                    ExtendedKeyUsagePurpose::ServerAuth,
+                    Some(&root),
+                ),
+                TlsOptions::default(),
+                true,
+            ),
+            (
+                "another IP",
+                server(
+                    true,
+                    vec![SanType::IpAddress("10.0.0.1".parse().unwrap())],
+                    ExtendedKeyUsagePurpose::ServerAuth,
+                    Some(&root),
+                ),
+                TlsOptions::default(),
+                false,
+            ),
+            (
+                "clientAuth only",
+                server(
+                    true,
+                    vec![ip.clone()],
+                    ExtendedKeyUsagePurpose::ClientAuth,
+                    Some(&root),
+                ),
+                TlsOptions::default(),
+                false,
+            ),
+            (
+                "allowed CN",
+                server(
+                    false,
+                    vec![ip.clone()],
+                    ExtendedKeyUsagePurpose::ServerAuth,
+                    Some(&root),
+                ),
+                TlsOptions {
+                    allowed_cn: Some("m1".into()),
+                    ..TlsOptions::default()
+                },
+                true,
+            ),
+            (
+                "another allowed CN",
+                server(
+                    false,
+                    vec![ip.clone()],
+                    ExtendedKeyUsagePurpose::ServerAuth,
+                    Some(&root),
+                ),
+                TlsOptions {
+                    allowed_cn: Some("m2".into()),
+                    ..TlsOptions::default()
+                },
+                false,
+            ),
+        ];
+        for (case, cert, options, want_ok) in cases {
+            let got = verifier(&options).verify_server_cert(
+                &cert.der(),
+                &[],
+                &name,
+                &[],
+                UnixTime::now(),
+            );
+            assert_eq!(got.is_ok(), want_ok, "{case}: {got:?}");
+        }
+        let skip =
+            server_verifier(None, ServerCheck::Skip, &TlsOptions::default(), &provider).unwrap();
+        let stranger = ca("stranger");
+        assert!(
+            skip.verify_server_cert(&stranger.der(), &[], &name, &[], UnixTime::now())
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn cipher_suites_and_versions_as_etcd_checks_them() {
+        let check = |suites: &[&str], min: &str, max: &str| {
+            TlsOptions {
+                cipher_suites: suites.iter().map(|s| s.to_string()).collect(),
+                min_version: Some(min.into()),
+                max_version: Some(max.into()),
+                ..TlsOptions::default()
+            }
+            .check()
+        };
+        let cases: [(&[&str], &str, &str, Result<(), &str>); 9] = [
+            (&[], "TLS1.2", "", Ok(())),
+            (
+                &[
+                    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                    "TLS_AES_128_GCM_SHA256",
+                ],
+                "TLS1.2",
+                "",
+                Ok(()),
+            ),
+            (
+                &["FOO"],
+                "TLS1.2",
+                "",
+                Err("unexpected TLS cipher suite \"FOO\""),
+            ),
+            (
+                &["TLS_RSA_WITH_AES_128_CBC_SHA"],
+                "TLS1.2",
+                "",
+                Err("TLS cipher suite \"TLS_RSA_WITH_AES_128_CBC_SHA\" is not supported by actcd"),
+            ),
+            (
+                &[],
+                "TLS1.3",
+                "TLS1.2",
+                Err("min version (TLS1.3) is greater than max version (TLS1.2)"),
+            ),
+            (
+                &["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+                "TLS1.3",
+                "",
+                Err("cipher suites cannot be configured when only TLS1.3 is enabled"),
+            ),
+            (&[], "TLS1.4", "", Err("unexpected TLS version \"TLS1.4\"")),
+            (
+                &[],
+                "TLS1.0",
+                "",
+                Err("TLS version \"TLS1.0\" is not supported by actcd"),
+            ),
+            (&[], "TLS1.3", "TLS1.3", Ok(())),
+        ];
+        for (suites, min, max, want) in cases {
+            let got = check(suites, min, max);
+            match want {
+                Ok(()) => assert_eq!(got, Ok(()), "{suites:?} {min} {max}"),
+                Err(start) => assert!(
+                    got.as_ref().is_err_and(|e| e.starts_with(start)),
+                    "{suites:?} {min} {max}: {got:?}"
+                ),
+            }
+        }
+        let (provider, versions) = TlsOptions {
+            cipher_suites: vec!["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".into()],
+            max_version: Some("TLS1.2".into()),
+            ..TlsOptions::default()
+        }
+        .provider_and_versions()
+        .unwrap();
+        assert_eq!(versions, vec![&version::TLS12]);
+        let tls12: Vec<_> = provider
+            .cipher_suites
+            .iter()
+            .filter(|s| s.version() == &version::TLS12)
+            .collect();
+        assert_eq!(tls12.len(), 1);
+    }
+
+    #[test]
+    fn hostnames_match_as_go_matches_them() {
+        let cert = issue(
+            &Spec {
+                sans: vec![
+                    SanType::DnsName("*.example.com".try_into().unwrap()),
+                    SanType::DnsName("m1.local".try_into().unwrap()),
+                    SanType::IpAddress("10.0.0.1".parse().unwrap()),
+                ],
+                ..Spec::default()
+            },
+            None,
+        );
+        let der = cert.der();
+        let parsed = parse(&der).unwrap();
+        let cases = [
+            ("a.example.com", true),
+            ("A.Example.Com", true),
+            ("a.b.example.com", false),
+            ("example.com", false),
+            ("m1.local", true),
+            ("m2.local", false),
+            ("10.0.0.1", true),
+            ("10.0.0.2", false),
+            ("leaf", false),
+        ];
+        for (host, want) in cases {
+            assert_eq!(matches_host(&parsed, host), want, "{host}");
+        }
+    }
 }
