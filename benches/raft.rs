@@ -40,6 +40,7 @@ fn leader() -> RaftNode {
         election_tick: 10,
         fixed_election_timeout: None,
         heartbeat_tick: 1,
+        pre_vote: true,
         applied: 0,
     };
     let mut node = RaftNode::new(&cfg, Recovered::default()).expect("raft node");

@@ -14,7 +14,9 @@ use clap::Parser;
 #[command(
     name = "actcd",
     version,
-    about = "An etcd v3-compatible key-value store built from actors"
+    about = "An etcd v3-compatible key-value store built from actors",
+    // Go's flags: a repeated flag's last value wins.
+    args_override_self = true
 )]
 pub struct Flags {
     /// Human-readable name for this member.
@@ -199,6 +201,383 @@ pub struct Flags {
         value_parser = actcd_types::duration::parse_go_duration
     )]
     pub experimental_scrub_interval: Duration,
+    /// Path to etcd's YAML configuration file (`embed.Config`'s keys). When given, the other
+    /// command-line flags and the `ETCD_*` variables are ignored, as etcd ignores them.
+    #[arg(long, env = "ETCD_CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Path to a dedicated WAL directory (default: `<data-dir>/member/wal`).
+    #[arg(long, env = "ETCD_WAL_DIR", default_value = "", value_parser = any_path)]
+    pub wal_dir: PathBuf,
+    /// Whether to fast-forward the initial election ticks on boot for a faster election.
+    #[arg(
+        long,
+        env = "ETCD_INITIAL_ELECTION_TICK_ADVANCE",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub initial_election_tick_advance: bool,
+    /// Maximum number of snapshot files to retain (0 is unlimited).
+    #[arg(long, env = "ETCD_MAX_SNAPSHOTS", default_value_t = 5)]
+    pub max_snapshots: u32,
+    /// Maximum number of WAL files to retain (0 is unlimited).
+    #[arg(long, env = "ETCD_MAX_WALS", default_value_t = 5)]
+    pub max_wals: u32,
+    /// bbolt's freelist type (`map` or `array`); actcd's backend is LMDB.
+    #[arg(long, env = "ETCD_BACKEND_BBOLT_FREELIST_TYPE", default_value = "map")]
+    pub backend_bbolt_freelist_type: String,
+    /// Maximum time before the backend commits its transaction (Go duration; empty or 0:
+    /// the default).
+    #[arg(
+        long,
+        env = "ETCD_BACKEND_BATCH_INTERVAL",
+        default_value = "0",
+        value_parser = parse_go_duration_or_empty
+    )]
+    pub backend_batch_interval: Duration,
+    /// Maximum operations before the backend commits its transaction (0: the default).
+    #[arg(
+        long,
+        env = "ETCD_BACKEND_BATCH_LIMIT",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub backend_batch_limit: i64,
+    /// Maximum concurrent gRPC streams per client connection (etcd 3.4's and later 3.5's flag).
+    #[arg(long, env = "ETCD_MAX_CONCURRENT_STREAMS", default_value_t = u32::MAX)]
+    pub max_concurrent_streams: u32,
+    /// Minimum interval a client should wait before pinging the server (Go duration).
+    #[arg(
+        long,
+        env = "ETCD_GRPC_KEEPALIVE_MIN_TIME",
+        default_value = "5s",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub grpc_keepalive_min_time: Duration,
+    /// How often the server pings a client connection to check it is alive (0 disables).
+    #[arg(
+        long,
+        env = "ETCD_GRPC_KEEPALIVE_INTERVAL",
+        default_value = "2h",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub grpc_keepalive_interval: Duration,
+    /// How long to wait for a ping's answer before closing the connection (0 disables).
+    #[arg(
+        long,
+        env = "ETCD_GRPC_KEEPALIVE_TIMEOUT",
+        default_value = "20s",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub grpc_keepalive_timeout: Duration,
+    /// Set SO_REUSEPORT on listeners, allowing rebinding of a port already in use.
+    #[arg(
+        long,
+        env = "ETCD_SOCKET_REUSE_PORT",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub socket_reuse_port: bool,
+    /// Set SO_REUSEADDR on listeners, allowing binding to an address in TIME_WAIT state.
+    #[arg(
+        long,
+        env = "ETCD_SOCKET_REUSE_ADDRESS",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub socket_reuse_address: bool,
+    /// Discovery URL used to bootstrap the cluster (not supported by actcd).
+    #[arg(long, env = "ETCD_DISCOVERY", default_value = "")]
+    pub discovery: String,
+    /// What to do when the discovery service fails: `exit` or `proxy`.
+    #[arg(long, env = "ETCD_DISCOVERY_FALLBACK", default_value = "proxy", value_parser = one_of(&["exit", "proxy"]))]
+    pub discovery_fallback: String,
+    /// HTTP proxy for traffic to the discovery service.
+    #[arg(long, env = "ETCD_DISCOVERY_PROXY", default_value = "")]
+    pub discovery_proxy: String,
+    /// DNS SRV domain used to bootstrap the cluster (not supported by actcd).
+    #[arg(long, env = "ETCD_DISCOVERY_SRV", default_value = "")]
+    pub discovery_srv: String,
+    /// Suffix to the DNS SRV name queried when bootstrapping.
+    #[arg(long, env = "ETCD_DISCOVERY_SRV_NAME", default_value = "")]
+    pub discovery_srv_name: String,
+    /// Reject reconfiguration requests that would cause quorum loss.
+    #[arg(
+        long,
+        env = "ETCD_STRICT_RECONFIG_CHECK",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub strict_reconfig_check: bool,
+    /// Run Raft's pre-vote phase before an election.
+    #[arg(
+        long,
+        env = "ETCD_PRE_VOTE",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub pre_vote: bool,
+    /// Phase of the v2store deprecation: not-yet, write-only, write-only-drop-data, gone.
+    #[arg(
+        long,
+        env = "ETCD_V2_DEPRECATION",
+        default_value = "not-yet",
+        value_parser = one_of(&["not-yet", "write-only", "write-only-drop-data", "gone"])
+    )]
+    pub v2_deprecation: String,
+    /// Comma-separated origins allowed for CORS on the client HTTP port (empty or `*`: all).
+    #[arg(long, env = "ETCD_CORS", default_value = "*")]
+    pub cors: String,
+    /// Host names accepted in plain-HTTP client requests (empty or `*`: all).
+    #[arg(long, env = "ETCD_HOST_WHITELIST", default_value = "*")]
+    pub host_whitelist: String,
+    /// Serve Go's runtime profiling data under `/debug/pprof/` (not in actcd).
+    #[arg(
+        long,
+        env = "ETCD_ENABLE_PPROF",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub enable_pprof: bool,
+    /// Detail of exported metrics: `basic`, or `extensive` for server-side gRPC histograms.
+    #[arg(long, env = "ETCD_METRICS", default_value = "basic")]
+    pub metrics: String,
+    /// The logger: only `zap` (structured logs), as in etcd 3.5.
+    #[arg(long, env = "ETCD_LOGGER", default_value = "zap")]
+    pub logger: String,
+    /// Where logs go: `default` or `stderr`, `stdout`, or file paths (comma-separated).
+    #[arg(long, env = "ETCD_LOG_OUTPUTS", default_value = "default")]
+    pub log_outputs: String,
+    /// Rotate a single log-outputs file (not in actcd).
+    #[arg(
+        long,
+        env = "ETCD_ENABLE_LOG_ROTATION",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub enable_log_rotation: bool,
+    /// The log rotation settings as JSON.
+    #[arg(
+        long,
+        env = "ETCD_LOG_ROTATION_CONFIG_JSON",
+        default_value = DEFAULT_LOG_ROTATION_CONFIG
+    )]
+    pub log_rotation_config_json: String,
+    /// Enable OpenTelemetry distributed tracing (not in actcd).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_ENABLE_DISTRIBUTED_TRACING",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_enable_distributed_tracing: bool,
+    /// Distributed tracing collector address.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_ADDRESS",
+        default_value = "localhost:4317"
+    )]
+    pub experimental_distributed_tracing_address: String,
+    /// Distributed tracing service name.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_SERVICE_NAME",
+        default_value = "etcd"
+    )]
+    pub experimental_distributed_tracing_service_name: String,
+    /// Distributed tracing instance id.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_INSTANCE_ID",
+        default_value = ""
+    )]
+    pub experimental_distributed_tracing_instance_id: String,
+    /// v2 proxy mode: `off`, `readonly` or `on` (actcd has no proxy mode).
+    #[arg(long, env = "ETCD_PROXY", default_value = "off", value_parser = one_of(&["off", "readonly", "on"]))]
+    pub proxy: String,
+    /// Time (ms) an endpoint is held in a failed state (v2 proxy).
+    #[arg(long, env = "ETCD_PROXY_FAILURE_WAIT", default_value_t = 5000)]
+    pub proxy_failure_wait: u64,
+    /// Time (ms) of the endpoints refresh interval (v2 proxy).
+    #[arg(long, env = "ETCD_PROXY_REFRESH_INTERVAL", default_value_t = 30000)]
+    pub proxy_refresh_interval: u64,
+    /// Time (ms) for a dial to time out (v2 proxy).
+    #[arg(long, env = "ETCD_PROXY_DIAL_TIMEOUT", default_value_t = 1000)]
+    pub proxy_dial_timeout: u64,
+    /// Time (ms) for a write to time out (v2 proxy).
+    #[arg(long, env = "ETCD_PROXY_WRITE_TIMEOUT", default_value_t = 5000)]
+    pub proxy_write_timeout: u64,
+    /// Time (ms) for a read to time out (v2 proxy).
+    #[arg(long, env = "ETCD_PROXY_READ_TIMEOUT", default_value_t = 0)]
+    pub proxy_read_timeout: u64,
+    /// Serve v2 requests through the v3 backend under this prefix (not in actcd).
+    #[arg(long, env = "ETCD_EXPERIMENTAL_ENABLE_V2V3", default_value = "")]
+    pub experimental_enable_v2v3: String,
+    /// The leader persists leases' remaining TTLs (lease checkpoints).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_enable_lease_checkpoint: bool,
+    /// Maximum revisions deleted in each compaction batch.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_COMPACTION_BATCH_LIMIT",
+        default_value_t = 1000,
+        allow_negative_numbers = true
+    )]
+    pub experimental_compaction_batch_limit: i64,
+    /// Warn when applying a request takes longer than this (Go duration).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_WARNING_APPLY_DURATION",
+        default_value = "100ms",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_warning_apply_duration: Duration,
+    /// Write transactions share a buffer in their read-only checks (a bbolt detail).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_TXN_MODE_WRITE_WITH_SHARED_BUFFER",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_txn_mode_write_with_shared_buffer: bool,
+    /// Defragment at start-up when that frees at least this many megabytes (0: never).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_BOOTSTRAP_DEFRAG_THRESHOLD_MEGABYTES",
+        default_value_t = 0
+    )]
+    pub experimental_bootstrap_defrag_threshold_megabytes: u64,
+    /// mlock etcd's memory (not in actcd).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_MEMORY_MLOCK",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_memory_mlock: bool,
+    /// How often the downgrade status is checked (Go duration).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_DOWNGRADE_CHECK_TIME",
+        default_value = "5s",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_downgrade_check_time: Duration,
+    /// Serve the gRPC gateway (JSON over HTTP, `/v3/...`) on the client URLs.
+    #[arg(
+        long,
+        env = "ETCD_ENABLE_GRPC_GATEWAY",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub enable_grpc_gateway: bool,
+    /// Force a new one-member cluster from this member's data (unsafe).
+    #[arg(
+        long,
+        env = "ETCD_FORCE_NEW_CLUSTER",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub force_new_cluster: bool,
+    /// Disable fsync: unsafe, a crash loses acknowledged writes.
+    #[arg(
+        long,
+        env = "ETCD_UNSAFE_NO_FSYNC",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        default_value = "false",
+        value_parser = parse_go_bool
+    )]
+    pub unsafe_no_fsync: bool,
+}
+
+/// etcd's default `--log-rotation-config-json`.
+pub const DEFAULT_LOG_ROTATION_CONFIG: &str =
+    r#"{"maxsize": 100, "maxage": 0, "maxbackups": 0, "localtime": false, "compress": false}"#;
+
+/// A path that may be empty, as etcd's path flags default to (empty: not given).
+fn any_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
+/// A Go duration, or the empty string etcd's unset duration flags show (zero).
+fn parse_go_duration_or_empty(s: &str) -> Result<Duration, String> {
+    if s.is_empty() {
+        return Ok(Duration::ZERO);
+    }
+    actcd_types::duration::parse_go_duration(s)
+}
+
+/// A value from a fixed set, refused in the words of etcd's own choice flags.
+fn one_of(choices: &'static [&'static str]) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |s: &str| {
+        if choices.contains(&s) {
+            Ok(s.to_string())
+        } else {
+            Err(format!(
+                "invalid value {s:?}, want one of {}",
+                choices.join(", ")
+            ))
+        }
+    }
 }
 
 /// Parses a boolean as Go's flags do (`strconv.ParseBool`), so `--client-cert-auth=false` and
@@ -238,12 +617,255 @@ pub enum ConfigError {
         "--initial-cluster has {member} but missing from --initial-advertise-peer-urls={advertised}"
     )]
     AdvertiseMismatch { member: String, advertised: String },
+    #[error("{flag}={value:?} is not supported by actcd: {reason}")]
+    Unsupported {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// etcd's messages for `--logger`.
+    #[error("{0}")]
+    Logger(String),
     #[error("{flag} {path}: {reason}")]
     TlsFile {
         flag: &'static str,
         path: String,
         reason: String,
     },
+}
+
+/// A flag actcd accepts for compatibility but that changes nothing here.
+#[derive(Debug, Clone, Copy)]
+pub struct IgnoredFlag {
+    pub flag: &'static str,
+    /// Why it means nothing for actcd.
+    pub reason: &'static str,
+    /// Whether `flags` gives it a value other than etcd's default (only then is it logged).
+    pub set: fn(&Flags) -> bool,
+}
+
+/// Every flag accepted and ignored, with the reason logged when it is set. README's "Flags"
+/// section and the flags test read this table.
+pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
+    IgnoredFlag {
+        flag: "--backend-bbolt-freelist-type",
+        reason: "the backend is LMDB, which has no bbolt freelist",
+        set: |f| f.backend_bbolt_freelist_type != "map",
+    },
+    IgnoredFlag {
+        flag: "--backend-batch-interval",
+        reason: "the backend commits each applied batch at once; there is no commit timer",
+        set: |f| !f.backend_batch_interval.is_zero(),
+    },
+    IgnoredFlag {
+        flag: "--backend-batch-limit",
+        reason: "the backend commits each applied batch at once; there is no pending-write limit",
+        set: |f| f.backend_batch_limit != 0,
+    },
+    IgnoredFlag {
+        flag: "--experimental-txn-mode-write-with-shared-buffer",
+        reason: "a bbolt read-buffer detail; LMDB write transactions read their own writes",
+        set: |f| !f.experimental_txn_mode_write_with_shared_buffer,
+    },
+    IgnoredFlag {
+        flag: "--experimental-compaction-batch-limit",
+        reason: "compaction deletes in one LMDB transaction per pass, not in bbolt-sized batches",
+        set: |f| f.experimental_compaction_batch_limit != 1000,
+    },
+    IgnoredFlag {
+        flag: "--experimental-bootstrap-defrag-threshold-megabytes",
+        reason: "LMDB reuses freed pages; there is no start-up defragmentation",
+        set: |f| f.experimental_bootstrap_defrag_threshold_megabytes != 0,
+    },
+    IgnoredFlag {
+        flag: "--max-snapshots",
+        reason: "no snapshot files are kept: the backend is the snapshot and is streamed to followers",
+        set: |f| f.max_snapshots != 5,
+    },
+    IgnoredFlag {
+        flag: "--max-wals",
+        reason: "WAL segments are deleted as soon as a snapshot mark covers them",
+        set: |f| f.max_wals != 5,
+    },
+    IgnoredFlag {
+        flag: "--enable-pprof",
+        reason: "there is no Go runtime to profile",
+        set: |f| f.enable_pprof,
+    },
+    IgnoredFlag {
+        flag: "--experimental-enable-distributed-tracing",
+        reason: "there is no OpenTelemetry exporter",
+        set: |f| f.experimental_enable_distributed_tracing,
+    },
+    IgnoredFlag {
+        flag: "--experimental-distributed-tracing-address",
+        reason: "there is no OpenTelemetry exporter",
+        set: |f| f.experimental_distributed_tracing_address != "localhost:4317",
+    },
+    IgnoredFlag {
+        flag: "--experimental-distributed-tracing-service-name",
+        reason: "there is no OpenTelemetry exporter",
+        set: |f| f.experimental_distributed_tracing_service_name != "etcd",
+    },
+    IgnoredFlag {
+        flag: "--experimental-distributed-tracing-instance-id",
+        reason: "there is no OpenTelemetry exporter",
+        set: |f| !f.experimental_distributed_tracing_instance_id.is_empty(),
+    },
+    IgnoredFlag {
+        flag: "--enable-log-rotation",
+        reason: "log files are not rotated by the member; rotate them with copytruncate",
+        set: |f| f.enable_log_rotation,
+    },
+    IgnoredFlag {
+        flag: "--log-rotation-config-json",
+        reason: "log files are not rotated by the member; rotate them with copytruncate",
+        set: |f| f.log_rotation_config_json != DEFAULT_LOG_ROTATION_CONFIG,
+    },
+    IgnoredFlag {
+        flag: "--experimental-enable-v2v3",
+        reason: "v2 requests are served by the v2 store (--enable-v2), never through the v3 keys",
+        set: |f| !f.experimental_enable_v2v3.is_empty(),
+    },
+    IgnoredFlag {
+        flag: "--v2-deprecation",
+        reason: "the v2 store is separate from the v3 data and is only served with --enable-v2",
+        set: |f| f.v2_deprecation != "not-yet",
+    },
+    IgnoredFlag {
+        flag: "--experimental-enable-lease-checkpoint",
+        reason: "remaining-TTL checkpoints are always on",
+        set: |f| f.experimental_enable_lease_checkpoint,
+    },
+    IgnoredFlag {
+        flag: "--experimental-memory-mlock",
+        reason: "memory is not locked",
+        set: |f| f.experimental_memory_mlock,
+    },
+    IgnoredFlag {
+        flag: "--experimental-downgrade-check-time",
+        reason: "cluster downgrades are not supported",
+        set: |f| f.experimental_downgrade_check_time != Duration::from_secs(5),
+    },
+    IgnoredFlag {
+        flag: "--enable-grpc-gateway",
+        reason: "the gRPC gateway (/v3/...) is always served",
+        set: |f| !f.enable_grpc_gateway,
+    },
+    IgnoredFlag {
+        flag: "--discovery-fallback",
+        reason: "discovery is not supported (and --discovery is refused)",
+        set: |f| f.discovery_fallback != "proxy",
+    },
+    IgnoredFlag {
+        flag: "--discovery-proxy",
+        reason: "discovery is not supported (and --discovery is refused)",
+        set: |f| !f.discovery_proxy.is_empty(),
+    },
+    IgnoredFlag {
+        flag: "--discovery-srv-name",
+        reason: "discovery is not supported (and --discovery-srv is refused)",
+        set: |f| !f.discovery_srv_name.is_empty(),
+    },
+    IgnoredFlag {
+        flag: "--proxy-failure-wait",
+        reason: "there is no v2 proxy mode (and --proxy other than off is refused)",
+        set: |f| f.proxy_failure_wait != 5000,
+    },
+    IgnoredFlag {
+        flag: "--proxy-refresh-interval",
+        reason: "there is no v2 proxy mode (and --proxy other than off is refused)",
+        set: |f| f.proxy_refresh_interval != 30000,
+    },
+    IgnoredFlag {
+        flag: "--proxy-dial-timeout",
+        reason: "there is no v2 proxy mode (and --proxy other than off is refused)",
+        set: |f| f.proxy_dial_timeout != 1000,
+    },
+    IgnoredFlag {
+        flag: "--proxy-write-timeout",
+        reason: "there is no v2 proxy mode (and --proxy other than off is refused)",
+        set: |f| f.proxy_write_timeout != 5000,
+    },
+    IgnoredFlag {
+        flag: "--proxy-read-timeout",
+        reason: "there is no v2 proxy mode (and --proxy other than off is refused)",
+        set: |f| f.proxy_read_timeout != 0,
+    },
+];
+
+impl Flags {
+    /// The ignored flags this command line sets, each to be logged once at start-up.
+    pub fn ignored_in_use(&self) -> Vec<&'static IgnoredFlag> {
+        IGNORED_FLAGS.iter().filter(|i| (i.set)(self)).collect()
+    }
+
+    /// Logs each ignored flag that is set, once, at warn level.
+    pub fn warn_ignored(&self) {
+        for i in self.ignored_in_use() {
+            tracing::warn!(
+                flag = i.flag,
+                reason = i.reason,
+                "flag ignored: {}",
+                i.reason
+            );
+        }
+    }
+}
+
+/// Flags that would make etcd something other than a member bootstrapped from
+/// `--initial-cluster`: starting as a plain member instead could form a cluster of its own
+/// next to the real one, so start-up stops with the reason.
+fn refuse_unsupported(flags: &Flags) -> Result<(), ConfigError> {
+    let refuse = |flag: &'static str, value: &str, reason: &str| {
+        Err(ConfigError::Unsupported {
+            flag,
+            value: value.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if !flags.discovery.is_empty() {
+        return refuse(
+            "--discovery",
+            &flags.discovery,
+            "discovery bootstrapping is not supported; list the members with --initial-cluster",
+        );
+    }
+    if !flags.discovery_srv.is_empty() {
+        return refuse(
+            "--discovery-srv",
+            &flags.discovery_srv,
+            "DNS SRV discovery is not supported; list the members with --initial-cluster",
+        );
+    }
+    if flags.proxy != "off" {
+        return refuse(
+            "--proxy",
+            &flags.proxy,
+            "the v2 proxy mode is not supported; this process would start as a member instead",
+        );
+    }
+    if flags.force_new_cluster {
+        return refuse(
+            "--force-new-cluster",
+            "true",
+            "not supported yet; restore a snapshot with `actcd snapshot restore` to start a one-member cluster from this data",
+        );
+    }
+    match flags.logger.as_str() {
+        "zap" => {}
+        "capnslog" => {
+            return Err(ConfigError::Logger(
+                "--logger=capnslog is removed in v3.5".into(),
+            ));
+        }
+        other => {
+            return Err(ConfigError::Logger(format!(
+                "unknown logger option {other:?}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One member of the initial cluster.
@@ -274,6 +896,15 @@ pub struct Config {
 impl Config {
     pub fn election_ticks(&self) -> usize {
         (self.flags.election_timeout / self.flags.heartbeat_interval.max(1)).max(2) as usize
+    }
+
+    /// Where the WAL lives: `--wal-dir`, or `<data-dir>/member/wal` as in etcd.
+    pub fn wal_dir(&self) -> PathBuf {
+        if self.flags.wal_dir.as_os_str().is_empty() {
+            self.data_dir.join("member").join("wal")
+        } else {
+            self.flags.wal_dir.clone()
+        }
     }
 
     pub fn tick(&self) -> Duration {
@@ -366,6 +997,7 @@ impl TryFrom<Flags> for Config {
     type Error = ConfigError;
 
     fn try_from(flags: Flags) -> Result<Self, ConfigError> {
+        refuse_unsupported(&flags)?;
         let initial = flags
             .initial_cluster
             .clone()

@@ -47,6 +47,8 @@
 //! index, auth, alarms, WAL, raft node) and serves the client side.
 
 pub mod config;
+pub mod config_file;
+pub mod log_outputs;
 pub mod logging;
 pub mod node;
 pub mod snapshot;

@@ -18,28 +18,48 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn init_logging(level: &str, format: &str) {
+fn init_logging(level: &str, format: &str, outputs: &str) -> Result<(), String> {
+    let outputs = actcd::log_outputs::LogOutputs::open(outputs)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     use std::io::IsTerminal;
+    let ansi = outputs.only_stderr() && std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(outputs);
     if format == "json" {
         builder
             .with_ansi(false)
             .event_format(actcd::logging::JsonLines)
             .init();
     } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
+        builder.with_ansi(ansi).init();
     }
+    Ok(())
+}
+
+/// The flags: the command line (Go's single-dash spelling too) and `ETCD_*` variables, or,
+/// with `--config-file`, that file alone as etcd reads it. Logging is not up yet: errors are
+/// returned for the caller to print.
+fn read_flags() -> Result<(Flags, Option<(std::path::PathBuf, Vec<String>)>), String> {
+    let flags = Flags::parse_from(actcd::config_file::go_style_args(std::env::args_os()));
+    let Some(path) = flags
+        .config_file
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty())
+    else {
+        return Ok((flags, None));
+    };
+    let mut from_file = actcd::config_file::read(&path)?;
+    from_file.flags.config_file = Some(path.clone());
+    Ok((from_file.flags, Some((path, from_file.unknown_keys))))
 }
 
 fn main() -> ExitCode {
     // `actcd snapshot save|status|restore`: etcdctl's and etcdutl's snapshot commands.
     if std::env::args().nth(1).as_deref() == Some("snapshot") {
         let cli = actcd::snapshot::SnapshotCli::parse_from(std::env::args().skip(1));
-        init_logging("info", "text");
+        let _ = init_logging("info", "text", "stderr");
         return match actcd::snapshot::run(cli) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -48,8 +68,27 @@ fn main() -> ExitCode {
             }
         };
     }
-    let flags = Flags::parse();
-    init_logging(&flags.log_level, &flags.log_format);
+    let (flags, config_file) = match read_flags() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("actcd: failed to verify flags: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(&flags.log_level, &flags.log_format, &flags.log_outputs) {
+        eprintln!("actcd: failed to verify flags: {e}");
+        return ExitCode::from(2);
+    }
+    if let Some((path, unknown_keys)) = &config_file {
+        tracing::info!(
+            path = %path.display(),
+            "loaded server configuration, other configuration command line flags and environment variables will be ignored if provided"
+        );
+        for key in unknown_keys {
+            tracing::warn!(key = %key, "unknown key in the config file ignored");
+        }
+    }
+    flags.warn_ignored();
     // A panic is a bug; it ends the member, as a Go panic ends etcd (exit 2). Without this a
     // panicking actor would only lose its own thread or task, and the member would go on
     // half alive: answering some requests, never applying again. (Failpoints builds abort

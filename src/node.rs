@@ -73,7 +73,7 @@ fn open_backend(
 ) -> Result<(Arc<LmdbEngine>, std::path::PathBuf, std::path::PathBuf), StartError> {
     let member_dir = cfg.data_dir.join("member");
     let snap_dir = member_dir.join("snap");
-    let wal_dir = member_dir.join("wal");
+    let wal_dir = cfg.wal_dir();
     let backend_error = |path: &std::path::Path, e: &dyn std::fmt::Display| StartError::Backend {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -299,6 +299,7 @@ pub fn run_until(
         election_tick: cfg.election_ticks(),
         fixed_election_timeout: None,
         heartbeat_tick: 1,
+        pre_vote: cfg.flags.pre_vote,
         applied: consistent_index,
     };
     let raft_node =
@@ -529,6 +530,7 @@ fn serve_clients(
         max_txn_ops: cfg.flags.max_txn_ops,
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
         debug_stale_reads: std::env::var_os("ACTCD_DEBUG_STALE_READS").is_some_and(|v| v == "1"),
+        strict_reconfig_check: cfg.flags.strict_reconfig_check,
     };
     if front_cfg.debug_stale_reads {
         tracing::warn!(

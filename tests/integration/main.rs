@@ -17,6 +17,7 @@ mod corrupt;
 mod corruption;
 mod failpoints;
 mod fatal;
+mod flags;
 mod hostile;
 mod http;
 mod lease;

@@ -837,6 +837,7 @@ mod tests {
             election_tick: 10,
             fixed_election_timeout: None,
             heartbeat_tick: 1,
+            pre_vote: true,
             applied: 0,
         };
         let node = RaftNode::new(&cfg, Recovered::default()).unwrap();

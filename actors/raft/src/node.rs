@@ -26,6 +26,9 @@ pub struct NodeConfig {
     /// reaches): deterministic simulations set it per member.
     pub fixed_election_timeout: Option<usize>,
     pub heartbeat_tick: usize,
+    /// Raft's pre-vote phase (`--pre-vote`): a member first asks whether it could win before
+    /// raising its term, so a member that was cut off does not depose a working leader.
+    pub pre_vote: bool,
     /// Apply entries up to this index are already in the state machine (its consistent index).
     pub applied: u64,
 }
@@ -163,7 +166,7 @@ impl RaftNode {
             max_size_per_msg: 1024 * 1024,
             max_inflight_msgs: 256,
             check_quorum: true,
-            pre_vote: true,
+            pre_vote: cfg.pre_vote,
             ..Default::default()
         };
         config.validate().map_err(EtcdError::internal)?;
@@ -520,6 +523,7 @@ mod tests {
             election_tick: 10,
             fixed_election_timeout: None,
             heartbeat_tick: 1,
+            pre_vote: true,
             applied,
         };
         RaftNode::new(&cfg, rec).unwrap()
@@ -541,6 +545,34 @@ mod tests {
             }
         }
         (committed, written, reads)
+    }
+
+    /// `--pre-vote`: a member whose peers are unreachable first asks whether it could win
+    /// (raft thesis §9.6), so its term stays put; without pre-vote it raises its term each
+    /// election timeout, as a cut-off etcd member with `--pre-vote=false` does.
+    #[test]
+    fn pre_vote_keeps_an_isolated_members_term() {
+        let term_after_timeouts = |pre_vote: bool| {
+            let cfg = NodeConfig {
+                id: 1,
+                voters: vec![1, 2, 3],
+                learners: vec![],
+                election_tick: 10,
+                fixed_election_timeout: Some(10),
+                heartbeat_tick: 1,
+                pre_vote,
+                applied: 0,
+            };
+            let mut n = RaftNode::new(&cfg, Recovered::default()).unwrap();
+            let start = n.term();
+            for _ in 0..35 {
+                n.tick();
+                drive(&mut n);
+            }
+            n.term() - start
+        };
+        assert_eq!(term_after_timeouts(true), 0);
+        assert!(term_after_timeouts(false) >= 2);
     }
 
     #[test]

@@ -102,6 +102,7 @@ fn config(id: u64, voters: &[u64], learners: &[u64], applied: u64) -> NodeConfig
         fixed_election_timeout: Some(10 + (id.wrapping_mul(7) % 10) as usize),
         election_tick: 10,
         heartbeat_tick: 1,
+        pre_vote: true,
         applied,
     }
 }
