@@ -9,10 +9,10 @@ use actcd_proto::etcdserverpb::{
     MoveLeaderRequest, MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse,
     StatusRequest, StatusResponse,
 };
+use actcd_types::EtcdError;
 use actcd_types::msg::{
     ApplyResponse, Defragment, HashBackend, SnapshotChunks, SnapshotStream, TransferLeader,
 };
-use actcd_types::{AuthInfo, EtcdError};
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
@@ -38,29 +38,28 @@ fn alarm_name(alarm: i32) -> &'static str {
 type SnapshotResponses = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send>>;
 
 impl MaintenanceService {
-    /// The admin check of Defragment, Snapshot, Hash, HashKV and Alarm as etcd 3.5.1 answers
+    /// The admin check of Defragment, Snapshot, Hash and HashKV as etcd 3.5.1 answers
     /// it: a caller without the root role gets the auth store's own refusal, code Unknown
     /// (`auth: permission denied`, `auth: user name is empty`, `auth: user not found`), not
     /// the `etcdserver: permission denied` every other service sends. A bad token is refused
     /// as everywhere (`etcdserver: invalid auth token`). etcd 3.5.1 does not check MoveLeader
     /// and Downgrade at all; etcd 3.6 does, with `etcdserver: permission denied`, which is
     /// what they answer here: letting any user move the leader would be a hole.
-    async fn admin_as_etcd_3_5<T>(&self, req: &Request<T>) -> Result<AuthInfo, Status> {
+    async fn admin_as_etcd_3_5<T>(&self, req: &Request<T>) -> Result<(), Status> {
         let who = self.pipeline.who(req).await?;
         self.pipeline
-            .check_admin(who.clone())
+            .check_admin(who)
             .await
-            .map_err(EtcdError::unconverted_admin_refusal)?;
-        Ok(who)
+            .map_err(|e| e.unconverted_admin_refusal().into())
     }
 }
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
-    /// Every alarm action goes through the log, as in etcd, so all members agree on them.
-    /// etcd 3.5.1 keeps every alarm action for admins (see [`Self::admin_as_etcd_3_5`]).
+    /// Every alarm action goes through the log, as in etcd, so all members agree on them. Not
+    /// kept for admins: etcd 3.5.1 lets any user list and disarm alarms.
     async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
-        let who = self.admin_as_etcd_3_5(&req).await?;
+        let who = self.pipeline.who(&req).await?;
         let r = InternalRaftRequest {
             alarm: Some(req.into_inner()),
             ..Default::default()

@@ -102,7 +102,7 @@ pub enum EtcdError {
     AuthOldRevision,
     #[error("auth: authentication failed, password was given for no password user")]
     NoPasswordUser,
-    // etcd 3.5.1's admin check of Defragment, Snapshot, Hash, HashKV and Alarm hands the auth
+    // etcd 3.5.1's admin check of Defragment, Snapshot, Hash and HashKV hands the auth
     // store's refusal to gRPC unconverted: code Unknown and the store's own text (see
     // [`EtcdError::unconverted_admin_refusal`]).
     #[error("auth: user name is empty")]

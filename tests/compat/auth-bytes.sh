@@ -1,0 +1,48 @@
+# user and role names that are not UTF-8: etcd takes any bytes as a name (Go does not check a
+# protobuf string), and the maintenance calls' refusal of a user without the root role
+require_fresh
+U=$'u\xff\xfe'
+ROLE=$'r\xfe'
+ctl user add root --new-user-password=rootpw --interactive=false
+ctl user add "$U" --new-user-password=pw --interactive=false
+ctl user add $'root\xff' --new-user-password=pw --interactive=false
+ctl role add "$ROLE"
+ctl user grant-role root root
+ctl user grant-role "$U" "$ROLE"
+ctl role grant-permission "$ROLE" readwrite a --prefix=true
+ctl user list
+ctl role list
+ctl user get "$U"
+ctl user get "$U" -w json
+ctl role get "$ROLE"
+ctl auth enable
+A="--user=$U:pw"
+ctl "$A" put a1 x
+ctl "$A" get a1
+ctl "$A" put b1 x
+ctl "$A" user get "$U"
+ctl "$A" role get "$ROLE"
+ctl "$A" user list
+ctl "--user=$U:bad" get a1
+ctl $'--user=u\xef\xbf\xbd\xef\xbf\xbd:pw' get a1
+ctl $'--user=root\xff:pw' user list
+ctl $'--user=root\xff:pw' put a2 x
+ctl $'--user=root\xff:pw' defrag
+ctl "$A" defrag
+ctl "$A" endpoint hashkv
+ctl "$A" alarm list
+ctl "$A" alarm disarm
+R=--user=root:rootpw
+ctl $R user list -w json
+ctl $R role list -w json
+ctl $R user get $'nouser\xff'
+ctl $R role get $'norole\xff'
+ctl_in $'pw2\n' $R user passwd "$U" --interactive=false
+ctl "$A" get a1
+ctl "--user=$U:pw2" get a1
+ctl $R user revoke-role "$U" "$ROLE"
+ctl "--user=$U:pw2" get a1
+ctl $R role revoke-permission "$ROLE" a --prefix=true
+ctl $R role delete "$ROLE"
+ctl $R user delete "$U"
+ctl $R user list
