@@ -1,14 +1,20 @@
-//! etcd's JSON gateway (grpc-gateway) on the client port: `POST /v3/<service>/<method>` with a
-//! JSON body in, the gRPC method's answer as JSON out. The mapping is proto3 JSON as etcd's
-//! gateway writes it: original (snake_case) field names, 64-bit integers as strings, bytes in
-//! base64, enums by name, default values left out; requests take either field-name form. Each
-//! call runs the same service code as its gRPC twin, so errors, auth and limits are the same;
-//! the `Authorization` header carries the token, as etcd's gateway passes it on, or
-//! `Bearer <token>`, or HTTP `Basic` credentials (checked here, then named by the authenticator
-//! chain, `authn.rs`). Errors come as `{"error","code","message"}` with grpc-gateway's HTTP
-//! status for the code. Server-streaming methods (`/v3/watch`, `/v3/lease/keepalive`,
-//! `/v3/maintenance/snapshot`, `/v3/election/observe`) answer one `{"result":…}` line per
-//! message. `/v3/lock/*` and `/v3/election/*` serve the lock and election services.
+//! etcd's JSON gateway (grpc-gateway) on the client port: `POST /v3/<service>/<method>` (or
+//! `/v3beta/…`, the same routes, as etcd 3.4 and 3.5 serve them) with a JSON body in, the gRPC
+//! method's answer as JSON out. Bodies are decoded as etcd's Go gateway decodes them, refusals
+//! in Go's words (`gojson.rs`); answers are proto3 JSON as etcd's gateway writes it: original
+//! (snake_case) field names, 64-bit integers as strings, bytes in base64, enums by name, default
+//! values left out. Each call runs the same service code as its gRPC twin, so errors, auth and
+//! limits are the same; the `Authorization` header carries the token, as etcd's gateway passes
+//! it on, or `Bearer <token>`, or HTTP `Basic` credentials (checked here, then named by the
+//! authenticator chain, `authn.rs`). Errors come as `{"error","code","message"}` with
+//! grpc-gateway's HTTP status for the code (a body it can't decode: 400, `InvalidArgument`).
+//! Server-streaming methods (`/v3/maintenance/snapshot`, `/v3/election/observe`) answer one
+//! `{"result":…}` line per message; the bidirectional ones (`/v3/watch`,
+//! `/v3/lease/keepalive`) read the body as a stream of JSON requests, as grpc-gateway does: a
+//! first request it can't decode is a 500 (`Unknown`), a later one ends the requests (what came
+//! before is served, nothing is written about it). `/v3/lock/*` and `/v3/election/*` serve the
+//! lock and election services. Answers carry the headers etcd's do (CORS, and
+//! `Grpc-Metadata-Content-Type` once the gRPC call answered).
 
 use std::sync::{Arc, LazyLock};
 
@@ -18,7 +24,7 @@ use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use http::StatusCode;
-use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, SerializeOptions};
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use tonic::Status;
 
 use actcd_types::{AuthInfo, EtcdError};
@@ -85,35 +91,21 @@ fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, Status> {
         .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))
 }
 
-/// Decodes a JSON body into the request message `name` (an `etcdserverpb` message).
+/// Decodes a JSON body into the request message `name` as etcd's gateway decodes a unary
+/// call's body (`gojson.rs`): its first JSON value, an empty body an empty request; a refusal
+/// is `InvalidArgument` with Go's words.
 fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
-    let body = if body.iter().all(u8::is_ascii_whitespace) {
-        &b"{}"[..]
-    } else {
-        body
-    };
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| Status::invalid_argument(e.to_string()))?;
-    from_value(value, name)
+    let value = crate::gojson::Decoder::new(body)
+        .next_value()
+        .map_err(Status::invalid_argument)?;
+    from_value(value.unwrap_or(b"null"), name).map_err(Status::invalid_argument)
 }
 
-/// A parsed JSON request as the message `name`, refused as etcd's decoder refuses it.
-fn from_value<M: prost::Message + Default>(
-    value: serde_json::Value,
-    name: &str,
-) -> Result<M, Status> {
-    let desc = descriptor(name)?;
-    if let Some(refusal) = crate::gojson::refusal(&value, &desc) {
-        return Err(Status::invalid_argument(refusal));
-    }
-    let dynamic = DynamicMessage::deserialize_with_options(
-        desc,
-        value,
-        &DeserializeOptions::new().deny_unknown_fields(false),
-    )
-    .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    M::decode(prost::Message::encode_to_vec(&dynamic).as_slice())
-        .map_err(|e| Status::invalid_argument(e.to_string()))
+/// One JSON value (its text) as the message `name`, or Go's refusal.
+fn from_value<M: prost::Message + Default>(value: &[u8], name: &str) -> Result<M, String> {
+    let desc = descriptor(name).map_err(|s| s.message().to_string())?;
+    let dynamic = crate::gojson::decode_message(&desc, value)?;
+    M::decode(prost::Message::encode_to_vec(&dynamic).as_slice()).map_err(|e| e.to_string())
 }
 
 /// Encodes a response message `name` as etcd's gateway does.
@@ -132,6 +124,127 @@ pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status>
         )
         .map_err(|e| Status::internal(e.to_string()))?;
     String::from_utf8(out).map_err(|e| Status::internal(e.to_string()))
+}
+
+/// Whether `path` is the gateway's: `/v3/…`, or `/v3beta/…`, which etcd 3.4 and 3.5 serve as the
+/// same routes (clients written against etcd 3.4 call it; `/v3alpha/` is served by neither).
+pub fn serves(path: &str) -> bool {
+    path.starts_with("/v3/") || path.starts_with("/v3beta/")
+}
+
+/// A gateway path as its `/v3/…` route.
+fn canonical(path: &str) -> String {
+    match path.strip_prefix("/v3beta/") {
+        Some(rest) => format!("/v3/{rest}"),
+        None => path.to_string(),
+    }
+}
+
+/// An answer with the headers etcd's gateway answers with: the CORS headers etcd's HTTP
+/// handler sets on everything, and `Grpc-Metadata-Content-Type` when a gRPC call answered.
+fn gateway_reply(
+    status: StatusCode,
+    content_type: Option<&str>,
+    grpc_answered: bool,
+    body: crate::http::Body,
+) -> http::Response<crate::http::Body> {
+    let mut b = http::Response::builder()
+        .status(status)
+        .header(
+            "access-control-allow-headers",
+            "accept, content-type, authorization",
+        )
+        .header(
+            "access-control-allow-methods",
+            "POST, GET, OPTIONS, PUT, DELETE",
+        )
+        .header("access-control-allow-origin", "*");
+    if let Some(t) = content_type {
+        b = b.header("content-type", t);
+    }
+    if content_type == Some("text/plain; charset=utf-8") {
+        // Go's `http.Error`.
+        b = b.header("x-content-type-options", "nosniff");
+    }
+    if grpc_answered {
+        b = b.header("grpc-metadata-content-type", "application/grpc");
+    }
+    b.body(body).unwrap_or_default()
+}
+
+fn whole(text: String) -> crate::http::Body {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(bytes::Bytes::from(text)).boxed()
+}
+
+fn json_reply(status: StatusCode, json: String) -> http::Response<crate::http::Body> {
+    gateway_reply(
+        status,
+        Some("application/json"),
+        status == StatusCode::OK,
+        whole(json),
+    )
+}
+
+/// Serves one request to the JSON gateway (a path [`serves`] takes): the body read (up to the
+/// request size limit), the call made.
+pub async fn serve(
+    p: &Arc<Pipeline>,
+    req: http::Request<hyper::body::Incoming>,
+) -> http::Response<crate::http::Body> {
+    use http_body_util::BodyExt;
+    let path = canonical(req.uri().path());
+    let text = |status, body: &str| {
+        gateway_reply(
+            status,
+            Some("text/plain; charset=utf-8"),
+            false,
+            whole(body.to_string()),
+        )
+    };
+    // etcd's gateway answers only POST: OPTIONS (a CORS preflight) gets 200 and no body, any
+    // other method 405 on a route and 404 elsewhere.
+    if req.method() == http::Method::OPTIONS {
+        return gateway_reply(StatusCode::OK, None, false, whole(String::new()));
+    }
+    if req.method() != http::Method::POST {
+        return if is_route(&path) {
+            text(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n")
+        } else {
+            text(StatusCode::NOT_FOUND, "Not Found\n")
+        };
+    }
+    let authorization = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let limit = p.config.max_recv_bytes;
+    let body = match http_body_util::Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let (status, body) = error_answer(&EtcdError::RequestTooLarge.to_status());
+            return json_reply(status, body);
+        }
+    };
+    // etcd's gateway calls its own gRPC server, whose learner gate sees every call.
+    if *p.routes.learner.borrow() && !crate::learner::gateway_allowed_for_learner(&path) {
+        let (status, body) = error_answer(&EtcdError::NotSupportedForLearner.to_status());
+        return json_reply(status, body);
+    }
+    if let Some(streamed) = stream(p, &path, &body, authorization.as_deref()).await {
+        return match streamed {
+            Ok(lines) => gateway_reply(StatusCode::OK, Some("application/json"), true, lines),
+            Err((status, json)) => json_reply(status, json),
+        };
+    }
+    match call(p, &path, &body, authorization.as_deref()).await {
+        Some((status, json)) => json_reply(status, json),
+        None => text(StatusCode::NOT_FOUND, "Not Found\n"),
+    }
 }
 
 /// Runs one unary method: JSON in, the service's answer out.
@@ -204,14 +317,14 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
     let revision = p.auth.revision();
     if p.auth.basic.matched(user, password, revision) {
         return Ok(AuthInfo {
-            username: user.into(),
+            username: user.to_string(),
             revision,
         });
     }
-    let checked = p.check_password(user.as_bytes(), password).await?;
+    let checked = p.check_password(user, password).await?;
     p.auth.basic.remember(user, password, checked);
     Ok(AuthInfo {
-        username: user.into(),
+        username: user.to_string(),
         revision: checked,
     })
 }
@@ -256,14 +369,25 @@ where
     BodyExt::boxed(http_body_util::StreamBody::new(lines))
 }
 
-/// Every JSON request in a streamed call's body (grpc-gateway reads them one after another).
-fn requests<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<Vec<M>, Answer> {
+/// The requests of a bidirectional call (`/v3/watch`, `/v3/lease/keepalive`), read from the
+/// body one JSON value after another as grpc-gateway reads them. A first request that can't be
+/// decoded fails the call (500, code Unknown: grpc-gateway returns the decoder's error as it
+/// is); a later one ends the requests, and what came before is served, with nothing said about
+/// it in the stream (etcd 3.5.1 writes nothing for it either).
+fn stream_requests<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<Vec<M>, Answer> {
+    let mut decoder = crate::gojson::Decoder::new(body);
     let mut out = Vec::new();
-    for value in serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>() {
-        let value = value.map_err(|e| error_answer(&Status::unknown(e.to_string())))?;
-        out.push(from_value(value, name).map_err(|s| error_answer(&s))?);
+    loop {
+        let next = decoder
+            .next_value()
+            .and_then(|v| v.map(|v| from_value(v, name)).transpose());
+        match next {
+            Ok(Some(request)) => out.push(request),
+            Ok(None) => return Ok(out),
+            Err(e) if out.is_empty() => return Err(error_answer(&Status::unknown(e))),
+            Err(_) => return Ok(out),
+        }
     }
-    Ok(out)
 }
 
 /// The gateway's server-streaming routes; `None` for a path that isn't one.
@@ -282,23 +406,24 @@ pub async fn stream(
     })
 }
 
-/// `POST /v3/watch`: the body is one `WatchRequest`; the answer streams every `WatchResponse`
-/// until the client goes away.
+/// `POST /v3/watch`: the body's `WatchRequest`s, in order (up to the first that can't be
+/// decoded); the answer streams every `WatchResponse` until the client goes away, as etcd's
+/// does (the end of the body doesn't end the stream).
 async fn watch(
     p: &Arc<Pipeline>,
     body: &[u8],
     authorization: Option<&str>,
 ) -> Result<crate::http::Body, Answer> {
     use futures::StreamExt;
-    let request: actcd_proto::etcdserverpb::WatchRequest =
-        from_json(body, "WatchRequest").map_err(|s| error_answer(&s))?;
+    let requests: Vec<actcd_proto::etcdserverpb::WatchRequest> =
+        stream_requests(body, "WatchRequest")?;
     let mut probe = tonic::Request::new(());
     GatewayAuth::from_header(p, authorization)
         .await
         .apply(&mut probe);
     let creds = p.auth.credentials(&probe);
-    // The request, then nothing more: the stream lives until the client hangs up.
-    let inbound = futures::stream::iter([request]).chain(futures::stream::pending());
+    // The requests, then nothing more: the stream lives until the client hangs up.
+    let inbound = futures::stream::iter(requests).chain(futures::stream::pending());
     let rx = crate::watch::open_stream(p.clone(), creds, inbound)
         .await
         .map_err(|e| error_answer(&e.to_status()))?;
@@ -308,12 +433,13 @@ async fn watch(
     ))
 }
 
-/// `POST /v3/lease/keepalive`: one answer per `LeaseKeepAliveRequest` in the body, then the
-/// stream ends, as the gRPC stream does when the client stops sending.
+/// `POST /v3/lease/keepalive`: one answer per `LeaseKeepAliveRequest` in the body (up to the
+/// first that can't be decoded), then the stream ends, as the gRPC stream does when the client
+/// stops sending.
 async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<crate::http::Body, Answer> {
     use futures::StreamExt;
     let reqs: Vec<actcd_proto::etcdserverpb::LeaseKeepAliveRequest> =
-        requests(body, "LeaseKeepAliveRequest")?;
+        stream_requests(body, "LeaseKeepAliveRequest")?;
     let p = p.clone();
     let answers = futures::stream::iter(reqs).then(move |r| {
         let p = p.clone();

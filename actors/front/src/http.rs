@@ -70,8 +70,8 @@ fn params(req: &Request<Incoming>) -> Vec<(String, String)> {
 
 async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     let query = params(&req);
-    if req.uri().path().starts_with("/v3/") {
-        return gateway(p, req).await;
+    if crate::gateway::serves(req.uri().path()) {
+        return crate::gateway::serve(p, req).await;
     }
     if p.routes.v2.is_some() && req.uri().path().starts_with("/v2") {
         if let Some(answer) = crate::v2::handle(p, req).await {
@@ -131,68 +131,6 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
         ),
     }
 }
-
-/// The JSON gateway: the body read (up to the request size limit), the call made.
-async fn gateway(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
-    use http_body_util::BodyExt;
-    let path = req.uri().path().to_string();
-    // etcd's gateway answers only POST: OPTIONS (a CORS preflight) gets 200 and no body, any
-    // other method 405 on a route and 404 elsewhere.
-    if req.method() == http::Method::OPTIONS {
-        return reply(StatusCode::OK, "text/plain; charset=utf-8", String::new());
-    }
-    if req.method() != http::Method::POST {
-        return if crate::gateway::is_route(&path) {
-            reply(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "text/plain; charset=utf-8",
-                "Method Not Allowed\n".into(),
-            )
-        } else {
-            reply(StatusCode::NOT_FOUND, "text/plain", "Not Found\n".into())
-        };
-    }
-    let authorization = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let limit = p.config.max_recv_bytes;
-    let body = match http_body_util::Limited::new(req.into_body(), limit)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            let (status, body) =
-                crate::gateway::error_answer(&actcd_types::EtcdError::RequestTooLarge.to_status());
-            return reply(status, "application/json", body);
-        }
-    };
-    // etcd's gateway calls its own gRPC server, whose learner gate sees every call.
-    if *p.routes.learner.borrow() && !crate::learner::gateway_allowed_for_learner(&path) {
-        let (status, body) = crate::gateway::error_answer(
-            &actcd_types::EtcdError::NotSupportedForLearner.to_status(),
-        );
-        return reply(status, "application/json", body);
-    }
-    if let Some(streamed) = crate::gateway::stream(p, &path, &body, authorization.as_deref()).await
-    {
-        return match streamed {
-            Ok(stream) => Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .body(stream)
-                .unwrap_or_default(),
-            Err((status, json)) => reply(status, "application/json", json),
-        };
-    }
-    match crate::gateway::call(p, &path, &body, authorization.as_deref()).await {
-        Some((status, json)) => reply(status, "application/json", json),
-        None => reply(StatusCode::NOT_FOUND, "text/plain", "Not Found\n".into()),
-    }
-}
-
 
 /// etcd reports the cluster version as major.minor.0.
 fn cluster_version(v: &str) -> String {
