@@ -25,7 +25,7 @@ use tonic::transport::Channel;
 use crate::{Server, free_port};
 
 /// Where an etcd 3.5.1 binary is, if anywhere.
-fn etcd_binary() -> Option<PathBuf> {
+pub(crate) fn etcd_binary() -> Option<PathBuf> {
     let version_ok = |p: &Path| {
         Command::new(p)
             .arg("--version")
@@ -54,14 +54,14 @@ fn etcd_binary() -> Option<PathBuf> {
 }
 
 /// A throwaway etcd 3.5.1 member.
-struct Etcd {
+pub(crate) struct Etcd {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     _dir: tempfile::TempDir,
 }
 
 impl Etcd {
-    fn start(bin: &Path) -> Self {
+    pub(crate) fn start(bin: &Path) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let peer = free_port();
@@ -97,13 +97,13 @@ impl Drop for Etcd {
 
 /// Raw clients for one identity: every request carries its token.
 #[derive(Clone)]
-struct As {
-    channel: Channel,
-    token: Option<String>,
+pub(crate) struct As {
+    pub(crate) channel: Channel,
+    pub(crate) token: Option<String>,
 }
 
 impl As {
-    fn req<T>(&self, msg: T) -> Request<T> {
+    pub(crate) fn req<T>(&self, msg: T) -> Request<T> {
         let mut r = Request::new(msg);
         if let Some(t) = &self.token {
             r.metadata_mut()
@@ -111,10 +111,10 @@ impl As {
         }
         r
     }
-    fn kv(&self) -> KvClient<Channel> {
+    pub(crate) fn kv(&self) -> KvClient<Channel> {
         KvClient::new(self.channel.clone())
     }
-    fn auth(&self) -> AuthClient<Channel> {
+    pub(crate) fn auth(&self) -> AuthClient<Channel> {
         AuthClient::new(self.channel.clone())
     }
     fn lease(&self) -> LeaseClient<Channel> {
@@ -122,7 +122,7 @@ impl As {
     }
 }
 
-async fn channel(port: u16) -> Channel {
+pub(crate) async fn channel(port: u16) -> Channel {
     let url = format!("http://127.0.0.1:{port}");
     for _ in 0..400 {
         if let Ok(ch) = Channel::from_shared(url.clone()).unwrap().connect().await {
@@ -145,7 +145,7 @@ async fn channel(port: u16) -> Channel {
 }
 
 /// `ok` or `Code: message`, as the client saw it.
-fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> String {
+pub(crate) fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> String {
     match r {
         Ok(_) => "ok".into(),
         Err(s) => format!("{:?}: {}", s.code(), s.message()),

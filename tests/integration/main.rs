@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 mod auth;
+mod auth_bytes;
 mod cluster;
 mod corrupt;
 mod corruption;

@@ -75,8 +75,15 @@ pub async fn serve(
     };
     let http = pipeline.clone();
     let counters = pipeline.counters.clone();
+    let (keepalive, max_streams) = (
+        pipeline.config.grpc_keepalive,
+        pipeline.config.max_concurrent_streams,
+    );
     let cluster = ClusterServer::new(ClusterService { pipeline }).max_decoding_message_size(limit);
     let router = Server::builder()
+        .http2_keepalive_interval(keepalive.map(|(interval, _)| interval))
+        .http2_keepalive_timeout(keepalive.map(|(_, timeout)| timeout))
+        .max_concurrent_streams(max_streams)
         .layer(tower_layer::layer_fn(|inner| TlsPeerAddr { inner }))
         .layer(front_layer)
         .add_service(kv)
