@@ -688,6 +688,11 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
         set: |f| f.max_wals != 5,
     },
     IgnoredFlag {
+        flag: "--grpc-keepalive-min-time",
+        reason: "the HTTP/2 server does not police how often clients ping",
+        set: |f| f.grpc_keepalive_min_time != Duration::from_secs(5),
+    },
+    IgnoredFlag {
         flag: "--enable-pprof",
         reason: "there is no Go runtime to profile",
         set: |f| f.enable_pprof,

@@ -48,6 +48,7 @@
 
 pub mod config;
 pub mod config_file;
+pub mod listen;
 pub mod log_outputs;
 pub mod logging;
 pub mod node;

@@ -531,6 +531,12 @@ fn serve_clients(
         max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
         debug_stale_reads: std::env::var_os("ACTCD_DEBUG_STALE_READS").is_some_and(|v| v == "1"),
         strict_reconfig_check: cfg.flags.strict_reconfig_check,
+        grpc_keepalive: Some((
+            cfg.flags.grpc_keepalive_interval,
+            cfg.flags.grpc_keepalive_timeout,
+        ))
+        .filter(|(interval, timeout)| !interval.is_zero() && !timeout.is_zero()),
+        max_concurrent_streams: cfg.flags.max_concurrent_streams,
     };
     if front_cfg.debug_stale_reads {
         tracing::warn!(
@@ -570,12 +576,12 @@ fn serve_clients(
             };
             let secure = tls.is_some();
             let listener =
-                tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| StartError::Listen {
+                crate::listen::listen(addr, cfg.flags.socket_reuse_port).map_err(|e| {
+                    StartError::Listen {
                         url: url.clone(),
                         reason: e.to_string(),
-                    })?;
+                    }
+                })?;
             let mut stop = stop_tx.subscribe();
             let shutdown = async move {
                 let _ = stop.recv().await;
@@ -625,12 +631,12 @@ fn serve_clients(
                 reason: "not an http://host:port URL".into(),
             })?;
             let listener =
-                tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| StartError::Listen {
+                crate::listen::listen(addr, cfg.flags.socket_reuse_port).map_err(|e| {
+                    StartError::Listen {
                         url: url.to_string(),
                         reason: e.to_string(),
-                    })?;
+                    }
+                })?;
             let mut stop = stop_tx.subscribe();
             let p = pipeline.clone();
             tokio::spawn(actcd_front::serve_metrics(listener, p, async move {

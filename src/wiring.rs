@@ -741,10 +741,7 @@ pub(crate) fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64)
             tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
             continue;
         };
-        let listener = match std::net::TcpListener::bind(addr)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .and_then(tokio::net::TcpListener::from_std)
-        {
+        let listener = match crate::listen::listen(addr, cfg.flags.socket_reuse_port) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(%url, error = %e, "cannot listen for peers");

@@ -131,6 +131,7 @@ fn ignored_flag_value(flag: &str) -> &'static str {
         "--experimental-enable-v2v3" => "/v2v3",
         "--v2-deprecation" => "write-only",
         "--experimental-downgrade-check-time" => "9s",
+        "--grpc-keepalive-min-time" => "1s",
         "--discovery-fallback" => "exit",
         "--discovery-proxy" => "http://127.0.0.1:1",
         "--discovery-srv-name" => "x",
@@ -175,7 +176,7 @@ async fn ignored_flags_are_logged_once_each_to_the_log_outputs() {
         Flags::try_parse_from(std::iter::once("actcd").chain(extra.iter().copied())).unwrap();
     assert_eq!(flags.ignored_in_use().len(), IGNORED_FLAGS.len());
     m.spawn_with(&initial, &extra);
-    let mut c = m.client().await;
+    let mut c = ready_client(m.client_port).await;
     c.put("k", "v", None).await.unwrap();
     m.stop();
     let text = std::fs::read_to_string(&log).unwrap();
@@ -386,7 +387,7 @@ async fn wal_dir_holds_the_wal() {
     let initial = format!("m1={}", m.peer_url());
     let wal_flag = format!("--wal-dir={}", wal.display());
     m.spawn_with(&initial, &[&wal_flag]);
-    let mut c = m.client().await;
+    let mut c = ready_client(m.client_port).await;
     c.put("k", "in-the-wal", None).await.unwrap();
     m.stop();
     assert!(
@@ -395,7 +396,7 @@ async fn wal_dir_holds_the_wal() {
     );
     assert!(!m.dir.join("member/wal").exists(), "no WAL in the data dir");
     m.spawn_with(&initial, &[&wal_flag]);
-    let mut c = m.client().await;
+    let mut c = ready_client(m.client_port).await;
     assert_eq!(
         c.get("k", None).await.unwrap().kvs()[0].value(),
         b"in-the-wal"
@@ -453,4 +454,85 @@ async fn strict_reconfig_check_off_lets_a_quorum_losing_remove_through() {
             }
         }
     }
+}
+
+/// HTTP/2 frame types seen on a raw connection to the client port within `wait`, after the
+/// client preface and an empty SETTINGS (answered with nothing else: pings go unanswered).
+async fn frames_seen(port: u16, wait: Duration) -> Vec<(u8, u8)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let mut frames = Vec::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let mut head = [0u8; 9];
+        match tokio::time::timeout_at(deadline, s.read_exact(&mut head)).await {
+            Ok(Ok(_)) => {}
+            _ => return frames,
+        }
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut body = vec![0u8; len];
+        if tokio::time::timeout_at(deadline, s.read_exact(&mut body))
+            .await
+            .is_err()
+        {
+            return frames;
+        }
+        frames.push((head[3], head[4]));
+    }
+}
+
+#[tokio::test]
+async fn grpc_keepalive_pings_idle_client_connections() {
+    const PING: u8 = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    m.spawn_with(
+        &initial,
+        &[
+            "--grpc-keepalive-interval=200ms",
+            "--grpc-keepalive-timeout=5s",
+        ],
+    );
+    ready_client(m.client_port).await;
+    let frames = frames_seen(m.client_port, Duration::from_millis(1500)).await;
+    assert!(
+        frames.iter().any(|&(t, flags)| t == PING && flags & 1 == 0),
+        "no ping in {frames:?}"
+    );
+    m.stop();
+    // etcd's default (2 h): no ping in that time.
+    m.spawn(&initial);
+    ready_client(m.client_port).await;
+    let frames = frames_seen(m.client_port, Duration::from_millis(1500)).await;
+    assert!(
+        !frames.iter().any(|&(t, flags)| t == PING && flags & 1 == 0),
+        "a ping in {frames:?}"
+    );
+}
+
+#[tokio::test]
+async fn socket_reuse_port_lets_another_listener_bind_the_client_port() {
+    let bind_again = |port: u16| {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.set_reuseport(true).unwrap();
+        s.bind(([127, 0, 0, 1], port).into())
+            .and_then(|()| s.listen(16))
+            .is_ok()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    m.spawn_with(&initial, &["--socket-reuse-port"]);
+    ready_client(m.client_port).await;
+    assert!(bind_again(m.client_port), "SO_REUSEPORT on the listener");
+    m.stop();
+    m.spawn(&initial);
+    ready_client(m.client_port).await;
+    assert!(!bind_again(m.client_port), "no SO_REUSEPORT by default");
 }

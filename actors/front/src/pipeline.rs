@@ -40,6 +40,12 @@ pub struct FrontConfig {
     /// `--strict-reconfig-check`: member changes that could lose quorum (too few started
     /// voters, an unhealthy peer) are refused; off, they go through as in etcd.
     pub strict_reconfig_check: bool,
+    /// `--grpc-keepalive-interval` and `--grpc-keepalive-timeout`: the server pings each
+    /// client connection after this much silence and closes it when no answer comes in time;
+    /// `None` when either is 0, as in etcd.
+    pub grpc_keepalive: Option<(Duration, Duration)>,
+    /// `--max-concurrent-streams`: HTTP/2 streams a client connection may have open.
+    pub max_concurrent_streams: u32,
 }
 
 /// The actors the front talks to.
