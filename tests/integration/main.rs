@@ -29,6 +29,7 @@ mod membership;
 mod tls;
 mod upgrade;
 mod v2;
+mod tls_go;
 mod watch;
 
 use etcd_client::{
