@@ -94,14 +94,19 @@ pub async fn serve(
         .add_service(auth)
         .add_service(lock)
         .add_service(election);
+    // Every HTTP/2 connection passes through `AuthorityFix`, for etcd 3.4's Go client.
+    use crate::h2authority::AuthorityFix;
+    use futures::StreamExt;
     match tls {
         None => {
+            let incoming = sniffed(listener, http).map(|conn| conn.map(AuthorityFix::new));
             router
-                .serve_with_incoming_shutdown(sniffed(listener, http), shutdown)
+                .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
         }
         Some(tls) => {
-            let incoming = decrypted(listener, tls, counters, Some(http));
+            let incoming = decrypted(listener, tls, counters, Some(http))
+                .map(|conn| conn.map(AuthorityFix::new));
             router
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
