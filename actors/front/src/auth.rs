@@ -312,3 +312,95 @@ impl Auth for AuthService {
             .await
     }
 }
+
+/// `encoded`, a message of type `desc` as the descriptors for JSON see it, with the bytes of
+/// every `string` field that are not UTF-8 replaced as Go's JSON encoder replaces them (one
+/// U+FFFD each; [`actcd_authz::go_lossy`]), so the gateway can write an auth answer that holds
+/// such a name (user and role names are bytes here, `string` to JSON) as etcd's gateway writes
+/// it. `None` if `encoded` is not a well-formed message.
+pub(crate) fn go_lossy_strings(
+    desc: &prost_reflect::MessageDescriptor,
+    mut encoded: &[u8],
+) -> Option<Vec<u8>> {
+    use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
+    use prost_reflect::Kind;
+    let mut out = Vec::with_capacity(encoded.len());
+    while !encoded.is_empty() {
+        let (tag, wire_type) = decode_key(&mut encoded).ok()?;
+        encode_key(tag, wire_type, &mut out);
+        let fixed = match wire_type {
+            WireType::Varint => {
+                encode_varint(decode_varint(&mut encoded).ok()?, &mut out);
+                continue;
+            }
+            WireType::SixtyFourBit => 8,
+            WireType::ThirtyTwoBit => 4,
+            WireType::LengthDelimited => {
+                let len = usize::try_from(decode_varint(&mut encoded).ok()?).ok()?;
+                let data = encoded.get(..len)?;
+                encoded = &encoded[len..];
+                let kind = desc.get_field(tag).map(|f| f.kind());
+                let value = match kind {
+                    Some(Kind::String) => actcd_authz::go_lossy(data).into_bytes(),
+                    Some(Kind::Message(m)) => go_lossy_strings(&m, data)?,
+                    _ => data.to_vec(),
+                };
+                encode_varint(value.len() as u64, &mut out);
+                out.extend_from_slice(&value);
+                continue;
+            }
+            WireType::StartGroup | WireType::EndGroup => return None,
+        };
+        out.extend_from_slice(encoded.get(..fixed)?);
+        encoded = &encoded[fixed..];
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use actcd_proto::etcdserverpb::{AuthUserListResponse, ResponseHeader};
+    use prost::Message;
+
+    #[test]
+    fn names_that_are_not_utf8_are_replaced_as_go_writes_them() {
+        let pool = prost_reflect::DescriptorPool::decode(actcd_proto::FILE_DESCRIPTOR_SET).unwrap();
+        let desc = pool
+            .get_message_by_name("etcdserverpb.AuthUserListResponse")
+            .unwrap();
+        let msg = AuthUserListResponse {
+            header: Some(ResponseHeader {
+                cluster_id: 7,
+                revision: 3,
+                ..Default::default()
+            }),
+            users: vec![
+                b"root".to_vec(),
+                b"u\xff\xfe".to_vec(),
+                b"a\xe2\x82b".to_vec(),
+            ],
+        };
+        let encoded = msg.encode_to_vec();
+        assert!(
+            prost_reflect::DynamicMessage::decode(desc.clone(), encoded.as_slice()).is_err(),
+            "the JSON descriptors say string"
+        );
+        let fixed = super::go_lossy_strings(&desc, &encoded).unwrap();
+        let back = AuthUserListResponse::decode(fixed.as_slice()).unwrap();
+        assert_eq!(back.header, msg.header, "other fields as they were");
+        assert_eq!(
+            back.users,
+            [
+                b"root".to_vec(),
+                "u\u{FFFD}\u{FFFD}".as_bytes().to_vec(),
+                "a\u{FFFD}\u{FFFD}b".as_bytes().to_vec()
+            ]
+        );
+        assert!(prost_reflect::DynamicMessage::decode(desc.clone(), fixed.as_slice()).is_ok());
+        assert_eq!(
+            super::go_lossy_strings(&desc, &[0x0a, 0x05, 0x01]),
+            None,
+            "cut short"
+        );
+    }
+}

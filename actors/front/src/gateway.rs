@@ -111,8 +111,14 @@ fn from_value<M: prost::Message + Default>(value: &[u8], name: &str) -> Result<M
 /// Encodes a response message `name` as etcd's gateway does.
 pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status> {
     let desc = descriptor(name)?;
-    let dynamic = DynamicMessage::decode(desc, msg.encode_to_vec().as_slice())
-        .map_err(|e| Status::internal(e.to_string()))?;
+    let encoded = msg.encode_to_vec();
+    let dynamic = match DynamicMessage::decode(desc.clone(), encoded.as_slice()) {
+        Ok(dynamic) => dynamic,
+        // A user or role name that is not UTF-8 (bytes here, `string` to JSON): as Go writes it.
+        Err(e) => crate::auth::go_lossy_strings(&desc, &encoded)
+            .and_then(|fixed| DynamicMessage::decode(desc, fixed.as_slice()).ok())
+            .ok_or_else(|| Status::internal(e.to_string()))?,
+    };
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::new(&mut out);
     dynamic
@@ -317,14 +323,14 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
     let revision = p.auth.revision();
     if p.auth.basic.matched(user, password, revision) {
         return Ok(AuthInfo {
-            username: user.to_string(),
+            username: user.into(),
             revision,
         });
     }
-    let checked = p.check_password(user, password).await?;
+    let checked = p.check_password(user.as_bytes(), password).await?;
     p.auth.basic.remember(user, password, checked);
     Ok(AuthInfo {
-        username: user.to_string(),
+        username: user.into(),
         revision: checked,
     })
 }
