@@ -16,6 +16,7 @@ mod auth_bytes;
 mod cluster;
 mod corrupt;
 mod corruption;
+mod elections;
 mod failpoints;
 mod fatal;
 mod flags;
