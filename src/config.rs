@@ -653,16 +653,6 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
         set: |f| f.backend_bbolt_freelist_type != "map",
     },
     IgnoredFlag {
-        flag: "--backend-batch-interval",
-        reason: "the backend commits each applied batch at once; there is no commit timer",
-        set: |f| !f.backend_batch_interval.is_zero(),
-    },
-    IgnoredFlag {
-        flag: "--backend-batch-limit",
-        reason: "the backend commits each applied batch at once; there is no pending-write limit",
-        set: |f| f.backend_batch_limit != 0,
-    },
-    IgnoredFlag {
         flag: "--experimental-txn-mode-write-with-shared-buffer",
         reason: "a bbolt read-buffer detail; LMDB write transactions read their own writes",
         set: |f| !f.experimental_txn_mode_write_with_shared_buffer,
@@ -912,6 +902,24 @@ impl Config {
         }
     }
 
+    /// `--backend-batch-interval`: how often applied writes are committed to the backend
+    /// (0: etcd's 100 ms).
+    pub fn backend_batch_interval(&self) -> Duration {
+        match self.flags.backend_batch_interval {
+            d if d.is_zero() => Duration::from_millis(100),
+            d => d,
+        }
+    }
+
+    /// `--backend-batch-limit`: applied requests that may wait for a backend commit (0 or
+    /// less: etcd's 10,000).
+    pub fn backend_batch_limit(&self) -> usize {
+        match self.flags.backend_batch_limit {
+            n if n <= 0 => 10_000,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        }
+    }
+
     pub fn tick(&self) -> Duration {
         Duration::from_millis(self.flags.heartbeat_interval.max(1))
     }
@@ -1141,6 +1149,24 @@ mod tests {
             1
         );
         assert_eq!(ttl(&["--election-timeout", "5000"]), 8);
+    }
+
+    #[test]
+    fn backend_batching_takes_etcds_flags_and_defaults() {
+        let cfg = |args: &[&str]| {
+            let mut argv = vec!["actcd"];
+            argv.extend_from_slice(args);
+            Config::try_from(Flags::parse_from(argv)).unwrap()
+        };
+        let d = cfg(&[]);
+        assert_eq!(d.backend_batch_interval(), Duration::from_millis(100));
+        assert_eq!(d.backend_batch_limit(), 10_000);
+        let set = cfg(&["--backend-batch-interval=10ms", "--backend-batch-limit=50"]);
+        assert_eq!(set.backend_batch_interval(), Duration::from_millis(10));
+        assert_eq!(set.backend_batch_limit(), 50);
+        let empty = cfg(&["--backend-batch-interval=", "--backend-batch-limit=-1"]);
+        assert_eq!(empty.backend_batch_interval(), Duration::from_millis(100));
+        assert_eq!(empty.backend_batch_limit(), 10_000);
     }
 
     #[test]

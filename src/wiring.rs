@@ -159,7 +159,7 @@ pub(crate) fn start_actors(
         (store, damage),
         (boxes.store, boxes.reader),
         &a,
-        supervisor,
+        (supervisor, cfg),
     );
     watch_hub(cfg, boxes.hub, &a, identity, current_revision);
     let consensus = consensus(
@@ -352,7 +352,7 @@ fn storage(
     (mut store, damage): (Store, DamageReport),
     (mailbox, reader): (AddressReceiver<MvccActor>, AddressReceiver<MvccReader>),
     a: &Addrs,
-    supervisor: &Addr<Supervisor>,
+    (supervisor, cfg): (&Addr<Supervisor>, &Config),
 ) -> (Addr<BackendActor>, ReadViews) {
     let backend = BackendActor::start_on_own_thread(engine);
     store.set_damage_report(damage);
@@ -383,7 +383,15 @@ fn storage(
     });
     supervisor.do_send(DrainWith(a.store.clone().recipient()));
     // etcd's backend batch limit: at most this many applied requests wait for a commit.
-    let make = move || MvccActor::batched(store, 10_000).with_peers(peers);
+    let (limit, slow) = (
+        cfg.backend_batch_limit(),
+        cfg.flags.experimental_warning_apply_duration,
+    );
+    let make = move || {
+        MvccActor::batched(store, limit)
+            .with_warning_apply_duration(slow)
+            .with_peers(peers)
+    };
     // With the front on this thread (small machines), the store joins it too: a write then
     // crosses no thread boundary but the fsync's (see `front_threads`).
     if front_threads() == 0 {
@@ -605,7 +613,7 @@ fn ticks(
             Periodic::Lessor(lessor.clone().recipient()),
         )
         .every(
-            Duration::from_millis(100),
+            cfg.backend_batch_interval(),
             Periodic::BackendBatch(BackendBatch {
                 store: a.store.clone().recipient(),
                 backend: backend.clone().recipient(),

@@ -120,8 +120,7 @@ fn every_flag_of_etcd_3_5_1_is_accepted_with_its_default() {
 fn ignored_flag_value(flag: &str) -> &'static str {
     match flag {
         "--backend-bbolt-freelist-type" => "array",
-        "--backend-batch-interval" => "50ms",
-        "--backend-batch-limit" | "--experimental-compaction-batch-limit" => "7",
+        "--experimental-compaction-batch-limit" => "7",
         "--experimental-bootstrap-defrag-threshold-megabytes" => "10",
         "--max-snapshots" | "--max-wals" => "9",
         "--experimental-distributed-tracing-address" => "localhost:9999",
@@ -535,4 +534,51 @@ async fn socket_reuse_port_lets_another_listener_bind_the_client_port() {
     m.spawn(&initial);
     ready_client(m.client_port).await;
     assert!(!bind_again(m.client_port), "no SO_REUSEPORT by default");
+}
+
+#[tokio::test]
+async fn applies_slower_than_the_warning_apply_duration_are_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("member.log");
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    let outputs = format!("--log-outputs={}", log.display());
+    // Every apply takes longer than a nanosecond.
+    m.spawn_with(
+        &initial,
+        &["--experimental-warning-apply-duration=1ns", &outputs],
+    );
+    let mut c = ready_client(m.client_port).await;
+    c.put("slow", "v", None).await.unwrap();
+    m.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("apply request took too long")
+                && l.contains("expected_duration=1ns")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn backend_batch_flags_keep_writes_readable_across_a_restart() {
+    // A commit every 5 ms or every 2 applied requests: each write is read back, and is still
+    // there after a restart (replayed from the WAL or committed by then).
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    let flags = ["--backend-batch-interval=5ms", "--backend-batch-limit=2"];
+    m.spawn_with(&initial, &flags);
+    let mut c = ready_client(m.client_port).await;
+    for i in 0..10 {
+        c.put(format!("k{i}"), "v", None).await.unwrap();
+    }
+    m.stop();
+    m.spawn_with(&initial, &flags);
+    let mut c = ready_client(m.client_port).await;
+    let got = c
+        .get("k", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(got.kvs().len(), 10);
 }

@@ -69,6 +69,9 @@ pub struct MvccActor {
     hub_listening: bool,
     /// What the applied batches did, for `/metrics` (read when a `MailboxProbe` asks).
     counts: WriteCounts,
+    /// `--experimental-warning-apply-duration`: a batch that takes longer is logged, as etcd
+    /// logs an apply that took too long.
+    warn_apply: std::time::Duration,
 }
 
 /// etcd's write counters (`etcd_mvcc_put_total`, `etcd_mvcc_delete_total`, `etcd_mvcc_txn_total`,
@@ -151,7 +154,14 @@ impl MvccActor {
             peers: MvccPeers::default(),
             hub_listening: true,
             counts: WriteCounts::default(),
+            warn_apply: std::time::Duration::from_millis(100),
         }
+    }
+
+    /// Logs batches that take longer than `d` to apply (etcd's default: 100 ms).
+    pub fn with_warning_apply_duration(mut self, d: std::time::Duration) -> Self {
+        self.warn_apply = d;
+        self
     }
 
     /// Sends what each batch changes to `peers` (the store collects it only from now on).
@@ -313,6 +323,7 @@ impl Handler<ApplyBatch> for MvccActor {
     fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
         self.counts.txns += msg.requests.iter().filter(|r| r.txn.is_some()).count() as u64;
+        let (started, requests) = (std::time::Instant::now(), msg.requests.len());
         let outcome = self
             .store
             .apply_deferred(
@@ -323,6 +334,16 @@ impl Handler<ApplyBatch> for MvccActor {
                 &msg.leases,
             )
             .inspect_err(|_| self.publish())?;
+        let took = started.elapsed();
+        if took > self.warn_apply {
+            tracing::warn!(
+                took = ?took,
+                expected_duration = ?self.warn_apply,
+                requests,
+                consistent_index = msg.consistent_index,
+                "apply request took too long"
+            );
+        }
         self.after_batch(outcome, msg.replies, ctx)
     }
 }

@@ -36,7 +36,8 @@
 //!   The reply carries the revision after the batch and the `LeaseAttachment`s `(key,
 //!   old_lease, new_lease)` of every record written whose old or new lease is not 0 (none for
 //!   lease-less writes). Requests applied elsewhere (auth, alarms, membership, leases) answer
-//!   `ApplyResponse::Empty`.
+//!   `ApplyResponse::Empty`. A batch that takes longer than
+//!   `--experimental-warning-apply-duration` (100 ms) is logged: "apply request took too long".
 //! - `DeleteKeys{consistent_index, term, keys, ops}` → `Result<BatchApplied, EtcdError>`: a
 //!   revoked lease's keys deleted at one revision (one watch response; no revision taken when
 //!   nothing is deleted), applied and committed like a batch.
