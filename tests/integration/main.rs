@@ -27,6 +27,7 @@ mod linearizability;
 mod lock;
 mod maintenance;
 mod membership;
+mod old_clients;
 mod tls;
 mod upgrade;
 mod v2;
