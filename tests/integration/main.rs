@@ -20,6 +20,7 @@ mod elections;
 mod failpoints;
 mod fatal;
 mod flags;
+mod gateway;
 mod hostile;
 mod http;
 mod lease;
