@@ -211,6 +211,13 @@ pub fn run_until(
             .map_err(|e| StartError::Wal(e.to_string()))?;
         (wal, Recovered::default())
     };
+    let mut wal = wal;
+    if cfg.flags.unsafe_no_fsync {
+        tracing::warn!(
+            "--unsafe-no-fsync: the WAL is not fsynced; a crash may lose acknowledged writes"
+        );
+        wal.set_unsafe_no_fsync(true);
+    }
     let identity = MemberIdentity {
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,

@@ -109,7 +109,8 @@
 //! ## Invariants
 //! - One fsync (`fdatasync`) per Append that carries entries or a new term or vote, and per
 //!   ReleaseWal; a write that starts a new
-//!   segment also fsyncs the new header and the directory (once per 64 MiB).
+//!   segment also fsyncs the new header and the directory (once per 64 MiB). With
+//!   `--unsafe-no-fsync` (`Wal::set_unsafe_no_fsync`) Appends are written and not fsynced.
 //! - After a failed write or fsync the WAL refuses everything ([`WalError::Failed`]): the page
 //!   cache may have dropped the data, so only a reopen (which verifies) knows what is on disk.
 //! - The writer refuses what the reader would call corruption (gaps, entries at or below the

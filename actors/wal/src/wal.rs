@@ -55,9 +55,18 @@ pub struct Wal {
     failed: bool,
     /// How long each fsync took (for `/metrics`).
     fsyncs: DiskLatency,
+    /// `--unsafe-no-fsync`: appends are written but never fsynced (a crash may lose
+    /// acknowledged writes).
+    no_fsync: bool,
 }
 
 impl Wal {
+    /// `--unsafe-no-fsync`: from now on appends are not fsynced. Unsafe: what a crash or power
+    /// loss catches in the page cache is lost, acknowledged or not.
+    pub fn set_unsafe_no_fsync(&mut self, on: bool) {
+        self.no_fsync = on;
+    }
+
     /// The fsync latencies so far.
     pub fn fsync_stats(&self) -> DiskLatency {
         self.fsyncs.clone()
@@ -112,6 +121,7 @@ impl Wal {
             snapshot: None,
             failed: false,
             fsyncs: DiskLatency::default(),
+            no_fsync: false,
             hard_state_unwritten: false,
         })
     }
@@ -234,6 +244,7 @@ impl Wal {
             snapshot: replay.snapshot().cloned(),
             failed: false,
             fsyncs: DiskLatency::default(),
+            no_fsync: false,
             hard_state_unwritten: false,
         };
         let contents = replay.finish(metadata);
@@ -426,7 +437,7 @@ impl Wal {
             Ok(())
         });
         let synced = written.and_then(|()| {
-            if !sync {
+            if !sync || self.no_fsync {
                 return Ok(());
             }
             let started = std::time::Instant::now();

@@ -836,3 +836,18 @@ fn every_fsync_is_timed() {
     );
     assert!(stats.sum_secs > 0.0);
 }
+
+#[test]
+fn unsafe_no_fsync_writes_without_fsyncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = Wal::create(dir.path(), b"meta").unwrap();
+    w.append(Some(hs(1, 0)), &[e(1, 1)]).unwrap();
+    let synced = w.fsync_stats().count;
+    assert!(synced >= 1);
+    w.set_unsafe_no_fsync(true);
+    w.append(Some(hs(1, 1)), &[e(2, 1), e(3, 1)]).unwrap();
+    assert_eq!(w.fsync_stats().count, synced, "no fsync for the append");
+    drop(w);
+    let (_, c) = Wal::open(dir.path()).unwrap();
+    assert_eq!(ids(&c.entries), seq(1, 3, 1), "still written");
+}
