@@ -1408,7 +1408,9 @@ mod tests {
             }
             .check()
         };
-        let cases: [(&[&str], &str, &str, Result<(), &str>); 9] = [
+        /// Suites, min and max version, and `Err(start of the message)` or `Ok`.
+        type Case<'a> = (&'a [&'a str], &'a str, &'a str, Result<(), &'a str>);
+        let cases: [Case; 9] = [
             (&[], "TLS1.2", "", Ok(())),
             (
                 &[
