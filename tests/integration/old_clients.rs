@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cluster::{leader_index, running_cluster};
 use crate::{Server, free_port};
 
 /// An etcdctl binary and its version's name.
@@ -500,5 +501,221 @@ async fn etcdctl_34_and_35_run_every_command_against_one_member_over_http() {
                 &snapshot,
             );
         }
+    }
+}
+
+/// A CA (`ca.pem`) and a server certificate for 127.0.0.1 and localhost signed by it
+/// (`server.pem`, `server.key`) in `dir`.
+fn server_pki(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "old clients CA");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "server");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_34_and_35_run_every_command_against_one_member_over_https() {
+    let ctls = etcdctls();
+    if ctls.is_empty() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    server_pki(dir.path());
+    let arg = |f: &str| dir.path().join(f).display().to_string();
+    let mut srv = Server {
+        child: None,
+        dir: dir.path().join("data"),
+        port: free_port(),
+        peer_port: free_port(),
+        extra: vec![
+            "--cert-file".into(),
+            arg("server.pem"),
+            "--key-file".into(),
+            arg("server.key"),
+        ],
+        env: Vec::new(),
+        scheme: "https",
+    };
+    srv.spawn();
+    let ep = format!("https://127.0.0.1:{}", srv.port);
+    let peer = format!("http://127.0.0.1:{}", srv.peer_port);
+    let tls = [format!("--cacert={}", arg("ca.pem"))];
+    for ctl in &ctls {
+        let snapshot = dir.path().join(format!("snap-{}.db", ctl.version));
+        sweep_one_member(
+            &ctl.at(&[ep.clone()], &tls),
+            &ep,
+            &peer,
+            "default",
+            &snapshot,
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_34_and_35_run_every_command_against_three_members() {
+    let ctls = etcdctls();
+    if ctls.is_empty() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (members, _initial, _) = running_cluster(dir.path(), &[]).await;
+    let eps: Vec<String> = members
+        .iter()
+        .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+        .collect();
+    for ctl in &ctls {
+        let v = ctl.version;
+        let all = ctl.at(&eps, &[]);
+        all.eventually(&["put", "probe", "x"]);
+        assert_eq!(all.ok(&["put", "k", v]), "OK\n", "{v}");
+        for ep in &eps {
+            let one = ctl.at(std::slice::from_ref(ep), &[]);
+            assert_eq!(
+                one.ok(&["get", "k", "--print-value-only"]),
+                format!("{v}\n"),
+                "{v}"
+            );
+        }
+        assert_eq!(all.ok(&["alarm", "list"]), "", "{v}");
+
+        // One line per member, in the order of --endpoints; one leads.
+        let status = all.ok(&["endpoint", "status"]);
+        let lines: Vec<&str> = status.lines().collect();
+        assert_eq!(lines.len(), 3, "{v}: {status}");
+        let mut ids = Vec::new();
+        let mut leader = None;
+        for (i, (line, ep)) in lines.iter().zip(&eps).enumerate() {
+            let fields: Vec<&str> = line.split(", ").collect();
+            assert_eq!(fields[0], ep, "{v}: {status}");
+            ids.push(fields[1].to_string());
+            if fields[4] == "true" {
+                assert!(leader.replace(i).is_none(), "{v}: two leaders in {status}");
+            }
+            assert_eq!(fields[5], "false", "{v}: a learner in {status}");
+        }
+        let leader = leader.unwrap_or_else(|| panic!("{v}: no leader in {status}"));
+        let hashes = all.ok(&["endpoint", "hashkv"]);
+        assert_eq!(hashes.lines().count(), 3, "{v}: {hashes}");
+        for (line, ep) in hashes.lines().zip(&eps) {
+            assert!(line.starts_with(&format!("{ep}, ")), "{v}: {hashes}");
+        }
+        let health = all.ok_both(&["endpoint", "health"]);
+        for ep in &eps {
+            assert!(
+                health.contains(&format!("{ep} is healthy: successfully committed proposal")),
+                "{v}: {health}"
+            );
+        }
+        let defrag = all.ok(&["defrag"]);
+        let want: String = eps
+            .iter()
+            .map(|ep| format!("Finished defragmenting etcd member[{ep}]\n"))
+            .collect();
+        assert_eq!(defrag, want, "{v}");
+
+        // Leadership to the next member, then back where a later version finds it.
+        let target = (leader + 1) % 3;
+        assert_eq!(
+            all.ok(&["move-leader", &ids[target]]),
+            format!(
+                "Leadership transferred from {} to {}\n",
+                ids[leader], ids[target]
+            ),
+            "{v}"
+        );
+        let now = leader_index(&members, &[0, 1, 2]).await;
+        assert_eq!(now, target, "{v}");
+
+        // Membership, as every member sees it.
+        let mut want: Vec<String> = members
+            .iter()
+            .zip(&ids)
+            .map(|(m, id)| {
+                format!(
+                    "{id}, started, {}, {}, http://127.0.0.1:{}, false",
+                    m.name,
+                    m.peer_url(),
+                    m.client_port
+                )
+            })
+            .collect();
+        want.sort();
+        for ep in &eps {
+            let listed = ctl
+                .at(std::slice::from_ref(ep), &[])
+                .ok(&["member", "list"]);
+            let mut got: Vec<String> = listed.lines().map(str::to_string).collect();
+            got.sort();
+            assert_eq!(got, want, "{v} at {ep}");
+        }
+        let new_peer = format!("http://127.0.0.1:{}", free_port());
+        // Refused as "unhealthy cluster" until the peers have been connected for 5 s, as
+        // etcd refuses it then (--strict-reconfig-check).
+        let added = all.eventually(&[
+            "member",
+            "add",
+            "newm",
+            "--learner",
+            &format!("--peer-urls={new_peer}"),
+        ]);
+        let new_id = added.split_whitespace().nth(1).unwrap().to_string();
+        assert!(
+            added.starts_with(&format!("Member {new_id} added to cluster ")),
+            "{v}: {added}"
+        );
+        let refused = all.fails(1, &["member", "promote", &new_id]);
+        assert!(
+            refused.contains(
+                "Error: etcdserver: can only promote a learner member which is in sync with leader"
+            ),
+            "{v}: {refused}"
+        );
+        let removed = all.ok(&["member", "remove", &new_id]);
+        assert!(
+            removed.starts_with(&format!("Member {new_id} removed from cluster ")),
+            "{v}: {removed}"
+        );
+
+        // Snapshot from one member (etcdctl takes exactly one endpoint for it).
+        let path = dir
+            .path()
+            .join(format!("snap-{v}.db"))
+            .display()
+            .to_string();
+        let one = ctl.at(&eps[..1], &[]);
+        assert!(
+            one.ok(&["snapshot", "save", &path])
+                .ends_with(&format!("Snapshot saved at {path}\n")),
+            "{v}"
+        );
+
+        // A lease granted through one member, kept alive and revoked through the others.
+        let granted = ctl.at(&eps[..1], &[]).ok(&["lease", "grant", "100"]);
+        let lease = granted.split_whitespace().nth(1).unwrap().to_string();
+        assert_eq!(
+            ctl.at(&eps[1..2], &[])
+                .ok(&["lease", "keep-alive", "--once", &lease]),
+            format!("lease {lease} keepalived with TTL(100)\n"),
+            "{v}"
+        );
+        assert_eq!(
+            ctl.at(&eps[2..], &[]).ok(&["lease", "revoke", &lease]),
+            format!("lease {lease} revoked\n"),
+            "{v}"
+        );
     }
 }
