@@ -86,10 +86,11 @@
 //! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
 //! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
-//! · `learner.rs` what a learner serves · `lock.rs`, `election.rs`, `concurrency.rs` Lock and
-//! Election · `http.rs`, `gateway.rs`, `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the
-//! accounting layer and client byte counts · `auth.rs` Auth · `authn.rs` the authenticator
-//! chain.
+//! · `tls/verify.rs` both ports' rustls configurations (Go-compatible certificate verification,
+//! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
+//! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`,
+//! `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the accounting layer and client byte
+//! counts · `auth.rs` Auth · `authn.rs` the authenticator chain.
 
 mod auth;
 pub mod authn;

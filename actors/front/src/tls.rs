@@ -25,8 +25,14 @@
 //! Departures, each refusing at start-up what etcd 3.5.1 accepts: a CA file with no certificate
 //! in it (etcd starts, then refuses every client), and `--client-cert-auth` without
 //! `--trusted-ca-file` (etcd then trusts the system's CAs for client certificates, which nobody
-//! means on purpose). etcd 3.5.1 also caps TLS at 1.2; rustls offers 1.3 as well. etcd answers
-//! HTTP/2 requests that are not gRPC (an h2 `GET /health`); actcd gives those to tonic.
+//! means on purpose). etcd 3.5.1 caps TLS at 1.2; actcd, as newer etcd, offers 1.3 too unless
+//! `--tls-max-version=TLS1.2`. etcd answers HTTP/2 requests that are not gRPC (an h2
+//! `GET /health`); actcd gives those to tonic.
+//!
+//! The rustls configurations of both ports (this one and the peer port's, which the daemon
+//! hands to the transport) are built in `verify.rs`: certificates judged as Go's crypto/tls
+//! judges them for etcd, and etcd's CRL, allowed CN/hostname, cipher suite and version
+//! settings ([`TlsOptions`]).
 
 use std::fmt;
 use std::sync::Arc;

@@ -26,9 +26,11 @@
 //!   for members of this cluster, like every call here;
 //! - sends `Unreachable{id}` whenever the stream to a peer breaks or cannot be opened.
 //!
-//! Peer TLS ([`PeerTls`]): `https://` peer URLs are served with the peer key pair and dialled
-//! with it as the client certificate, verifying the peer against `--peer-trusted-ca-file`;
-//! with `--peer-client-cert-auth` the port requires a certificate that CA signed.
+//! Peer TLS ([`PeerTls`]): `https://` peer URLs are served and dialled with rustls
+//! configurations the daemon builds (peer key pair or `--peer-auto-tls`, Go-compatible
+//! verification against `--peer-trusted-ca-file`, CRL, allowed CN/hostname); this crate runs
+//! the handshakes itself (tonic's TLS settings take only a CA) and checks a dialling peer's
+//! certificate SANs against its address as etcd does (`SanCheck`).
 //!
 //! Every stream names the sender's cluster id ([`CLUSTER_ID_HEADER`]); the receiver refuses a
 //! stream from another cluster (a different `--initial-cluster-token` or peer list) with
