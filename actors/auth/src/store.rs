@@ -759,6 +759,92 @@ mod tests {
         assert_eq!(reopened.view, s.view);
     }
 
+    /// Names that are not UTF-8 are stored under their bytes (etcd's table keys), come back
+    /// after a reopen, are listed in byte order, and only the role named exactly `root` makes
+    /// a user root.
+    #[test]
+    fn names_are_bytes_through_the_tables() {
+        let engine = MemEngine::new();
+        let mut s = AuthStore::open(&*engine.read().unwrap()).unwrap();
+        let mut txn = engine.write().unwrap();
+        let nobody = AuthInfo::default();
+        let u: &[u8] = b"u\xff\xfe";
+        let fake_root: &[u8] = b"root\xff";
+        let add = |name: &[u8]| {
+            AuthRequest::UserAdd(pb::AuthUserAddRequest {
+                name: name.to_vec(),
+                hashed_password: hashed("pw"),
+                ..Default::default()
+            })
+        };
+        for r in [
+            add(b"root"),
+            grant_role("root", "root"),
+            add(u),
+            add("u\u{FFFD}\u{FFFD}".as_bytes()),
+            AuthRequest::RoleAdd(pb::AuthRoleAddRequest {
+                name: fake_root.to_vec(),
+            }),
+            AuthRequest::UserGrantRole(pb::AuthUserGrantRoleRequest {
+                user: u.to_vec(),
+                role: fake_root.to_vec(),
+            }),
+            AuthRequest::Enable,
+        ] {
+            s.apply(&mut *txn, &nobody, r).unwrap().unwrap();
+        }
+        txn.commit().unwrap();
+        assert_eq!(
+            engine
+                .read()
+                .unwrap()
+                .get(Table::AuthUsers, u)
+                .unwrap()
+                .map(|v| User::decode(v.as_slice()).unwrap().roles),
+            Some(vec![fake_root.to_vec()]),
+            "stored under its bytes"
+        );
+        let s = AuthStore::open(&*engine.read().unwrap()).unwrap();
+        let as_u = AuthInfo {
+            username: u.to_vec(),
+            revision: s.revision(),
+        };
+        assert_eq!(
+            s.check_admin(&as_u),
+            Err(EtcdError::PermissionDenied),
+            "root\\xff is not root"
+        );
+        let root = as_root(&s);
+        let mut txn = engine.write().unwrap();
+        let list = s.clone().apply(&mut *txn, &root, AuthRequest::UserList);
+        let Ok(Ok(AuthReply::UserList(list))) = list else {
+            panic!("{list:?}")
+        };
+        assert_eq!(
+            list.users,
+            [
+                b"root".to_vec(),
+                "u\u{FFFD}\u{FFFD}".as_bytes().to_vec(),
+                u.to_vec()
+            ],
+            "byte order, as etcd sorts"
+        );
+        let get = s.clone().apply(
+            &mut *txn,
+            &as_u,
+            AuthRequest::UserGet(pb::AuthUserGetRequest { name: u.to_vec() }),
+        );
+        assert!(
+            matches!(get, Ok(Ok(AuthReply::UserGet(_)))),
+            "a user reads itself"
+        );
+        assert_eq!(
+            s.password_of("u\u{FFFD}".as_bytes()),
+            Err(EtcdError::AuthFailed)
+        );
+        assert!(s.password_of(u).is_ok());
+    }
+
     #[test]
     fn admin_rules_and_permission_checks() {
         let engine = MemEngine::new();

@@ -536,6 +536,57 @@ mod tests {
         assert!(TokenProvider::parse("magic", ttl).is_err());
     }
 
+    /// A name that is not UTF-8: etcd's claim holds the name as Go writes it (one U+FFFD per
+    /// bad byte), and the exact name rides beside it, so the token names that user and no
+    /// other; a UTF-8 name gives etcd's claims only. Simple tokens keep the bytes as they are.
+    #[test]
+    fn tokens_name_users_whose_names_are_not_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = write(dir.path(), "hs.key", b"a shared secret of some length");
+        let p = TokenProvider::parse(
+            &format!("jwt,priv-key={secret},sign-method=HS256"),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let TokenProvider::Jwt(j) = &p else {
+            panic!("jwt")
+        };
+        let claims = |t: &str| {
+            jsonwebtoken::decode::<Claims>(t, &j.verify, &Validation::new(Algorithm::HS256))
+                .unwrap()
+                .claims
+        };
+        let t = p.signer().unwrap().sign(b"u\xff\xfe", 3).unwrap();
+        let c = claims(&t);
+        assert_eq!(c.username, "u\u{FFFD}\u{FFFD}", "etcd's claim");
+        assert_eq!(c.username_bytes, Some(b"u\xff\xfe".to_vec()));
+        assert_eq!(
+            p.publish().info(&t, 9).map(|i| i.username),
+            Some(b"u\xff\xfe".to_vec())
+        );
+        let t = p
+            .signer()
+            .unwrap()
+            .sign("u\u{FFFD}\u{FFFD}".as_bytes(), 3)
+            .unwrap();
+        assert_eq!(claims(&t).username_bytes, None, "UTF-8: etcd's claims");
+        assert_eq!(
+            p.publish().info(&t, 9).map(|i| i.username),
+            Some("u\u{FFFD}\u{FFFD}".as_bytes().to_vec()),
+            "the look-alike is another user"
+        );
+
+        let mut simple = simple();
+        let t = simple.draft();
+        simple.register(b"u\xff\xfe", 2, &t, Instant::now());
+        assert_eq!(
+            simple.publish().info(&t, 9).map(|i| i.username),
+            Some(b"u\xff\xfe".to_vec())
+        );
+        assert!(!simple.invalidate_user("u\u{FFFD}\u{FFFD}".as_bytes(), 3));
+        assert!(simple.invalidate_user(b"u\xff\xfe", 3));
+    }
+
     #[test]
     fn expired_jwts_are_refused() {
         let dir = tempfile::tempdir().unwrap();

@@ -365,6 +365,75 @@ mod tests {
         );
     }
 
+    /// Names are bytes: one that is not UTF-8 is a user like any other, and a name matches
+    /// only the same bytes, so no look-alike gets another user's permissions or root's.
+    #[test]
+    fn names_match_byte_for_byte() {
+        let mut v = view();
+        v.set_user(
+            b"u\xff\xfe".to_vec(),
+            UserEntry {
+                is_root: false,
+                perms: UserPerms::build([&role(&[(Type::Readwrite, "u/", b"u0")])]),
+            },
+        );
+        let at = |name: &[u8]| AuthInfo {
+            username: name.to_vec(),
+            revision: 5,
+        };
+        struct Case {
+            who: &'static [u8],
+            want_admin: Result<(), EtcdError>,
+            want_write_u: Result<(), EtcdError>,
+        }
+        for c in [
+            Case {
+                who: b"u\xff\xfe",
+                want_admin: Err(EtcdError::PermissionDenied),
+                want_write_u: Ok(()),
+            },
+            // The name as Go writes it in a JWT claim or JSON: another (missing) user.
+            Case {
+                who: "u\u{FFFD}\u{FFFD}".as_bytes(),
+                want_admin: Err(EtcdError::UserNotFound),
+                want_write_u: Err(EtcdError::PermissionDenied),
+            },
+            Case {
+                who: b"u\xff",
+                want_admin: Err(EtcdError::UserNotFound),
+                want_write_u: Err(EtcdError::PermissionDenied),
+            },
+            Case {
+                who: b"root\xff",
+                want_admin: Err(EtcdError::UserNotFound),
+                want_write_u: Err(EtcdError::PermissionDenied),
+            },
+            Case {
+                who: b"root\0",
+                want_admin: Err(EtcdError::UserNotFound),
+                want_write_u: Err(EtcdError::PermissionDenied),
+            },
+            Case {
+                who: b"ROOT",
+                want_admin: Err(EtcdError::UserNotFound),
+                want_write_u: Err(EtcdError::PermissionDenied),
+            },
+            Case {
+                who: b"root",
+                want_admin: Ok(()),
+                want_write_u: Ok(()),
+            },
+        ] {
+            let name = c.who.escape_ascii().to_string();
+            assert_eq!(v.check_admin(&at(c.who)), c.want_admin, "{name}: admin");
+            assert_eq!(
+                v.check_range(&at(c.who), b"u/1", b"", Perm::Write),
+                c.want_write_u,
+                "{name}: write u/1"
+            );
+        }
+    }
+
     #[test]
     fn requests_are_checked_on_every_key_they_touch() {
         let v = view();
