@@ -109,6 +109,23 @@ pub struct RaftActor {
     leader_changes: u64,
     /// A fatal error was reported: nothing more is written, applied or answered.
     failed: bool,
+    /// Peer traffic for `/metrics` (read when a `MailboxProbe` asks).
+    traffic: PeerTraffic,
+}
+
+/// etcd's buckets for `etcd_network_peer_round_trip_time_seconds`: 0.1 ms doubling, 16.
+const RTT_BUCKETS: [f64; 16] = actcd_types::meter::exponential_buckets(0.0001, 2.0);
+
+/// Bytes of raft messages sent to and received from each peer, and heartbeat round trips
+/// (from a heartbeat to its answer, as the leader sees them; etcd's prober measures the same
+/// link with pings of its own).
+#[derive(Default)]
+struct PeerTraffic {
+    sent: HashMap<u64, u64>,
+    received: HashMap<u64, u64>,
+    /// The oldest unanswered heartbeat to each peer.
+    heartbeat_sent: HashMap<u64, std::time::Instant>,
+    round_trips: HashMap<u64, actcd_types::meter::Histogram>,
 }
 
 /// Proposals held while there is no leader, at most.
@@ -124,6 +141,7 @@ impl RaftActor {
         let last_snapshot = node.applied();
         Self {
             meter: actcd_types::meter::Meter::new(),
+            traffic: PeerTraffic::default(),
             node,
             peers,
             ready_scheduled: false,
@@ -187,9 +205,16 @@ impl RaftActor {
         }
     }
 
-    fn send_peers(&self, msgs: Vec<PeerMessage>) {
+    fn send_peers(&mut self, msgs: Vec<PeerMessage>) {
         if let Some(outbox) = &self.peers.outbox {
             for m in msgs {
+                *self.traffic.sent.entry(m.to).or_default() += m.msg.len() as u64;
+                if crate::node::is_heartbeat(&m.msg) {
+                    self.traffic
+                        .heartbeat_sent
+                        .entry(m.to)
+                        .or_insert_with(std::time::Instant::now);
+                }
                 // Peer traffic is best effort: raft retries what is lost.
                 let _ = outbox.try_send(m);
             }
@@ -695,7 +720,16 @@ impl Handler<Step> for RaftActor {
 
     fn handle(&mut self, msg: Step, ctx: &mut Context<Self>) {
         let _timer = self.meter.start("Step");
-        self.node.step(&msg.msg);
+        if let Some((from, heartbeat_answer)) = self.node.step(&msg.msg) {
+            let t = &mut self.traffic;
+            *t.received.entry(from).or_default() += msg.msg.len() as u64;
+            if heartbeat_answer && let Some(sent) = t.heartbeat_sent.remove(&from) {
+                t.round_trips
+                    .entry(from)
+                    .or_insert_with(|| actcd_types::meter::Histogram::new(&RTT_BUCKETS))
+                    .observe(sent.elapsed().as_secs_f64());
+            }
+        }
         self.schedule_ready(ctx);
     }
 }
@@ -1008,4 +1042,43 @@ mod tests {
     }
 }
 
-actcd_types::impl_mailbox_probe!(RaftActor, meter);
+impl RaftActor {
+    /// etcd's peer traffic metrics, labelled with the peer's id in hex as etcd does.
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        use actcd_types::meter::{Sample, SampleValue};
+        let mut out = Vec::new();
+        let mut by_peer = |name: &'static str, label: &'static str, m: &HashMap<u64, u64>| {
+            let mut peers: Vec<_> = m.iter().collect();
+            peers.sort();
+            for (id, n) in peers {
+                out.push(Sample {
+                    name,
+                    labels: vec![(label, format!("{id:x}"))],
+                    value: SampleValue::Value(*n as f64),
+                });
+            }
+        };
+        by_peer(
+            "etcd_network_peer_sent_bytes_total",
+            "To",
+            &self.traffic.sent,
+        );
+        by_peer(
+            "etcd_network_peer_received_bytes_total",
+            "From",
+            &self.traffic.received,
+        );
+        let mut rtts: Vec<_> = self.traffic.round_trips.iter().collect();
+        rtts.sort_by_key(|(id, _)| **id);
+        for (id, h) in rtts {
+            out.push(Sample {
+                name: "etcd_network_peer_round_trip_time_seconds",
+                labels: vec![("To", format!("{id:x}"))],
+                value: SampleValue::Histogram(h.clone()),
+            });
+        }
+        out
+    }
+}
+
+actcd_types::impl_mailbox_probe!(RaftActor, meter, samples);

@@ -102,6 +102,14 @@ fn conf_change(kind: ConfChangeKind, node_id: u64) -> ConfChange {
     }
 }
 
+/// Whether an encoded message is a heartbeat: its first field is `msg_type` (field 1, a
+/// varint) with `MsgHeartbeat`'s number. Read from the bytes so the peer metrics need no
+/// second decode.
+pub fn is_heartbeat(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&0x08)
+        && bytes.get(1) == Some(&(raft::eraftpb::MessageType::MsgHeartbeat as u8))
+}
+
 fn encode_messages(msgs: Vec<Message>) -> Vec<PeerMessage> {
     msgs.into_iter()
         .filter_map(|m| {
@@ -342,10 +350,16 @@ impl RaftNode {
     }
 
     /// A peer's message; malformed bytes are dropped (peers are trusted but not infallible).
-    pub fn step(&mut self, bytes: &[u8]) {
-        if let Ok(m) = Message::parse_from_bytes(bytes) {
-            let _ = self.raw.step(m);
-        }
+    /// Steps a peer's message in; returns its sender and whether it answers a heartbeat (for
+    /// the peer metrics).
+    pub fn step(&mut self, bytes: &[u8]) -> Option<(u64, bool)> {
+        let m = Message::parse_from_bytes(bytes).ok()?;
+        let seen = (
+            m.from,
+            m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeatResponse,
+        );
+        let _ = self.raw.step(m);
+        Some(seen)
     }
 
     pub fn on_persisted(&mut self, number: u64) {
@@ -668,5 +682,27 @@ mod tests {
         n.propose(b"after".to_vec()).unwrap();
         let (committed, _, _) = drive(&mut n);
         assert_eq!(committed.last().unwrap().data, b"after".to_vec());
+    }
+
+    #[test]
+    fn heartbeats_are_told_from_their_bytes() {
+        use raft::eraftpb::MessageType;
+        let encoded = |t: MessageType| {
+            let mut m = Message::default();
+            m.set_msg_type(t);
+            m.to = 2;
+            m.from = 1;
+            m.term = 5;
+            m.write_to_bytes().unwrap()
+        };
+        assert!(is_heartbeat(&encoded(MessageType::MsgHeartbeat)));
+        for t in [
+            MessageType::MsgHup,
+            MessageType::MsgAppend,
+            MessageType::MsgHeartbeatResponse,
+            MessageType::MsgRequestVote,
+        ] {
+            assert!(!is_heartbeat(&encoded(t)), "{t:?}");
+        }
     }
 }
