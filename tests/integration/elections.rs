@@ -208,7 +208,7 @@ async fn without_a_leader_keepalives_wait_for_one() {
 
 /// Streams open on a member that is stopped (SIGTERM) end with `Unavailable`, as etcd's
 /// clients see them end, not with a clean end a client would take as final: a watch and a
-/// keepalive stream over gRPC, and a watch through the gateway.
+/// keepalive stream and an election observer over gRPC, and a watch through the gateway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_end_unavailable_at_shutdown() {
     let dir = tempfile::tempdir().unwrap();
@@ -223,6 +223,7 @@ async fn streams_end_unavailable_at_shutdown() {
     let lease = c.lease_grant(60, None).await.unwrap().id();
     let (mut keeper, mut acks) = c.lease_keep_alive(lease).await.unwrap();
     assert_eq!(keep_alive(&mut keeper, &mut acks).await, Ok(60));
+    let mut observe = c.observe("no-leader-yet").await.unwrap();
     // The gateway's watch: its first line says created; read what follows at shutdown.
     let endpoint = m.endpoint();
     let gateway = tokio::spawn(async move {
@@ -252,6 +253,11 @@ async fn streams_end_unavailable_at_shutdown() {
         .expect("the keepalive stream never ended");
     let (code, _) = crate::code_and_message(ended.expect_err("a clean end of the keepalives"));
     assert_eq!(code, tonic::Code::Unavailable, "keepalive");
+    let ended = tokio::time::timeout(Duration::from_secs(5), observe.message())
+        .await
+        .expect("the observe stream never ended");
+    let (code, _) = crate::code_and_message(ended.expect_err("a clean end of the observe"));
+    assert_eq!(code, tonic::Code::Unavailable, "observe");
     let (_, text) = tokio::time::timeout(Duration::from_secs(5), gateway)
         .await
         .expect("the gateway's watch never ended")
