@@ -231,11 +231,11 @@ impl AuthorityRewriter {
         }
         let mut rewritten = false;
         for (name, value) in &mut fields {
-            if name.as_slice() == b":authority" {
-                if let Some(authority) = url_authority(value) {
-                    *value = authority.to_vec();
-                    rewritten = true;
-                }
+            if name.as_slice() == b":authority"
+                && let Some(authority) = url_authority(value)
+            {
+                *value = authority.to_vec();
+                rewritten = true;
             }
         }
         if self.mode == Mode::Watching && !rewritten {
