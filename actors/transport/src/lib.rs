@@ -123,6 +123,9 @@ pub struct TransportActor {
     tls: Option<Arc<PeerTls>>,
     /// Channels for questions to the leader, by URL.
     calls: HashMap<String, tonic::transport::Channel>,
+    /// Raft messages dropped because a peer's queue was full (etcd's
+    /// `etcd_network_peer_sent_failures_total`), by peer.
+    sent_failures: HashMap<u64, u64>,
 }
 
 /// A peer's stream came up or went down (sent by the stream's own task).
@@ -148,6 +151,7 @@ impl TransportActor {
             generations: HashMap::new(),
             tls: None,
             calls: HashMap::new(),
+            sent_failures: HashMap::new(),
         }
     }
 
@@ -291,6 +295,7 @@ impl Handler<PeerMessage> for TransportActor {
         if let Some((q, _)) = self.queues.get(&msg.to)
             && q.try_send(msg.msg).is_err()
         {
+            *self.sent_failures.entry(msg.to).or_default() += 1;
             tracing::debug!(to = msg.to, "peer queue full; message dropped");
         }
     }
@@ -1073,4 +1078,21 @@ mod tests {
     }
 }
 
-actcd_types::impl_mailbox_probe!(TransportActor, meter);
+impl TransportActor {
+    /// Send failures by peer (every known peer listed, from zero).
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        use actcd_types::meter::{Sample, SampleValue};
+        let mut peers: Vec<u64> = self.queues.keys().copied().collect();
+        peers.sort_unstable();
+        peers
+            .into_iter()
+            .map(|id| Sample {
+                name: "etcd_network_peer_sent_failures_total",
+                labels: vec![("To", format!("{id:x}"))],
+                value: SampleValue::Value(self.sent_failures.get(&id).copied().unwrap_or(0) as f64),
+            })
+            .collect()
+    }
+}
+
+actcd_types::impl_mailbox_probe!(TransportActor, meter, samples);
