@@ -13,8 +13,8 @@
 //! `/v3/lease/keepalive`) read the body as a stream of JSON requests, as grpc-gateway does: a
 //! first request it can't decode is a 500 (`Unknown`), a later one ends the requests (what came
 //! before is served, nothing is written about it). `/v3/lock/*` and `/v3/election/*` serve the
-//! lock and election services. Answers carry the headers etcd's do (CORS, and
-//! `Grpc-Metadata-Content-Type` once the gRPC call answered).
+//! lock and election services. Answers carry the headers etcd's do (`Grpc-Metadata-Content-Type`
+//! once the gRPC call answered); a stream that fails writes grpc-gateway's in-stream error.
 
 use std::sync::{Arc, LazyLock};
 
@@ -75,6 +75,23 @@ pub fn error_answer(s: &Status) -> Answer {
         format!(
             "{{\"error\":{msg},\"code\":{},\"message\":{msg}}}",
             s.code() as i32
+        ),
+    )
+}
+
+/// grpc-gateway's error in a streamed answer (a gRPC stream that failed, before or after its
+/// first message): `{"error":{"grpc_code","http_code","message","http_status"}}`, no line break
+/// after it; the HTTP status is the code's when nothing was written before.
+pub fn stream_error(s: &Status) -> Answer {
+    let status = http_status(s.code());
+    let msg = serde_json::Value::String(s.message().to_string());
+    let text = serde_json::Value::String(status.canonical_reason().unwrap_or("").to_string());
+    (
+        status,
+        format!(
+            "{{\"error\":{{\"grpc_code\":{},\"http_code\":{},\"message\":{msg},\"http_status\":{text}}}}}",
+            s.code() as i32,
+            status.as_u16()
         ),
     )
 }
@@ -146,25 +163,16 @@ fn canonical(path: &str) -> String {
     }
 }
 
-/// An answer with the headers etcd's gateway answers with: the CORS headers etcd's HTTP
-/// handler sets on everything, and `Grpc-Metadata-Content-Type` when a gRPC call answered.
+/// An answer with the headers etcd's gateway answers with: `Grpc-Metadata-Content-Type` when a
+/// gRPC call answered, `nosniff` on a text error as Go's `http.Error` writes it. (The CORS
+/// headers etcd sets on every answer are added around all handlers, in `http.rs`.)
 fn gateway_reply(
     status: StatusCode,
     content_type: Option<&str>,
     grpc_answered: bool,
     body: crate::http::Body,
 ) -> http::Response<crate::http::Body> {
-    let mut b = http::Response::builder()
-        .status(status)
-        .header(
-            "access-control-allow-headers",
-            "accept, content-type, authorization",
-        )
-        .header(
-            "access-control-allow-methods",
-            "POST, GET, OPTIONS, PUT, DELETE",
-        )
-        .header("access-control-allow-origin", "*");
+    let mut b = http::Response::builder().status(status);
     if let Some(t) = content_type {
         b = b.header("content-type", t);
     }
@@ -323,14 +331,14 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
     let revision = p.auth.revision();
     if p.auth.basic.matched(user, password, revision) {
         return Ok(AuthInfo {
-            username: user.into(),
+            username: user.to_string(),
             revision,
         });
     }
-    let checked = p.check_password(user.as_bytes(), password).await?;
+    let checked = p.check_password(user, password).await?;
     p.auth.basic.remember(user, password, checked);
     Ok(AuthInfo {
-        username: user.into(),
+        username: user.to_string(),
         revision: checked,
     })
 }
@@ -362,7 +370,7 @@ where
             };
             let line = match r.and_then(|m| to_json(&m, name)) {
                 Ok(json) => format!("{{\"result\":{json}}}\n"),
-                Err(s) => format!("{}\n", error_answer(&s).1),
+                Err(s) => stream_error(&s).1,
             };
             if tx.send(line).await.is_err() {
                 break;
@@ -432,7 +440,7 @@ async fn watch(
     let inbound = futures::stream::iter(requests).chain(futures::stream::pending());
     let rx = crate::watch::open_stream(p.clone(), creds, inbound)
         .await
-        .map_err(|e| error_answer(&e.to_status()))?;
+        .map_err(|e| stream_error(&e.to_status()))?;
     Ok(json_lines(
         tokio_stream::wrappers::ReceiverStream::new(rx),
         "WatchResponse",
@@ -475,7 +483,7 @@ async fn observe(
     let leaders = service
         .observe(request)
         .await
-        .map_err(|s| error_answer(&s))?
+        .map_err(|s| stream_error(&s))?
         .into_inner();
     Ok(json_lines(leaders, "v3electionpb.LeaderResponse"))
 }
@@ -497,7 +505,7 @@ async fn snapshot(
     let chunks = service
         .snapshot(request)
         .await
-        .map_err(|s| error_answer(&s))?
+        .map_err(|s| stream_error(&s))?
         .into_inner();
     Ok(json_lines(chunks, "SnapshotResponse"))
 }
