@@ -331,14 +331,14 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
     let revision = p.auth.revision();
     if p.auth.basic.matched(user, password, revision) {
         return Ok(AuthInfo {
-            username: user.to_string(),
+            username: user.into(),
             revision,
         });
     }
-    let checked = p.check_password(user, password).await?;
+    let checked = p.check_password(user.as_bytes(), password).await?;
     p.auth.basic.remember(user, password, checked);
     Ok(AuthInfo {
-        username: user.to_string(),
+        username: user.into(),
         revision: checked,
     })
 }
