@@ -345,7 +345,7 @@ pub struct Flags {
     )]
     pub v2_deprecation: String,
     /// Comma-separated origins allowed for CORS on the client HTTP port (empty or `*`: all).
-    #[arg(long, env = "ETCD_CORS", default_value = "*")]
+    #[arg(long, env = "ETCD_CORS", default_value = "*", value_parser = parse_cors)]
     pub cors: String,
     /// Host names accepted in plain-HTTP client requests (empty or `*`: all).
     #[arg(long, env = "ETCD_HOST_WHITELIST", default_value = "*")]
@@ -552,6 +552,40 @@ pub struct Flags {
 /// etcd's default `--log-rotation-config-json`.
 pub const DEFAULT_LOG_ROTATION_CONFIG: &str =
     r#"{"maxsize": 100, "maxage": 0, "maxbackups": 0, "localtime": false, "compress": false}"#;
+
+/// A comma list's items, trimmed, without empty ones.
+pub fn comma_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `--cors`: `*` or origins that are URLs, as etcd's flag checks them.
+fn parse_cors(s: &str) -> Result<String, String> {
+    for origin in comma_list(s) {
+        if origin == "*" {
+            continue;
+        }
+        let (scheme, rest) = origin.split_once("://").unwrap_or(("", &origin));
+        if !matches!(scheme, "http" | "https" | "unix" | "unixs") {
+            return Err(format!(
+                "URL scheme must be http, https, unix, or unixs: {origin}"
+            ));
+        }
+        let authority = rest.split('/').next().unwrap_or_default();
+        if !authority
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+        {
+            return Err(format!(
+                "URL address does not have the form \"host:port\": {origin}"
+            ));
+        }
+    }
+    Ok(s.to_string())
+}
 
 /// A path that may be empty, as etcd's path flags default to (empty: not given).
 fn any_path(s: &str) -> Result<PathBuf, String> {
@@ -1167,6 +1201,29 @@ mod tests {
         let empty = cfg(&["--backend-batch-interval=", "--backend-batch-limit=-1"]);
         assert_eq!(empty.backend_batch_interval(), Duration::from_millis(100));
         assert_eq!(empty.backend_batch_limit(), 10_000);
+    }
+
+    #[test]
+    fn cors_origins_are_urls_with_a_port_as_etcd_wants_them() {
+        let cors = |v: &str| {
+            Flags::try_parse_from(["actcd", &format!("--cors={v}")])
+                .map(|f| f.cors)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(cors("*").unwrap(), "*");
+        assert_eq!(cors("").unwrap(), "");
+        assert!(cors("http://a.example:80,https://b.example:443").is_ok());
+        assert!(
+            cors("foo")
+                .unwrap_err()
+                .contains("URL scheme must be http, https, unix, or unixs: foo")
+        );
+        assert!(
+            cors("http://a.example")
+                .unwrap_err()
+                .contains("URL address does not have the form \"host:port\": http://a.example")
+        );
+        assert_eq!(comma_list(" a, ,b "), ["a", "b"]);
     }
 
     #[test]

@@ -544,6 +544,10 @@ fn serve_clients(
         ))
         .filter(|(interval, timeout)| !interval.is_zero() && !timeout.is_zero()),
         max_concurrent_streams: cfg.flags.max_concurrent_streams,
+        access: actcd_front::http::AccessControl {
+            cors: crate::config::comma_list(&cfg.flags.cors),
+            host_whitelist: crate::config::comma_list(&cfg.flags.host_whitelist),
+        },
     };
     if front_cfg.debug_stale_reads {
         tracing::warn!(

@@ -582,3 +582,86 @@ async fn backend_batch_flags_keep_writes_readable_across_a_restart() {
         .unwrap();
     assert_eq!(got.kvs().len(), 10);
 }
+
+/// One raw HTTP/1.1 request; the whole answer (head and body) as text.
+async fn http_raw(port: u16, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[tokio::test]
+async fn cors_and_host_whitelist_guard_the_client_http_port_as_etcds_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    m.spawn_with(
+        &initial,
+        &["--host-whitelist=example.com", "--cors=http://a.example:80"],
+    );
+    ready_client(m.client_port).await;
+    let port = m.client_port;
+    // A Host not on the list: etcd's 421 and its text, byte for byte (Content-Length 371).
+    let got = http_raw(
+        port,
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 421 Misdirected Request"), "{got}");
+    assert!(
+        got.to_ascii_lowercase().contains("content-length: 371"),
+        "{got}"
+    );
+    assert!(
+        got.contains("  - e.g. etcd --host-whitelist \"127.0.0.1\"\n"),
+        "{got}"
+    );
+    // On the list (the port is not part of the name), from an allowed origin: CORS headers.
+    let got = http_raw(
+        port,
+        "GET /version HTTP/1.1\r\nHost: example.com:2379\r\nOrigin: http://a.example:80\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+    let lower = got.to_ascii_lowercase();
+    assert!(
+        lower.contains("access-control-allow-origin: http://a.example:80"),
+        "{got}"
+    );
+    assert!(lower.contains("access-control-allow-methods: post, get, options, put, delete"));
+    assert!(lower.contains("access-control-allow-headers: accept, content-type, authorization"));
+    // Another origin: no CORS headers; OPTIONS is answered 200 with nothing.
+    let got = http_raw(
+        port,
+        "OPTIONS /v3/kv/range HTTP/1.1\r\nHost: example.com\r\nOrigin: http://b.example\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+    assert!(
+        !got.to_ascii_lowercase().contains("access-control"),
+        "{got}"
+    );
+    // gRPC on the same port is not an HTTP/1.1 request: the host list does not apply.
+    let mut c = ready_client(port).await;
+    c.put("grpc", "ok", None).await.unwrap();
+    m.stop();
+    // etcd's defaults (`*`): any host, and `Access-Control-Allow-Origin: *`.
+    m.spawn(&initial);
+    ready_client(port).await;
+    let got = http_raw(
+        port,
+        "GET /version HTTP/1.1\r\nHost: anything.example\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+    assert!(
+        got.to_ascii_lowercase()
+            .contains("access-control-allow-origin: *"),
+        "{got}"
+    );
+}

@@ -28,14 +28,144 @@ pub fn is_http2_preface(first: &[u8]) -> bool {
     first.starts_with(b"PRI")
 }
 
+/// Which port an HTTP/1.1 connection came in on: etcd checks the `Host` of plain-HTTP client
+/// requests against `--host-whitelist` and writes `--cors` headers on client ports; its
+/// `--listen-metrics-urls` ports do neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    Plain,
+    Tls,
+    Metrics,
+}
+
+/// `--cors` and `--host-whitelist`, as etcd's access controller applies them.
+#[derive(Debug, Clone, Default)]
+pub struct AccessControl {
+    /// Allowed origins; empty or `*` allows all.
+    pub cors: Vec<String>,
+    /// Host names accepted on plain HTTP; empty or `*` accepts all.
+    pub host_whitelist: Vec<String>,
+}
+
+impl AccessControl {
+    fn origin_allowed(&self, origin: &str) -> bool {
+        self.cors.is_empty() || self.cors.iter().any(|o| o == "*" || o == origin)
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        self.host_whitelist.is_empty() || self.host_whitelist.iter().any(|h| h == "*" || h == host)
+    }
+}
+
+/// The request's host name without its port (Go's `httputil.GetHostname`).
+fn hostname(req: &Request<Incoming>) -> String {
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        _ => host,
+    }
+}
+
+/// etcd's answer to a plain-HTTP request for a host not in `--host-whitelist` (421).
+fn misdirected(host: &str) -> Response<Body> {
+    tracing::warn!(
+        host,
+        "rejecting HTTP request to prevent DNS rebinding attacks"
+    );
+    let mut answer = reply(
+        StatusCode::MISDIRECTED_REQUEST,
+        "text/plain; charset=utf-8",
+        format!(
+            "
+etcd received your request, but the Host header was unrecognized.
+
+To fix this, choose one of the following options:
+- Enable TLS, then any HTTPS request will be allowed.
+- Add the hostname you want to use to the whitelist in settings.
+  - e.g. etcd --host-whitelist {host:?}
+
+This requirement has been added to help prevent \"DNS Rebinding\" attacks (CVE-2018-5702).
+
+"
+        ),
+    );
+    answer.headers_mut().insert(
+        "x-content-type-options",
+        hyper::header::HeaderValue::from_static("nosniff"),
+    );
+    answer
+}
+
+/// etcd's access controller around the client port's HTTP handlers: the `Host` check on plain
+/// HTTP, CORS headers, and OPTIONS answered 200 with no body.
+async fn access_controlled(
+    p: &Arc<Pipeline>,
+    port: Port,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if port == Port::Metrics {
+        return handle(p, req).await;
+    }
+    let access = &p.config.access;
+    if port == Port::Plain {
+        let host = hostname(&req);
+        if !access.host_allowed(&host) {
+            return misdirected(&host);
+        }
+    }
+    let origin = if access.origin_allowed("*") {
+        Some("*".to_string())
+    } else {
+        req.headers()
+            .get(hyper::header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .filter(|o| access.origin_allowed(o))
+            .map(str::to_string)
+    };
+    let mut answer = if req.method() == hyper::Method::OPTIONS {
+        use http_body_util::BodyExt;
+        Response::new(Full::new(Bytes::new()).boxed())
+    } else {
+        handle(p, req).await
+    };
+    if let Some(origin) = origin {
+        let h = answer.headers_mut();
+        for (name, value) in [
+            (
+                "access-control-allow-methods",
+                "POST, GET, OPTIONS, PUT, DELETE".to_string(),
+            ),
+            ("access-control-allow-origin", origin),
+            (
+                "access-control-allow-headers",
+                "accept, content-type, authorization".to_string(),
+            ),
+        ] {
+            if let Ok(v) = hyper::header::HeaderValue::from_str(&value) {
+                h.append(name, v);
+            }
+        }
+    }
+    answer
+}
+
 /// Serves one HTTP/1.1 connection until the client closes it.
-pub async fn serve_connection<IO>(stream: IO, pipeline: Arc<Pipeline>)
+pub async fn serve_connection<IO>(stream: IO, pipeline: Arc<Pipeline>, port: Port)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |req| {
         let p = pipeline.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(&p, req).await) }
+        async move { Ok::<_, std::convert::Infallible>(access_controlled(&p, port, req).await) }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .serve_connection(TokioIo::new(stream), service)

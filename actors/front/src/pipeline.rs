@@ -46,6 +46,8 @@ pub struct FrontConfig {
     pub grpc_keepalive: Option<(Duration, Duration)>,
     /// `--max-concurrent-streams`: HTTP/2 streams a client connection may have open.
     pub max_concurrent_streams: u32,
+    /// `--cors` and `--host-whitelist` for the client ports' HTTP/1.1 requests.
+    pub access: crate::http::AccessControl,
 }
 
 /// The actors the front talks to.

@@ -144,7 +144,9 @@ fn sniffed(
                 Ok(true) if crate::http::is_http2_preface(&first) => {
                     let _ = to_grpc.send(Ok(stream)).await;
                 }
-                Ok(true) => crate::http::serve_connection(stream, pipeline).await,
+                Ok(true) => {
+                    crate::http::serve_connection(stream, pipeline, crate::http::Port::Plain).await
+                }
                 _ => {}
             }
         }
@@ -231,7 +233,7 @@ pub(crate) fn decrypted(
             if crate::http::is_http2_preface(&first) {
                 let _ = to_grpc.send(Ok(stream)).await;
             } else {
-                crate::http::serve_connection(stream, pipeline).await;
+                crate::http::serve_connection(stream, pipeline, crate::http::Port::Tls).await;
             }
         }
     })
@@ -396,7 +398,11 @@ pub async fn serve_metrics(
             () = &mut shutdown => return,
             conn = accepted.next() => match conn {
                 Some(Ok(stream)) => {
-                    tokio::spawn(crate::http::serve_connection(stream, pipeline.clone()));
+                    tokio::spawn(crate::http::serve_connection(
+                        stream,
+                        pipeline.clone(),
+                        crate::http::Port::Metrics,
+                    ));
                 }
                 Some(Err(_)) => continue,
                 None => return,
