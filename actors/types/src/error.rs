@@ -57,6 +57,11 @@ pub enum EtcdError {
     TimeoutDueToLeaderFail,
     #[error("etcdserver: request timed out, possibly due to connection lost")]
     TimeoutDueToConnectionLost,
+    /// A write that waited for a leader until its deadline and was never proposed: etcd 3.5.1's
+    /// raft node takes no proposal while there is no leader, and the request's context error
+    /// reaches the client as it is, with code Unknown.
+    #[error("context deadline exceeded")]
+    ProposalDeadlineExceeded,
     #[error("etcdserver: permission denied")]
     PermissionDenied,
     // Auth. etcd 3.5.1 maps the last two to no gRPC error of its own: they reach clients with
@@ -199,7 +204,7 @@ impl EtcdError {
             }
             NoInflightDowngrade => Code::FailedPrecondition,
             UnknownMethod | ElectionNotLeader | ElectionNoLeader | MissingLeaderKey
-            | SessionExpired => Code::Unknown,
+            | SessionExpired | ProposalDeadlineExceeded => Code::Unknown,
             MemberNotFound | MemberRemoved => Code::NotFound,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
@@ -361,6 +366,11 @@ mod tests {
                 err: NoLeader,
                 want_code: Code::Unavailable,
                 want_msg: "etcdserver: no leader",
+            },
+            Case {
+                err: ProposalDeadlineExceeded,
+                want_code: Code::Unknown,
+                want_msg: "context deadline exceeded",
             },
             Case {
                 err: NotLeader,
