@@ -162,10 +162,10 @@ impl TlsFlags {
         }
     }
 
-    /// Checks the cipher suites, the TLS versions and the allowed CN/hostname whatever the
-    /// URLs, as etcd does; the reason is etcd's message.
-    fn check_options(&self) -> Result<(), ConfigError> {
-        self.peer_options().check().map_err(|reason| {
+    /// Checks `options` as etcd does (the cipher suites and TLS versions whatever the URLs; the
+    /// allowed CN/hostname when the peer port uses TLS); the reason is etcd's message.
+    fn check_options(&self, options: TlsOptions) -> Result<(), ConfigError> {
+        options.check().map_err(|reason| {
             let (flag, value) = if reason.contains("cipher suite") {
                 ("--cipher-suites", self.cipher_suites.clone())
             } else if reason.contains("AllowedCN") {
@@ -205,7 +205,7 @@ pub(crate) fn client_tls(
     client_urls: &[String],
     data_dir: &Path,
 ) -> Result<Option<ClientTls>, ConfigError> {
-    flags.check_options()?;
+    flags.check_options(flags.common_options())?;
     let (cert_file, key_file) = (path_flag(&flags.cert_file), path_flag(&flags.key_file));
     let trusted_ca_file = path_flag(&flags.trusted_ca_file);
     let key_pair_given = cert_file.is_some() || key_file.is_some();
@@ -463,7 +463,7 @@ pub(crate) fn peer_tls(
     data_dir: &Path,
     listen_peer_urls: &[String],
 ) -> Result<Option<actcd_transport::PeerTls>, ConfigError> {
-    flags.check_options()?;
+    flags.check_options(flags.common_options())?;
     let Some(https) = peer_urls.iter().find(|u| u.starts_with("https://")) else {
         if flags.peer_cert_file.is_some() || flags.peer_key_file.is_some() {
             tracing::warn!(
@@ -513,6 +513,7 @@ pub(crate) fn peer_tls(
             ));
         }
     };
+    flags.check_options(flags.peer_options())?;
     let ca_file = path_flag(&flags.peer_trusted_ca_file);
     if flags.peer_client_cert_auth && ca_file.is_none() {
         return Err(ConfigError::TlsFlags(
@@ -571,6 +572,71 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_454), (2026, 1, 1));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn self_cert_generates_once_then_reuses() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("fixtures").join("client");
+        let urls = [
+            "https://127.0.0.1:2379".to_string(),
+            "https://localhost:2380".to_string(),
+        ];
+        let (cert, key) = self_cert(&dir, &urls, 2).unwrap();
+        assert_eq!(std::fs::read(dir.join("cert.pem")).unwrap(), cert);
+        let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("key.pem"), 0o600);
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // The same files serve, and again after a restart.
+        assert!(ClientTls::new(cert.clone(), key.clone(), None, false).is_ok());
+        assert_eq!(self_cert(&dir, &urls, 2).unwrap(), (cert, key));
+        let zero = self_cert(&tmp.path().join("other"), &urls, 0).unwrap_err();
+        assert!(
+            zero.to_string()
+                .ends_with("selfSignedCertValidity is invalid,it should be greater than 0"),
+            "{zero}"
+        );
+    }
+
+    #[test]
+    fn allowed_cn_and_hostname_exclude_each_other_only_with_peer_tls() {
+        use clap::Parser;
+        let flags = |peer: &str| {
+            crate::config::Flags::parse_from([
+                "actcd",
+                "--peer-cert-allowed-cn",
+                "a",
+                "--peer-cert-allowed-hostname",
+                "b",
+                "--listen-peer-urls",
+                peer,
+            ])
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let plain = flags("http://127.0.0.1:2380");
+        assert!(
+            peer_tls(
+                &plain.tls,
+                &["http://127.0.0.1:2380".into()],
+                dir.path(),
+                &[]
+            )
+            .is_ok()
+        );
+        let err = plain
+            .tls
+            .check_options(plain.tls.peer_options())
+            .unwrap_err();
+        assert!(
+            err.to_string().ends_with(
+                "AllowedCN and AllowedHostname are mutually exclusive (cn=\"a\", hostname=\"b\")"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

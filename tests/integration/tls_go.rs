@@ -819,3 +819,85 @@ async fn client_crl_cipher_suites_and_versions() {
         "{err}"
     );
 }
+
+/// Issue 17's peer case: each member's certificate is self-signed with `CA:TRUE`, and the
+/// peer trusted CA file lists all three. Go (etcd) accepts such certificates in both
+/// directions; so must the members here, with `--peer-client-cert-auth`: they form the cluster
+/// and replicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_with_self_signed_ca_certificates_talk() {
+    let pki = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, _) = crate::cluster::cluster(dir.path());
+    let certs: Vec<Issued> = ["m1", "m2", "m3"]
+        .into_iter()
+        .map(|cn| {
+            issue(
+                &Spec {
+                    cn,
+                    ca: true,
+                    eku: vec![
+                        ExtendedKeyUsagePurpose::ServerAuth,
+                        ExtendedKeyUsagePurpose::ClientAuth,
+                    ],
+                    sans: localhost(),
+                    ..Spec::default()
+                },
+                None,
+            )
+        })
+        .collect();
+    let bundle: String = certs.iter().map(|c| c.cert.pem()).collect();
+    let ca_file = write(pki.path(), "peers.pem", &bundle);
+    for m in &mut members {
+        m.peer_scheme = "https";
+    }
+    let initial = members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url()))
+        .collect::<Vec<_>>()
+        .join(",");
+    for (m, cert) in members.iter_mut().zip(&certs) {
+        let (pem, key) = write_pair(pki.path(), &m.name, cert, &[]);
+        m.spawn_with(
+            &initial,
+            &[
+                "--peer-cert-file",
+                &pem,
+                "--peer-key-file",
+                &key,
+                "--peer-trusted-ca-file",
+                &ca_file,
+                "--peer-client-cert-auth",
+            ],
+        );
+    }
+    let leader = leader_index(&members, &[0, 1, 2]).await;
+    let mut c = members[leader].client().await;
+    for i in 0..5 {
+        put_eventually(&mut c, &format!("k/{i}")).await;
+    }
+    for m in &members {
+        let mut c = m.client().await;
+        let mut count = 0;
+        for _ in 0..100 {
+            count = c
+                .get(
+                    "k/",
+                    Some(
+                        etcd_client::GetOptions::new()
+                            .with_prefix()
+                            .with_serializable(),
+                    ),
+                )
+                .await
+                .unwrap()
+                .count();
+            if count == 5 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(count, 5, "{} replicated", m.name);
+    }
+}
