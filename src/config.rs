@@ -874,13 +874,6 @@ fn refuse_unsupported(flags: &Flags) -> Result<(), ConfigError> {
             "the v2 proxy mode is not supported; this process would start as a member instead",
         );
     }
-    if flags.force_new_cluster {
-        return refuse(
-            "--force-new-cluster",
-            "true",
-            "not supported yet; restore a snapshot with `actcd snapshot restore` to start a one-member cluster from this data",
-        );
-    }
     match flags.logger.as_str() {
         "zap" => {}
         "capnslog" => {

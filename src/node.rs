@@ -123,6 +123,46 @@ fn bootstrap_members(
     Ok(members)
 }
 
+/// `--force-new-cluster`: this member's data as a one-member cluster, as etcd does it. Every
+/// other member is removed from the recorded membership (into `members_removed`, so none can
+/// come back) with one commit before any actor runs; raft's configuration follows from it.
+/// The member and cluster ids stay, and so does every key.
+fn force_new_cluster(
+    engine: &dyn KvEngine,
+    mut members: Membership,
+    me: u64,
+) -> Result<Membership, String> {
+    use actcd_proto::actcdpb::{MemberChange, member_change::Kind};
+    let others: Vec<u64> = members
+        .list()
+        .iter()
+        .map(|m| m.id)
+        .filter(|&id| id != me)
+        .collect();
+    if others.is_empty() {
+        return Ok(members);
+    }
+    let mut ops = Vec::new();
+    for id in &others {
+        let change = MemberChange {
+            kind: Kind::Remove as i32,
+            member_id: *id,
+            peer_urls: vec![],
+        };
+        members
+            .apply(&change, &mut ops)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut txn = engine.write().map_err(|e| e.to_string())?;
+    actcd_types::storage::write_ops(&mut *txn, &ops, None).map_err(|e| e.to_string())?;
+    txn.commit().map_err(|e| e.to_string())?;
+    tracing::warn!(
+        removed = ?others.iter().map(|id| format!("{id:x}")).collect::<Vec<_>>(),
+        "--force-new-cluster: starting as a one-member cluster; the other members are removed"
+    );
+    Ok(members)
+}
+
 /// Makes `cfg.data_dir` a new member of a new cluster (the one `cfg`'s `--initial-cluster`
 /// and token describe) whose state is `records`: what a snapshot restore does. The data dir
 /// must be empty or absent. The records go in with one commit; the new cluster's members are
@@ -185,7 +225,7 @@ pub fn run_until(
     } else {
         None
     };
-    let (wal, recovered) = if !fresh {
+    let (wal, mut recovered) = if !fresh {
         let (wal, c) = Wal::open(&wal_dir).map_err(|e| StartError::Wal(e.to_string()))?;
         let (member_id, cluster_id) = parse_wal_metadata(&c.metadata)
             .ok_or_else(|| StartError::Wal("metadata is not an actcd member identity".into()))?;
@@ -226,11 +266,22 @@ pub fn run_until(
     // it joined) once; after that the recorded copy is the truth (the applier's, once the
     // actors run), and raft's configuration starts from it.
     let initial = joined.unwrap_or_else(|| initial_members(&cfg));
-    let membership =
+    let mut membership =
         bootstrap_members(&*engine, initial).map_err(|reason| StartError::Backend {
             path: snap_dir.display().to_string(),
             reason,
         })?;
+    if cfg.flags.force_new_cluster && !fresh {
+        membership = force_new_cluster(&*engine, membership, cfg.member_id).map_err(|reason| {
+            StartError::Backend {
+                path: snap_dir.display().to_string(),
+                reason,
+            }
+        })?;
+        // Entries the old cluster never committed are dropped, as etcd drops them.
+        let commit = recovered.hard_state.commit;
+        recovered.entries.retain(|e| e.index <= commit);
+    }
     let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
         StartError::Backend {
             path: snap_dir.display().to_string(),

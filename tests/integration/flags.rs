@@ -233,10 +233,6 @@ fn flags_that_would_change_what_the_process_is_stop_start_up() {
         ),
         (vec!["--proxy=on"], "--proxy=\"on\" is not supported"),
         (
-            vec!["--force-new-cluster"],
-            "--force-new-cluster=\"true\" is not supported",
-        ),
-        (
             vec!["--logger=capnslog"],
             "--logger=capnslog is removed in v3.5",
         ),
@@ -663,5 +659,56 @@ async fn cors_and_host_whitelist_guard_the_client_http_port_as_etcds_do() {
         got.to_ascii_lowercase()
             .contains("access-control-allow-origin: *"),
         "{got}"
+    );
+}
+
+#[tokio::test]
+async fn force_new_cluster_restarts_a_member_alone_with_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, initial, leader) = crate::cluster::running_cluster(dir.path(), &[]).await;
+    let mut c = ready_client(members[leader].client_port).await;
+    for i in 0..20 {
+        c.put(format!("k{i}"), format!("v{i}"), None).await.unwrap();
+    }
+    // Every member has applied the writes before they stop.
+    for m in &members {
+        let mut mc = ready_client(m.client_port).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while mc
+            .get(
+                "k19",
+                Some(etcd_client::GetOptions::new().with_serializable()),
+            )
+            .await
+            .map(|r| r.kvs().is_empty())
+            .unwrap_or(true)
+        {
+            assert!(Instant::now() < deadline, "{} never applied k19", m.name);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    for m in &mut members {
+        m.stop();
+    }
+    // m1 alone, with etcd's unsafe flag: it leads a cluster of one and keeps every key.
+    members[0].spawn_with(&initial, &["--force-new-cluster"]);
+    let mut c = ready_client(members[0].client_port).await;
+    let list = c.member_list().await.unwrap();
+    let names: Vec<&str> = list.members().iter().map(|m| m.name()).collect();
+    assert_eq!(names, ["m1"]);
+    let got = c
+        .get("k", Some(etcd_client::GetOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert_eq!(got.kvs().len(), 20);
+    c.put("after", "force", None).await.unwrap();
+    // The new membership is recorded: a restart without the flag is still a cluster of one.
+    members[0].stop();
+    members[0].spawn(&initial);
+    let mut c = ready_client(members[0].client_port).await;
+    assert_eq!(c.member_list().await.unwrap().members().len(), 1);
+    assert_eq!(
+        c.get("after", None).await.unwrap().kvs()[0].value(),
+        b"force"
     );
 }
