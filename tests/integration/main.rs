@@ -28,6 +28,7 @@ mod linearizability;
 mod lock;
 mod maintenance;
 mod membership;
+mod metrics;
 mod old_clients;
 mod tls;
 mod upgrade;
