@@ -251,7 +251,12 @@ pub async fn serve(
     }
     if let Some(streamed) = stream(p, &path, &body, authorization.as_deref()).await {
         return match streamed {
-            Ok(lines) => gateway_reply(StatusCode::OK, Some("application/json"), true, lines),
+            Ok(lines) => gateway_reply(
+                lines.status,
+                Some("application/json"),
+                lines.grpc_answered,
+                lines.body,
+            ),
             Err((status, json)) => json_reply(status, json),
         };
     }
@@ -343,9 +348,18 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
     })
 }
 
-/// Messages as grpc-gateway streams them: one `{"result":…}` line each, an error as its
-/// `{"error","code","message"}` line.
-fn json_lines<M, S>(messages: S, name: &'static str) -> crate::http::Body
+/// A streamed answer: its status (the error's when the stream failed before any message),
+/// whether the gRPC stream answered (etcd's `Grpc-Metadata-Content-Type`), and its lines.
+pub struct Streamed {
+    status: StatusCode,
+    grpc_answered: bool,
+    body: crate::http::Body,
+}
+
+/// Messages as grpc-gateway streams them: one `{"result":…}` line each, a failure as its stream
+/// error. Like grpc-gateway, which waits for the gRPC stream's headers, this answers once the
+/// first line is ready (a watch that creates nothing, an `observe` with no leader, never do).
+async fn json_lines<M, S>(messages: S, name: &'static str) -> Streamed
 where
     M: prost::Message + 'static,
     S: futures::Stream<Item = Result<M, Status>> + Send + 'static,
@@ -355,7 +369,7 @@ where
     // A task turns messages into lines; the body reads them off a channel (a body must be
     // `Sync`, which a stream of futures is not). The task ends when the client goes away,
     // dropping the stream, which ends what feeds it (the watch's stream in the hub).
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Option<StatusCode>, String)>(16);
     tokio::spawn(async move {
         let mut messages = std::pin::pin!(messages);
         loop {
@@ -369,18 +383,33 @@ where
                 () = tx.closed() => break,
             };
             let line = match r.and_then(|m| to_json(&m, name)) {
-                Ok(json) => format!("{{\"result\":{json}}}\n"),
-                Err(s) => stream_error(&s).1,
+                Ok(json) => (None, format!("{{\"result\":{json}}}\n")),
+                Err(s) => {
+                    let (status, line) = stream_error(&s);
+                    (Some(status), line)
+                }
             };
             if tx.send(line).await.is_err() {
                 break;
             }
         }
     });
-    let lines = tokio_stream::wrappers::ReceiverStream::new(rx).map(|line| {
-        Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(line)))
-    });
-    BodyExt::boxed(http_body_util::StreamBody::new(lines))
+    let first = rx.recv().await;
+    let (status, grpc_answered) = match &first {
+        None => (StatusCode::OK, false),
+        Some((None, _)) => (StatusCode::OK, true),
+        Some((Some(status), _)) => (*status, false),
+    };
+    let lines = futures::stream::iter(first)
+        .chain(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .map(|(_, line)| {
+            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(line)))
+        });
+    Streamed {
+        status,
+        grpc_answered,
+        body: BodyExt::boxed(http_body_util::StreamBody::new(lines)),
+    }
 }
 
 /// The requests of a bidirectional call (`/v3/watch`, `/v3/lease/keepalive`), read from the
@@ -410,7 +439,7 @@ pub async fn stream(
     path: &str,
     body: &[u8],
     authorization: Option<&str>,
-) -> Option<Result<crate::http::Body, Answer>> {
+) -> Option<Result<Streamed, Answer>> {
     Some(match path {
         "/v3/watch" => watch(p, body, authorization).await,
         "/v3/lease/keepalive" => keep_alive(p, body).await,
@@ -427,7 +456,7 @@ async fn watch(
     p: &Arc<Pipeline>,
     body: &[u8],
     authorization: Option<&str>,
-) -> Result<crate::http::Body, Answer> {
+) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let requests: Vec<actcd_proto::etcdserverpb::WatchRequest> =
         stream_requests(body, "WatchRequest")?;
@@ -444,13 +473,14 @@ async fn watch(
     Ok(json_lines(
         tokio_stream::wrappers::ReceiverStream::new(rx),
         "WatchResponse",
-    ))
+    )
+    .await)
 }
 
 /// `POST /v3/lease/keepalive`: one answer per `LeaseKeepAliveRequest` in the body (up to the
 /// first that can't be decoded), then the stream ends, as the gRPC stream does when the client
 /// stops sending.
-async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<crate::http::Body, Answer> {
+async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let reqs: Vec<actcd_proto::etcdserverpb::LeaseKeepAliveRequest> =
         stream_requests(body, "LeaseKeepAliveRequest")?;
@@ -463,7 +493,7 @@ async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<crate::http::Body,
                 .map_err(|e| e.to_status())
         }
     });
-    Ok(json_lines(answers, "LeaseKeepAliveResponse"))
+    Ok(json_lines(answers, "LeaseKeepAliveResponse").await)
 }
 
 /// `POST /v3/election/observe`: the leader, each value it proclaims, and every leader after.
@@ -471,7 +501,7 @@ async fn observe(
     p: &Arc<Pipeline>,
     body: &[u8],
     authorization: Option<&str>,
-) -> Result<crate::http::Body, Answer> {
+) -> Result<Streamed, Answer> {
     let request = from_json(body, "v3electionpb.LeaderRequest").map_err(|s| error_answer(&s))?;
     let mut request = tonic::Request::new(request);
     GatewayAuth::from_header(p, authorization)
@@ -485,7 +515,7 @@ async fn observe(
         .await
         .map_err(|s| stream_error(&s))?
         .into_inner();
-    Ok(json_lines(leaders, "v3electionpb.LeaderResponse"))
+    Ok(json_lines(leaders, "v3electionpb.LeaderResponse").await)
 }
 
 /// `POST /v3/maintenance/snapshot`: the backend in base64 chunks, then its checksum.
@@ -493,7 +523,7 @@ async fn snapshot(
     p: &Arc<Pipeline>,
     body: &[u8],
     authorization: Option<&str>,
-) -> Result<crate::http::Body, Answer> {
+) -> Result<Streamed, Answer> {
     let request = from_json(body, "SnapshotRequest").map_err(|s| error_answer(&s))?;
     let mut request = tonic::Request::new(request);
     GatewayAuth::from_header(p, authorization)
@@ -507,7 +537,7 @@ async fn snapshot(
         .await
         .map_err(|s| stream_error(&s))?
         .into_inner();
-    Ok(json_lines(chunks, "SnapshotResponse"))
+    Ok(json_lines(chunks, "SnapshotResponse").await)
 }
 
 /// The gateway's routes; `None` for a path it doesn't serve.
