@@ -290,6 +290,7 @@ fn sweep_one_member(ctl: &Ctl, ep: &str, peer: &str, name: &str, snapshot: &Path
         "--learner",
         &format!("--peer-urls={new_peer}"),
     ]);
+    // etcdctl prints these ids with Go's %16x: padded with spaces to 16 characters.
     let mut words = added.split_whitespace();
     let (new_id, cluster) = (words.nth(1).unwrap(), words.nth(3).unwrap());
     // etcdctl lists the members in the answer's order, which etcd sorts by member id.
@@ -302,7 +303,7 @@ fn sweep_one_member(ctl: &Ctl, ep: &str, peer: &str, name: &str, snapshot: &Path
     assert_eq!(
         added,
         format!(
-            "Member {new_id} added to cluster {cluster}\n\nETCD_NAME=\"newm\"\n\
+            "Member {new_id:>16} added to cluster {cluster:>16}\n\nETCD_NAME=\"newm\"\n\
              ETCD_INITIAL_CLUSTER=\"{initial}\"\n\
              ETCD_INITIAL_ADVERTISE_PEER_URLS=\"{new_peer}\"\nETCD_INITIAL_CLUSTER_STATE=\"existing\"\n"
         ),
@@ -316,7 +317,7 @@ fn sweep_one_member(ctl: &Ctl, ep: &str, peer: &str, name: &str, snapshot: &Path
             new_id,
             &format!("--peer-urls={moved_peer}")
         ]),
-        format!("Member {new_id} updated in cluster {cluster}\n"),
+        format!("Member {new_id:>16} updated in cluster {cluster:>16}\n"),
         "{v}"
     );
     let refused = ctl.fails(1, &["member", "promote", new_id]);
@@ -328,7 +329,7 @@ fn sweep_one_member(ctl: &Ctl, ep: &str, peer: &str, name: &str, snapshot: &Path
     );
     assert_eq!(
         ctl.ok(&["member", "remove", new_id]),
-        format!("Member {new_id} removed from cluster {cluster}\n"),
+        format!("Member {new_id:>16} removed from cluster {cluster:>16}\n"),
         "{v}"
     );
 
@@ -620,6 +621,19 @@ async fn etcdctl_34_and_35_run_every_command_against_three_members() {
                 "{v}: {health}"
             );
         }
+        // --cluster: the members' client URLs from one endpoint's member list.
+        let one = ctl.at(&eps[..1], &[]);
+        let listed = one.ok(&["endpoint", "status", "--cluster"]);
+        let mut urls: Vec<&str> = listed
+            .lines()
+            .map(|l| l.split(", ").next().unwrap())
+            .collect();
+        urls.sort();
+        let mut want_urls: Vec<&str> = eps.iter().map(String::as_str).collect();
+        want_urls.sort();
+        assert_eq!(urls, want_urls, "{v}: {listed}");
+        let hashes = one.ok(&["endpoint", "hashkv", "--cluster"]);
+        assert_eq!(hashes.lines().count(), 3, "{v}: {hashes}");
         let defrag = all.ok(&["defrag"]);
         let want: String = eps
             .iter()
@@ -674,7 +688,7 @@ async fn etcdctl_34_and_35_run_every_command_against_three_members() {
         ]);
         let new_id = added.split_whitespace().nth(1).unwrap().to_string();
         assert!(
-            added.starts_with(&format!("Member {new_id} added to cluster ")),
+            added.starts_with(&format!("Member {new_id:>16} added to cluster ")),
             "{v}: {added}"
         );
         let refused = all.fails(1, &["member", "promote", &new_id]);
@@ -686,7 +700,7 @@ async fn etcdctl_34_and_35_run_every_command_against_three_members() {
         );
         let removed = all.ok(&["member", "remove", &new_id]);
         assert!(
-            removed.starts_with(&format!("Member {new_id} removed from cluster ")),
+            removed.starts_with(&format!("Member {new_id:>16} removed from cluster ")),
             "{v}: {removed}"
         );
 
@@ -718,4 +732,31 @@ async fn etcdctl_34_and_35_run_every_command_against_three_members() {
             "{v}"
         );
     }
+}
+
+/// `check perf --load=s` (60 s of writes at 150/s) with etcdctl 3.4, whose status calls are
+/// the old client's. Throughput is the client's rate when the member keeps up; the latency
+/// verdicts depend on the machine's load, so only their presence is asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_34_check_perf_runs() {
+    let Some(ctl) = etcdctls().into_iter().find(|c| c.version == "3.4") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    srv.client().await;
+    let ep = format!("http://127.0.0.1:{}", srv.port);
+    let ran = ctl
+        .at(&[ep], &[])
+        .run_with(&["check", "perf", "--load=s"], "");
+    assert!(
+        ran.code == 0 || ran.code == 1,
+        "check perf: {}{}",
+        ran.stdout,
+        ran.stderr
+    );
+    let out = ran.stdout;
+    assert!(out.contains("PASS: Throughput is 150 writes/s"), "{out}");
+    assert!(out.contains(": Slowest request took "), "{out}");
+    assert!(out.contains(": Stddev is "), "{out}");
 }
