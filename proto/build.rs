@@ -2,7 +2,7 @@
 //! system `protoc` is needed) and hands the descriptor set to
 //! tonic-prost-build for message and gRPC client/server generation.
 //!
-//! User and role names are `string` in etcd's protos, but etcd (Go, gogo
+//! User and role names and passwords are `string` in etcd's protos, but etcd (Go, gogo
 //! protobuf) never checks them for UTF-8, so `etcdctl user add $'u\xff'` works
 //! there. prost refuses a `string` that is not UTF-8, so the Rust types are
 //! generated from a copy of the descriptors in which those fields are `bytes`
@@ -26,9 +26,9 @@ const PROTO_FILES: &[&str] = &[
     "protos/v3electionpb/v3election.proto",
 ];
 
-/// `string` fields holding a user or role name, generated as `Vec<u8>`: (package, message,
-/// field).
-const NAME_FIELDS: &[(&str, &str, &str)] = &[
+/// `string` fields holding a user or role name or a password, generated as `Vec<u8>`:
+/// (package, message, field).
+const BYTE_FIELDS: &[(&str, &str, &str)] = &[
     ("authpb", "User", "roles"),
     ("etcdserverpb", "AuthenticateRequest", "name"),
     ("etcdserverpb", "AuthUserAddRequest", "name"),
@@ -49,9 +49,14 @@ const NAME_FIELDS: &[(&str, &str, &str)] = &[
     ("etcdserverpb", "AuthUserListResponse", "users"),
     ("actcdpb", "RequestHeader", "username"),
     ("actcdpb", "InternalAuthenticateRequest", "name"),
+    // Passwords: bcrypt takes bytes.
+    ("etcdserverpb", "AuthenticateRequest", "password"),
+    ("etcdserverpb", "AuthUserAddRequest", "password"),
+    ("etcdserverpb", "AuthUserChangePasswordRequest", "password"),
+    ("actcdpb", "InternalAuthenticateRequest", "password"),
 ];
 
-/// The descriptors with every field of [`NAME_FIELDS`] turned from `string` into `bytes`.
+/// The descriptors with every field of [`BYTE_FIELDS`] turned from `string` into `bytes`.
 fn names_as_bytes(
     mut fds: prost_types::FileDescriptorSet,
 ) -> Result<prost_types::FileDescriptorSet, Box<dyn Error>> {
@@ -61,7 +66,7 @@ fn names_as_bytes(
         for msg in &mut file.message_type {
             let message = msg.name().to_string();
             for field in &mut msg.field {
-                let wanted = NAME_FIELDS
+                let wanted = BYTE_FIELDS
                     .iter()
                     .any(|&(p, m, f)| p == package && m == message && f == field.name());
                 if wanted {
@@ -79,8 +84,8 @@ fn names_as_bytes(
             }
         }
     }
-    if found != NAME_FIELDS.len() {
-        return Err(format!("{found} of {} name fields found", NAME_FIELDS.len()).into());
+    if found != BYTE_FIELDS.len() {
+        return Err(format!("{found} of {} byte fields found", BYTE_FIELDS.len()).into());
     }
     Ok(fds)
 }

@@ -1,14 +1,16 @@
-# user and role names that are not UTF-8: etcd takes any bytes as a name (Go does not check a
-# protobuf string), and the maintenance calls' refusal of a user without the root role
+# user and role names (and passwords) that are not UTF-8: etcd takes any bytes (Go does not
+# check a protobuf string), and the maintenance calls' refusal of a user without the root role
 require_fresh
 U=$'u\xff\xfe'
 ROLE=$'r\xfe'
 ctl user add root --new-user-password=rootpw --interactive=false
 ctl user add "$U" --new-user-password=pw --interactive=false
 ctl user add $'root\xff' --new-user-password=pw --interactive=false
+ctl user add $'pw:p\xff\xfe' --interactive=false
 ctl role add "$ROLE"
 ctl user grant-role root root
 ctl user grant-role "$U" "$ROLE"
+ctl user grant-role pw "$ROLE"
 ctl role grant-permission "$ROLE" readwrite a --prefix=true
 ctl user list
 ctl role list
@@ -24,6 +26,8 @@ ctl "$A" user get "$U"
 ctl "$A" role get "$ROLE"
 ctl "$A" user list
 ctl "--user=$U:bad" get a1
+ctl $'--user=pw:p\xff\xfe' get a1
+ctl $'--user=pw:p\xef\xbf\xbd\xef\xbf\xbd' get a1
 ctl $'--user=u\xef\xbf\xbd\xef\xbf\xbd:pw' get a1
 ctl $'--user=root\xff:pw' user list
 ctl $'--user=root\xff:pw' put a2 x

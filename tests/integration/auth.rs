@@ -199,7 +199,7 @@ async fn set_up(ch: &Channel) -> As {
     for u in USERS {
         a.user_add(AuthUserAddRequest {
             name: u.into(),
-            password: format!("{u}-pw"),
+            password: format!("{u}-pw").into_bytes(),
             ..Default::default()
         })
         .await

@@ -1,10 +1,10 @@
 //! Two corners of etcd's auth that clients meet, against actcd and, where an etcd 3.5.1 binary
 //! is found (as `auth.rs` finds it), against etcd too, which must answer the same:
 //!
-//! - user and role names that are not UTF-8: etcd (Go) never checks a protobuf `string`, so
-//!   `etcdctl user add $'u\xff\xfe'` works there and the name is stored, granted, logged in
-//!   with, judged and listed byte for byte; a name with other bytes is another user, and only
-//!   `root` is root;
+//! - user and role names (and passwords) that are not UTF-8: etcd (Go) never checks a
+//!   protobuf `string`, so `etcdctl user add $'u\xff\xfe'` works there and the name is
+//!   stored, granted, logged in with, judged and listed byte for byte; a name with other bytes
+//!   is another user, and only `root` is root;
 //! - the maintenance services' refusal of a caller without the root role: etcd 3.5.1 sends
 //!   the auth store's own error, code Unknown (`auth: permission denied`), from Defragment,
 //!   Snapshot, Hash and HashKV (Status and Alarm are anyone's), while every other service says
@@ -30,7 +30,7 @@ fn names(v: &[Vec<u8>]) -> String {
     v.join(",")
 }
 
-async fn login(ch: &Channel, name: &[u8], password: &str) -> Result<As, tonic::Status> {
+async fn login(ch: &Channel, name: &[u8], password: impl AsRef<[u8]>) -> Result<As, tonic::Status> {
     let resp = As {
         channel: ch.clone(),
         token: None,
@@ -38,7 +38,7 @@ async fn login(ch: &Channel, name: &[u8], password: &str) -> Result<As, tonic::S
     .auth()
     .authenticate(AuthenticateRequest {
         name: name.to_vec(),
-        password: password.into(),
+        password: password.as_ref().to_vec(),
     })
     .await?;
     Ok(As {
@@ -72,15 +72,16 @@ async fn byte_names(ch: &Channel) -> Vec<String> {
     };
     let mut a = nobody.auth();
     for (name, pw) in [
-        (&b"root"[..], "rootpw"),
-        (U, "pw"),
-        (ROOTX, "pw"),
-        (LOSSY.as_bytes(), "other"),
+        (&b"root"[..], &b"rootpw"[..]),
+        (U, b"pw"),
+        (ROOTX, b"pw"),
+        (LOSSY.as_bytes(), b"other"),
+        (b"pw", b"p\xff\xfe"),
     ] {
         let r = a
             .user_add(AuthUserAddRequest {
                 name: name.to_vec(),
-                password: pw.into(),
+                password: pw.to_vec(),
                 ..Default::default()
             })
             .await;
@@ -127,6 +128,13 @@ async fn byte_names(ch: &Channel) -> Vec<String> {
         "login as the U+FFFD name with u's password",
         login_outcome(&lossy),
     );
+    let pw = login(ch, b"pw", b"p\xff\xfe").await;
+    note(
+        "login pw with a password that is not UTF-8",
+        login_outcome(&pw),
+    );
+    let pw = login(ch, b"pw", "p\u{FFFD}\u{FFFD}").await;
+    note("login pw with its look-alike", login_outcome(&pw));
     let u = login(ch, U, "pw").await;
     note("login u\\xff\\xfe", login_outcome(&u));
     let u = u.unwrap();
@@ -283,6 +291,7 @@ const WANT_BYTE_NAMES: &[&str] = &[
     "user add u\\xff\\xfe => ok",
     "user add root\\xff => ok",
     "user add u\\xef\\xbf\\xbd\\xef\\xbf\\xbd => ok",
+    "user add pw => ok",
     "role add r\\xfe => ok",
     "grant root to root => ok",
     "grant r\\xfe to u\\xff\\xfe => ok",
@@ -290,6 +299,8 @@ const WANT_BYTE_NAMES: &[&str] = &[
     "auth enable => ok",
     "login u\\xff\\xfe with another password => InvalidArgument: etcdserver: authentication failed, invalid user ID or password",
     "login as the U+FFFD name with u's password => InvalidArgument: etcdserver: authentication failed, invalid user ID or password",
+    "login pw with a password that is not UTF-8 => ok",
+    "login pw with its look-alike => InvalidArgument: etcdserver: authentication failed, invalid user ID or password",
     "login u\\xff\\xfe => ok",
     "u put a1 => ok",
     "u put b1 => PermissionDenied: etcdserver: permission denied",
@@ -300,7 +311,7 @@ const WANT_BYTE_NAMES: &[&str] = &[
     "root\\xff user list => PermissionDenied: etcdserver: permission denied",
     "root\\xff put a1 => PermissionDenied: etcdserver: permission denied",
     "root\\xff defragment => Unknown: auth: permission denied",
-    "user list => root,root\\xff,u\\xef\\xbf\\xbd\\xef\\xbf\\xbd,u\\xff\\xfe",
+    "user list => pw,root,root\\xff,u\\xef\\xbf\\xbd\\xef\\xbf\\xbd,u\\xff\\xfe",
     "role list => r\\xfe",
     "user get u\\xff\\xfe => r\\xfe",
     "user get nouser\\xff => FailedPrecondition: etcdserver: user name not found",
@@ -314,7 +325,7 @@ const WANT_BYTE_NAMES: &[&str] = &[
     "revoke [a, b) from r\\xfe => ok",
     "role delete r\\xfe => ok",
     "user delete u\\xff\\xfe => ok",
-    "user list => root,root\\xff,u\\xef\\xbf\\xbd\\xef\\xbf\\xbd",
+    "user list => pw,root,root\\xff,u\\xef\\xbf\\xbd\\xef\\xbf\\xbd",
 ];
 
 /// Names with bytes that are not UTF-8 go through create, grant, login, checks, list and
@@ -349,7 +360,7 @@ async fn names_that_are_not_utf8_work_as_in_etcd() {
         .users;
     assert_eq!(
         names(&users),
-        "root,root\\xff,u\\xef\\xbf\\xbd\\xef\\xbf\\xbd,u\\xff\\xfe"
+        "pw,root,root\\xff,u\\xef\\xbf\\xbd\\xef\\xbf\\xbd,u\\xff\\xfe"
     );
     assert!(login(&ch, U, "pw").await.is_ok(), "after the restart");
 

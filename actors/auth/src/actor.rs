@@ -456,7 +456,7 @@ mod tests {
         let login = |token: String| InternalRaftRequest {
             authenticate: Some(actcd_proto::actcdpb::InternalAuthenticateRequest {
                 name: "root".into(),
-                password: String::new(),
+                password: Vec::new(),
                 simple_token: token,
             }),
             ..Default::default()

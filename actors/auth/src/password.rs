@@ -15,16 +15,17 @@ pub fn check_cost(cost: u32) -> Result<(), String> {
     }
 }
 
-/// A bcrypt hash of `password` (the `$2b$…` text).
-pub fn hash_password(password: &str, cost: u32) -> Result<String, EtcdError> {
-    bcrypt::hash(password, cost).map_err(EtcdError::internal)
+/// A bcrypt hash of `password` (the `$2b$…` text). Passwords are bytes, as etcd takes them
+/// (Go never checks a protobuf `string` for UTF-8).
+pub fn hash_password(password: impl AsRef<[u8]>, cost: u32) -> Result<String, EtcdError> {
+    bcrypt::hash(password.as_ref(), cost).map_err(EtcdError::internal)
 }
 
 /// Whether `password` matches the stored `hash`; a malformed hash matches nothing.
-pub fn verify_password(password: &str, hash: &[u8]) -> bool {
+pub fn verify_password(password: impl AsRef<[u8]>, hash: &[u8]) -> bool {
     std::str::from_utf8(hash)
         .ok()
-        .and_then(|h| bcrypt::verify(password, h).ok())
+        .and_then(|h| bcrypt::verify(password.as_ref(), h).ok())
         .unwrap_or(false)
 }
 
@@ -39,6 +40,9 @@ mod tests {
         assert!(!verify_password("Secret", h.as_bytes()));
         assert!(!verify_password("secret", b"not a hash"));
         assert!(!verify_password("", b""));
+        let h = hash_password(b"p\xff", 4).unwrap();
+        assert!(verify_password(b"p\xff", h.as_bytes()), "not UTF-8");
+        assert!(!verify_password("p\u{FFFD}", h.as_bytes()), "its look-alike");
         assert!(check_cost(10).is_ok());
         assert!(check_cost(3).is_err());
         assert!(check_cost(32).is_err());

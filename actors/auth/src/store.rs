@@ -552,7 +552,7 @@ impl AuthStore {
 
 /// The stored password: the base64 bcrypt hash the front proposed, or (an entry written by an
 /// older proposer) a clear password hashed here, as etcd's `selectPassword` does.
-fn select_password(password: &str, hashed: &str) -> Result<Vec<u8>, EtcdError> {
+fn select_password(password: &[u8], hashed: &str) -> Result<Vec<u8>, EtcdError> {
     if !password.is_empty() && hashed.is_empty() {
         return crate::password::hash_password(password, crate::password::DEFAULT_COST)
             .map(String::into_bytes);

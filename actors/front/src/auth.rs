@@ -54,7 +54,7 @@ impl AuthService {
     }
 
     /// bcrypt by the auth store (on its blocking pool), base64-encoded as etcd proposes it.
-    async fn hash(&self, password: String) -> Result<String, Status> {
+    async fn hash(&self, password: Vec<u8>) -> Result<String, Status> {
         Ok(self.pipeline.hash_password(password).await?)
     }
 }
@@ -113,7 +113,7 @@ impl Auth for AuthService {
             let r = InternalRaftRequest {
                 authenticate: Some(InternalAuthenticateRequest {
                     name: name.clone(),
-                    password: String::new(),
+                    password: Vec::new(),
                     simple_token: simple_token.clone(),
                 }),
                 ..Default::default()

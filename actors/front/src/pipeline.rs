@@ -415,12 +415,16 @@ impl Pipeline {
     /// Checks `password` against the auth store's bcrypt hash for `name` (on its blocking
     /// pool: a check takes tens of milliseconds). Answers the auth revision the hash was read
     /// at, or etcd's `authentication failed` (unknown user and wrong password alike).
-    pub async fn check_password(&self, name: &[u8], password: &str) -> Result<u64, EtcdError> {
+    pub async fn check_password(
+        &self,
+        name: &[u8],
+        password: impl AsRef<[u8]>,
+    ) -> Result<u64, EtcdError> {
         self.routes
             .check_password
             .send(CheckPassword {
                 name: name.into(),
-                password: password.into(),
+                password: password.as_ref().into(),
             })
             .await?
     }
@@ -449,7 +453,7 @@ impl Pipeline {
 
     /// A bcrypt hash of `password`, base64-encoded as etcd proposes it (on the auth store's
     /// blocking pool).
-    pub async fn hash_password(&self, password: String) -> Result<String, EtcdError> {
+    pub async fn hash_password(&self, password: Vec<u8>) -> Result<String, EtcdError> {
         self.routes
             .hash_password
             .send(actcd_types::msg::HashPassword { password })

@@ -477,7 +477,7 @@ pub struct ReloadAuth;
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct CheckPassword {
     pub name: Vec<u8>,
-    pub password: String,
+    pub password: Vec<u8>,
 }
 
 /// A bcrypt hash of `password` at the member's `--bcrypt-cost`, base64-encoded as etcd
@@ -485,7 +485,7 @@ pub struct CheckPassword {
 #[derive(Debug, Message)]
 #[rtype(result = "Result<String, EtcdError>")]
 pub struct HashPassword {
-    pub password: String,
+    pub password: Vec<u8>,
 }
 
 /// The key space's current revision (auth answers carry it in their header).

@@ -21,7 +21,7 @@ impl Worker for Login {
     async fn call(&mut self, _: u64) -> Result<Op, Status> {
         let req = AuthenticateRequest {
             name: self.name.clone().into_bytes(),
-            password: self.password.clone(),
+            password: self.password.clone().into_bytes(),
         };
         let token = self.auth.authenticate(req).await?.into_inner().token;
         if token.is_empty() {

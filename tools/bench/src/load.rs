@@ -109,7 +109,7 @@ async fn authenticate(
     let resp = AuthClient::new(channel.clone())
         .authenticate(AuthenticateRequest {
             name: name.as_bytes().to_vec(),
-            password: password.to_owned(),
+            password: password.as_bytes().to_vec(),
         })
         .await
         .map_err(|s| BenchError::rpc("authenticate", s))?;
