@@ -209,8 +209,22 @@ fn accepted(
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server.clone());
     tokio::spawn(async move {
-        while let Some(conn) = incoming.next().await {
-            let Ok(tcp) = conn else { continue };
+        loop {
+            // Ends with the server: once tonic drops the receiving end, stop listening.
+            let conn = tokio::select! {
+                _ = tx.closed() => return,
+                conn = incoming.next() => conn,
+            };
+            let tcp = match conn {
+                None => return,
+                Some(Ok(tcp)) => tcp,
+                Some(Err(e)) => {
+                    // Out of descriptors, say: don't spin.
+                    tracing::warn!(error = %e, "peer port accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
             let (acceptor, tx, san_check) = (acceptor.clone(), tx.clone(), tls.san_check.clone());
             tokio::spawn(async move {
                 let remote = tcp.peer_addr().map(|a| a.ip());
