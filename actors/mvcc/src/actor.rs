@@ -43,9 +43,10 @@ use actix::{
 
 use crate::store::{Outcome, Store};
 
-/// Compacted records examined after each batch (ten times as many per `FlushStore`): enough to
-/// clear a million superseded revisions in seconds without stalling any one apply.
-const COMPACTION_SLICE: usize = 1000;
+/// Compacted records are examined after each batch `Store::compaction_batch_limit` at a time
+/// (`--experimental-compaction-batch-limit`, etcd's 1000), ten times as many per `FlushStore`:
+/// enough to clear a million superseded revisions in seconds without stalling any one apply.
+const FLUSH_SLICES: usize = 10;
 
 /// Commit once this much request data is pending, whatever the count: LMDB keeps a transaction's
 /// dirty pages in memory and refuses one that dirties too many.
@@ -69,9 +70,37 @@ pub struct MvccActor {
     hub_listening: bool,
     /// What the applied batches did, for `/metrics` (read when a `MailboxProbe` asks).
     counts: WriteCounts,
+    /// How long hashes and defragmentations took, for `/metrics`.
+    timings: Timings,
     /// `--experimental-warning-apply-duration`: a batch that takes longer is logged, as etcd
     /// logs an apply that took too long.
     warn_apply: std::time::Duration,
+}
+
+/// etcd's buckets for hash durations: 10 ms doubling, 15 of them.
+const HASH_BUCKETS: [f64; 15] = actcd_types::meter::exponential_buckets(0.01, 2.0);
+/// etcd's buckets for defragmentation durations: 100 ms doubling, 13 of them.
+const DEFRAG_BUCKETS: [f64; 13] = actcd_types::meter::exponential_buckets(0.1, 2.0);
+
+/// `etcd_mvcc_hash_duration_seconds` (Hash), `etcd_mvcc_hash_rev_duration_seconds` (HashKV),
+/// `etcd_disk_backend_defrag_duration_seconds` and `etcd_disk_defrag_inflight`.
+struct Timings {
+    hash: actcd_types::meter::Histogram,
+    hash_rev: actcd_types::meter::Histogram,
+    defrag: actcd_types::meter::Histogram,
+    defrag_inflight: bool,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        use actcd_types::meter::Histogram;
+        Self {
+            hash: Histogram::new(&HASH_BUCKETS),
+            hash_rev: Histogram::new(&HASH_BUCKETS),
+            defrag: Histogram::new(&DEFRAG_BUCKETS),
+            defrag_inflight: false,
+        }
+    }
 }
 
 /// etcd's write counters (`etcd_mvcc_put_total`, `etcd_mvcc_delete_total`, `etcd_mvcc_txn_total`,
@@ -154,6 +183,7 @@ impl MvccActor {
             peers: MvccPeers::default(),
             hub_listening: true,
             counts: WriteCounts::default(),
+            timings: Timings::default(),
             warn_apply: std::time::Duration::from_millis(100),
         }
     }
@@ -388,7 +418,8 @@ impl MvccActor {
         if self.max_pending_ops == 1 && self.backend.is_none() {
             self.store.finish_compaction_now()?;
         } else {
-            self.store.step_compaction(COMPACTION_SLICE)?;
+            let slice = self.store.compaction_batch_limit();
+            self.store.step_compaction(slice)?;
         }
         self.commit_after_batch(ctx)?;
         Ok(BatchApplied {
@@ -445,7 +476,12 @@ impl Handler<HashKv> for MvccActor {
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("HashKv");
-        self.store.hash_kv(msg.revision)
+        let started = std::time::Instant::now();
+        let answer = self.store.hash_kv(msg.revision);
+        self.timings
+            .hash_rev
+            .observe(started.elapsed().as_secs_f64());
+        answer
     }
 }
 
@@ -468,7 +504,12 @@ impl Handler<HashBackend> for MvccActor {
     type Result = AtomicResponse<Self, Result<(u32, i64), EtcdError>>;
 
     fn handle(&mut self, _: HashBackend, _: &mut Self::Context) -> Self::Result {
-        let hash = |act: &mut Self| Ok((act.store.hash_backend()?, act.store.current_revision()));
+        let hash = |act: &mut Self| {
+            let started = std::time::Instant::now();
+            let hash = act.store.hash_backend();
+            act.timings.hash.observe(started.elapsed().as_secs_f64());
+            Ok((hash?, act.store.current_revision()))
+        };
         let flushed = match self.committed_first(|link| link.flush.send(Flush)) {
             Ok(Some(flushed)) => flushed,
             Ok(None) => return AtomicResponse::new(Box::pin(actix::fut::ready(hash(self)))),
@@ -491,15 +532,21 @@ impl Handler<Defragment> for MvccActor {
 
     fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Defragment");
+        let started = std::time::Instant::now();
         let Some(link) = self.backend.clone() else {
-            return AtomicResponse::new(Box::pin(actix::fut::ready(self.store.defragment())));
+            let answer = self.store.defragment();
+            self.timings.defrag.observe(started.elapsed().as_secs_f64());
+            return AtomicResponse::new(Box::pin(actix::fut::ready(answer)));
         };
         if let Err(e) = self.store.commit() {
             return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
         }
         self.store.release_reader();
+        self.timings.defrag_inflight = true;
         let done = link.defragment.send(Defragment);
-        AtomicResponse::new(Box::pin(done.into_actor(self).map(|res, act, _| {
+        AtomicResponse::new(Box::pin(done.into_actor(self).map(move |res, act, _| {
+            act.timings.defrag_inflight = false;
+            act.timings.defrag.observe(started.elapsed().as_secs_f64());
             // Reads after the swap begin a read transaction of the new file.
             act.store.release_reader();
             res.map_err(|e| EtcdError::internal(format!("backend: {e}")))?
@@ -740,7 +787,9 @@ impl Handler<FlushStore> for MvccActor {
 
     fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("FlushStore");
-        self.store.step_compaction(COMPACTION_SLICE * 10)?;
+        let slice = self.store.compaction_batch_limit();
+        self.store
+            .step_compaction(slice.saturating_mul(FLUSH_SLICES))?;
         self.store.commit()?;
         if let Some(link) = &self.backend {
             link.flush.do_send(Flush);
@@ -1189,11 +1238,19 @@ mod tests {
 }
 
 impl MvccActor {
-    /// The write counters and the store's compaction figures, for `/metrics`.
+    /// The write counters, hash and defragmentation timings, for `/metrics`.
     fn samples(&self) -> Vec<actcd_types::meter::Sample> {
         use actcd_types::meter::Sample;
         let c = self.counts;
+        let t = &self.timings;
         vec![
+            Sample::histogram("etcd_mvcc_hash_duration_seconds", &t.hash),
+            Sample::histogram("etcd_mvcc_hash_rev_duration_seconds", &t.hash_rev),
+            Sample::histogram("etcd_disk_backend_defrag_duration_seconds", &t.defrag),
+            Sample::value(
+                "etcd_disk_defrag_inflight",
+                f64::from(u8::from(t.defrag_inflight)),
+            ),
             Sample::value("etcd_mvcc_put_total", c.puts as f64),
             Sample::value("etcd_mvcc_delete_total", c.deletes as f64),
             Sample::value("etcd_mvcc_txn_total", c.txns as f64),
