@@ -692,6 +692,11 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
         set: |f| !f.experimental_txn_mode_write_with_shared_buffer,
     },
     IgnoredFlag {
+        flag: "--experimental-compaction-batch-limit",
+        reason: "compaction deletes in one LMDB transaction per pass, not in bbolt-sized batches",
+        set: |f| f.experimental_compaction_batch_limit != 1000,
+    },
+    IgnoredFlag {
         flag: "--experimental-bootstrap-defrag-threshold-megabytes",
         reason: "LMDB reuses freed pages; there is no start-up defragmentation",
         set: |f| f.experimental_bootstrap_defrag_threshold_megabytes != 0,

@@ -138,6 +138,31 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "Total number of bytes written in WAL.",
     ),
     (
+        "etcd_mvcc_hash_duration_seconds",
+        "histogram",
+        "The latency distribution of storage hash operation.",
+    ),
+    (
+        "etcd_mvcc_hash_rev_duration_seconds",
+        "histogram",
+        "The latency distribution of storage hash by revision operation.",
+    ),
+    (
+        "etcd_disk_backend_defrag_duration_seconds",
+        "histogram",
+        "The latency distribution of backend defragmentation.",
+    ),
+    (
+        "etcd_disk_defrag_inflight",
+        "gauge",
+        "Whether or not defrag is active on the member. 1 means active, 0 means not.",
+    ),
+    (
+        "etcd_debugging_auth_revision",
+        "gauge",
+        "The current revision of auth store.",
+    ),
+    (
         "etcd_server_slow_apply_total",
         "counter",
         "The total number of slow apply requests (likely overloaded from slow disk).",

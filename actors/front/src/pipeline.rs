@@ -402,14 +402,10 @@ impl Pipeline {
         *self.closing.borrow()
     }
 
-    /// Waits for an answer sent by another actor: `etcdserver: request timed out` at
-    /// `deadline`, `server stopped` if the sender went away.
-    async fn answer<T>(
-        &self,
-        rx: oneshot::Receiver<Result<T, EtcdError>>,
-        deadline: tokio::time::Instant,
-    ) -> Result<T, EtcdError> {
-        match tokio::time::timeout_at(deadline, rx).await {
+    /// Waits for an answer sent by another actor: `etcdserver: request timed out` after the
+    /// request timeout, `server stopped` if the sender went away.
+    async fn answer<T>(&self, rx: oneshot::Receiver<Result<T, EtcdError>>) -> Result<T, EtcdError> {
+        match tokio::time::timeout(self.config.request_timeout, rx).await {
             Ok(Ok(res)) => res,
             Ok(Err(_)) => Err(EtcdError::Stopped),
             Err(_) => Err(EtcdError::Timeout),
@@ -501,17 +497,11 @@ impl Pipeline {
             internal,
         });
         let started = tokio::time::Instant::now();
-        // Whether a leader was elected while the write waited, for naming a timeout.
-        let mut leaders = self.routes.leader.clone();
-        let leaderless = *leaders.borrow_and_update() == 0;
-        // The raft node drops a write still waiting for a leader at the same deadline, so one
-        // answered "timed out" here is never proposed later.
-        let deadline = self.deadline();
         let (tx, rx) = oneshot::channel();
         let submit = Submit {
             request: req,
             reply: tx,
-            deadline: Some(deadline),
+            deadline: crate::metrics::client_deadline(),
         };
         // Every outcome, a refusal too, arrives on `rx`: don't wait for the handler as well
         // (that wake-up cost ~10% of single-client put latency). A full mailbox still pushes
@@ -523,13 +513,7 @@ impl Pipeline {
             }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        let outcome = match self.answer(rx, deadline).await {
-            // No leader from start to deadline: the raft node never proposed it, and etcd's
-            // answer is its request context's error (its raft takes no proposal without a
-            // leader; one made while a leader was known is named by `why_timed_out`).
-            Err(EtcdError::Timeout) if leaderless && matches!(leaders.has_changed(), Ok(false)) => {
-                Err(EtcdError::ProposalDeadlineExceeded)
-            }
+        let outcome = match self.answer(rx).await {
             Err(EtcdError::Timeout) => Err(self.why_timed_out(started).await),
             other => other,
         };
@@ -539,7 +523,6 @@ impl Pipeline {
             EtcdError::Timeout
             | EtcdError::TimeoutDueToLeaderFail
             | EtcdError::TimeoutDueToConnectionLost
-            | EtcdError::ProposalDeadlineExceeded
             | EtcdError::NoLeader
             | EtcdError::Stopped
             | EtcdError::TooManyRequests,

@@ -1472,18 +1472,6 @@ mod tests {
         .provider_and_versions()
         .unwrap();
         assert_eq!(versions, vec![&version::TLS12]);
-        let only13 = TlsOptions {
-            min_version: Some("TLS1.3".into()),
-            ..TlsOptions::default()
-        };
-        assert_eq!(
-            only13.provider_and_versions().unwrap().1,
-            vec![&version::TLS13]
-        );
-        assert_eq!(
-            TlsOptions::default().provider_and_versions().unwrap().1,
-            vec![&version::TLS12, &version::TLS13]
-        );
         let tls12: Vec<_> = provider
             .cipher_suites
             .iter()
