@@ -36,6 +36,10 @@ ctl "$A" defrag
 ctl "$A" endpoint hashkv
 ctl "$A" alarm list
 ctl "$A" alarm disarm
+ctl "$A" member list -w json
+ctl "$A" compaction 2
+ctl "$A" lease grant 100
+ctl "$A" lease list
 R=--user=root:rootpw
 ctl $R user list -w json
 ctl $R role list -w json
