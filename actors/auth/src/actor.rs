@@ -264,7 +264,17 @@ impl Handler<TokenUsed> for AuthActor {
     }
 }
 
-actcd_types::impl_mailbox_probe!(AuthActor, meter);
+impl AuthActor {
+    /// The auth store's revision (etcd's `etcd_debugging_auth_revision`).
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        vec![actcd_types::meter::Sample::value(
+            "etcd_debugging_auth_revision",
+            self.store.revision() as f64,
+        )]
+    }
+}
+
+actcd_types::impl_mailbox_probe!(AuthActor, meter, samples);
 
 #[cfg(test)]
 mod tests {
