@@ -337,7 +337,8 @@ fn tls_error(
 /// are there, else generated: the listen URLs' hosts as SANs (IPs as IP SANs, names as DNS
 /// SANs), subject `O=etcd`, `CA:FALSE`, server-auth, valid from today for `years` years.
 /// Departures: an ECDSA P-256 key signed with SHA-256 (etcd: P-521 with SHA-512, which ring
-/// does not do), a PKCS#8 key file, and whole days (midnight UTC) as the validity bounds.
+/// does not do), a PKCS#8 key file, and whole days (midnight UTC) as the validity bounds; files
+/// actcd cannot serve (etcd's P-521 ones) are replaced rather than reused.
 fn self_cert(dir: &Path, urls: &[String], years: u32) -> Result<(Vec<u8>, Vec<u8>), ConfigError> {
     let fail = |reason: String| ConfigError::TlsFile {
         flag: "--auto-tls",
@@ -354,7 +355,17 @@ fn self_cert(dir: &Path, urls: &[String], years: u32) -> Result<(Vec<u8>, Vec<u8
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
     if cert_path.exists() && key_path.exists() {
         let read = |p: &Path| std::fs::read(p).map_err(|e| fail(format!("{}: {e}", p.display())));
-        return Ok((read(&cert_path)?, read(&key_path)?));
+        let (cert, key) = (read(&cert_path)?, read(&key_path)?);
+        // etcd's own generated key is P-521, which ring cannot sign with: a data dir taken over
+        // from etcd gets new files (which etcd would reuse in turn) instead of failing to start.
+        match ClientTls::new(cert.clone(), key.clone(), None, false) {
+            Ok(_) => return Ok((cert, key)),
+            Err(e) => tracing::warn!(
+                dir = %dir.display(),
+                reason = %e,
+                "cannot use the generated certificate found there; generating a new one"
+            ),
+        }
     }
     tracing::warn!(dir = %dir.display(), validity_years = years, "automatically generate certificates");
     let mut params =
@@ -600,6 +611,49 @@ mod tests {
                 .ends_with("selfSignedCertValidity is invalid,it should be greater than 0"),
             "{zero}"
         );
+    }
+
+    /// What etcd 3.5.1's auto TLS leaves in a data dir: a P-521 key (openssl-made here).
+    const ETCD_P521_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIICDjCCAW+gAwIBAgIUXnxzEsprq60E8Q2YR0J4ktnbQGQwCgYIKoZIzj0EAwQw
+DzENMAsGA1UECgwEZXRjZDAgFw0yNjExMjUyMTIzNTlaGA8yMTI2MTEwMTIxMjM1
+OVowDzENMAsGA1UECgwEZXRjZDCBmzAQBgcqhkjOPQIBBgUrgQQAIwOBhgAEAOvs
+WMLnhRky9majldTNTcUyiy8kT+NR7EA5UT3VPEwP+TmgnR/FGCFR/snM4FPmYeCR
+26gVkEjjM8DBlKhV5szPAS19H8KIOs5ObPoVr0Ng9i81VRPS9d1SHOxtHSekTo5K
+j+LTBps2Z0ZAGJ/Y/5+1oIWNdcxeqJlG44KHEiwVmRHeo2QwYjAdBgNVHQ4EFgQU
+HhoK+9PgKy3SPjJAoFxv8QieOLQwHwYDVR0jBBgwFoAUHhoK+9PgKy3SPjJAoFxv
+8QieOLQwDwYDVR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49
+BAMEA4GMADCBiAJCAa95uOH2QDGDzwL8pz/O6rWf8hKUiN8yzLr2amXtgLLuR/ST
+e6Xipiepgrjt6DVgAdOgBAb7KRMG/ZT1ytVb0IjwAkIBAd4x+vyjUh4vU8ytIw6j
+/3d4Y0071fhy1w9VKW6AGeLPRSa8+Nvic64RoG9gnxQA/TSv0a4rwDIlrqiHbf26
+d5M=
+-----END CERTIFICATE-----
+";
+    const ETCD_P521_KEY: &str = "-----BEGIN EC PRIVATE KEY-----
+MIHcAgEBBEIBheNlqhgbByJ7pDDL0jZhc2fOLu/jBB0e6uFfPN8HaMPyhMbhimF7
+DzX1GYb37gdXob0NnoWJGrsTZe5ijBwgZUSgBwYFK4EEACOhgYkDgYYABADr7FjC
+54UZMvZmo5XUzU3FMosvJE/jUexAOVE91TxMD/k5oJ0fxRghUf7JzOBT5mHgkduo
+FZBI4zPAwZSoVebMzwEtfR/CiDrOTmz6Fa9DYPYvNVUT0vXdUhzsbR0npE6OSo/i
+0wabNmdGQBif2P+ftaCFjXXMXqiZRuOChxIsFZkR3g==
+-----END EC PRIVATE KEY-----
+";
+
+    #[test]
+    fn an_etcd_generated_p521_certificate_is_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("fixtures").join("peer");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cert.pem"), ETCD_P521_CERT).unwrap();
+        std::fs::write(dir.join("key.pem"), ETCD_P521_KEY).unwrap();
+        assert!(
+            ClientTls::new(ETCD_P521_CERT.into(), ETCD_P521_KEY.into(), None, false).is_err(),
+            "ring signs with P-521 now: keep etcd's files"
+        );
+        let urls = ["https://127.0.0.1:2380".to_string()];
+        let (cert, key) = self_cert(&dir, &urls, 1).unwrap();
+        assert_ne!(cert, ETCD_P521_CERT.as_bytes());
+        assert!(ClientTls::new(cert.clone(), key, None, false).is_ok());
+        assert_eq!(std::fs::read(dir.join("cert.pem")).unwrap(), cert);
     }
 
     #[test]
