@@ -65,6 +65,9 @@
 //!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
 //!   (`gateway.rs`, refusing what etcd's Go decoder refuses: `gojson.rs`), which runs the same
 //!   service code as gRPC behind the same learner gate.
+//! - Old Go clients (`h2authority.rs`): every HTTP/2 connection is read through a layer that
+//!   rewrites a URL `:authority` (etcdctl 3.4's maintenance calls send `http://host:port`,
+//!   which h2 refuses) to its `host:port`, following the client's HPACK state.
 //! - Maintenance's Snapshot asks the store for its chunks (`SnapshotStream` → `SnapshotChunks`:
 //!   etcd's bbolt file in 32 KiB pieces, then its SHA-256, made on a blocking thread from a read
 //!   transaction) and forwards them as they come; Defragment asks the store.
@@ -90,7 +93,8 @@
 //! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
 //! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`,
 //! `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the accounting layer and client byte
-//! counts · `auth.rs` Auth · `authn.rs` the authenticator chain.
+//! counts · `auth.rs` Auth · `authn.rs` the authenticator chain · `h2authority.rs` the
+//! `:authority` rewriting for old Go clients.
 
 mod auth;
 pub mod authn;
