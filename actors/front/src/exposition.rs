@@ -163,6 +163,21 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "The current revision of auth store.",
     ),
     (
+        "etcd_server_heartbeat_send_failures_total",
+        "counter",
+        "The total number of leader heartbeat send failures (likely overloaded from slow disk).",
+    ),
+    (
+        "etcd_server_read_indexes_failed_total",
+        "counter",
+        "The total number of failed read indexes seen.",
+    ),
+    (
+        "etcd_server_snapshot_apply_in_progress_total",
+        "gauge",
+        "1 if the server is applying the incoming snapshot. 0 if none.",
+    ),
+    (
         "etcd_server_slow_apply_total",
         "counter",
         "The total number of slow apply requests (likely overloaded from slow disk).",

@@ -126,6 +126,12 @@ struct PeerTraffic {
     /// The oldest unanswered heartbeat to each peer.
     heartbeat_sent: HashMap<u64, std::time::Instant>,
     round_trips: HashMap<u64, actcd_types::meter::Histogram>,
+    /// Heartbeats the transport's mailbox refused (etcd's
+    /// `etcd_server_heartbeat_send_failures_total`).
+    heartbeat_send_failures: u64,
+    /// Read-index rounds that failed: cut short by a leader change or refused by raft (etcd's
+    /// `etcd_server_read_indexes_failed_total`).
+    read_indexes_failed: u64,
 }
 
 /// Proposals held while there is no leader, at most.
@@ -215,8 +221,11 @@ impl RaftActor {
                         .entry(m.to)
                         .or_insert_with(std::time::Instant::now);
                 }
+                let heartbeat = crate::node::is_heartbeat(&m.msg);
                 // Peer traffic is best effort: raft retries what is lost.
-                let _ = outbox.try_send(m);
+                if outbox.try_send(m).is_err() && heartbeat {
+                    self.traffic.heartbeat_send_failures += 1;
+                }
             }
         }
     }
@@ -244,6 +253,7 @@ impl RaftActor {
             }
             // Reads of the old term can no longer be confirmed.
             self.node.forget_reads();
+            self.traffic.read_indexes_failed += self.read_rounds.len() as u64;
             for w in self.read_rounds.drain().flat_map(|(_, ws)| ws) {
                 w.finish(Err(EtcdError::LeaderChanged));
             }
@@ -698,6 +708,7 @@ impl Handler<FlushReads> for RaftActor {
                 self.schedule_ready(ctx);
             }
             Err(e) => {
+                self.traffic.read_indexes_failed += 1;
                 for w in self.queued_reads.drain(..) {
                     w.finish(Err(e.clone()));
                 }
@@ -1043,10 +1054,24 @@ mod tests {
 }
 
 impl RaftActor {
-    /// etcd's peer traffic metrics, labelled with the peer's id in hex as etcd does.
+    /// etcd's peer traffic metrics (labelled with the peer's id in hex as etcd does), failed
+    /// heartbeats and read-index rounds, and whether a snapshot is being installed.
     fn samples(&self) -> Vec<actcd_types::meter::Sample> {
         use actcd_types::meter::{Sample, SampleValue};
-        let mut out = Vec::new();
+        let mut out = vec![
+            Sample::value(
+                "etcd_server_heartbeat_send_failures_total",
+                self.traffic.heartbeat_send_failures as f64,
+            ),
+            Sample::value(
+                "etcd_server_read_indexes_failed_total",
+                self.traffic.read_indexes_failed as f64,
+            ),
+            Sample::value(
+                "etcd_server_snapshot_apply_in_progress_total",
+                f64::from(u8::from(self.installed.is_some())),
+            ),
+        ];
         let mut by_peer = |name: &'static str, label: &'static str, m: &HashMap<u64, u64>| {
             let mut peers: Vec<_> = m.iter().collect();
             peers.sort();
