@@ -301,7 +301,8 @@ async fn the_gateway_takes_the_token_from_authorization() {
     assert_eq!(status, 400, "the old password no longer works");
     let (status, _) = put_as(&addr, &put_a, &basic("alice", "newpw")).await;
     assert_eq!(status, 200);
-    // Snapshot is for root only, through the gateway too.
+    // Snapshot is for root only, through the gateway too (etcd 3.5.1's unconverted refusal:
+    // code Unknown, the auth store's text).
     let (status, body) = request(
         &addr,
         "POST",
@@ -311,7 +312,7 @@ async fn the_gateway_takes_the_token_from_authorization() {
     )
     .await;
     assert!(
-        body.contains("etcdserver: permission denied"),
+        body.contains(r#""grpc_code":2,"http_code":500,"message":"auth: permission denied""#),
         "{status} {body}"
     );
 }
