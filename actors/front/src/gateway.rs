@@ -152,7 +152,7 @@ pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status>
 /// Whether `path` is the gateway's: `/v3/…`, or `/v3beta/…`, which etcd 3.4 and 3.5 serve as the
 /// same routes (clients written against etcd 3.4 call it; `/v3alpha/` is served by neither).
 pub fn serves(path: &str) -> bool {
-    path.starts_with("/v3/") || path.starts_with("/v3beta/")
+    path.starts_with("/v3/") || path.starts_with("/v3beta/") || path == "/v3"
 }
 
 /// A gateway path as its `/v3/…` route.
@@ -200,6 +200,26 @@ fn json_reply(status: StatusCode, json: String) -> http::Response<crate::http::B
     )
 }
 
+/// `/v3` itself: Go's `ServeMux` sends it to the `/v3/` subtree etcd registers the gateway
+/// under (301, the query kept; a GET or HEAD gets Go's little HTML link).
+fn redirect_to_subtree(
+    req: &http::Request<hyper::body::Incoming>,
+) -> http::Response<crate::http::Body> {
+    let location = match req.uri().query() {
+        Some(q) => format!("/v3/?{q}"),
+        None => "/v3/".to_string(),
+    };
+    let mut b = http::Response::builder()
+        .status(StatusCode::MOVED_PERMANENTLY)
+        .header("location", location.as_str());
+    let mut body = String::new();
+    if req.method() == http::Method::GET || req.method() == http::Method::HEAD {
+        b = b.header("content-type", "text/html; charset=utf-8");
+        body = format!("<a href=\"{location}\">Moved Permanently</a>.\n\n");
+    }
+    b.body(whole(body)).unwrap_or_default()
+}
+
 /// Serves one request to the JSON gateway (a path [`serves`] takes): the body read (up to the
 /// request size limit), the call made.
 pub async fn serve(
@@ -208,6 +228,9 @@ pub async fn serve(
 ) -> http::Response<crate::http::Body> {
     use http_body_util::BodyExt;
     let path = canonical(req.uri().path());
+    if path == "/v3" {
+        return redirect_to_subtree(&req);
+    }
     let text = |status, body: &str| {
         gateway_reply(
             status,

@@ -36,3 +36,6 @@ http POST /v3beta/kv/nosuch '{}'
 http POST /v3alpha/kv/range '{}'
 http GET /v3beta/kv/range
 http GET /v3/watch
+http POST /v3 '{}'
+http GET /v3
+http POST /v3beta '{}'
