@@ -360,8 +360,15 @@ pub fn run_until(
         pre_vote: cfg.flags.pre_vote,
         applied: consistent_index,
     };
-    let raft_node =
+    let mut raft_node =
         RaftNode::new(&node_cfg, recovered).map_err(|e| StartError::Raft(e.to_string()))?;
+    // etcd's initial election tick advance, for a member of a larger cluster (one alone
+    // campaigns at once). Only with pre-vote: etcd first waits for its peers' streams, so that
+    // a leader's heartbeat can reach it before it campaigns; a pre-vote cannot disrupt a
+    // leader the others still hear from, so here no wait is needed.
+    if cfg.flags.initial_election_tick_advance && cfg.flags.pre_vote && node_cfg.voters.len() > 1 {
+        raft_node.advance_ticks(cfg.election_ticks().saturating_sub(2));
+    }
     tracing::info!(
         member_id = format!("{:x}", cfg.member_id),
         cluster_id = format!("{:x}", cfg.cluster_id),

@@ -191,6 +191,16 @@ impl RaftNode {
         })
     }
 
+    /// etcd's initial election tick advance (`--initial-election-tick-advance`): counts `n` ticks
+    /// of election time at once, so a member that hears no leader campaigns after the last few
+    /// ticks of its timeout instead of a whole one. `n` below the election timeout never starts
+    /// an election by itself.
+    pub fn advance_ticks(&mut self, n: usize) {
+        for _ in 0..n {
+            self.raw.tick();
+        }
+    }
+
     pub fn tick(&mut self) {
         self.raw.tick();
         if self.pending_reads.is_empty() || self.raw.raft.leader_id == raft::INVALID_ID {
@@ -587,6 +597,38 @@ mod tests {
         };
         assert_eq!(term_after_timeouts(true), 0);
         assert!(term_after_timeouts(false) >= 2);
+    }
+
+    /// `--initial-election-tick-advance`: with the ticks advanced, a member of three that
+    /// hears no leader asks for (pre-)votes within three ticks; without, not before its whole
+    /// election timeout.
+    #[test]
+    fn advanced_ticks_bring_the_first_election_forward() {
+        let asks_within_three_ticks = |advance: usize| {
+            let cfg = NodeConfig {
+                id: 1,
+                voters: vec![1, 2, 3],
+                learners: vec![],
+                election_tick: 10,
+                fixed_election_timeout: Some(10),
+                heartbeat_tick: 1,
+                pre_vote: true,
+                applied: 0,
+            };
+            let mut n = RaftNode::new(&cfg, Recovered::default()).unwrap();
+            n.advance_ticks(advance);
+            let mut sent = 0;
+            for _ in 0..3 {
+                n.tick();
+                while let Some(out) = n.ready().unwrap() {
+                    sent += out.messages.len() + out.persisted_messages.len();
+                    n.on_persisted(out.number);
+                }
+            }
+            sent
+        };
+        assert!(asks_within_three_ticks(8) >= 2, "pre-votes to both peers");
+        assert_eq!(asks_within_three_ticks(0), 0);
     }
 
     #[test]
