@@ -50,8 +50,7 @@ pub struct FrontCounters {
     pub health_failures: std::sync::atomic::AtomicU64,
     /// etcd 3.6's per-check outcomes of `/livez` and `/readyz`: by (type, name), the last
     /// result and the successes and failures so far. Probes are rare: a lock is fine here.
-    health_checks:
-        std::sync::Mutex<std::collections::BTreeMap<(&'static str, String), (bool, u64, u64)>>,
+    health_checks: std::sync::Mutex<HealthChecks>,
 }
 
 impl FrontCounters {
@@ -107,6 +106,9 @@ impl FrontCounters {
         }
     }
 }
+
+/// By (type, check name): the last result, then the successes and failures so far.
+type HealthChecks = std::collections::BTreeMap<(&'static str, String), (bool, u64, u64)>;
 
 /// A client connection that adds what it reads and writes to the front's byte counters.
 pub struct Counted<IO> {
