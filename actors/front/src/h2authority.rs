@@ -19,6 +19,9 @@
 //!   (stale from then on: it missed the entries of the rewritten blocks) is never referenced
 //!   again. Re-encoded blocks are framed in frames of at most 16384 bytes (HTTP/2's minimum
 //!   SETTINGS_MAX_FRAME_SIZE, h2's default, which tonic keeps), padding dropped, priority kept.
+//! - A block that decodes to a header list over [`MAX_HEADER_LIST`] is not copied (a few
+//!   bytes of references to a large table entry must not cost megabytes): h2 refuses such a
+//!   list anyway, so it goes on as received, or closes the connection once re-encoding.
 //! - What this layer cannot follow (a frame too large, CONTINUATION out of place, a block that
 //!   does not decode) goes on untouched and the layer steps aside for the rest of the
 //!   connection: h2 answers it as it would have. Once re-encoding, stepping aside would feed
@@ -47,6 +50,10 @@ const MAX_FRAME_SIZE: usize = 16_384;
 const HEADER_TABLE_SIZE: usize = 4096;
 /// A header block held back grows at most this large; a larger one is h2's to refuse.
 const MAX_BLOCK: usize = 1 << 20;
+/// The largest header list (names, values and 32 bytes each) decoded here: 16 times what h2
+/// takes under tonic (hyper's 16 KiB SETTINGS_MAX_HEADER_LIST_SIZE); a larger one is h2's to
+/// refuse, passed on as received.
+const MAX_HEADER_LIST: usize = 256 * 1024;
 /// How much is read from the connection at a time while frames are being looked at.
 const READ_CHUNK: usize = 8192;
 
@@ -219,15 +226,29 @@ impl AuthorityRewriter {
             return Ok(());
         };
         let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // Counted as HTTP/2 counts a header list; copies stop past the cap, so a small block
+        // of references to a large table entry cannot make this allocate without bound.
+        let mut list_size = 0usize;
         if self
             .decoder
             .decode_with_cb(&block.fragment, |name, value| {
-                fields.push((name.into_owned(), value.into_owned()));
+                list_size = list_size.saturating_add(name.len() + value.len() + 32);
+                if list_size <= MAX_HEADER_LIST {
+                    fields.push((name.into_owned(), value.into_owned()));
+                }
             })
             .is_err()
         {
             self.block = Some(block);
             return self.step_aside(out);
+        }
+        if list_size > MAX_HEADER_LIST {
+            // h2 refuses such a list itself; the decoder above stayed in step with the client.
+            if self.mode == Mode::Reencoding {
+                return Err(lost_track());
+            }
+            out.extend(block.frames);
+            return Ok(());
         }
         let mut rewritten = false;
         for (name, value) in &mut fields {
@@ -903,6 +924,47 @@ mod tests {
             seen[1].0 == "127.0.0.1:1" && seen[1].1 == big,
             "the big block changed"
         );
+    }
+
+    #[test]
+    fn a_block_that_decodes_huge_is_not_copied() {
+        // One 4000-byte entry in the client's dynamic table, then a block of 1000 one-byte
+        // references to it: 4 MB once decoded.
+        let mut encoder = loona_hpack::Encoder::new();
+        let big = "v".repeat(4000);
+        let first = encoded(&mut encoder, &request("127.0.0.1:1", &big));
+        let reference = encoded(&mut encoder, &[(b"x-k".to_vec(), big.clone().into_bytes())]);
+        assert_eq!(reference.len(), 1, "an indexed reference");
+        let huge = reference.repeat(1000);
+        let url = encoded(&mut encoder, &request("http://127.0.0.1:1", &big));
+
+        // Before any rewriting: passed on as received, the decoder still in step (the URL
+        // block after it is rewritten to what the client meant).
+        let mut input = opening();
+        input.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &first));
+        input.extend(frame(HEADERS, END_HEADERS | END_STREAM, 3, &huge));
+        let unchanged = input.len();
+        input.extend(frame(HEADERS, END_HEADERS | END_STREAM, 5, &url));
+        let out = rewrite(&input, 4096).unwrap();
+        assert_eq!(out[..unchanged], input[..unchanged]);
+        let fields = loona_hpack::Decoder::new()
+            .decode(&out[unchanged + FRAME_HEADER_LEN..])
+            .unwrap();
+        assert_eq!(fields, request("127.0.0.1:1", &big));
+
+        // Once re-encoding, such a block cannot be re-encoded: the connection is closed.
+        let mut encoder = loona_hpack::Encoder::new();
+        let mut input = opening();
+        let url = encoded(&mut encoder, &request("http://127.0.0.1:1", &big));
+        input.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &url));
+        let reference = encoded(&mut encoder, &[(b"x-k".to_vec(), big.clone().into_bytes())]);
+        input.extend(frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            3,
+            &reference.repeat(1000),
+        ));
+        assert!(rewrite(&input, 4096).is_err());
     }
 
     #[tokio::test]
