@@ -692,11 +692,6 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
         set: |f| !f.experimental_txn_mode_write_with_shared_buffer,
     },
     IgnoredFlag {
-        flag: "--experimental-compaction-batch-limit",
-        reason: "compaction deletes in one LMDB transaction per pass, not in bbolt-sized batches",
-        set: |f| f.experimental_compaction_batch_limit != 1000,
-    },
-    IgnoredFlag {
         flag: "--experimental-bootstrap-defrag-threshold-megabytes",
         reason: "LMDB reuses freed pages; there is no start-up defragmentation",
         set: |f| f.experimental_bootstrap_defrag_threshold_megabytes != 0,
@@ -1217,6 +1212,22 @@ mod tests {
                 .contains("URL address does not have the form \"host:port\": http://a.example")
         );
         assert_eq!(comma_list(" a, ,b "), ["a", "b"]);
+    }
+
+    /// Every flag has its `ETCD_*` variable, named as etcd's `flags.FlagToEnv` names it.
+    #[test]
+    fn every_flag_has_its_etcd_variable() {
+        use clap::CommandFactory;
+        let cmd = Flags::command();
+        let mut checked = 0;
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let want = format!("ETCD_{}", long.to_ascii_uppercase().replace('-', "_"));
+            let got = arg.get_env().and_then(|e| e.to_str());
+            assert_eq!(got, Some(want.as_str()), "--{long}");
+            checked += 1;
+        }
+        assert!(checked >= 90, "{checked} flags");
     }
 
     #[test]
