@@ -42,7 +42,10 @@ mod tests {
         assert!(!verify_password("", b""));
         let h = hash_password(b"p\xff", 4).unwrap();
         assert!(verify_password(b"p\xff", h.as_bytes()), "not UTF-8");
-        assert!(!verify_password("p\u{FFFD}", h.as_bytes()), "its look-alike");
+        assert!(
+            !verify_password("p\u{FFFD}", h.as_bytes()),
+            "its look-alike"
+        );
         assert!(check_cost(10).is_ok());
         assert!(check_cost(3).is_err());
         assert!(check_cost(32).is_err());
