@@ -507,3 +507,77 @@ async fn maintenance_refusals_carry_etcds_code_and_text() {
         assert_eq!(got, WANT_MAINTENANCE, "etcd 3.5.1");
     }
 }
+
+/// With JWTs a user whose name is not UTF-8 is still that user: etcd 3.5.1 writes the name into
+/// the token with U+FFFD for the bad bytes and then judges the token as that other, usually
+/// missing, user (`u\xff\xfe`'s put is refused there), which could also make it another user
+/// that exists. actcd's token carries the exact name beside etcd's claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_tokens_name_users_that_are_not_utf8_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("jwt.key");
+    std::fs::write(&secret, b"a shared secret for the test").unwrap();
+    let spec = format!("jwt,priv-key={},sign-method=HS256", secret.display());
+    let srv = Server::start_with(&dir.path().join("data"), &["--auth-token", &spec]);
+    let ch = channel(srv.port).await;
+    let nobody = As {
+        channel: ch.clone(),
+        token: None,
+    };
+    let mut a = nobody.auth();
+    for (name, role) in [
+        (&b"root"[..], &b"root"[..]),
+        (U, R),
+        (LOSSY.as_bytes(), b""),
+    ] {
+        a.user_add(AuthUserAddRequest {
+            name: name.to_vec(),
+            password: b"pw".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        if role.is_empty() {
+            continue;
+        }
+        if role != b"root" {
+            a.role_add(AuthRoleAddRequest {
+                name: role.to_vec(),
+            })
+            .await
+            .unwrap();
+            a.role_grant_permission(AuthRoleGrantPermissionRequest {
+                name: role.to_vec(),
+                perm: Some(Permission {
+                    perm_type: PermType::Readwrite as i32,
+                    key: b"a".to_vec(),
+                    range_end: b"b".to_vec(),
+                }),
+            })
+            .await
+            .unwrap();
+        }
+        a.user_grant_role(AuthUserGrantRoleRequest {
+            user: name.to_vec(),
+            role: role.to_vec(),
+        })
+        .await
+        .unwrap();
+    }
+    a.auth_enable(AuthEnableRequest {}).await.unwrap();
+    let u = login(&ch, U, "pw").await.unwrap();
+    assert_eq!(u.token.as_deref().unwrap().split('.').count(), 3, "a JWT");
+    assert_eq!(outcome(u.kv().put(u.req(put("a1"))).await), "ok");
+    let r = u
+        .auth()
+        .user_get(u.req(AuthUserGetRequest { name: U.to_vec() }))
+        .await
+        .unwrap();
+    assert_eq!(names(&r.into_inner().roles), "r\\xfe");
+    let lossy = login(&ch, LOSSY.as_bytes(), "pw").await.unwrap();
+    assert_eq!(
+        outcome(lossy.kv().put(lossy.req(put("a2"))).await),
+        "PermissionDenied: etcdserver: permission denied",
+        "the look-alike holds no role"
+    );
+}

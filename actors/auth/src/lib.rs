@@ -38,6 +38,9 @@
 //!   token's TTL starts again. Once a second (etcd's resolution) unused tokens expire.
 //!
 //! ## Invariants
+//! - User and role names and passwords are bytes, as etcd takes them (Go never checks a
+//!   protobuf `string` for UTF-8): stored under their bytes, compared byte for byte (only the
+//!   user and role named exactly `root` are root), listed in byte order.
 //! - A refused request changes nothing and writes nothing.
 //! - The auth revision rises by one with every change etcd counts (not with AuthEnable, nor
 //!   with a grant that was already there), and is written with the change.
