@@ -692,11 +692,6 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
         set: |f| !f.experimental_txn_mode_write_with_shared_buffer,
     },
     IgnoredFlag {
-        flag: "--experimental-bootstrap-defrag-threshold-megabytes",
-        reason: "LMDB reuses freed pages; there is no start-up defragmentation",
-        set: |f| f.experimental_bootstrap_defrag_threshold_megabytes != 0,
-    },
-    IgnoredFlag {
         flag: "--max-snapshots",
         reason: "no snapshot files are kept: the backend is the snapshot and is streamed to followers",
         set: |f| f.max_snapshots != 5,

@@ -123,6 +123,36 @@ fn bootstrap_members(
     Ok(members)
 }
 
+/// `--experimental-bootstrap-defrag-threshold-megabytes`: before anything reads the backend,
+/// defragment it when that frees at least the threshold, as etcd does at start-up.
+fn bootstrap_defrag(cfg: &Config, engine: &LmdbEngine) -> Result<(), actcd_backend::BackendError> {
+    let threshold = cfg
+        .flags
+        .experimental_bootstrap_defrag_threshold_megabytes
+        .saturating_mul(1024 * 1024);
+    if threshold == 0 {
+        return Ok(());
+    }
+    let (size, in_use) = engine.disk_size()?;
+    let freeable = size.saturating_sub(in_use);
+    if freeable < threshold {
+        tracing::info!(
+            current_db_size_bytes = size,
+            current_db_size_in_use_bytes = in_use,
+            defrag_threshold_bytes = threshold,
+            "skipping defragmentation"
+        );
+        return Ok(());
+    }
+    let (before, after) = engine.defragment()?;
+    tracing::info!(
+        current_db_size_bytes = before,
+        defragmented_db_size_bytes = after,
+        "defragmented the backend at start-up"
+    );
+    Ok(())
+}
+
 /// `--force-new-cluster`: this member's data as a one-member cluster, as etcd does it. Every
 /// other member is removed from the recorded membership (into `members_removed`, so none can
 /// come back) with one commit before any actor runs; raft's configuration follows from it.
@@ -215,6 +245,10 @@ pub fn run_until(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
     let (engine, snap_dir, wal_dir) = open_backend(&cfg)?;
+    bootstrap_defrag(&cfg, &engine).map_err(|e| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    })?;
     // A member that has a WAL keeps the identity it was created with, whatever the
     // --initial-cluster flags say now (etcd ignores them on restart too).
     let fresh = !Wal::exists(&wal_dir);

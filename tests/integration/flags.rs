@@ -120,8 +120,6 @@ fn every_flag_of_etcd_3_5_1_is_accepted_with_its_default() {
 fn ignored_flag_value(flag: &str) -> &'static str {
     match flag {
         "--backend-bbolt-freelist-type" => "array",
-        "--experimental-compaction-batch-limit" => "7",
-        "--experimental-bootstrap-defrag-threshold-megabytes" => "10",
         "--max-snapshots" | "--max-wals" => "9",
         "--experimental-distributed-tracing-address" => "localhost:9999",
         "--experimental-distributed-tracing-service-name" => "svc",
@@ -711,4 +709,87 @@ async fn force_new_cluster_restarts_a_member_alone_with_its_data() {
         c.get("after", None).await.unwrap().kvs()[0].value(),
         b"force"
     );
+}
+
+#[tokio::test]
+async fn compaction_runs_in_batches_of_the_given_limit() {
+    // One record per compaction step: a physical compaction still finishes and answers.
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    m.spawn_with(&initial, &["--experimental-compaction-batch-limit=1"]);
+    let mut c = ready_client(m.client_port).await;
+    let mut rev = 0;
+    for i in 0..30 {
+        rev = c
+            .put("k", format!("v{i}"), None)
+            .await
+            .unwrap()
+            .header()
+            .unwrap()
+            .revision();
+    }
+    c.compact(
+        rev,
+        Some(etcd_client::CompactionOptions::new().with_physical()),
+    )
+    .await
+    .unwrap();
+    let old = c
+        .get(
+            "k",
+            Some(etcd_client::GetOptions::new().with_revision(rev - 5)),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        old.contains("required revision has been compacted"),
+        "{old}"
+    );
+    assert_eq!(c.get("k", None).await.unwrap().kvs()[0].value(), b"v29");
+}
+
+#[tokio::test]
+async fn bootstrap_defrag_shrinks_a_backend_with_enough_free_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    m.spawn(&initial);
+    let mut c = ready_client(m.client_port).await;
+    // About 8 MiB of values, deleted and compacted away: free pages in the data file.
+    let value = vec![b'x'; 64 * 1024];
+    for i in 0..128 {
+        c.put(format!("big{i}"), value.clone(), None).await.unwrap();
+    }
+    let rev = c
+        .delete("big", Some(etcd_client::DeleteOptions::new().with_prefix()))
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    c.compact(
+        rev,
+        Some(etcd_client::CompactionOptions::new().with_physical()),
+    )
+    .await
+    .unwrap();
+    m.stop();
+    // A threshold above what is free: nothing happens.
+    m.spawn_with(
+        &initial,
+        &["--experimental-bootstrap-defrag-threshold-megabytes=1000"],
+    );
+    let mut c = ready_client(m.client_port).await;
+    let before = c.status().await.unwrap().db_size();
+    assert!(before > 8 * 1024 * 1024, "{before}");
+    m.stop();
+    m.spawn_with(
+        &initial,
+        &["--experimental-bootstrap-defrag-threshold-megabytes=1"],
+    );
+    let mut c = ready_client(m.client_port).await;
+    let after = c.status().await.unwrap().db_size();
+    assert!(after < before / 2, "{before} -> {after}");
 }
