@@ -313,6 +313,20 @@ async fn client_certificates_as_etcd_judges_them() {
             true,
         ),
         (
+            "CA:TRUE leaf through an intermediate",
+            Some((
+                leaf(
+                    Spec {
+                        ca: true,
+                        ..Spec::default()
+                    },
+                    &inter,
+                ),
+                vec![&inter],
+            )),
+            true,
+        ),
+        (
             "EKU without clientAuth",
             Some((
                 leaf(

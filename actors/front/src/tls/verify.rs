@@ -5,11 +5,11 @@
 //! - A certificate with `CA:TRUE` presented as a leaf: webpki refuses every such one
 //!   (`CaUsedAsEndEntity`); Go accepts it as any other leaf. The common case is a self-signed
 //!   certificate listed in the trusted CA file and used as a member's or a client's own
-//!   certificate. Such a leaf is checked here, Go's way, when it is itself in the trust pool or
-//!   signed directly by a certificate in it (validity of both, the issuer a CA allowed to sign
-//!   certificates, the purpose, the signature, no unknown critical extension, the name for a
-//!   server). A `CA:TRUE` leaf that needs an intermediate to reach the pool is refused (Go
-//!   accepts it): the one refusal kept that Go does not make.
+//!   certificate. Such a leaf is checked here, Go's way: in the trust pool itself, or chained to
+//!   it through the presented intermediates (at most four), each issuer valid now, a CA allowed
+//!   to sign certificates, within its path length, allowing the purpose; the signatures, no
+//!   unknown critical extension on the leaf, the name for a server. An issuer with name
+//!   constraints is refused (Go would check them): the one refusal kept that Go may not make.
 //! - Every other leaf goes to webpki, whose rules match Go's for them: a leaf without the
 //!   extended-key-usage extension is good for any purpose, one with it needs the port's purpose
 //!   (client auth for clients and peers dialling in, server auth for a server).
@@ -479,10 +479,11 @@ fn bad(e: CertificateError) -> Error {
     Error::InvalidCertificate(e)
 }
 
-/// Go's verification of a `CA:TRUE` leaf (see the module doc): in the pool itself, or signed
-/// directly by a certificate of the pool.
+/// Go's verification of a `CA:TRUE` leaf (see the module doc): in the pool itself, or chained
+/// to it.
 fn verify_ca_leaf(
     end_entity: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
     roots: &[CertificateDer<'static>],
     now: UnixTime,
     purpose: &str,
@@ -516,27 +517,93 @@ fn verify_ca_leaf(
     if roots.iter().any(|r| r.as_ref() == end_entity.as_ref()) {
         return Ok(());
     }
+    chain_to_pool(&leaf, intermediates, roots, now, purpose, 0)
+}
+
+/// How many presented intermediates a `CA:TRUE` leaf's chain may pass through.
+const MAX_INTERMEDIATES: usize = 4;
+
+/// Go's path building above `cert`, which has `below` intermediates under it: an issuer in the
+/// pool, or a presented intermediate that chains to the pool in turn. Every issuer must be
+/// valid now, a CA allowed to sign certificates, within its path length, and allow `purpose`;
+/// one with name constraints is refused (Go would check them; actcd does not).
+fn chain_to_pool(
+    cert: &X509Certificate<'_>,
+    intermediates: &[CertificateDer<'_>],
+    roots: &[CertificateDer<'static>],
+    now: ASN1Time,
+    purpose: &str,
+    below: usize,
+) -> Result<(), Error> {
+    let issued_by = |issuer: &X509Certificate<'_>| {
+        issuer.subject().as_raw() == cert.issuer().as_raw() && signed_by(cert, issuer)
+    };
+    let mut refusal = bad(CertificateError::UnknownIssuer);
     for root in roots {
         let Some(issuer) = parse(root) else { continue };
-        if issuer.subject().as_raw() != leaf.issuer().as_raw() || !signed_by(&leaf, &issuer) {
+        if issued_by(&issuer) {
+            match check_issuer(&issuer, now, purpose, below) {
+                Ok(()) => return Ok(()),
+                Err(e) => refusal = e,
+            }
+        }
+    }
+    if below >= MAX_INTERMEDIATES {
+        return Err(refusal);
+    }
+    for der in intermediates {
+        let Some(issuer) = parse(der) else { continue };
+        if !issued_by(&issuer) || issuer.subject().as_raw() == cert.subject().as_raw() {
             continue;
         }
-        check_validity(&issuer, now)?;
-        let is_ca = matches!(issuer.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
-        let may_sign = match issuer.key_usage() {
-            Ok(Some(ku)) => ku.value.key_cert_sign(),
-            Ok(None) => true,
-            Err(_) => false,
-        };
-        if !is_ca || !may_sign {
-            return Err(bad(CertificateError::UnknownIssuer));
+        let verdict = check_issuer(&issuer, now, purpose, below).and_then(|()| {
+            if roots.iter().any(|r| r.as_ref() == der.as_ref()) {
+                Ok(())
+            } else {
+                chain_to_pool(&issuer, intermediates, roots, now, purpose, below + 1)
+            }
+        });
+        match verdict {
+            Ok(()) => return Ok(()),
+            Err(e) => refusal = e,
         }
-        if !allows_purpose(&issuer, purpose) {
-            return Err(bad(CertificateError::InvalidPurpose));
-        }
-        return Ok(());
     }
-    Err(bad(CertificateError::UnknownIssuer))
+    Err(refusal)
+}
+
+/// An issuer as Go requires it: valid now, `CA:TRUE`, allowed to sign certificates (when it
+/// says what its key is for), no more intermediates under it than its path length allows, and
+/// `purpose` among its extended key usages if it lists any.
+fn check_issuer(
+    issuer: &X509Certificate<'_>,
+    now: ASN1Time,
+    purpose: &str,
+    below: usize,
+) -> Result<(), Error> {
+    check_validity(issuer, now)?;
+    let Ok(Some(bc)) = issuer.basic_constraints() else {
+        return Err(bad(CertificateError::UnknownIssuer));
+    };
+    let may_sign = match issuer.key_usage() {
+        Ok(Some(ku)) => ku.value.key_cert_sign(),
+        Ok(None) => true,
+        Err(_) => false,
+    };
+    let within_path_len = bc
+        .value
+        .path_len_constraint
+        .is_none_or(|max| below <= max as usize);
+    let constrained = issuer
+        .extensions()
+        .iter()
+        .any(|e| e.oid.to_id_string() == "2.5.29.30");
+    if !bc.value.ca || !may_sign || !within_path_len || constrained {
+        return Err(bad(CertificateError::UnknownIssuer));
+    }
+    if !allows_purpose(issuer, purpose) {
+        return Err(bad(CertificateError::InvalidPurpose));
+    }
+    Ok(())
 }
 
 fn check_validity(cert: &X509Certificate<'_>, now: ASN1Time) -> Result<(), Error> {
@@ -614,7 +681,14 @@ impl ClientCertVerifier for GoClientVerifier {
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
         if is_ca(end_entity) {
-            verify_ca_leaf(end_entity, &self.roots, now, EKU_CLIENT_AUTH, None)?;
+            verify_ca_leaf(
+                end_entity,
+                intermediates,
+                &self.roots,
+                now,
+                EKU_CLIENT_AUTH,
+                None,
+            )?;
         } else {
             self.webpki
                 .verify_client_cert(end_entity, intermediates, now)?;
@@ -668,6 +742,7 @@ impl ServerCertVerifier for GoServerVerifier {
         if is_ca(end_entity) {
             verify_ca_leaf(
                 end_entity,
+                intermediates,
                 &self.roots,
                 now,
                 EKU_SERVER_AUTH,
@@ -919,7 +994,7 @@ mod tests {
     }
 
     /// Go's crypto/tls answers (checked against etcd 3.5.1 with etcdctl by the integration
-    /// test `tls_go::client_certificates_as_etcd_judges_them`), and one departure.
+    /// test `tls_go::client_certificates_as_etcd_judges_them`).
     #[test]
     fn client_certificates_as_go_judges_them() {
         let root = ca("root");
@@ -967,6 +1042,44 @@ mod tests {
         ];
         let verifier = client_verifier(&pool, &TlsOptions::default());
         let leaf = |spec: Spec, by: &Issued| issue(&spec, Some(by)).der();
+        let ca_leaf = |by: &Issued| {
+            leaf(
+                Spec {
+                    ca: true,
+                    ..Spec::default()
+                },
+                by,
+            )
+        };
+        let intermediate = |spec: Spec, by: &Issued| issue(&spec, Some(by));
+        let ca_spec = Spec {
+            cn: "intermediate",
+            ca: true,
+            eku: Vec::new(),
+            ..Spec::default()
+        };
+        let not_a_ca = intermediate(
+            Spec {
+                ca: false,
+                ..ca_spec.clone()
+            },
+            &root,
+        );
+        let expired_inter = intermediate(
+            Spec {
+                validity: Some((1975, 1976)),
+                ..ca_spec.clone()
+            },
+            &root,
+        );
+        let foreign_inter = intermediate(ca_spec.clone(), &other);
+        let server_inter = intermediate(
+            Spec {
+                eku: vec![ExtendedKeyUsagePurpose::ServerAuth],
+                ..ca_spec.clone()
+            },
+            &root,
+        );
         struct Case {
             name: &'static str,
             chain: Vec<CertificateDer<'static>>,
@@ -1112,20 +1225,34 @@ mod tests {
                 vec![server_only_self.der()],
                 false,
             ),
-            // Departure: Go accepts this one; webpki refuses any CA:TRUE leaf and actcd's own
-            // path for them stops at the pool.
             case(
-                "CA:TRUE leaf through an intermediate (Go accepts)",
-                vec![
-                    leaf(
-                        Spec {
-                            ca: true,
-                            ..Spec::default()
-                        },
-                        &inter,
-                    ),
-                    inter.der(),
-                ],
+                "CA:TRUE leaf through an intermediate",
+                vec![ca_leaf(&inter), inter.der()],
+                true,
+            ),
+            case(
+                "CA:TRUE leaf through an intermediate it does not send",
+                vec![ca_leaf(&inter)],
+                false,
+            ),
+            case(
+                "CA:TRUE leaf through a CA:FALSE certificate",
+                vec![ca_leaf(&not_a_ca), not_a_ca.der()],
+                false,
+            ),
+            case(
+                "CA:TRUE leaf through an expired intermediate",
+                vec![ca_leaf(&expired_inter), expired_inter.der()],
+                false,
+            ),
+            case(
+                "CA:TRUE leaf through an intermediate of another CA",
+                vec![ca_leaf(&foreign_inter), foreign_inter.der()],
+                false,
+            ),
+            case(
+                "CA:TRUE leaf through an intermediate without clientAuth",
+                vec![ca_leaf(&server_inter), server_inter.der()],
                 false,
             ),
         ];
@@ -1472,6 +1599,18 @@ mod tests {
         .provider_and_versions()
         .unwrap();
         assert_eq!(versions, vec![&version::TLS12]);
+        let only13 = TlsOptions {
+            min_version: Some("TLS1.3".into()),
+            ..TlsOptions::default()
+        };
+        assert_eq!(
+            only13.provider_and_versions().unwrap().1,
+            vec![&version::TLS13]
+        );
+        assert_eq!(
+            TlsOptions::default().provider_and_versions().unwrap().1,
+            vec![&version::TLS12, &version::TLS13]
+        );
         let tls12: Vec<_> = provider
             .cipher_suites
             .iter()
