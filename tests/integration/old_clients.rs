@@ -479,7 +479,7 @@ async fn etcdctl_34_and_35_run_every_command_against_one_member_over_http() {
     for ctl in &ctls {
         let snapshot = dir.path().join(format!("snap-{}.db", ctl.version));
         sweep_one_member(
-            &ctl.at(&[ep.clone()], &[]),
+            &ctl.at(std::slice::from_ref(&ep), &[]),
             &ep,
             &peer,
             "default",
@@ -495,7 +495,7 @@ async fn etcdctl_34_and_35_run_every_command_against_one_member_over_http() {
         for ctl in &ctls {
             let snapshot = dir.path().join(format!("etcd-snap-{}.db", ctl.version));
             sweep_one_member(
-                &ctl.at(&[ep.clone()], &[]),
+                &ctl.at(std::slice::from_ref(&ep), &[]),
                 &ep,
                 &peer,
                 "default",
@@ -557,7 +557,7 @@ async fn etcdctl_34_and_35_run_every_command_against_one_member_over_https() {
     for ctl in &ctls {
         let snapshot = dir.path().join(format!("snap-{}.db", ctl.version));
         sweep_one_member(
-            &ctl.at(&[ep.clone()], &tls),
+            &ctl.at(std::slice::from_ref(&ep), &tls),
             &ep,
             &peer,
             "default",
