@@ -77,13 +77,32 @@ pub fn go_quote(b: &[u8]) -> String {
             Some(c) if (c as u32) < 0x20 || c == '\u{7f}' => {
                 out.push_str(&format!("\\x{:02x}", c as u32))
             }
-            Some(c) if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            Some(c) if !go_is_print(c) => {
+                if (c as u32) < 0x10000 {
+                    out.push_str(&format!("\\u{:04x}", c as u32))
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32))
+                }
+            }
             Some(c) => out.push(c),
         }
         rest = &rest[len..];
     }
     out.push('"');
     out
+}
+
+/// Go's `unicode.IsPrint`, near enough: not a control, format, private-use or separator
+/// character (other than the ASCII space). Unassigned code points count as printable here.
+fn go_is_print(c: char) -> bool {
+    let u = c as u32;
+    let format = matches!(u,
+        0xad | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2 | 0x180e
+        | 0x200b..=0x200f | 0x202a..=0x202e | 0x2060..=0x2064 | 0x2066..=0x206f | 0xfeff
+        | 0xfff9..=0xfffb | 0x110bd | 0x110cd | 0x13430..=0x1343f | 0x1bca0..=0x1bca3
+        | 0x1d173..=0x1d17a | 0xe0001 | 0xe0020..=0xe007f);
+    let private = matches!(u, 0xe000..=0xf8ff | 0xf0000..=0xffffd | 0x100000..=0x10fffd);
+    c == ' ' || !(c.is_control() || c.is_whitespace() || format || private)
 }
 
 /// One step's outcome, as Go's scanner reports it.
@@ -1081,6 +1100,15 @@ mod tests {
         );
         assert_eq!(unquote(b"\"a\xffb\""), "a\u{fffd}b");
         assert_eq!(go_quote(b"\"N\xffO\"\n"), r#""\"N\xffO\"\n""#);
+        // etcd 3.5.1 quoted these in an unknown-enum message so.
+        assert_eq!(
+            go_quote("\"\u{ad}\u{200b}\"".as_bytes()),
+            r#""\"\u00ad\u200b\"""#
+        );
+        assert_eq!(
+            go_quote("\u{a0}\u{f0000}é".as_bytes()),
+            r#""\u00a0\U000f0000é""#
+        );
     }
 
     fn pool() -> prost_reflect::DescriptorPool {
