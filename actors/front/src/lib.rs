@@ -63,8 +63,8 @@
 //!   trait objects.
 //! - HTTP/1.1 on the client port (`http.rs`): `/health`, `/livez`, `/readyz`, `/version`,
 //!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
-//!   (`gateway.rs`, refusing what etcd's Go decoder refuses: `gojson.rs`), which runs the same
-//!   service code as gRPC behind the same learner gate.
+//!   (`gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go gateway decodes them:
+//!   `gojson.rs`), which runs the same service code as gRPC behind the same learner gate.
 //! - Old Go clients (`h2authority.rs`): every HTTP/2 connection is read through a layer that
 //!   rewrites a URL `:authority` (etcdctl 3.4's maintenance calls send `http://host:port`,
 //!   which h2 refuses) to its `host:port`, following the client's HPACK state.
