@@ -20,6 +20,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn init_logging(level: &str, format: &str, outputs: &str) -> Result<(), String> {
     let outputs = actcd::log_outputs::LogOutputs::open(outputs)?;
+    // zap's levels above error are errors here.
+    let level = match level {
+        "dpanic" | "panic" | "fatal" => "error",
+        other => other,
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     use std::io::IsTerminal;

@@ -356,6 +356,10 @@ fn storage(
 ) -> (Addr<BackendActor>, ReadViews) {
     let backend = BackendActor::start_on_own_thread(engine);
     store.set_damage_report(damage);
+    // etcd's --experimental-compaction-batch-limit; 0 or less keeps its 1000.
+    if let Ok(limit @ 1..) = usize::try_from(cfg.flags.experimental_compaction_batch_limit) {
+        store.set_compaction_batch_limit(limit);
+    }
     let (publisher, views) = ReadViews::channel(store.read_view());
     let front_views = views.clone();
     // Beside the front where the front shares the actors' thread (small machines: a read is a

@@ -43,9 +43,10 @@ use actix::{
 
 use crate::store::{Outcome, Store};
 
-/// Compacted records examined after each batch (ten times as many per `FlushStore`): enough to
-/// clear a million superseded revisions in seconds without stalling any one apply.
-const COMPACTION_SLICE: usize = 1000;
+/// Compacted records are examined after each batch `Store::compaction_batch_limit` at a time
+/// (`--experimental-compaction-batch-limit`, etcd's 1000), ten times as many per `FlushStore`:
+/// enough to clear a million superseded revisions in seconds without stalling any one apply.
+const FLUSH_SLICES: usize = 10;
 
 /// Commit once this much request data is pending, whatever the count: LMDB keeps a transaction's
 /// dirty pages in memory and refuses one that dirties too many.
@@ -417,7 +418,8 @@ impl MvccActor {
         if self.max_pending_ops == 1 && self.backend.is_none() {
             self.store.finish_compaction_now()?;
         } else {
-            self.store.step_compaction(COMPACTION_SLICE)?;
+            let slice = self.store.compaction_batch_limit();
+            self.store.step_compaction(slice)?;
         }
         self.commit_after_batch(ctx)?;
         Ok(BatchApplied {
@@ -785,7 +787,9 @@ impl Handler<FlushStore> for MvccActor {
 
     fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("FlushStore");
-        self.store.step_compaction(COMPACTION_SLICE * 10)?;
+        let slice = self.store.compaction_batch_limit();
+        self.store
+            .step_compaction(slice.saturating_mul(FLUSH_SLICES))?;
         self.store.commit()?;
         if let Some(link) = &self.backend {
             link.flush.do_send(Flush);

@@ -494,6 +494,11 @@ impl Store {
         self.leased.list()
     }
 
+    /// `--experimental-compaction-batch-limit`: records deleted per compaction step.
+    pub fn compaction_batch_limit(&self) -> usize {
+        self.compaction_batch_limit
+    }
+
     /// Records examined per compaction deletion transaction (tests make it small).
     pub fn set_compaction_batch_limit(&mut self, limit: usize) {
         self.compaction_batch_limit = limit.max(1);
