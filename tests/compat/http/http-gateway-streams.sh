@@ -31,6 +31,13 @@ bg_stop w
 http_bg_start v POST /v3beta/watch "{\"create_request\":{\"key\":\"$(b64 b)\",\"start_revision\":1}}" 8
 bg_wait v '"events"'
 bg_stop v
+# Every kind of watch request in one body, answered in order.
+http_bg_start all POST /v3/watch "{\"create_request\":{\"key\":\"$(b64 x)\"}}
+{\"progress_request\":{}}
+{\"cancel_request\":{\"watch_id\":\"0\"}}
+{\"create_request\":{\"key\":\"$(b64 y)\",\"watch_id\":\"7\"}}" 8
+bg_wait all '"watch_id":"7","created":true'
+bg_stop all
 http POST /v3beta/kv/range "{\"key\":\"$(b64 b)\"}"
 http POST /v3beta/kv/nosuch '{}'
 http POST /v3alpha/kv/range '{}'
