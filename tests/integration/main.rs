@@ -31,9 +31,9 @@ mod membership;
 mod metrics;
 mod old_clients;
 mod tls;
+mod tls_go;
 mod upgrade;
 mod v2;
-mod tls_go;
 mod watch;
 
 use etcd_client::{
