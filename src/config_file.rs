@@ -115,6 +115,38 @@ where
     out
 }
 
+/// What etcd says at start-up about `ETCD_*` variables (the command line's mode only): one that
+/// names no flag is "unrecognized", one whose flag the command line also sets is "shadowed".
+/// `(variable, message)` pairs, for warnings.
+pub fn env_notes(
+    env: impl IntoIterator<Item = (String, String)>,
+    argv: &[OsString],
+) -> Vec<(String, &'static str)> {
+    let known = long_flags();
+    let given: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .filter_map(|a| a.to_str()?.strip_prefix("--"))
+        .map(|a| a.split('=').next().unwrap_or(a).to_string())
+        .collect();
+    let mut notes = Vec::new();
+    for (var, _) in env {
+        let Some(rest) = var.strip_prefix("ETCD_") else {
+            continue;
+        };
+        let flag = rest.to_ascii_lowercase().replace('_', "-");
+        if !known.contains(&flag) || NOT_KEYS[1..].contains(&flag.as_str()) {
+            notes.push((var, "unrecognized environment variable"));
+        } else if given.contains(&flag) {
+            notes.push((
+                var,
+                "conflicting environment variable is shadowed by corresponding command-line flag (either unset environment variable or disable flag)",
+            ));
+        }
+    }
+    notes
+}
+
 /// Reads etcd's YAML config file at `path` into `Flags`, ignoring `ETCD_*` variables.
 pub fn read(path: &Path) -> Result<FromFile, String> {
     let text =
@@ -278,6 +310,34 @@ mod tests {
         assert_eq!(flags.data_dir.as_deref(), Some(Path::new("/x")));
         use clap::Parser as _;
         assert!(Flags::try_parse_from(go_style_args(["actcd", "-nonsense"])).is_err());
+    }
+
+    #[test]
+    fn etcd_variables_are_checked_as_etcd_checks_them() {
+        let env = [
+            ("ETCD_NAME", "a"),
+            ("ETCD_DATA_DIR", "/x"),
+            ("ETCD_NO_SUCH_FLAG", "1"),
+            ("ETCDCTL_API", "3"),
+            ("HOME", "/root"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let argv: Vec<OsString> = ["actcd", "--name=b"].iter().map(Into::into).collect();
+        let notes = env_notes(env, &argv);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes[0].0, "ETCD_NAME");
+        assert!(
+            notes[0]
+                .1
+                .starts_with("conflicting environment variable is shadowed")
+        );
+        assert_eq!(
+            notes[1],
+            (
+                "ETCD_NO_SUCH_FLAG".to_string(),
+                "unrecognized environment variable"
+            )
+        );
     }
 
     #[test]

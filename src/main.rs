@@ -43,21 +43,37 @@ fn init_logging(level: &str, format: &str, outputs: &str) -> Result<(), String> 
     Ok(())
 }
 
+/// The flags; with `--config-file`, its path and the keys it has no flag for; the warnings
+/// about `ETCD_*` variables.
+type ReadFlags = (
+    Flags,
+    Option<(std::path::PathBuf, Vec<String>)>,
+    Vec<(String, &'static str)>,
+);
+
 /// The flags: the command line (Go's single-dash spelling too) and `ETCD_*` variables, or,
 /// with `--config-file`, that file alone as etcd reads it. Logging is not up yet: errors are
 /// returned for the caller to print.
-fn read_flags() -> Result<(Flags, Option<(std::path::PathBuf, Vec<String>)>), String> {
-    let flags = Flags::parse_from(actcd::config_file::go_style_args(std::env::args_os()));
+fn read_flags() -> Result<ReadFlags, String> {
+    let argv = actcd::config_file::go_style_args(std::env::args_os());
+    let flags = Flags::parse_from(&argv);
     let Some(path) = flags
         .config_file
         .clone()
         .filter(|p| !p.as_os_str().is_empty())
     else {
-        return Ok((flags, None));
+        let env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())));
+        let env_notes = actcd::config_file::env_notes(env, &argv);
+        return Ok((flags, None, env_notes));
     };
     let mut from_file = actcd::config_file::read(&path)?;
     from_file.flags.config_file = Some(path.clone());
-    Ok((from_file.flags, Some((path, from_file.unknown_keys))))
+    Ok((
+        from_file.flags,
+        Some((path, from_file.unknown_keys)),
+        Vec::new(),
+    ))
 }
 
 fn main() -> ExitCode {
@@ -73,7 +89,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let (flags, config_file) = match read_flags() {
+    let (flags, config_file, env_notes) = match read_flags() {
         Ok(f) => f,
         Err(e) => {
             eprintln!("actcd: failed to verify flags: {e}");
@@ -92,6 +108,9 @@ fn main() -> ExitCode {
         for key in unknown_keys {
             tracing::warn!(key = %key, "unknown key in the config file ignored");
         }
+    }
+    for (var, note) in &env_notes {
+        tracing::warn!(environment_variable = %var, "{note}");
     }
     flags.warn_ignored();
     // A panic is a bug; it ends the member, as a Go panic ends etcd (exit 2). Without this a
