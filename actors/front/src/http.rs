@@ -4,6 +4,11 @@
 //! connection is sniffed: one that opens with HTTP/2's preface goes to tonic, any other is
 //! served here. The same handler serves `--listen-metrics-urls`.
 //!
+//! Client ports put every request through etcd's access controller first ([`AccessControl`]):
+//! on plain HTTP a `Host` not in `--host-whitelist` is answered 421 with etcd's text (DNS
+//! rebinding, CVE-2018-5702); origins `--cors` allows get the `Access-Control-*` headers; an
+//! `OPTIONS` request is answered 200 with no body. The metrics ports do neither, as in etcd.
+//!
 //! `/health` is etcd's: `{"health":"true","reason":""}` with 200, or `"false"` with 503 and the
 //! reason — a raised alarm (`ALARM NOSPACE`, `ALARM CORRUPT`; `?exclude=NOSPACE` skips one), no
 //! leader (`RAFT NO LEADER`), or a failed read (`QGET ERROR:…`; linearizable unless
