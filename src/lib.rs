@@ -4,6 +4,11 @@
 //! [`config::Config`], then [`node::run`] until a signal. In-process benches and tests call
 //! [`node::run_until`] with their own stop future.
 //!
+//! The flags are etcd 3.5.1's, each with its `ETCD_*` variable (`config.rs`, which also holds
+//! the table of accepted-but-ignored flags); `config_file.rs` reads etcd's YAML config file
+//! into the same flags and rewrites Go's single-dash spelling; `log_outputs.rs` is
+//! `--log-outputs`; `listen.rs` opens the listeners (`--socket-reuse-port`).
+//!
 //! ## Threads
 //! - one actix System thread for preflight, the raft node, the WAL writer, the applier and the
 //!   lessor. Each handler is short (the applier awaits the store without blocking; the WAL
