@@ -2,6 +2,12 @@
 //! them: the member and cluster ids, computed exactly as etcd computes them so tools that compare
 //! ids across members see consistent values; and the client TLS settings, whose files are read
 //! and checked here so a bad one stops start-up with its name.
+//!
+//! Every flag of etcd 3.5.1 is here with etcd's default and value syntax (Go booleans and
+//! durations, comma lists). Those that mean nothing for actcd are listed once in
+//! [`IGNORED_FLAGS`] with the reason, logged at start-up when set; those that would make the
+//! process something else than a member bootstrapped from `--initial-cluster` (`--discovery`,
+//! `--discovery-srv`, `--proxy`) stop start-up with the reason.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
