@@ -44,6 +44,27 @@ const DASHBOARD_SERIES: &[&str] = &[
 /// gets, a txn, a delete, a lease, a watch, compaction, defrag, hashkv and a snapshot).
 const ETCD_TYPES: &[(&str, &str)] = &[
     ("etcd_cluster_version", "gauge"),
+    ("etcd_debugging_auth_revision", "gauge"),
+    ("etcd_debugging_mvcc_db_compaction_last", "gauge"),
+    (
+        "etcd_debugging_mvcc_db_compaction_pause_duration_milliseconds",
+        "histogram",
+    ),
+    (
+        "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds",
+        "histogram",
+    ),
+    (
+        "etcd_debugging_mvcc_index_compaction_pause_duration_milliseconds",
+        "histogram",
+    ),
+    ("etcd_disk_backend_defrag_duration_seconds", "histogram"),
+    ("etcd_disk_defrag_inflight", "gauge"),
+    ("etcd_mvcc_hash_duration_seconds", "histogram"),
+    ("etcd_mvcc_hash_rev_duration_seconds", "histogram"),
+    ("etcd_server_heartbeat_send_failures_total", "counter"),
+    ("etcd_server_read_indexes_failed_total", "counter"),
+    ("etcd_server_snapshot_apply_in_progress_total", "gauge"),
     ("etcd_debugging_lease_granted_total", "counter"),
     ("etcd_debugging_lease_renewed_total", "counter"),
     ("etcd_debugging_lease_revoked_total", "counter"),
@@ -164,6 +185,8 @@ async fn workload(c: &mut Client) {
         .unwrap()
         .revision();
     c.compact(rev, None).await.unwrap();
+    c.hash_kv(0).await.unwrap();
+    c.defragment().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,6 +228,16 @@ async fn etcds_names_types_and_every_series_its_dashboards_query() {
             assert_eq!(value("etcd_debugging_lease_ttl_total_sum"), 100.0);
             assert_eq!(value("etcd_debugging_mvcc_events_total"), 1.0);
             assert_eq!(value("etcd_server_health_success"), 1.0);
+            assert_eq!(
+                value("etcd_debugging_mvcc_index_compaction_pause_duration_milliseconds_count"),
+                1.0
+            );
+            // Ours, and the corruption checker's.
+            assert!(value("etcd_mvcc_hash_rev_duration_seconds_count") >= 1.0);
+            assert_eq!(
+                value("etcd_disk_backend_defrag_duration_seconds_count"),
+                1.0
+            );
             assert_eq!(value("etcd_server_quota_backend_bytes"), 2147483648.0);
             assert_eq!(value(r#"etcd_cluster_version{cluster_version="3.5"}"#), 1.0);
             assert!(value("process_resident_memory_bytes") > 1e6);

@@ -178,6 +178,26 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "1 if the server is applying the incoming snapshot. 0 if none.",
     ),
     (
+        "etcd_debugging_mvcc_index_compaction_pause_duration_milliseconds",
+        "histogram",
+        "Bucketed histogram of index compaction pause duration.",
+    ),
+    (
+        "etcd_debugging_mvcc_db_compaction_pause_duration_milliseconds",
+        "histogram",
+        "Bucketed histogram of db compaction pause duration.",
+    ),
+    (
+        "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds",
+        "histogram",
+        "Bucketed histogram of db compaction total duration.",
+    ),
+    (
+        "etcd_debugging_mvcc_db_compaction_last",
+        "gauge",
+        "The unix time of the last db compaction. Resets to 0 on start.",
+    ),
+    (
         "etcd_server_slow_apply_total",
         "counter",
         "The total number of slow apply requests (likely overloaded from slow disk).",

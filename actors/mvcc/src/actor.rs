@@ -78,27 +78,43 @@ pub struct MvccActor {
 }
 
 /// etcd's buckets for hash durations: 10 ms doubling, 15 of them.
-const HASH_BUCKETS: [f64; 15] = actcd_types::meter::exponential_buckets(0.01, 2.0);
+pub(crate) const HASH_BUCKETS: [f64; 15] = actcd_types::meter::exponential_buckets(0.01, 2.0);
 /// etcd's buckets for defragmentation durations: 100 ms doubling, 13 of them.
 const DEFRAG_BUCKETS: [f64; 13] = actcd_types::meter::exponential_buckets(0.1, 2.0);
 
-/// `etcd_mvcc_hash_duration_seconds` (Hash), `etcd_mvcc_hash_rev_duration_seconds` (HashKV),
+/// `etcd_mvcc_hash_duration_seconds` (Hash; HashKV is timed by the reader that serves it),
 /// `etcd_disk_backend_defrag_duration_seconds` and `etcd_disk_defrag_inflight`.
 struct Timings {
     hash: actcd_types::meter::Histogram,
-    hash_rev: actcd_types::meter::Histogram,
     defrag: actcd_types::meter::Histogram,
     defrag_inflight: bool,
+    /// Compaction (milliseconds, etcd's `etcd_debugging_mvcc_*compaction*`): the key index's
+    /// compaction, each slice of deletions, and the whole run from start to last slice.
+    index_pause: actcd_types::meter::Histogram,
+    db_pause: actcd_types::meter::Histogram,
+    db_total: actcd_types::meter::Histogram,
+    compaction_started: Option<std::time::Instant>,
+    /// Unix time the last compaction finished (0 since start).
+    compaction_last: f64,
 }
+
+/// etcd's compaction buckets, milliseconds.
+const INDEX_PAUSE_BUCKETS: [f64; 14] = actcd_types::meter::exponential_buckets(0.5, 2.0);
+const DB_PAUSE_BUCKETS: [f64; 13] = actcd_types::meter::exponential_buckets(1.0, 2.0);
+const DB_TOTAL_BUCKETS: [f64; 14] = actcd_types::meter::exponential_buckets(100.0, 2.0);
 
 impl Default for Timings {
     fn default() -> Self {
         use actcd_types::meter::Histogram;
         Self {
             hash: Histogram::new(&HASH_BUCKETS),
-            hash_rev: Histogram::new(&HASH_BUCKETS),
             defrag: Histogram::new(&DEFRAG_BUCKETS),
             defrag_inflight: false,
+            index_pause: Histogram::new(&INDEX_PAUSE_BUCKETS),
+            db_pause: Histogram::new(&DB_PAUSE_BUCKETS),
+            db_total: Histogram::new(&DB_TOTAL_BUCKETS),
+            compaction_started: None,
+            compaction_last: 0.0,
         }
     }
 }
@@ -393,6 +409,30 @@ impl Handler<DeleteKeys> for MvccActor {
 }
 
 impl MvccActor {
+    /// Runs compaction deletions, timing them while a compaction is under way (etcd's pause
+    /// and total durations, and the time it finished).
+    fn compaction_slice(
+        &mut self,
+        run: impl FnOnce(&mut Store) -> Result<(), EtcdError>,
+    ) -> Result<(), EtcdError> {
+        if !self.store.compacting() {
+            return run(&mut self.store);
+        }
+        let started = std::time::Instant::now();
+        let done = run(&mut self.store);
+        let t = &mut self.timings;
+        t.db_pause.observe(started.elapsed().as_secs_f64() * 1000.0);
+        if !self.store.compacting() {
+            if let Some(from) = t.compaction_started.take() {
+                t.db_total.observe(from.elapsed().as_secs_f64() * 1000.0);
+            }
+            t.compaction_last = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs() as f64);
+        }
+        done
+    }
+
     /// What follows every applied batch: watchers hear of it before any client does, the
     /// waiters get their results, a compaction slice runs, the writes go on toward the disk.
     fn after_batch(
@@ -406,7 +446,15 @@ impl MvccActor {
         // (hence raft) counts it applied: a read that follows any of them sees it.
         self.publish();
         // Only now may the index lose what a compaction drops (see `view.rs`).
+        let was_compacting = self.store.compacting();
+        let started = std::time::Instant::now();
         self.store.run_due_compaction()?;
+        if !was_compacting && self.store.compacting() {
+            self.timings
+                .index_pause
+                .observe(started.elapsed().as_secs_f64() * 1000.0);
+            self.timings.compaction_started = Some(started);
+        }
         self.announce();
         if !replies.is_empty() {
             for (res, reply) in results.drain(..).zip(replies) {
@@ -416,10 +464,10 @@ impl MvccActor {
             }
         }
         if self.max_pending_ops == 1 && self.backend.is_none() {
-            self.store.finish_compaction_now()?;
+            self.compaction_slice(Store::finish_compaction_now)?;
         } else {
             let slice = self.store.compaction_batch_limit();
-            self.store.step_compaction(slice)?;
+            self.compaction_slice(|s| s.step_compaction(slice).map(drop))?;
         }
         self.commit_after_batch(ctx)?;
         Ok(BatchApplied {
@@ -476,12 +524,7 @@ impl Handler<HashKv> for MvccActor {
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("HashKv");
-        let started = std::time::Instant::now();
-        let answer = self.store.hash_kv(msg.revision);
-        self.timings
-            .hash_rev
-            .observe(started.elapsed().as_secs_f64());
-        answer
+        self.store.hash_kv(msg.revision)
     }
 }
 
@@ -788,8 +831,10 @@ impl Handler<FlushStore> for MvccActor {
     fn handle(&mut self, _: FlushStore, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("FlushStore");
         let slice = self.store.compaction_batch_limit();
-        self.store
-            .step_compaction(slice.saturating_mul(FLUSH_SLICES))?;
+        self.compaction_slice(|s| {
+            s.step_compaction(slice.saturating_mul(FLUSH_SLICES))
+                .map(drop)
+        })?;
         self.store.commit()?;
         if let Some(link) = &self.backend {
             link.flush.do_send(Flush);
@@ -1245,12 +1290,24 @@ impl MvccActor {
         let t = &self.timings;
         vec![
             Sample::histogram("etcd_mvcc_hash_duration_seconds", &t.hash),
-            Sample::histogram("etcd_mvcc_hash_rev_duration_seconds", &t.hash_rev),
             Sample::histogram("etcd_disk_backend_defrag_duration_seconds", &t.defrag),
             Sample::value(
                 "etcd_disk_defrag_inflight",
                 f64::from(u8::from(t.defrag_inflight)),
             ),
+            Sample::histogram(
+                "etcd_debugging_mvcc_index_compaction_pause_duration_milliseconds",
+                &t.index_pause,
+            ),
+            Sample::histogram(
+                "etcd_debugging_mvcc_db_compaction_pause_duration_milliseconds",
+                &t.db_pause,
+            ),
+            Sample::histogram(
+                "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds",
+                &t.db_total,
+            ),
+            Sample::value("etcd_debugging_mvcc_db_compaction_last", t.compaction_last),
             Sample::value("etcd_mvcc_put_total", c.puts as f64),
             Sample::value("etcd_mvcc_delete_total", c.deletes as f64),
             Sample::value("etcd_mvcc_txn_total", c.txns as f64),

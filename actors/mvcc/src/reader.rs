@@ -20,6 +20,8 @@ use crate::view::ReadViews;
 pub struct MvccReader {
     views: ReadViews,
     meter: std::sync::Arc<actcd_types::meter::Meter>,
+    /// HashKV durations (etcd's `etcd_mvcc_hash_rev_duration_seconds`).
+    hash_rev: actcd_types::meter::Histogram,
 }
 
 impl MvccReader {
@@ -27,6 +29,7 @@ impl MvccReader {
         Self {
             views,
             meter: actcd_types::meter::Meter::new(),
+            hash_rev: actcd_types::meter::Histogram::new(&crate::actor::HASH_BUCKETS),
         }
     }
 
@@ -69,7 +72,10 @@ impl Handler<HashKv> for MvccReader {
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("HashKv");
-        self.views.hash_kv(msg.revision)
+        let started = std::time::Instant::now();
+        let answer = self.views.hash_kv(msg.revision);
+        self.hash_rev.observe(started.elapsed().as_secs_f64());
+        answer
     }
 }
 
@@ -82,4 +88,13 @@ impl Handler<History> for MvccReader {
     }
 }
 
-actcd_types::impl_mailbox_probe!(MvccReader, meter);
+impl MvccReader {
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        vec![actcd_types::meter::Sample::histogram(
+            "etcd_mvcc_hash_rev_duration_seconds",
+            &self.hash_rev,
+        )]
+    }
+}
+
+actcd_types::impl_mailbox_probe!(MvccReader, meter, samples);
