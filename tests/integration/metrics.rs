@@ -64,6 +64,7 @@ const ETCD_TYPES: &[(&str, &str)] = &[
     ("etcd_mvcc_hash_rev_duration_seconds", "histogram"),
     ("etcd_server_heartbeat_send_failures_total", "counter"),
     ("etcd_server_read_indexes_failed_total", "counter"),
+    ("etcd_server_slow_apply_total", "counter"),
     ("etcd_server_snapshot_apply_in_progress_total", "gauge"),
     ("etcd_debugging_lease_granted_total", "counter"),
     ("etcd_debugging_lease_renewed_total", "counter"),

@@ -128,6 +128,9 @@ struct WriteCounts {
     deletes: u64,
     txns: u64,
     put_bytes: u64,
+    /// Batches slower than `--experimental-warning-apply-duration` (etcd's
+    /// `etcd_server_slow_apply_total`).
+    slow_applies: u64,
 }
 
 /// Who hears what applied batches changed. The store sends before it answers the batch, so a
@@ -382,6 +385,7 @@ impl Handler<ApplyBatch> for MvccActor {
             .inspect_err(|_| self.publish())?;
         let took = started.elapsed();
         if took > self.warn_apply {
+            self.counts.slow_applies += 1;
             tracing::warn!(
                 took = ?took,
                 expected_duration = ?self.warn_apply,
@@ -1311,6 +1315,7 @@ impl MvccActor {
             Sample::value("etcd_mvcc_put_total", c.puts as f64),
             Sample::value("etcd_mvcc_delete_total", c.deletes as f64),
             Sample::value("etcd_mvcc_txn_total", c.txns as f64),
+            Sample::value("etcd_server_slow_apply_total", c.slow_applies as f64),
             Sample::value(
                 "etcd_debugging_mvcc_total_put_size_in_bytes",
                 c.put_bytes as f64,
