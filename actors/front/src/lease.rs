@@ -34,8 +34,14 @@ impl LeaseService {
     ) -> Result<LeaseTimeToLiveResponse, EtcdError> {
         // etcd's leader waits until it has applied everything committed, so a lease granted
         // (or revoked) before the call is seen.
-        self.pipeline.linearizable_barrier().await?;
         let p = &self.pipeline;
+        match p.linearizable_barrier().await {
+            // No leader to the end: etcd's follower, waiting to forward, says so.
+            Err(EtcdError::Timeout) if *p.routes.leader.borrow() == 0 => {
+                return Err(EtcdError::NoLeader);
+            }
+            r => r?,
+        }
         let ttl = p.lease_ttl(req.id).await;
         let (header, ttl) = match ttl {
             Ok(t) => (p.header(true).await?, t),

@@ -402,10 +402,14 @@ impl Pipeline {
         *self.closing.borrow()
     }
 
-    /// Waits for an answer sent by another actor: `etcdserver: request timed out` after the
-    /// request timeout, `server stopped` if the sender went away.
-    async fn answer<T>(&self, rx: oneshot::Receiver<Result<T, EtcdError>>) -> Result<T, EtcdError> {
-        match tokio::time::timeout(self.config.request_timeout, rx).await {
+    /// Waits for an answer sent by another actor: `etcdserver: request timed out` at
+    /// `deadline`, `server stopped` if the sender went away.
+    async fn answer<T>(
+        &self,
+        rx: oneshot::Receiver<Result<T, EtcdError>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<T, EtcdError> {
+        match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(res)) => res,
             Ok(Err(_)) => Err(EtcdError::Stopped),
             Err(_) => Err(EtcdError::Timeout),
@@ -497,11 +501,17 @@ impl Pipeline {
             internal,
         });
         let started = tokio::time::Instant::now();
+        // Whether a leader was elected while the write waited, for naming a timeout.
+        let mut leaders = self.routes.leader.clone();
+        let leaderless = *leaders.borrow_and_update() == 0;
+        // The raft node drops a write still waiting for a leader at the same deadline, so one
+        // answered "timed out" here is never proposed later.
+        let deadline = self.deadline();
         let (tx, rx) = oneshot::channel();
         let submit = Submit {
             request: req,
             reply: tx,
-            deadline: crate::metrics::client_deadline(),
+            deadline: Some(deadline),
         };
         // Every outcome, a refusal too, arrives on `rx`: don't wait for the handler as well
         // (that wake-up cost ~10% of single-client put latency). A full mailbox still pushes
@@ -513,7 +523,13 @@ impl Pipeline {
             }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        let outcome = match self.answer(rx).await {
+        let outcome = match self.answer(rx, deadline).await {
+            // No leader from start to deadline: the raft node never proposed it, and etcd's
+            // answer is its request context's error (its raft takes no proposal without a
+            // leader; one made while a leader was known is named by `why_timed_out`).
+            Err(EtcdError::Timeout) if leaderless && matches!(leaders.has_changed(), Ok(false)) => {
+                Err(EtcdError::ProposalDeadlineExceeded)
+            }
             Err(EtcdError::Timeout) => Err(self.why_timed_out(started).await),
             other => other,
         };
@@ -523,6 +539,7 @@ impl Pipeline {
             EtcdError::Timeout
             | EtcdError::TimeoutDueToLeaderFail
             | EtcdError::TimeoutDueToConnectionLost
+            | EtcdError::ProposalDeadlineExceeded
             | EtcdError::NoLeader
             | EtcdError::Stopped
             | EtcdError::TooManyRequests,
@@ -535,10 +552,11 @@ impl Pipeline {
         outcome
     }
 
-    /// etcd's reading of a write that timed out: the leader changed while it waited (it was
-    /// made within two election timeouts before the current leader was elected), or the
-    /// connection to the leader (or, on the leader, to a quorum) broke since it was made, or
-    /// plainly timed out — also when there is no leader now, as etcd 3.5 answers.
+    /// etcd's reading of a write that timed out: the leader changed while it waited (this
+    /// member leads now, and the write was made within two election timeouts before it was
+    /// elected: etcd keeps the time of its own elections only, so a follower never says so),
+    /// or the connection to the leader (or, on the leader, to a quorum) broke since it was
+    /// made, or plainly timed out — also when there is no leader now, as etcd 3.5 answers.
     async fn why_timed_out(&self, started: tokio::time::Instant) -> EtcdError {
         let Ok(status) = self.raft_status().await else {
             return EtcdError::Timeout;
@@ -547,7 +565,8 @@ impl Pipeline {
             return EtcdError::Timeout;
         };
         let now = tokio::time::Instant::now();
-        if let Some(elected) = now.checked_sub(leader_for)
+        if status.leader == self.config.identity.member_id
+            && let Some(elected) = now.checked_sub(leader_for)
             && started < elected
             && started + 2 * self.config.election_timeout > elected
         {
