@@ -43,6 +43,31 @@ fn init_logging(level: &str, format: &str, outputs: &str) -> Result<(), String> 
     Ok(())
 }
 
+/// `--version` (`-version`, `--version=true`), which etcd answers before anything else.
+fn wants_version(argv: &[std::ffi::OsString]) -> bool {
+    argv.iter().skip(1).any(|a| match a.to_str() {
+        Some("--version") => true,
+        Some(a) => a
+            .strip_prefix("--version=")
+            .is_some_and(|v| actcd::config::parse_go_bool(v) == Ok(true)),
+        None => false,
+    })
+}
+
+/// `etcd --version`'s four lines, so scripts that read the first keep working; the version is
+/// the etcd API version actcd serves, the rest says what actcd is.
+fn print_version() {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    println!("etcd Version: {}", actcd::node::API_VERSION);
+    println!("Git SHA: actcd {}", env!("CARGO_PKG_VERSION"));
+    println!("Go Version: none (actcd is written in Rust)");
+    println!("Go OS/Arch: {}/{arch}", std::env::consts::OS);
+}
+
 /// The flags; with `--config-file`, its path and the keys it has no flag for; the warnings
 /// about `ETCD_*` variables.
 type ReadFlags = (
@@ -56,6 +81,10 @@ type ReadFlags = (
 /// returned for the caller to print.
 fn read_flags() -> Result<ReadFlags, String> {
     let argv = actcd::config_file::go_style_args(std::env::args_os());
+    if wants_version(&argv) {
+        print_version();
+        std::process::exit(0);
+    }
     let flags = Flags::parse_from(&argv);
     let Some(path) = flags
         .config_file

@@ -793,3 +793,23 @@ async fn bootstrap_defrag_shrinks_a_backend_with_enough_free_space() {
     let after = c.status().await.unwrap().db_size();
     assert!(after < before / 2, "{before} -> {after}");
 }
+
+#[test]
+fn version_prints_etcds_lines() {
+    for arg in ["--version", "-version", "--version=true"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .arg(arg)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{arg}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            format!("etcd Version: {}", actcd::node::API_VERSION),
+            "{arg}"
+        );
+        assert!(lines[1].starts_with("Git SHA: "));
+        assert!(lines[3].starts_with("Go OS/Arch: "));
+    }
+}
