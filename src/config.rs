@@ -666,6 +666,9 @@ pub enum ConfigError {
     /// etcd's messages for `--logger`.
     #[error("{0}")]
     Logger(String),
+    /// etcd's message for flags that exclude each other.
+    #[error("{0}")]
+    Exclusive(&'static str),
     #[error("{flag} {path}: {reason}")]
     TlsFile {
         flag: &'static str,
@@ -754,7 +757,7 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
     },
     IgnoredFlag {
         flag: "--v2-deprecation",
-        reason: "the v2 store is separate from the v3 data and is only served with --enable-v2",
+        reason: "the v2 store is separate from the v3 data and is only served with --enable-v2 (which 'gone' refuses)",
         set: |f| f.v2_deprecation != "not-yet",
     },
     IgnoredFlag {
@@ -869,6 +872,11 @@ fn refuse_unsupported(flags: &Flags) -> Result<(), ConfigError> {
             &flags.proxy,
             "the v2 proxy mode is not supported; this process would start as a member instead",
         );
+    }
+    if flags.enable_v2 && flags.v2_deprecation == "gone" {
+        return Err(ConfigError::Exclusive(
+            "--enable-v2 and --v2-deprecation=gone are mutually exclusive",
+        ));
     }
     match flags.logger.as_str() {
         "zap" => {}

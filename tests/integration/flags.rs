@@ -239,6 +239,10 @@ fn flags_that_would_change_what_the_process_is_stop_start_up() {
             "couldn't open sink \"/nonexistent/dir/x.log\"",
         ),
         (vec!["--proxy=sideways"], "invalid value"),
+        (
+            vec!["--enable-v2", "--v2-deprecation=gone"],
+            "--enable-v2 and --v2-deprecation=gone are mutually exclusive",
+        ),
     ] {
         let (ok, err) = failed_start(&args);
         assert!(!ok, "{args:?} started");
