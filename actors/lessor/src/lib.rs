@@ -62,11 +62,17 @@
 //!   applied by the applier before `LeaseGranted` is sent, at grant and at recovery.
 //!
 //! ## Where this differs from etcd, and why
-//! - **No waiting.** etcd's leader blocks a keepalive of an expired lease until the revoke
-//!   applies and then answers "not found"; here it answers at once. Likewise its renewal waits
-//!   for the clearing checkpoint to apply; here the clear is proposed with the next tick's
-//!   batch and the local remaining TTL is cleared at once (the clock runs the full TTL, as in
-//!   etcd).
+//! - **Less waiting.** As etcd's leader, the actor holds a keepalive of an expired lease until
+//!   its revoke applies ("not found") or leadership goes (`NotLeader`: the front then asks the
+//!   new leader, and holds keepalives through an election as etcd's `LeaseRenew` does). But
+//!   etcd's renewal also waits for the clearing checkpoint to apply; here the clear is proposed
+//!   with the next tick's batch and the local remaining TTL is cleared at once (the clock runs
+//!   the full TTL, as in etcd).
+//! - **Promoted at election**, on `Leadership{leader: true}`, where etcd promotes its lessor
+//!   once the new leader has applied its term's first (empty) entry, i.e. everything of the
+//!   terms before: a keepalive reaching a new leader before a just-granted lease's grant has
+//!   applied there is answered TTL 0 here, while etcd answers "not primary" and the forwarding
+//!   member asks again.
 //! - **TimeToLive on a follower is `NotLeader`** instead of a "forever" TTL: etcd forwards it
 //!   to the leader, and the caller here does the same.
 //! - **Checkpoints are re-armed when handed out**, not only when applied, so one lost to a
