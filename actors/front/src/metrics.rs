@@ -229,6 +229,9 @@ pub struct RequestStats {
     by_path: std::collections::HashMap<String, usize>,
     /// `[unary, stream]` × [`CLIENT_VERSIONS`].
     client_requests: [[AtomicU64; CLIENT_VERSIONS.len()]; 2],
+    /// `--metrics extensive`: the handling-time histograms are kept and shown (etcd shows
+    /// them only then).
+    extensive: std::sync::atomic::AtomicBool,
 }
 
 impl Default for RequestStats {
@@ -255,6 +258,7 @@ impl Default for RequestStats {
             methods,
             by_path,
             client_requests: Default::default(),
+            extensive: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -283,6 +287,11 @@ fn code_name(code: tonic::Code) -> &'static str {
 }
 
 impl RequestStats {
+    /// `--metrics extensive` (`true`) or `basic`.
+    pub fn set_extensive(&self, on: bool) {
+        self.extensive.store(on, Relaxed);
+    }
+
     /// A call of a method the server has has started: go-grpc-prometheus's
     /// `grpc_server_started_total`, and etcd's `etcd_server_client_requests_total` by the
     /// client's `client-api-version` header. Calls of other paths are not counted (see
@@ -309,6 +318,9 @@ impl RequestStats {
         };
         if let Some(c) = m.codes.get(code as usize) {
             c.fetch_add(1, Relaxed);
+        }
+        if !self.extensive.load(Relaxed) {
+            return;
         }
         let secs = took.as_secs_f64();
         let i = BUCKETS
@@ -355,35 +367,37 @@ impl RequestStats {
                 );
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP grpc_server_handling_seconds Histogram of response latency (seconds) of gRPC that had been application-level handled by the server."
-        );
-        let _ = writeln!(out, "# TYPE grpc_server_handling_seconds histogram");
-        for m in &self.methods {
-            let l = labels(m);
-            let mut cumulative = 0;
-            for (le, n) in BUCKETS.iter().zip(&m.buckets) {
-                cumulative += n.load(Relaxed);
+        if self.extensive.load(Relaxed) {
+            let _ = writeln!(
+                out,
+                "# HELP grpc_server_handling_seconds Histogram of response latency (seconds) of gRPC that had been application-level handled by the server."
+            );
+            let _ = writeln!(out, "# TYPE grpc_server_handling_seconds histogram");
+            for m in &self.methods {
+                let l = labels(m);
+                let mut cumulative = 0;
+                for (le, n) in BUCKETS.iter().zip(&m.buckets) {
+                    cumulative += n.load(Relaxed);
+                    let _ = writeln!(
+                        out,
+                        "grpc_server_handling_seconds_bucket{{{l},le=\"{le}\"}} {cumulative}"
+                    );
+                }
+                cumulative += m.buckets[BUCKETS.len()].load(Relaxed);
                 let _ = writeln!(
                     out,
-                    "grpc_server_handling_seconds_bucket{{{l},le=\"{le}\"}} {cumulative}"
+                    "grpc_server_handling_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}"
+                );
+                let _ = writeln!(
+                    out,
+                    "grpc_server_handling_seconds_sum{{{l}}} {}",
+                    m.sum_nanos.load(Relaxed) as f64 / 1e9
+                );
+                let _ = writeln!(
+                    out,
+                    "grpc_server_handling_seconds_count{{{l}}} {cumulative}"
                 );
             }
-            cumulative += m.buckets[BUCKETS.len()].load(Relaxed);
-            let _ = writeln!(
-                out,
-                "grpc_server_handling_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}"
-            );
-            let _ = writeln!(
-                out,
-                "grpc_server_handling_seconds_sum{{{l}}} {}",
-                m.sum_nanos.load(Relaxed) as f64 / 1e9
-            );
-            let _ = writeln!(
-                out,
-                "grpc_server_handling_seconds_count{{{l}}} {cumulative}"
-            );
         }
         // A unary call receives one message and sends one if it succeeds; a stream's
         // messages are not counted one by one here (see the README).
@@ -767,6 +781,8 @@ mod tests {
     #[test]
     fn counts_and_buckets_render_as_prometheus_text() {
         let s = RequestStats::default();
+        assert!(!s.render().contains("grpc_server_handling_seconds"));
+        s.set_extensive(true);
         s.record(
             "/etcdserverpb.KV/Put",
             tonic::Code::Ok,
