@@ -7,7 +7,7 @@
 //!
 //! How, in [`AuthorityRewriter`] (no I/O, fed bytes, hands bytes on):
 //! - The 24-byte preface and every frame that is not HEADERS or CONTINUATION pass untouched;
-//!   their payload is not even looked at (the I/O glue reads it straight into h2's buffer).
+//!   their payload is not looked at (a read that falls within it goes straight into h2's buffer).
 //! - A header block (a HEADERS frame, with PADDED and PRIORITY understood, and the CONTINUATION
 //!   frames up to END_HEADERS) is held back until complete and decoded with an HPACK decoder
 //!   that follows the client's encoder, dynamic table included (its size starts at HTTP/2's
@@ -74,9 +74,70 @@ struct Block {
     frames: Vec<Bytes>,
     /// Its header block fragments, joined.
     fragment: Vec<u8>,
+    head: BlockHead,
+}
+
+/// What a re-encoded block keeps of the HEADERS frame that opened it.
+#[derive(Clone, Copy)]
+struct BlockHead {
     stream_id: u32,
     end_stream: bool,
     priority: Option<[u8; 5]>,
+}
+
+/// What becomes of a complete header block.
+enum Decided {
+    AsReceived,
+    Reencoded(Vec<u8>),
+    /// The block does not decode: h2's to answer.
+    StepAside,
+}
+
+/// A decoded header list, kept in one buffer reused from block to block (no allocation per
+/// field on the ordinary path).
+#[derive(Default)]
+struct FieldList {
+    bytes: Vec<u8>,
+    /// Each field's name and value as ranges of `bytes`.
+    spans: Vec<[usize; 4]>,
+}
+
+impl FieldList {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        let name_start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let value_start = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.spans
+            .push([name_start, value_start, value_start, self.bytes.len()]);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans
+            .iter()
+            .map(|&[n, n_end, v, v_end]| (&self.bytes[n..n_end], &self.bytes[v..v_end]))
+    }
+
+    /// Narrows every URL `:authority` to its `host:port`; whether there was one.
+    fn rewrite_authority(&mut self) -> bool {
+        let mut rewritten = false;
+        for span in &mut self.spans {
+            let [n, n_end, v, v_end] = *span;
+            if &self.bytes[n..n_end] == b":authority"
+                && let Some(host) = url_authority(&self.bytes[v..v_end])
+            {
+                span[2] = v + host.start;
+                span[3] = v + host.end;
+                rewritten = true;
+            }
+        }
+        rewritten
+    }
 }
 
 /// The client's bytes turned into what h2 reads; see the module doc.
@@ -87,6 +148,7 @@ pub(crate) struct AuthorityRewriter {
     mode: Mode,
     decoder: loona_hpack::Decoder<'static>,
     block: Option<Block>,
+    fields: FieldList,
 }
 
 impl Default for AuthorityRewriter {
@@ -98,6 +160,7 @@ impl Default for AuthorityRewriter {
             mode: Mode::Watching,
             decoder,
             block: None,
+            fields: FieldList::default(),
         }
     }
 }
@@ -182,7 +245,8 @@ impl AuthorityRewriter {
         Ok(())
     }
 
-    /// Takes one whole HEADERS or CONTINUATION frame.
+    /// Takes one whole HEADERS or CONTINUATION frame. A block in one HEADERS frame (the
+    /// usual case) is decoded from the frame itself, never copied.
     fn take_frame(&mut self, frame: Bytes, out: &mut VecDeque<Bytes>) -> std::io::Result<()> {
         let flags = frame[4];
         let stream_id = u32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]) & 0x7fff_ffff;
@@ -193,86 +257,93 @@ impl AuthorityRewriter {
                     out.push_back(frame);
                     return self.step_aside(out);
                 };
-                self.block = Some(Block {
-                    fragment: fragment.to_vec(),
-                    frames: vec![frame.clone()],
+                let head = BlockHead {
                     stream_id,
                     end_stream: flags & END_STREAM != 0,
                     priority,
+                };
+                if flags & END_HEADERS != 0 {
+                    let decided = self.decide(fragment)?;
+                    return self.pass(decided, [frame], head, out);
+                }
+                self.block = Some(Block {
+                    fragment: fragment.to_vec(),
+                    frames: vec![frame.clone()],
+                    head,
                 });
             }
             (CONTINUATION, Some(block))
-                if block.stream_id == stream_id
+                if block.head.stream_id == stream_id
                     && block.fragment.len() + payload.len() <= MAX_BLOCK =>
             {
                 block.fragment.extend_from_slice(payload);
                 block.frames.push(frame.clone());
+                if flags & END_HEADERS != 0
+                    && let Some(block) = self.block.take()
+                {
+                    let decided = self.decide(&block.fragment)?;
+                    return self.pass(decided, block.frames, block.head, out);
+                }
             }
             _ => {
                 self.step_aside(out)?;
                 out.push_back(frame);
-                return Ok(());
             }
-        }
-        if flags & END_HEADERS != 0 {
-            self.finish_block(out)?;
         }
         Ok(())
     }
 
-    /// Decodes the complete held block and passes it on, as received or encoded again.
-    fn finish_block(&mut self, out: &mut VecDeque<Bytes>) -> std::io::Result<()> {
-        let Some(block) = self.block.take() else {
-            return Ok(());
-        };
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    /// Passes a complete block on as `decided`.
+    fn pass(
+        &mut self,
+        decided: Decided,
+        frames: impl IntoIterator<Item = Bytes>,
+        head: BlockHead,
+        out: &mut VecDeque<Bytes>,
+    ) -> std::io::Result<()> {
+        match decided {
+            Decided::AsReceived => out.extend(frames),
+            Decided::Reencoded(block) => frame_block(&block, head, out),
+            Decided::StepAside => {
+                out.extend(frames);
+                self.step_aside(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes a complete block and decides whether it goes on as received or re-encoded.
+    fn decide(&mut self, fragment: &[u8]) -> std::io::Result<Decided> {
+        let fields = &mut self.fields;
+        fields.clear();
         // Counted as HTTP/2 counts a header list; copies stop past the cap, so a small block
         // of references to a large table entry cannot make this allocate without bound.
         let mut list_size = 0usize;
-        if self
-            .decoder
-            .decode_with_cb(&block.fragment, |name, value| {
-                list_size = list_size.saturating_add(name.len() + value.len() + 32);
-                if list_size <= MAX_HEADER_LIST {
-                    fields.push((name.into_owned(), value.into_owned()));
-                }
-            })
-            .is_err()
-        {
-            self.block = Some(block);
-            return self.step_aside(out);
+        let decoded = self.decoder.decode_with_cb(fragment, |name, value| {
+            list_size = list_size.saturating_add(name.len() + value.len() + 32);
+            if list_size <= MAX_HEADER_LIST {
+                fields.push(&name, &value);
+            }
+        });
+        if decoded.is_err() {
+            return match self.mode {
+                Mode::Reencoding => Err(lost_track()),
+                _ => Ok(Decided::StepAside),
+            };
         }
         if list_size > MAX_HEADER_LIST {
             // h2 refuses such a list itself; the decoder above stayed in step with the client.
-            if self.mode == Mode::Reencoding {
-                return Err(lost_track());
-            }
-            out.extend(block.frames);
-            return Ok(());
+            return match self.mode {
+                Mode::Reencoding => Err(lost_track()),
+                _ => Ok(Decided::AsReceived),
+            };
         }
-        let mut rewritten = false;
-        for (name, value) in &mut fields {
-            if name.as_slice() == b":authority"
-                && let Some(authority) = url_authority(value)
-            {
-                *value = authority.to_vec();
-                rewritten = true;
-            }
-        }
+        let rewritten = self.fields.rewrite_authority();
         if self.mode == Mode::Watching && !rewritten {
-            out.extend(block.frames);
-            return Ok(());
+            return Ok(Decided::AsReceived);
         }
         self.mode = Mode::Reencoding;
-        let encoded = encode_block(&fields);
-        frame_block(
-            &encoded,
-            block.stream_id,
-            block.end_stream,
-            block.priority,
-            out,
-        );
-        Ok(())
+        Ok(Decided::Reencoded(encode_block(self.fields.iter())))
     }
 }
 
@@ -296,9 +367,9 @@ fn headers_fragment(flags: u8, payload: &[u8]) -> Option<(&[u8], Option<[u8; 5]>
     Some((&rest[..end], priority))
 }
 
-/// The `host:port` of an `:authority` that is no valid authority but a URL
+/// Where the `host:port` is in an `:authority` that is no valid authority but a URL
 /// (`scheme://host:port[/…]`), as etcd's Go client 3.4 sends; `None` for any other value.
-pub(crate) fn url_authority(value: &[u8]) -> Option<&[u8]> {
+pub(crate) fn url_authority(value: &[u8]) -> Option<std::ops::Range<usize>> {
     if http::uri::Authority::try_from(value).is_ok() {
         return None;
     }
@@ -311,14 +382,14 @@ pub(crate) fn url_authority(value: &[u8]) -> Option<&[u8]> {
     {
         return None;
     }
-    let rest = &value[at + 3..];
-    let end = rest
+    let start = at + 3;
+    let end = value[start..]
         .iter()
         .position(|b| matches!(b, b'/' | b'?' | b'#'))
-        .unwrap_or(rest.len());
-    let host_port = &rest[..end];
+        .map_or(value.len(), |n| start + n);
+    let host_port = &value[start..end];
     (!host_port.is_empty() && http::uri::Authority::try_from(host_port).is_ok())
-        .then_some(host_port)
+        .then_some(start..end)
 }
 
 /// HPACK's static table (RFC 7541, Appendix A); entry `i` has index `i + 1`.
@@ -412,15 +483,15 @@ fn put_string(out: &mut Vec<u8>, s: &[u8]) {
 /// A header block for `fields` that leaves the decoder's dynamic table alone: a static-table
 /// index where name and value are there, else a literal without indexing, its name indexed
 /// when the static table has it (RFC 7541, 6.1 and 6.2.2).
-fn encode_block(fields: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+fn encode_block<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
     let mut out = Vec::new();
     for (name, value) in fields {
         let mut name_index = None;
         let mut full_index = None;
         for (i, (n, v)) in STATIC_TABLE.iter().enumerate() {
-            if n.as_bytes() == name.as_slice() {
+            if n.as_bytes() == name {
                 name_index.get_or_insert(i + 1);
-                if v.as_bytes() == value.as_slice() {
+                if v.as_bytes() == value {
                     full_index = Some(i + 1);
                     break;
                 }
@@ -442,15 +513,14 @@ fn encode_block(fields: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
-/// Appends the frames carrying header block `block` on `stream_id`: one HEADERS frame, then
+/// Appends the frames carrying header block `block` on `head`'s stream: one HEADERS frame, then
 /// CONTINUATION frames, none with a payload over [`MAX_FRAME_SIZE`].
-fn frame_block(
-    block: &[u8],
-    stream_id: u32,
-    end_stream: bool,
-    priority: Option<[u8; 5]>,
-    out: &mut VecDeque<Bytes>,
-) {
+fn frame_block(block: &[u8], head: BlockHead, out: &mut VecDeque<Bytes>) {
+    let BlockHead {
+        stream_id,
+        end_stream,
+        priority,
+    } = head;
     let extra = if priority.is_some() { 5 } else { 0 };
     let first_len = block.len().min(MAX_FRAME_SIZE - extra);
     let (first, mut rest) = block.split_at(first_len);
@@ -487,8 +557,9 @@ fn put_frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream_i
 }
 
 /// An HTTP/2 server connection whose client → server bytes go through an
-/// [`AuthorityRewriter`]; writes pass untouched. Payload the rewriter need not look at is read
-/// straight into the reader's buffer.
+/// [`AuthorityRewriter`]; writes pass untouched. A read that the rewriter need not look at
+/// (within a large DATA payload, or everything once stepped aside) goes straight into the
+/// reader's buffer; other bytes are read into `input` (no zeroing) and handed on from `out`.
 pub(crate) struct AuthorityFix<IO> {
     inner: IO,
     rewriter: AuthorityRewriter,
@@ -544,23 +615,19 @@ impl<IO: AsyncRead + Unpin> AsyncRead for AuthorityFix<IO> {
                 }
                 return Poll::Ready(Ok(()));
             }
-            let through = this.rewriter.through();
-            if through > 0 && this.input.is_empty() {
-                let want = through.min(buf.remaining());
-                let mut direct = ReadBuf::new(buf.initialize_unfilled_to(want));
-                ready!(Pin::new(&mut this.inner).poll_read(cx, &mut direct))?;
-                let n = direct.filled().len();
-                buf.advance(n);
-                this.rewriter.passed(n);
+            // A read that passes untouched as a whole goes straight into the caller's buffer.
+            if this.input.is_empty() && this.rewriter.through() >= buf.remaining() {
+                let before = buf.filled().len();
+                ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+                this.rewriter.passed(buf.filled().len() - before);
                 return Poll::Ready(Ok(()));
             }
-            let start = this.input.len();
-            this.input.resize(start + READ_CHUNK, 0);
-            let mut read = ReadBuf::new(&mut this.input[start..]);
-            let polled = Pin::new(&mut this.inner).poll_read(cx, &mut read);
-            let n = read.filled().len();
-            this.input.truncate(start + n);
-            ready!(polled)?;
+            this.input.reserve(READ_CHUNK);
+            let n = ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut this.inner),
+                cx,
+                &mut this.input
+            ))?;
             if n == 0 {
                 this.eof = true;
                 continue;
@@ -783,7 +850,7 @@ mod tests {
             },
         ];
         for case in cases {
-            let got = url_authority(case.value.as_bytes()).map(|a| std::str::from_utf8(a).unwrap());
+            let got = url_authority(case.value.as_bytes()).map(|r| &case.value[r]);
             assert_eq!(got, case.want, "{}", case.value);
         }
     }
@@ -965,6 +1032,47 @@ mod tests {
             &reference.repeat(1000),
         ));
         assert!(rewrite(&input, 4096).is_err());
+    }
+
+    #[tokio::test]
+    async fn large_data_passes_through_the_reader_intact() {
+        // Large DATA frames (read straight into the reader's buffer where a read falls within
+        // the payload) between header blocks, read with small and large buffers.
+        let mut encoder = loona_hpack::Encoder::new();
+        let mut input = opening();
+        let payload: Vec<u8> = (0..MAX_FRAME_SIZE).map(|i| (i % 251) as u8).collect();
+        for stream_id in [1, 3] {
+            let block = encoded(&mut encoder, &request("127.0.0.1:1", "d"));
+            input.extend(frame(HEADERS, END_HEADERS, stream_id, &block));
+            for _ in 0..3 {
+                input.extend(frame(0x0, 0, stream_id, &payload));
+            }
+            input.extend(frame(0x0, END_STREAM, stream_id, &payload[..100]));
+        }
+        for read_size in [7, 1000, 20_000, 100_000] {
+            let (mut near, far) = tokio::io::duplex(4096);
+            let sent = input.clone();
+            let writer = tokio::spawn(async move {
+                near.write_all(&sent).await.unwrap();
+                near.shutdown().await.unwrap();
+                near
+            });
+            let mut reader = AuthorityFix::new(far);
+            let mut got = Vec::new();
+            let mut chunk = vec![0u8; read_size];
+            loop {
+                let n = reader.read(&mut chunk).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&chunk[..n]);
+            }
+            let _near = writer.await.unwrap();
+            assert!(
+                got == input,
+                "reads of {read_size} bytes changed the stream"
+            );
+        }
     }
 
     #[tokio::test]
