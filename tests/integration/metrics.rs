@@ -83,6 +83,7 @@ const ETCD_TYPES: &[(&str, &str)] = &[
     ("etcd_debugging_server_lease_expired_total", "counter"),
     ("etcd_disk_backend_commit_duration_seconds", "histogram"),
     ("etcd_disk_wal_fsync_duration_seconds", "histogram"),
+    ("etcd_disk_wal_write_bytes_total", "gauge"),
     ("etcd_mvcc_db_total_size_in_bytes", "gauge"),
     ("etcd_mvcc_db_total_size_in_use_in_bytes", "gauge"),
     ("etcd_mvcc_delete_total", "counter"),

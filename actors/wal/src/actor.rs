@@ -237,4 +237,21 @@ mod tests {
     }
 }
 
-actcd_types::impl_mailbox_probe!(WalActor, meter);
+impl WalActor {
+    /// Bytes written (etcd's `etcd_disk_wal_write_bytes_total`; absent while a write runs on
+    /// the blocking pool, which holds the WAL).
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        self.wal
+            .as_ref()
+            .map(|w| {
+                actcd_types::meter::Sample::value(
+                    "etcd_disk_wal_write_bytes_total",
+                    w.written_bytes() as f64,
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+actcd_types::impl_mailbox_probe!(WalActor, meter, samples);

@@ -55,6 +55,8 @@ pub struct Wal {
     failed: bool,
     /// How long each fsync took (for `/metrics`).
     fsyncs: DiskLatency,
+    /// Bytes written to segments by this process (etcd's `etcd_disk_wal_write_bytes_total`).
+    written_bytes: u64,
     /// `--unsafe-no-fsync`: appends are written but never fsynced (a crash may lose
     /// acknowledged writes).
     no_fsync: bool,
@@ -70,6 +72,12 @@ impl Wal {
     /// The fsync latencies so far.
     pub fn fsync_stats(&self) -> DiskLatency {
         self.fsyncs.clone()
+    }
+
+    /// Bytes written to segments since the WAL was opened (records of appends, hard states,
+    /// snapshot marks; not a new segment's header).
+    pub fn written_bytes(&self) -> u64 {
+        self.written_bytes
     }
 
     /// Creates a WAL in `dir` (made if missing) whose first segment holds `metadata` and an empty
@@ -121,6 +129,7 @@ impl Wal {
             snapshot: None,
             failed: false,
             fsyncs: DiskLatency::default(),
+            written_bytes: 0,
             no_fsync: false,
             hard_state_unwritten: false,
         })
@@ -244,6 +253,7 @@ impl Wal {
             snapshot: replay.snapshot().cloned(),
             failed: false,
             fsyncs: DiskLatency::default(),
+            written_bytes: 0,
             no_fsync: false,
             hard_state_unwritten: false,
         };
@@ -429,6 +439,9 @@ impl Wal {
             .unwrap_or(&self.dir);
         // After a failed write or fsync the file's contents are unknown: stop until reopened.
         let written = self.file.write_all_at(&buf, self.size);
+        if written.is_ok() {
+            self.written_bytes += buf.len() as u64;
+        }
         #[cfg(feature = "failpoints")]
         let written = written.and_then(|()| {
             fail::fail_point!("wal_after_append_before_fsync", |_| Err(injected_io(
