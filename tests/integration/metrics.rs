@@ -45,6 +45,7 @@ const DASHBOARD_SERIES: &[&str] = &[
 const ETCD_TYPES: &[(&str, &str)] = &[
     ("etcd_cluster_version", "gauge"),
     ("etcd_debugging_auth_revision", "gauge"),
+    ("etcd_debugging_mvcc_db_compaction_keys_total", "counter"),
     ("etcd_debugging_mvcc_db_compaction_last", "gauge"),
     (
         "etcd_debugging_mvcc_db_compaction_pause_duration_milliseconds",

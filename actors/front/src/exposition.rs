@@ -193,6 +193,11 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "Bucketed histogram of db compaction total duration.",
     ),
     (
+        "etcd_debugging_mvcc_db_compaction_keys_total",
+        "counter",
+        "Total number of db keys compacted.",
+    ),
+    (
         "etcd_debugging_mvcc_db_compaction_last",
         "gauge",
         "The unix time of the last db compaction. Resets to 0 on start.",

@@ -1312,6 +1312,10 @@ impl MvccActor {
                 &t.db_total,
             ),
             Sample::value("etcd_debugging_mvcc_db_compaction_last", t.compaction_last),
+            Sample::value(
+                "etcd_debugging_mvcc_db_compaction_keys_total",
+                self.store.compacted_keys() as f64,
+            ),
             Sample::value("etcd_mvcc_put_total", c.puts as f64),
             Sample::value("etcd_mvcc_delete_total", c.deletes as f64),
             Sample::value("etcd_mvcc_txn_total", c.txns as f64),

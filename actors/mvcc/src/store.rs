@@ -128,6 +128,9 @@ pub struct Store {
     prev_compact_rev: i64,
     /// Where the hash each compaction takes goes (the corruption checker), if anywhere.
     compaction_hashes: Option<Recipient<CompactionHashed>>,
+    /// Records compactions have deleted since start (etcd's
+    /// `etcd_debugging_mvcc_db_compaction_keys_total`).
+    compacted_keys: u64,
 }
 
 impl fmt::Debug for Store {
@@ -247,6 +250,7 @@ impl Store {
             damaged_at_open: damaged,
             prev_compact_rev: compact_rev,
             compaction_hashes: None,
+            compacted_keys: 0,
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
@@ -1057,6 +1061,11 @@ impl Store {
         });
     }
 
+    /// Records deleted by the compactions finished since start.
+    pub fn compacted_keys(&self) -> u64 {
+        self.compacted_keys
+    }
+
     /// Whether compaction deletions are still pending.
     pub fn compacting(&self) -> bool {
         self.compaction.is_some()
@@ -1097,6 +1106,7 @@ impl Store {
         match step {
             Ok(true) => {
                 self.pending_requests += 1;
+                self.compacted_keys += job.deleted as u64;
                 tracing::info!(
                     revision = job.rev,
                     deleted = job.deleted,
