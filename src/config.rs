@@ -776,11 +776,6 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
         set: |f| f.experimental_downgrade_check_time != Duration::from_secs(5),
     },
     IgnoredFlag {
-        flag: "--enable-grpc-gateway",
-        reason: "the gRPC gateway (/v3/...) is always served",
-        set: |f| !f.enable_grpc_gateway,
-    },
-    IgnoredFlag {
         flag: "--discovery-fallback",
         reason: "discovery is not supported (and --discovery is refused)",
         set: |f| f.discovery_fallback != "proxy",

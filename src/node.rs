@@ -636,6 +636,7 @@ fn serve_clients(
         ))
         .filter(|(interval, timeout)| !interval.is_zero() && !timeout.is_zero()),
         max_concurrent_streams: cfg.flags.max_concurrent_streams,
+        grpc_gateway: cfg.flags.enable_grpc_gateway,
         access: actcd_front::http::AccessControl {
             cors: crate::config::comma_list(&cfg.flags.cors),
             host_whitelist: crate::config::comma_list(&cfg.flags.host_whitelist),

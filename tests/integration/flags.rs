@@ -137,7 +137,7 @@ fn ignored_flag_value(flag: &str) -> &'static str {
         | "--proxy-dial-timeout"
         | "--proxy-write-timeout"
         | "--proxy-read-timeout" => "1234",
-        "--experimental-txn-mode-write-with-shared-buffer" | "--enable-grpc-gateway" => "false",
+        "--experimental-txn-mode-write-with-shared-buffer" => "false",
         _ => "true",
     }
 }
@@ -816,4 +816,21 @@ fn version_prints_etcds_lines() {
         assert!(lines[1].starts_with("Git SHA: "));
         assert!(lines[3].starts_with("Go OS/Arch: "));
     }
+}
+
+#[tokio::test]
+async fn the_grpc_gateway_can_be_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    let range = "POST /v3/kv/range HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 14\r\nConnection: close\r\n\r\n{\"key\":\"YQ==\"}";
+    m.spawn(&initial);
+    ready_client(m.client_port).await;
+    let got = http_raw(m.client_port, range).await;
+    assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
+    m.stop();
+    m.spawn_with(&initial, &["--enable-grpc-gateway=false"]);
+    ready_client(m.client_port).await;
+    let got = http_raw(m.client_port, range).await;
+    assert!(got.starts_with("HTTP/1.1 404 Not Found"), "{got}");
 }

@@ -205,7 +205,7 @@ fn params(req: &Request<Incoming>) -> Vec<(String, String)> {
 
 async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     let query = params(&req);
-    if crate::gateway::serves(req.uri().path()) {
+    if p.config.grpc_gateway && crate::gateway::serves(req.uri().path()) {
         return crate::gateway::serve(p, req).await;
     }
     if p.routes.v2.is_some() && req.uri().path().starts_with("/v2") {

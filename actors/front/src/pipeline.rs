@@ -48,6 +48,8 @@ pub struct FrontConfig {
     pub max_concurrent_streams: u32,
     /// `--cors` and `--host-whitelist` for the client ports' HTTP/1.1 requests.
     pub access: crate::http::AccessControl,
+    /// `--enable-grpc-gateway`: serve the JSON gateway (`/v3/...`) on the client ports.
+    pub grpc_gateway: bool,
 }
 
 /// The actors the front talks to.
