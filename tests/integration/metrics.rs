@@ -60,6 +60,7 @@ const ETCD_TYPES: &[(&str, &str)] = &[
         "histogram",
     ),
     ("etcd_disk_backend_defrag_duration_seconds", "histogram"),
+    ("etcd_disk_backend_snapshot_duration_seconds", "histogram"),
     ("etcd_disk_defrag_inflight", "gauge"),
     ("etcd_mvcc_hash_duration_seconds", "histogram"),
     ("etcd_mvcc_hash_rev_duration_seconds", "histogram"),
@@ -190,6 +191,8 @@ async fn workload(c: &mut Client) {
     c.compact(rev, None).await.unwrap();
     c.hash_kv(0).await.unwrap();
     c.defragment().await.unwrap();
+    let mut snapshot = c.snapshot().await.unwrap();
+    while snapshot.message().await.unwrap().is_some() {}
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,6 +243,10 @@ async fn etcds_names_types_and_every_series_its_dashboards_query() {
             assert!(value("etcd_mvcc_hash_rev_duration_seconds_count") >= 1.0);
             assert_eq!(
                 value("etcd_disk_backend_defrag_duration_seconds_count"),
+                1.0
+            );
+            assert_eq!(
+                value("etcd_disk_backend_snapshot_duration_seconds_count"),
                 1.0
             );
             assert_eq!(value("etcd_server_quota_backend_bytes"), 2147483648.0);

@@ -153,6 +153,11 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "The latency distribution of backend defragmentation.",
     ),
     (
+        "etcd_disk_backend_snapshot_duration_seconds",
+        "histogram",
+        "The latency distribution of backend snapshots.",
+    ),
+    (
         "etcd_disk_defrag_inflight",
         "gauge",
         "Whether or not defrag is active on the member. 1 means active, 0 means not.",

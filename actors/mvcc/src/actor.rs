@@ -88,6 +88,7 @@ struct Timings {
     hash: actcd_types::meter::Histogram,
     defrag: actcd_types::meter::Histogram,
     defrag_inflight: bool,
+    snapshot: actcd_types::meter::Histogram,
     /// Compaction (milliseconds, etcd's `etcd_debugging_mvcc_*compaction*`): the key index's
     /// compaction, each slice of deletions, and the whole run from start to last slice.
     index_pause: actcd_types::meter::Histogram,
@@ -98,6 +99,8 @@ struct Timings {
     compaction_last: f64,
 }
 
+/// etcd's buckets for snapshot durations: 10 ms doubling, 17 of them.
+const SNAPSHOT_BUCKETS: [f64; 17] = actcd_types::meter::exponential_buckets(0.01, 2.0);
 /// etcd's compaction buckets, milliseconds.
 const INDEX_PAUSE_BUCKETS: [f64; 14] = actcd_types::meter::exponential_buckets(0.5, 2.0);
 const DB_PAUSE_BUCKETS: [f64; 13] = actcd_types::meter::exponential_buckets(1.0, 2.0);
@@ -110,6 +113,7 @@ impl Default for Timings {
             hash: Histogram::new(&HASH_BUCKETS),
             defrag: Histogram::new(&DEFRAG_BUCKETS),
             defrag_inflight: false,
+            snapshot: Histogram::new(&SNAPSHOT_BUCKETS),
             index_pause: Histogram::new(&INDEX_PAUSE_BUCKETS),
             db_pause: Histogram::new(&DB_PAUSE_BUCKETS),
             db_total: Histogram::new(&DB_TOTAL_BUCKETS),
@@ -606,23 +610,40 @@ impl Handler<Defragment> for MvccActor {
 impl Handler<SnapshotStream> for MvccActor {
     type Result = ResponseFuture<Result<SnapshotChunks, EtcdError>>;
 
-    fn handle(&mut self, _: SnapshotStream, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: SnapshotStream, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SnapshotStream");
         let reader = self.open_reader();
         let damage = self.store.damage().clone();
+        let me = ctx.address();
         Box::pin(async move {
             let StoreReader(reader) = reader.await?;
             let (tx, rx) = tokio::sync::mpsc::channel(4);
             tokio::task::spawn_blocking(move || {
+                let started = std::time::Instant::now();
                 // A damaged record fails the file (the client hears `corrupt cluster`).
                 if let Err(actcd_etcd_snapshot::EtcdSnapshotError::Damaged(d)) =
                     actcd_etcd_snapshot::send_snapshot(&*reader, &tx)
                 {
                     damage.report(&d, "snapshot");
                 }
+                me.do_send(SnapshotSent(started.elapsed()));
             });
             Ok(SnapshotChunks(rx))
         })
+    }
+}
+
+/// A Snapshot RPC's file was streamed out, in this long (etcd's
+/// `etcd_disk_backend_snapshot_duration_seconds`).
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+struct SnapshotSent(std::time::Duration);
+
+impl Handler<SnapshotSent> for MvccActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SnapshotSent, _: &mut Self::Context) {
+        self.timings.snapshot.observe(msg.0.as_secs_f64());
     }
 }
 
@@ -1295,6 +1316,7 @@ impl MvccActor {
         vec![
             Sample::histogram("etcd_mvcc_hash_duration_seconds", &t.hash),
             Sample::histogram("etcd_disk_backend_defrag_duration_seconds", &t.defrag),
+            Sample::histogram("etcd_disk_backend_snapshot_duration_seconds", &t.snapshot),
             Sample::value(
                 "etcd_disk_defrag_inflight",
                 f64::from(u8::from(t.defrag_inflight)),
