@@ -8,7 +8,7 @@ use actcd_types::msg::{
     Leadership, LeaseCheckpointed, LeaseGranted, LeaseRevoked, LeaseTimeToLive, LeaseTtl,
     LessorTick, ListLeases, ProposeLeaseOps, RenewLease,
 };
-use actix::{Actor, Context, Handler, Recipient, ResponseFuture};
+use actix::{Actor, AsyncContext, Context, Handler, Recipient, ResponseFuture};
 use tokio::sync::oneshot;
 
 use crate::config::LessorConfig;
@@ -41,6 +41,10 @@ pub struct LessorActor<C: Clock = TokioClock> {
     /// `LeaseNotFound`) or for this member to lose leadership (`NotLeader`: the front then
     /// asks the new leader).
     renew_waiters: HashMap<i64, Vec<oneshot::Sender<Result<i64, EtcdError>>>>,
+    /// Keepalives of leases unknown here just after promotion, waiting for their grant to
+    /// apply (answered with the renewal) or for the window to end (`LeaseNotFound`); see
+    /// [`Lessor::renew_may_be_early`].
+    early_waiters: HashMap<i64, Vec<oneshot::Sender<Result<i64, EtcdError>>>>,
     /// etcd's lease counters, for `/metrics` (read when a `MailboxProbe` asks).
     counts: LeaseCounts,
 }
@@ -69,6 +73,7 @@ impl<C: Clock> LessorActor<C> {
             clock,
             propose,
             renew_waiters: HashMap::new(),
+            early_waiters: HashMap::new(),
             counts: LeaseCounts {
                 granted: 0,
                 revoked: 0,
@@ -94,6 +99,13 @@ impl<C: Clock> Handler<LeaseGranted> for LessorActor<C> {
         self.lessor.granted(m.id, m.ttl, m.remaining_ttl, now);
         self.counts.granted += 1;
         self.counts.ttl.observe(m.ttl as f64);
+        for w in self.early_waiters.remove(&m.id).unwrap_or_default() {
+            let r = self.lessor.renew(m.id, now);
+            if r.is_ok() {
+                self.counts.renewed += 1;
+            }
+            let _ = w.send(r);
+        }
     }
 }
 
@@ -122,13 +134,28 @@ impl<C: Clock> Handler<LeaseCheckpointed> for LessorActor<C> {
 }
 
 /// A keepalive: [`Lessor::renew`]; for an expired lease, once its revoke has applied
-/// ([`Lessor::renew_must_wait`]).
+/// ([`Lessor::renew_must_wait`]); for a lease unknown just after promotion, once its grant
+/// applies or the window ends ([`Lessor::renew_may_be_early`]).
 impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
     type Result = ResponseFuture<Result<i64, EtcdError>>;
 
-    fn handle(&mut self, m: RenewLease, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, m: RenewLease, ctx: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("RenewLease");
         let now = self.clock.now();
+        if let Some(until) = self.lessor.renew_may_be_early(m.id, now) {
+            let (tx, rx) = oneshot::channel();
+            let waiters = self.early_waiters.entry(m.id).or_default();
+            if waiters.is_empty() {
+                let id = m.id;
+                ctx.run_later(until.saturating_duration_since(now), move |act, _| {
+                    for w in act.early_waiters.remove(&id).unwrap_or_default() {
+                        let _ = w.send(Err(EtcdError::LeaseNotFound));
+                    }
+                });
+            }
+            waiters.push(tx);
+            return Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::NotLeader)) });
+        }
         if self.lessor.renew_must_wait(m.id, now) {
             let (tx, rx) = oneshot::channel();
             self.renew_waiters.entry(m.id).or_default().push(tx);
@@ -172,7 +199,8 @@ impl<C: Clock> Handler<Leadership> for LessorActor<C> {
             tracing::info!(leases = self.lessor.len(), "lessor promoted");
         } else if self.lessor.is_primary() {
             self.lessor.demote();
-            for (_, waiters) in self.renew_waiters.drain() {
+            let early = self.early_waiters.drain();
+            for (_, waiters) in self.renew_waiters.drain().chain(early) {
                 for w in waiters {
                     let _ = w.send(Err(EtcdError::NotLeader));
                 }

@@ -257,3 +257,32 @@ async fn one_message_carries_revokes_and_checkpoints() {
         }]
     );
 }
+
+#[actix_rt::test]
+async fn a_keepalive_of_a_lease_unknown_just_after_promotion_waits_for_its_grant() {
+    let h = Harness::start(LessorConfig::default());
+    h.leader(true).await;
+    // Granted in the last term, its grant not applied here yet.
+    let early = actix_rt::spawn(h.lessor.send(RenewLease { id: 1 }));
+    let unknown = actix_rt::spawn(h.lessor.send(RenewLease { id: 2 }));
+    advance(Duration::from_millis(10)).await;
+    assert!(!early.is_finished() && !unknown.is_finished());
+    h.grant(1, 30, 0).await;
+    assert_eq!(early.await.unwrap().unwrap(), Ok(30));
+    // A lease that never comes is not found once the election timeout has passed.
+    assert_eq!(
+        unknown.await.unwrap().unwrap(),
+        Err(EtcdError::LeaseNotFound)
+    );
+    assert_eq!(h.renew(2).await, Err(EtcdError::LeaseNotFound));
+}
+
+#[actix_rt::test]
+async fn a_keepalive_waiting_for_a_grant_hears_not_leader_when_leadership_is_lost() {
+    let h = Harness::start(LessorConfig::default());
+    h.leader(true).await;
+    let early = actix_rt::spawn(h.lessor.send(RenewLease { id: 1 }));
+    advance(Duration::from_millis(10)).await;
+    h.leader(false).await;
+    assert_eq!(early.await.unwrap().unwrap(), Err(EtcdError::NotLeader));
+}

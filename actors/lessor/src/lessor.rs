@@ -52,6 +52,9 @@ pub struct Lessor {
     /// the log, proposed ahead of scheduled checkpoints.
     clears: Vec<i64>,
     primary: bool,
+    /// Primary only: until when the grants of earlier terms may still be applying here (an
+    /// election timeout after promotion; see [`Self::renew_may_be_early`]).
+    settling_until: Option<Instant>,
 }
 
 impl Lessor {
@@ -64,6 +67,7 @@ impl Lessor {
             checkpoints: DeadlineQueue::default(),
             clears: Vec::new(),
             primary: false,
+            settling_until: None,
         }
     }
 
@@ -136,6 +140,17 @@ impl Lessor {
                 .is_some_and(|l| l.expiry.is_some_and(|e| e <= now))
     }
 
+    /// A keepalive of a lease this primary doesn't know, within an election timeout of its
+    /// promotion: the lease may have been granted in an earlier term with its grant not applied
+    /// here yet (this lessor is promoted at the election, where etcd's waits until the new
+    /// leader has applied its term's first entry, and answers "not primary" until then). The
+    /// actor holds such a keepalive until the grant applies or the window ends ("not found"),
+    /// rather than telling its client a live lease is gone. Until when, if so.
+    pub fn renew_may_be_early(&self, id: i64, now: Instant) -> Option<Instant> {
+        let until = self.settling_until.filter(|&u| self.primary && now < u)?;
+        (!self.leases.contains_key(&id)).then_some(until)
+    }
+
     /// A keepalive: restarts the lease's clock at its full TTL and returns that TTL.
     /// `NotLeader` on a follower (the caller forwards to the leader); `LeaseNotFound` for an
     /// unknown lease or one already expired (see [`Self::renew_must_wait`]: the actor asks
@@ -199,6 +214,7 @@ impl Lessor {
     /// etcd does once per term.
     pub fn promote(&mut self, now: Instant, extend: Duration) {
         self.primary = true;
+        self.settling_until = Some(now + self.config.election_timeout);
         self.expiries.clear();
         self.checkpoints.clear();
         self.clears.clear();
@@ -258,6 +274,7 @@ impl Lessor {
     /// This member stopped leading: no lease expires here until it is promoted again.
     pub fn demote(&mut self) {
         self.primary = false;
+        self.settling_until = None;
         for lease in self.leases.values_mut() {
             lease.expiry = None;
         }

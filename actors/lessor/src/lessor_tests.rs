@@ -681,3 +681,63 @@ fn promote_does_not_spread_fewer_leases_than_the_revoke_rate() {
     l.promote(t0, s(1));
     assert_eq!(l.expired(t0 + s(11), 2000).len(), 999);
 }
+
+#[test]
+fn an_unknown_lease_may_be_early_for_an_election_timeout_after_promotion() {
+    struct Case {
+        name: &'static str,
+        primary: bool,
+        known: bool,
+        after: Duration,
+        want_until: Option<Duration>,
+    }
+    let config = LessorConfig::default();
+    let window = config.election_timeout;
+    let cases = [
+        Case {
+            name: "unknown, just promoted",
+            primary: true,
+            known: false,
+            after: ms(10),
+            want_until: Some(window),
+        },
+        Case {
+            name: "unknown, window over",
+            primary: true,
+            known: false,
+            after: window,
+            want_until: None,
+        },
+        Case {
+            name: "known",
+            primary: true,
+            known: true,
+            after: ms(10),
+            want_until: None,
+        },
+        Case {
+            name: "demoted",
+            primary: false,
+            known: false,
+            after: ms(10),
+            want_until: None,
+        },
+    ];
+    for c in cases {
+        let mut l = Lessor::new(config.clone());
+        let t0 = Instant::now();
+        if c.known {
+            l.granted(1, 10, 0, t0);
+        }
+        l.promote(t0, config.election_timeout);
+        if !c.primary {
+            l.demote();
+        }
+        assert_eq!(
+            l.renew_may_be_early(1, t0 + c.after),
+            c.want_until.map(|d| t0 + d),
+            "{}",
+            c.name
+        );
+    }
+}

@@ -21,7 +21,9 @@
 //! - `LeaseGranted{id, ttl, remaining_ttl}`: a grant applied, or a lease found at recovery.
 //! - `LeaseRevoked{id}`, `LeaseCheckpointed{id, remaining_ttl}`: applied revoke/checkpoint.
 //! - `RenewLease{id}` → `Result<i64, EtcdError>`: the granted TTL; `NotLeader` on a follower
-//!   (the caller forwards to the leader), `LeaseNotFound` for an unknown or expired lease.
+//!   (the caller forwards to the leader), `LeaseNotFound` for an unknown or expired lease (held
+//!   first: an expired one until its revoke applies, an unknown one just after promotion until
+//!   its grant applies or an election timeout passes).
 //! - `LeaseTimeToLive{id}` → `Result<LeaseTtl, EtcdError>`: granted TTL and whole seconds left;
 //!   `NotLeader` on a follower, `LeaseNotFound` if unknown.
 //! - `ListLeases` → `Vec<i64>`: every lease, soonest expiry first.
@@ -70,9 +72,10 @@
 //!   the full TTL, as in etcd).
 //! - **Promoted at election**, on `Leadership{leader: true}`, where etcd promotes its lessor
 //!   once the new leader has applied its term's first (empty) entry, i.e. everything of the
-//!   terms before: a keepalive reaching a new leader before a just-granted lease's grant has
-//!   applied there is answered TTL 0 here, while etcd answers "not primary" and the forwarding
-//!   member asks again.
+//!   terms before, and answers "not primary" until then (the forwarding member asks again).
+//!   So for an election timeout after promotion a keepalive of a lease unknown here waits for
+//!   its grant to apply (then renews it) or for the window to end (then "not found"), instead
+//!   of telling a client that a lease granted just before the election is gone.
 //! - **TimeToLive on a follower is `NotLeader`** instead of a "forever" TTL: etcd forwards it
 //!   to the leader, and the caller here does the same.
 //! - **Checkpoints are re-armed when handed out**, not only when applied, so one lost to a
