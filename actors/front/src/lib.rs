@@ -94,7 +94,7 @@
 //! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`,
 //! `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the accounting layer and client byte
 //! counts · `auth.rs` Auth · `authn.rs` the authenticator chain · `h2authority.rs` the
-//! `:authority` rewriting for old Go clients.
+//! `:authority` rewriting for old Go clients, `h2authority/hpack.rs` its HPACK decoder.
 
 mod auth;
 pub mod authn;
