@@ -249,6 +249,11 @@ async fn etcds_names_types_and_every_series_its_dashboards_query() {
                 value("etcd_disk_backend_snapshot_duration_seconds_count"),
                 1.0
             );
+            let peers: Vec<_> = samples
+                .iter()
+                .filter(|(k, v)| k.starts_with("etcd_network_active_peers{Local=") && **v == 1.0)
+                .collect();
+            assert_eq!(peers.len(), 2, "{text}");
             assert_eq!(value("etcd_server_quota_backend_bytes"), 2147483648.0);
             assert_eq!(value(r#"etcd_cluster_version{cluster_version="3.5"}"#), 1.0);
             assert!(value("process_resident_memory_bytes") > 1e6);

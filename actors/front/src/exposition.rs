@@ -727,10 +727,18 @@ async fn actor_metrics(p: &Pipeline, out: &mut String) {
         (a.name, answer.ok().and_then(Result::ok), started.elapsed())
     });
     let answers = futures::future::join_all(probes).await;
+    let local = format!("{:x}", p.config.identity.member_id);
     let samples: Vec<Sample> = answers
         .iter()
         .filter_map(|(_, snap, _)| snap.as_ref())
         .flat_map(|s| s.metrics.iter().cloned())
+        .map(|mut s| {
+            // The transport names the remote member; etcd's series name this one too.
+            if s.labels.first().is_some_and(|(k, _)| *k == "Remote") {
+                s.labels.insert(0, ("Local", local.clone()));
+            }
+            s
+        })
         .collect();
     render_samples(out, &samples);
     header(

@@ -126,6 +126,9 @@ pub struct TransportActor {
     /// Raft messages dropped because a peer's queue was full (etcd's
     /// `etcd_network_peer_sent_failures_total`), by peer.
     sent_failures: HashMap<u64, u64>,
+    /// Times each peer's stream went down after being up (etcd's
+    /// `etcd_network_disconnected_peers_total`).
+    disconnects: HashMap<u64, u64>,
 }
 
 /// A peer's stream came up or went down (sent by the stream's own task).
@@ -152,6 +155,7 @@ impl TransportActor {
             tls: None,
             calls: HashMap::new(),
             sent_failures: HashMap::new(),
+            disconnects: HashMap::new(),
         }
     }
 
@@ -266,8 +270,8 @@ impl Handler<StreamState> for TransportActor {
             self.active_since
                 .entry(msg.id)
                 .or_insert_with(tokio::time::Instant::now);
-        } else {
-            self.active_since.remove(&msg.id);
+        } else if self.active_since.remove(&msg.id).is_some() {
+            *self.disconnects.entry(msg.id).or_default() += 1;
         }
     }
 }
@@ -1079,19 +1083,36 @@ mod tests {
 }
 
 impl TransportActor {
-    /// Send failures by peer (every known peer listed, from zero).
+    /// Send failures, whether the stream is up, and disconnections, by peer (every known peer
+    /// listed, from zero). The `Remote` series get their `Local` label from the front, which
+    /// knows this member's id.
     fn samples(&self) -> Vec<actcd_types::meter::Sample> {
         use actcd_types::meter::{Sample, SampleValue};
         let mut peers: Vec<u64> = self.queues.keys().copied().collect();
         peers.sort_unstable();
-        peers
-            .into_iter()
-            .map(|id| Sample {
-                name: "etcd_network_peer_sent_failures_total",
-                labels: vec![("To", format!("{id:x}"))],
-                value: SampleValue::Value(self.sent_failures.get(&id).copied().unwrap_or(0) as f64),
-            })
-            .collect()
+        let by_peer = |name: &'static str, label: &'static str, v: &dyn Fn(u64) -> u64| {
+            peers
+                .iter()
+                .map(|id| Sample {
+                    name,
+                    labels: vec![(label, format!("{id:x}"))],
+                    value: SampleValue::Value(v(*id) as f64),
+                })
+                .collect::<Vec<_>>()
+        };
+        let count = |m: &HashMap<u64, u64>, id: u64| m.get(&id).copied().unwrap_or(0);
+        let mut out = by_peer("etcd_network_peer_sent_failures_total", "To", &|id| {
+            count(&self.sent_failures, id)
+        });
+        out.extend(by_peer("etcd_network_active_peers", "Remote", &|id| {
+            u64::from(self.active_since.contains_key(&id))
+        }));
+        out.extend(by_peer(
+            "etcd_network_disconnected_peers_total",
+            "Remote",
+            &|id| count(&self.disconnects, id),
+        ));
+        out
     }
 }
 
