@@ -272,7 +272,11 @@ impl Election for ElectionService {
             tokio::select! {
                 () = observe(caller, name, tx) => {}
                 () = gone.closed() => {}
-                () = closing.closed() => crate::pipeline::end_at_shutdown(&gone).await,
+                () = closing.closed() => {}
+            }
+            // Whichever ended first at shutdown (the watch under `observe` ends then too).
+            if closing.is_closing() {
+                crate::pipeline::end_at_shutdown(&gone).await;
             }
         });
         Ok(Response::new(Box::pin(

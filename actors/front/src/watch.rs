@@ -201,11 +201,12 @@ pub(crate) async fn open_stream(
                     }
                 }
                 () = tx.closed() => break,
-                () = p.closed() => {
-                    crate::pipeline::end_at_shutdown(&tx).await;
-                    break;
-                }
+                () = p.closed() => break,
             }
+        }
+        // Whichever branch saw it first at shutdown (the hub may go before the signal).
+        if p.is_closing() {
+            crate::pipeline::end_at_shutdown(&tx).await;
         }
         p.routes.close_watch.do_send(CloseStream { stream });
     });
