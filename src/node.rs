@@ -654,7 +654,9 @@ fn serve_clients(
         .is_some_and(|t| t.client_cert_auth());
     let gate = AuthGate::new(client_cert_auth);
     let pipeline = Pipeline::new(routes, front_cfg, gate, now_ms());
-    pipeline.requests.set_extensive(cfg.flags.metrics == "extensive");
+    pipeline
+        .requests
+        .set_extensive(cfg.flags.metrics == "extensive");
     rt.block_on(async move {
         // etcd's InitialCheck: the peer port already serves (peers checking themselves ask
         // it), clients not yet.
