@@ -203,8 +203,12 @@ impl EtcdError {
                 Code::InvalidArgument
             }
             NoInflightDowngrade => Code::FailedPrecondition,
-            UnknownMethod | ElectionNotLeader | ElectionNoLeader | MissingLeaderKey
-            | SessionExpired | ProposalDeadlineExceeded => Code::Unknown,
+            UnknownMethod
+            | ElectionNotLeader
+            | ElectionNoLeader
+            | MissingLeaderKey
+            | SessionExpired
+            | ProposalDeadlineExceeded => Code::Unknown,
             MemberNotFound | MemberRemoved => Code::NotFound,
             PermissionDenied => Code::PermissionDenied,
             Corrupt => Code::DataLoss,
