@@ -102,6 +102,7 @@ const ETCD_TYPES: &[(&str, &str)] = &[
     ("etcd_server_is_leader", "gauge"),
     ("etcd_server_is_learner", "gauge"),
     ("etcd_server_leader_changes_seen_total", "counter"),
+    ("etcd_server_learner_promote_successes", "counter"),
     ("etcd_server_proposals_applied_total", "gauge"),
     ("etcd_server_proposals_committed_total", "gauge"),
     ("etcd_server_proposals_failed_total", "counter"),

@@ -178,6 +178,11 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "The total number of failed read indexes seen.",
     ),
     (
+        "etcd_server_learner_promote_successes",
+        "counter",
+        "The total number of successful learner promotions while this member is leader.",
+    ),
+    (
         "etcd_server_snapshot_apply_in_progress_total",
         "gauge",
         "1 if the server is applying the incoming snapshot. 0 if none.",

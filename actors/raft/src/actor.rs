@@ -132,6 +132,9 @@ struct PeerTraffic {
     /// Read-index rounds that failed: cut short by a leader change or refused by raft (etcd's
     /// `etcd_server_read_indexes_failed_total`).
     read_indexes_failed: u64,
+    /// Learners promoted while this member led (etcd's
+    /// `etcd_server_learner_promote_successes`).
+    promotions: u64,
 }
 
 /// Proposals held while there is no leader, at most.
@@ -582,6 +585,9 @@ impl Handler<ApplyConfChange> for RaftActor {
         self.node.apply_conf_change(msg.kind, msg.node_id);
         self.publish_role();
         let me = self.node.id();
+        if msg.kind == ConfChangeKind::Promote && self.node.leader() == me {
+            self.traffic.promotions += 1;
+        }
         if let Some(book) = &self.peers.peer_book
             && msg.node_id != me
         {
@@ -1066,6 +1072,10 @@ impl RaftActor {
             Sample::value(
                 "etcd_server_read_indexes_failed_total",
                 self.traffic.read_indexes_failed as f64,
+            ),
+            Sample::value(
+                "etcd_server_learner_promote_successes",
+                self.traffic.promotions as f64,
             ),
             Sample::value(
                 "etcd_server_snapshot_apply_in_progress_total",
