@@ -61,10 +61,11 @@
 //!   simple token is reported back (`TokenUsed`, no answer awaited) to restart its TTL. The
 //!   front imports no actor crate for this: the view and the book are `actcd_types::auth`
 //!   trait objects.
-//! - HTTP/1.1 on the client port (`http.rs`): `/health`, `/livez`, `/readyz`, `/version`,
-//!   `/metrics` (with each actor's mailbox, probed through it), and etcd's JSON gateway
-//!   (`gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go gateway decodes them:
-//!   `gojson.rs`), which runs the same service code as gRPC behind the same learner gate.
+//! - HTTP/1.1 on the client port (`http.rs`): `/health`, etcd 3.6's `/livez` and `/readyz`
+//!   (`health.rs`), `/version`, `/metrics` (`exposition.rs`: etcd's series, from front
+//!   counters, status replies and the samples each actor returns with its mailbox probe), and
+//!   etcd's JSON gateway (`gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go
+//!   gateway decodes them: `gojson.rs`), which runs the same service code as gRPC behind the same learner gate.
 //! - Old Go clients (`h2authority.rs`): every HTTP/2 connection is read through a layer that
 //!   rewrites a URL `:authority` (etcdctl 3.4's maintenance calls send `http://host:port`,
 //!   which h2 refuses) to its `host:port`, following the client's HPACK state.
@@ -92,9 +93,10 @@
 //! · `tls/verify.rs` both ports' rustls configurations (Go-compatible certificate verification,
 //! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
 //! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`,
-//! `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the accounting layer and client byte
-//! counts · `auth.rs` Auth · `authn.rs` the authenticator chain · `h2authority.rs` the
-//! `:authority` rewriting for old Go clients, `h2authority/hpack.rs` its HPACK decoder.
+//! `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the accounting layer (per-method
+//! atomics) and client byte counts · `exposition.rs` the `/metrics` page · `health.rs` the
+//! `/livez` and `/readyz` checks · `auth.rs` Auth · `authn.rs` the authenticator chain ·
+//! `h2authority.rs` the `:authority` rewriting for old Go clients, `h2authority/hpack.rs` its HPACK decoder.
 
 mod auth;
 pub mod authn;
