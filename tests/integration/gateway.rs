@@ -254,7 +254,7 @@ async fn watch_and_keepalive_bodies_are_streams_of_requests() {
     assert!(
         answers
             .iter()
-            .all(|a| a["ID"] == id.to_string() && a["TTL"] == "60"),
+            .all(|a| a["ID"].as_str() == Some(id.to_string().as_str()) && a["TTL"] == "60"),
         "{out}"
     );
     assert!(!out.contains("error"), "{out}");

@@ -282,7 +282,9 @@ async fn client_certificates_as_etcd_judges_them() {
         &format!("{}{}", root.cert.pem(), self_signed.cert.pem()),
     );
     let leaf = |spec: Spec, by: &Issued| issue(&spec, Some(by));
-    let cases: Vec<(&str, Option<(Issued, Vec<&Issued>)>, bool)> = vec![
+    /// (name, the client certificate and the chain it sends, accepted?)
+    type Case<'a> = (&'a str, Option<(Issued, Vec<&'a Issued>)>, bool);
+    let cases: Vec<Case> = vec![
         (
             "leaf signed by the CA",
             Some((leaf(Spec::default(), &root), vec![])),
