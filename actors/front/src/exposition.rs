@@ -178,6 +178,11 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "The total number of failed read indexes seen.",
     ),
     (
+        "etcd_server_slow_read_indexes_total",
+        "counter",
+        "The total number of pending read indexes not in sync with leader's or timed out read index requests.",
+    ),
+    (
         "etcd_server_learner_promote_successes",
         "counter",
         "The total number of successful learner promotions while this member is leader.",
@@ -211,6 +216,31 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "etcd_debugging_mvcc_db_compaction_last",
         "gauge",
         "The unix time of the last db compaction. Resets to 0 on start.",
+    ),
+    (
+        "etcd_debugging_store_reads_total",
+        "counter",
+        "Total number of reads action by (get/getRecursive), local to this member.",
+    ),
+    (
+        "etcd_debugging_store_writes_total",
+        "counter",
+        "Total number of writes (e.g. set/compareAndDelete) seen by this member.",
+    ),
+    (
+        "etcd_debugging_store_expires_total",
+        "counter",
+        "Total number of expired keys.",
+    ),
+    (
+        "etcd_debugging_store_watch_requests_total",
+        "counter",
+        "Total number of incoming watch requests (new or reestablished).",
+    ),
+    (
+        "etcd_debugging_store_watchers",
+        "gauge",
+        "Count of currently active watchers.",
     ),
     (
         "etcd_server_slow_apply_total",
@@ -477,6 +507,18 @@ fn disk_histogram(out: &mut String, name: &str, help: &str, h: &actcd_types::msg
 
 /// The whole `/metrics` page.
 pub async fn render(p: &Pipeline) -> String {
+    // As promhttp counts: this scrape is in flight while the page is made, and counted as
+    // served (code 200: making the page cannot fail) once it is made.
+    let c = &p.counters;
+    c.scrapes_in_flight.fetch_add(1, Relaxed);
+    let out = render_page(p).await;
+    c.scrapes_in_flight.fetch_sub(1, Relaxed);
+    c.scrapes_served.fetch_add(1, Relaxed);
+    out
+}
+
+/// The page, ending with promhttp's own two families.
+async fn render_page(p: &Pipeline) -> String {
     let mut out = String::new();
     let me = p.config.identity.member_id;
     if let Ok(r) = p.raft_status().await {
@@ -698,6 +740,26 @@ pub async fn render(p: &Pipeline) -> String {
     out.push_str(&p.requests.render());
     ProcessStats::read().render(&mut out);
     actor_metrics(p, &mut out).await;
+    single(
+        &mut out,
+        "promhttp_metric_handler_requests_in_flight",
+        "gauge",
+        "Current number of scrapes being served.",
+        c.scrapes_in_flight.load(Relaxed) as f64,
+    );
+    header(
+        &mut out,
+        "promhttp_metric_handler_requests_total",
+        "counter",
+        "Total number of scrapes by HTTP status code.",
+    );
+    let served = c.scrapes_served.load(Relaxed);
+    for (code, n) in [("200", served), ("500", 0), ("503", 0)] {
+        let _ = writeln!(
+            out,
+            "promhttp_metric_handler_requests_total{{code=\"{code}\"}} {n}"
+        );
+    }
     out
 }
 
@@ -741,6 +803,12 @@ async fn actor_metrics(p: &Pipeline, out: &mut String) {
             // The transport names the remote member; etcd's series name this one too.
             if s.labels.first().is_some_and(|(k, _)| *k == "Remote") {
                 s.labels.insert(0, ("Local", local.clone()));
+            }
+            // The raft node counts out-of-date rounds; the front, rounds that timed out.
+            if s.name == "etcd_server_slow_read_indexes_total"
+                && let SampleValue::Value(v) = &mut s.value
+            {
+                *v += p.counters.read_index_timeouts.load(Relaxed) as f64;
             }
             s
         })

@@ -48,6 +48,13 @@ pub struct FrontCounters {
     /// `/health` answers (etcd's `etcd_server_health_success` and `_failures`).
     pub health_success: std::sync::atomic::AtomicU64,
     pub health_failures: std::sync::atomic::AtomicU64,
+    /// `/metrics` scrapes being served now and served so far (the Go client's promhttp
+    /// handler counts its own, which etcd exports).
+    pub scrapes_in_flight: std::sync::atomic::AtomicU64,
+    pub scrapes_served: std::sync::atomic::AtomicU64,
+    /// Linearizable reads whose ReadIndex round did not finish before the request's deadline
+    /// (added to the raft node's out-of-date rounds in `etcd_server_slow_read_indexes_total`).
+    pub read_index_timeouts: std::sync::atomic::AtomicU64,
     /// etcd 3.6's per-check outcomes of `/livez` and `/readyz`: by (type, name), the last
     /// result and the successes and failures so far. Probes are rare: a lock is fine here.
     health_checks: std::sync::Mutex<HealthChecks>,

@@ -614,7 +614,12 @@ impl Pipeline {
         loop {
             let round = self.routes.read_index.send(ReadIndex);
             match tokio::time::timeout_at(deadline, round).await {
-                Err(_) => return Err(EtcdError::Timeout),
+                Err(_) => {
+                    self.counters
+                        .read_index_timeouts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Err(EtcdError::Timeout);
+                }
                 Ok(answer) => match answer? {
                     Ok(_) => return Ok(()),
                     Err(EtcdError::LeaderChanged) => {}

@@ -132,6 +132,10 @@ struct PeerTraffic {
     /// Read-index rounds that failed: cut short by a leader change or refused by raft (etcd's
     /// `etcd_server_read_indexes_failed_total`).
     read_indexes_failed: u64,
+    /// Read states that came back for a round no longer waited for (etcd's
+    /// `etcd_server_slow_read_indexes_total` counts these "out-of-date" answers; the front adds
+    /// the rounds that timed out).
+    slow_read_indexes: u64,
     /// Learners promoted while this member led (etcd's
     /// `etcd_server_learner_promote_successes`).
     promotions: u64,
@@ -287,6 +291,8 @@ impl RaftActor {
                         .or_default()
                         .extend(waiters);
                 }
+            } else {
+                self.traffic.slow_read_indexes += 1;
             }
         }
         let number = out.number;
@@ -1072,6 +1078,10 @@ impl RaftActor {
             Sample::value(
                 "etcd_server_read_indexes_failed_total",
                 self.traffic.read_indexes_failed as f64,
+            ),
+            Sample::value(
+                "etcd_server_slow_read_indexes_total",
+                self.traffic.slow_read_indexes as f64,
             ),
             Sample::value(
                 "etcd_server_learner_promote_successes",

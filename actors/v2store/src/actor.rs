@@ -13,11 +13,11 @@ use actcd_types::v2::{
     ApplyV2, V2Get, V2Reload, V2Reply, V2StoreStats, V2SyncTick, V2Watch, V2Watching,
 };
 use actcd_v2auth::AuthState;
-use actcd_v2tree::{WatchStart, WatcherId};
+use actcd_v2tree::{Counters as StatsCounters, WatchStart, WatcherId};
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::state::V2State;
+use crate::state::{MEMBER, V2State};
 
 /// Where the v2 store's own proposals go, and how it knows whether it leads.
 #[derive(Clone)]
@@ -43,6 +43,106 @@ pub struct V2StoreActor {
     /// Members recorded at bootstrap, counted by a fresh store's index.
     members: u64,
     meter: Arc<actcd_types::meter::Meter>,
+    /// etcd's `etcd_debugging_store_*` counts, reported in the probe answer.
+    counts: StoreCounts,
+}
+
+/// What etcd 3.5.1 counts of its v2 store for `/metrics`: reads and writes by action (etcd
+/// counts failed ones too), keys expired, watch requests. Plain fields: only this actor
+/// touches them.
+#[derive(Debug, Default)]
+struct StoreCounts {
+    /// `get` and `getRecursive`.
+    reads: [u64; 2],
+    /// By etcd's action name, in the order etcd's labels sort.
+    writes: std::collections::BTreeMap<&'static str, u64>,
+    expires: u64,
+    watch_requests: u64,
+}
+
+impl StoreCounts {
+    fn read(&mut self, recursive: bool) {
+        self.reads[usize::from(recursive)] += 1;
+    }
+
+    fn write(&mut self, action: &'static str, n: u64) {
+        if n > 0 {
+            *self.writes.entry(action).or_default() += n;
+        }
+    }
+
+    /// The tree's own counters (`/v2/stats/store`'s) moved from `before` to `after` while
+    /// one entry applied: its writes, successful or not, and the keys it expired.
+    fn applied(&mut self, before: &StatsCounters, after: &StatsCounters) {
+        let d = |a: u64, b: u64| b.saturating_sub(a);
+        for (action, n) in [
+            (
+                "set",
+                d(
+                    before.sets_success + before.sets_fail,
+                    after.sets_success + after.sets_fail,
+                ),
+            ),
+            (
+                "create",
+                d(
+                    before.create_success + before.create_fail,
+                    after.create_success + after.create_fail,
+                ),
+            ),
+            (
+                "update",
+                d(
+                    before.update_success + before.update_fail,
+                    after.update_success + after.update_fail,
+                ),
+            ),
+            (
+                "delete",
+                d(
+                    before.delete_success + before.delete_fail,
+                    after.delete_success + after.delete_fail,
+                ),
+            ),
+            (
+                "compareAndSwap",
+                d(
+                    before.compare_and_swap_success + before.compare_and_swap_fail,
+                    after.compare_and_swap_success + after.compare_and_swap_fail,
+                ),
+            ),
+            (
+                "compareAndDelete",
+                d(
+                    before.compare_and_delete_success + before.compare_and_delete_fail,
+                    after.compare_and_delete_success + after.compare_and_delete_fail,
+                ),
+            ),
+        ] {
+            self.write(action, n);
+        }
+        self.expires += d(before.expire_count, after.expire_count);
+    }
+
+    /// A membership record etcd's v2 store writes under `/0` (`path` as the applier names
+    /// it): a member's raft attributes are created (etcd updates them on `member update` and
+    /// promotion; actcd's entry does not say which), its attributes set, a removed member's
+    /// record deleted and its tombstone created; `version_too` when the cluster version was
+    /// set with it.
+    fn member(&mut self, path: &str, version_too: bool) {
+        let action = if path.ends_with("/raftAttributes") || path.starts_with("/0/removed_members/")
+        {
+            "create"
+        } else if path.ends_with("/attributes") {
+            "set"
+        } else {
+            "delete"
+        };
+        self.write(action, 1);
+        if version_too {
+            self.write("set", 1);
+        }
+    }
 }
 
 /// The wall clock, in Unix nanoseconds: the time TTLs are counted from.
@@ -73,6 +173,7 @@ impl V2StoreActor {
             syncing: false,
             members,
             meter: actcd_types::meter::Meter::new(),
+            counts: StoreCounts::default(),
         })
     }
 
@@ -150,9 +251,19 @@ impl Handler<ApplyV2> for V2StoreActor {
         let now = now();
         let mut ops = Vec::new();
         for entry in msg.entries {
+            let before = self.state.tree().stats();
+            let index_before = self.state.tree().index();
             let outcome = self
                 .state
                 .apply(entry.index, entry.term, &entry.request, now);
+            let request = &entry.request;
+            match request.method.as_str() {
+                "QGET" => self.counts.read(request.recursive),
+                MEMBER => self
+                    .counts
+                    .member(&request.path, self.state.tree().index() > index_before + 1),
+                _ => self.counts.applied(&before, &self.state.tree().stats()),
+            }
             // The new auth state is published before the change is answered: a client's next
             // request after the answer is judged by it.
             if entry.request.method == "AUTH" {
@@ -173,6 +284,7 @@ impl Handler<V2Get> for V2StoreActor {
 
     fn handle(&mut self, msg: V2Get, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("V2Get");
+        self.counts.read(msg.recursive);
         MessageResult(self.state.get(&msg.path, msg.recursive, msg.sorted, now()))
     }
 }
@@ -182,6 +294,7 @@ impl Handler<V2Watch> for V2StoreActor {
 
     fn handle(&mut self, msg: V2Watch, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("V2Watch");
+        self.counts.watch_requests += 1;
         let (raft_index, raft_term) = self.state.applied();
         let (tx, events) = mpsc::channel(actcd_types::v2::V2_WATCH_BUFFER);
         match self
@@ -287,4 +400,39 @@ impl Handler<V2Reload> for V2StoreActor {
     }
 }
 
-actcd_types::impl_mailbox_probe!(V2StoreActor, meter);
+impl V2StoreActor {
+    /// etcd's `etcd_debugging_store_*` families.
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        use actcd_types::meter::Sample;
+        let c = &self.counts;
+        let labelled = |name, action: &str, n: u64| {
+            let mut s = Sample::value(name, n as f64);
+            s.labels.push(("action", action.to_owned()));
+            s
+        };
+        let mut out = Vec::new();
+        for (action, n) in [("get", c.reads[0]), ("getRecursive", c.reads[1])] {
+            if n > 0 {
+                out.push(labelled("etcd_debugging_store_reads_total", action, n));
+            }
+        }
+        for (action, n) in &c.writes {
+            out.push(labelled("etcd_debugging_store_writes_total", action, *n));
+        }
+        out.push(Sample::value(
+            "etcd_debugging_store_expires_total",
+            c.expires as f64,
+        ));
+        out.push(Sample::value(
+            "etcd_debugging_store_watch_requests_total",
+            c.watch_requests as f64,
+        ));
+        out.push(Sample::value(
+            "etcd_debugging_store_watchers",
+            self.state.tree().stats().watchers as f64,
+        ));
+        out
+    }
+}
+
+actcd_types::impl_mailbox_probe!(V2StoreActor, meter, samples);
