@@ -40,6 +40,9 @@ pub struct ApplierPeers {
 pub struct ApplierActor {
     /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
     meter: std::sync::Arc<actcd_types::meter::Meter>,
+    /// etcd's `etcd_server_apply_duration_seconds` of the requests applied here (leases,
+    /// alarms, auth), reported in the probe answer.
+    apply_durations: actcd_types::meter::ApplyDurations,
     applier: Applier,
     peers: ApplierPeers,
     /// `peers.chain`, shared with each Ready's work without cloning its recipients.
@@ -66,6 +69,7 @@ impl ApplierActor {
     pub fn new(applier: Applier, peers: ApplierPeers, view: SharedView) -> Self {
         Self {
             meter: actcd_types::meter::Meter::new(),
+            apply_durations: actcd_types::meter::ApplyDurations::default(),
             applier,
             chain: std::sync::Arc::new(peers.chain.clone()),
             peers,
@@ -168,6 +172,7 @@ impl Handler<Apply> for ApplierActor {
             members: std::mem::take(&mut self.members),
             leases: std::mem::take(&mut self.leases),
             revision: self.revision,
+            apply_durations: std::mem::take(&mut self.apply_durations),
         };
         let last_index = prepared.last_index;
         let work = async move {
@@ -181,6 +186,7 @@ impl Handler<Apply> for ApplierActor {
                 act.members = state.members;
                 act.leases = state.leases;
                 act.revision = state.revision;
+                act.apply_durations = state.apply_durations;
                 act.publish_corrupt();
                 act.after_apply(res, last_index, ctx);
             },
@@ -343,4 +349,10 @@ impl Handler<Cancel> for ApplierActor {
 #[path = "actor_tests.rs"]
 mod tests;
 
-actcd_types::impl_mailbox_probe!(ApplierActor, meter);
+impl ApplierActor {
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        self.apply_durations.samples().collect()
+    }
+}
+
+actcd_types::impl_mailbox_probe!(ApplierActor, meter, samples);

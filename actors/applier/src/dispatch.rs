@@ -68,6 +68,9 @@ pub struct ChainState {
     /// The key space's revision as the last batch reported it; `None` until one did (or after
     /// a snapshot replaced the store): then it is asked.
     pub revision: Option<i64>,
+    /// etcd's `etcd_server_apply_duration_seconds` of the requests applied here rather than
+    /// in the store (leases, alarms, auth), from handing each to its owner to its answer.
+    pub apply_durations: actcd_types::meter::ApplyDurations,
 }
 
 /// Where the chain's steps send their work.
@@ -256,6 +259,7 @@ impl ChainPeers {
             }
             if auth_step::is_auth_request(&request) {
                 self.flush(&mut run, state).await?;
+                let (op, started) = (auth_op(&request), std::time::Instant::now());
                 let who = auth_step::who(&request);
                 let applied = self
                     .auth
@@ -265,6 +269,12 @@ impl ChainPeers {
                 state.view = applied.view;
                 run.ops.extend(applied.ops);
                 run.covered = Some((index, term));
+                state.apply_durations.observe(
+                    "v3",
+                    op,
+                    applied.result.is_ok(),
+                    started.elapsed().as_secs_f64(),
+                );
                 if let Some(reply) = reply {
                     let answer = match applied.result {
                         Ok(r) => {
@@ -312,7 +322,10 @@ impl ChainPeers {
             }
             if let Some(alarm) = alarm_request(&request) {
                 self.flush(&mut run, state).await?;
+                let started = std::time::Instant::now();
                 let mut answer = state.alarms.apply(alarm, &mut run.ops);
+                let took = started.elapsed().as_secs_f64();
+                state.apply_durations.observe("v3", "Alarm", true, took);
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
                     let revision = self.revision(state).await?;
@@ -322,9 +335,19 @@ impl ChainPeers {
                 continue;
             }
             if let Some(op) = LeaseOp::of(&request) {
+                let started = std::time::Instant::now();
+                let name = match op {
+                    LeaseOp::Grant { .. } => "LeaseGrant",
+                    LeaseOp::Revoke(_) => "LeaseRevoke",
+                    LeaseOp::Checkpoint(_) => "LeaseCheckpoint",
+                };
                 let answer = self
                     .apply_lease(state, &mut run, op, (index, term), reply.is_some())
                     .await?;
+                let took = started.elapsed().as_secs_f64();
+                state
+                    .apply_durations
+                    .observe("v3", name, answer.is_ok(), took);
                 run.covered = Some((index, term));
                 if let Some(reply) = reply {
                     let _ = reply.send(answer);
@@ -563,6 +586,42 @@ fn store_reply(
 
 /// The alarm request an entry carries, if the applier applies it: with the store's precedence
 /// when several fields are set (membership, a range, key writes and compaction come first).
+/// etcd's name for an auth request, as its apply timing labels it.
+fn auth_op(req: &InternalRaftRequest) -> &'static str {
+    let named = [
+        (req.authenticate.is_some(), "Authenticate"),
+        (req.auth_enable.is_some(), "AuthEnable"),
+        (req.auth_disable.is_some(), "AuthDisable"),
+        (req.auth_status.is_some(), "AuthStatus"),
+        (req.auth_user_add.is_some(), "AuthUserAdd"),
+        (req.auth_user_delete.is_some(), "AuthUserDelete"),
+        (req.auth_user_get.is_some(), "AuthUserGet"),
+        (req.auth_role_get.is_some(), "AuthRoleGet"),
+        (
+            req.auth_user_change_password.is_some(),
+            "AuthUserChangePassword",
+        ),
+        (req.auth_user_grant_role.is_some(), "AuthUserGrantRole"),
+        (req.auth_user_revoke_role.is_some(), "AuthUserRevokeRole"),
+        (req.auth_user_list.is_some(), "AuthUserList"),
+        (req.auth_role_list.is_some(), "AuthRoleList"),
+        (req.auth_role_add.is_some(), "AuthRoleAdd"),
+        (
+            req.auth_role_grant_permission.is_some(),
+            "AuthRoleGrantPermission",
+        ),
+        (
+            req.auth_role_revoke_permission.is_some(),
+            "AuthRoleRevokePermission",
+        ),
+        (req.auth_role_delete.is_some(), "AuthRoleDelete"),
+    ];
+    named
+        .iter()
+        .find_map(|(is, name)| is.then_some(*name))
+        .unwrap_or("unknown")
+}
+
 fn alarm_request(req: &InternalRaftRequest) -> Option<&AlarmRequest> {
     let before = req.member_change.is_some()
         || req.member_attr_set.is_some()

@@ -178,6 +178,11 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "The total number of failed read indexes seen.",
     ),
     (
+        "etcd_server_apply_duration_seconds",
+        "histogram",
+        "The latency distributions of v2 apply called by backend.",
+    ),
+    (
         "etcd_server_slow_read_indexes_total",
         "counter",
         "The total number of pending read indexes not in sync with leader's or timed out read index requests.",

@@ -1347,6 +1347,9 @@ impl MvccActor {
                 c.put_bytes as f64,
             ),
         ]
+        .into_iter()
+        .chain(self.store.apply_durations.samples())
+        .collect()
     }
 }
 

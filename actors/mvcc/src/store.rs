@@ -97,6 +97,9 @@ pub struct Store {
     /// The last batch's compaction, until it is applied to the index; whether that waits for
     /// a call (read views are published first).
     compaction_due: Option<(i64, bool)>,
+    /// How long each applied key-space request took, by etcd's op name (for `/metrics`; a
+    /// duration measured, never decided on).
+    pub apply_durations: actcd_types::meter::ApplyDurations,
     defer_compaction: bool,
     /// Revision of the last write txn that changed something; 1 for an empty store, as in etcd.
     current_rev: i64,
@@ -233,6 +236,7 @@ impl Store {
             index_moved: false,
             index: SharedIndex::new(index),
             compaction_due: None,
+            apply_durations: actcd_types::meter::ApplyDurations::default(),
             defer_compaction: false,
             current_rev,
             compact_rev,
@@ -928,6 +932,15 @@ impl Store {
         let mut index = shared.write();
         for req in requests {
             let first_event = events.len();
+            // etcd's name for the request, as its apply timing labels it.
+            let op = match &req {
+                KvRequest::Write(KvWrite::Put(_)) => Some("Put"),
+                KvRequest::Write(KvWrite::DeleteRange(_)) => Some("DeleteRange"),
+                KvRequest::Write(KvWrite::Txn(_)) => Some("Txn"),
+                KvRequest::Compaction(..) => Some("Compaction"),
+                KvRequest::DeleteKeys(_) | KvRequest::None => None,
+            };
+            let started = op.map(|_| std::time::Instant::now());
             let (outcome, changed) = match req {
                 KvRequest::Compaction(revision, wants_physical) => {
                     // etcd's order of checks. The deletions run after the batch, beside later
@@ -1014,6 +1027,12 @@ impl Store {
                     (outcome, changed)
                 }
             };
+            if let (Some(op), Some(started)) = (op, started) {
+                // etcd counts a compaction refused as already compacted as a success.
+                let success = matches!(outcome, Ok(_) | Err(Error::Request(EtcdError::Compacted)));
+                self.apply_durations
+                    .observe("v3", op, success, started.elapsed().as_secs_f64());
+            }
             match outcome {
                 Ok(r) => results.push(Ok(r)),
                 Err(Error::Request(e)) => {

@@ -231,6 +231,46 @@ pub const fn exponential_buckets<const N: usize>(start: f64, factor: f64) -> [f6
     out
 }
 
+/// `etcd_server_apply_duration_seconds`'s buckets: 100 µs doubling up to 52 s.
+pub const APPLY_BUCKETS: [f64; 20] = exponential_buckets(0.0001, 2.0);
+
+/// etcd's `etcd_server_apply_duration_seconds{op,success,version}` as one applying actor keeps
+/// it: how long applying each committed request took, by etcd's op name (`Put`, `Txn`,
+/// `LeaseGrant`, v2's `PUT`, ...) and whether it succeeded.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyDurations {
+    by_op: BTreeMap<(&'static str, &'static str, bool), Histogram>,
+}
+
+impl ApplyDurations {
+    /// One request of API `version` (`"v2"` or `"v3"`) applied in `seconds`.
+    pub fn observe(
+        &mut self,
+        version: &'static str,
+        op: &'static str,
+        success: bool,
+        seconds: f64,
+    ) {
+        self.by_op
+            .entry((op, version, success))
+            .or_insert_with(|| Histogram::new(&APPLY_BUCKETS))
+            .observe(seconds);
+    }
+
+    /// One sample per (op, success, version) seen, labelled in etcd's order.
+    pub fn samples(&self) -> impl Iterator<Item = Sample> + '_ {
+        self.by_op.iter().map(|((op, version, success), h)| {
+            let mut s = Sample::histogram("etcd_server_apply_duration_seconds", h);
+            s.labels = vec![
+                ("op", (*op).to_owned()),
+                ("success", success.to_string()),
+                ("version", (*version).to_owned()),
+            ];
+            s
+        })
+    }
+}
+
 /// Implements [`MailboxProbe`] and [`GetMeter`] for an actor whose meter is the field
 /// `$field`: `impl_mailbox_probe!(MvccActor, meter)`, or for a generic actor
 /// `impl_mailbox_probe!([C: Clock] LessorActor<C>, meter)`.

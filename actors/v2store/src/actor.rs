@@ -58,6 +58,8 @@ struct StoreCounts {
     writes: std::collections::BTreeMap<&'static str, u64>,
     expires: u64,
     watch_requests: u64,
+    /// etcd's `etcd_server_apply_duration_seconds` of v2 requests.
+    apply: actcd_types::meter::ApplyDurations,
 }
 
 impl StoreCounts {
@@ -253,9 +255,27 @@ impl Handler<ApplyV2> for V2StoreActor {
         for entry in msg.entries {
             let before = self.state.tree().stats();
             let index_before = self.state.tree().index();
+            let started = std::time::Instant::now();
             let outcome = self
                 .state
                 .apply(entry.index, entry.term, &entry.request, now);
+            // etcd times each v2 request it applies under its method.
+            let op = match entry.request.method.as_str() {
+                "PUT" => Some("PUT"),
+                "POST" => Some("POST"),
+                "DELETE" => Some("DELETE"),
+                "QGET" => Some("QGET"),
+                "SYNC" => Some("SYNC"),
+                _ => None,
+            };
+            if let Some(op) = op {
+                self.counts.apply.observe(
+                    "v2",
+                    op,
+                    outcome.reply.status < 400,
+                    started.elapsed().as_secs_f64(),
+                );
+            }
             let request = &entry.request;
             match request.method.as_str() {
                 "QGET" => self.counts.read(request.recursive),
@@ -431,6 +451,7 @@ impl V2StoreActor {
             "etcd_debugging_store_watchers",
             self.state.tree().stats().watchers as f64,
         ));
+        out.extend(c.apply.samples());
         out
     }
 }
