@@ -396,8 +396,16 @@ async fn maintenance_refusals(ch: &Channel) -> Vec<String> {
     .unwrap();
     a.auth_enable(AuthEnableRequest {}).await.unwrap();
     let alice = login(ch, b"alice", "pw").await.unwrap();
+    let forged = As {
+        channel: ch.clone(),
+        token: Some("forged.token".into()),
+    };
     let mut out = Vec::new();
-    for (who, caller) in [("alice", &alice), ("nobody", &nobody)] {
+    for (who, caller) in [
+        ("alice", &alice),
+        ("nobody", &nobody),
+        ("a bad token", &forged),
+    ] {
         let mut m = MaintenanceClient::new(ch.clone());
         let mut note = |method: &str, outcome: String| {
             out.push(format!("{method} as {who} => {outcome}"));
@@ -472,6 +480,15 @@ const WANT_MAINTENANCE: &[&str] = &[
     "Status as nobody => ok",
     "Put as nobody => InvalidArgument: etcdserver: user name is empty",
     "UserList as nobody => InvalidArgument: etcdserver: user name is empty",
+    "Defragment as a bad token => Unknown: auth: invalid auth token",
+    "Hash as a bad token => Unknown: auth: invalid auth token",
+    "HashKV as a bad token => Unknown: auth: invalid auth token",
+    "Snapshot as a bad token => Unknown: auth: invalid auth token",
+    "Alarm GET as a bad token => Unauthenticated: etcdserver: invalid auth token",
+    "Alarm DEACTIVATE as a bad token => Unauthenticated: etcdserver: invalid auth token",
+    "Status as a bad token => ok",
+    "Put as a bad token => Unauthenticated: etcdserver: invalid auth token",
+    "UserList as a bad token => Unauthenticated: etcdserver: invalid auth token",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

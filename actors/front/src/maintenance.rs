@@ -41,12 +41,16 @@ impl MaintenanceService {
     /// The admin check of Defragment, Snapshot, Hash and HashKV as etcd 3.5.1 answers
     /// it: a caller without the root role gets the auth store's own refusal, code Unknown
     /// (`auth: permission denied`, `auth: user name is empty`, `auth: user not found`), not
-    /// the `etcdserver: permission denied` every other service sends. A bad token is refused
-    /// as everywhere (`etcdserver: invalid auth token`). etcd 3.5.1 does not check MoveLeader
+    /// the `etcdserver: permission denied` every other service sends; a bad token, likewise,
+    /// `auth: invalid auth token` (code Unknown). etcd 3.5.1 does not check MoveLeader
     /// and Downgrade at all; etcd 3.6 does, with `etcdserver: permission denied`, which is
     /// what they answer here: letting any user move the leader would be a hole.
     async fn admin_as_etcd_3_5<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        let who = self.pipeline.who(req).await?;
+        let who = self
+            .pipeline
+            .who(req)
+            .await
+            .map_err(EtcdError::unconverted_admin_refusal)?;
         self.pipeline
             .check_admin(who)
             .await

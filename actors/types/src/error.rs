@@ -116,6 +116,8 @@ pub enum EtcdError {
     AuthStoreUserNotFound,
     #[error("auth: permission denied")]
     AuthStorePermissionDenied,
+    #[error("auth: invalid auth token")]
+    AuthStoreInvalidAuthToken,
     #[error("etcdserver: corrupt cluster")]
     Corrupt,
     // Membership.
@@ -219,7 +221,10 @@ impl EtcdError {
             | PermissionNotGiven | InvalidAuthMgmt => Code::InvalidArgument,
             InvalidAuthToken => Code::Unauthenticated,
             AuthOldRevision | NoPasswordUser => Code::Unknown,
-            AuthStoreUserEmpty | AuthStoreUserNotFound | AuthStorePermissionDenied => Code::Unknown,
+            AuthStoreUserEmpty
+            | AuthStoreUserNotFound
+            | AuthStorePermissionDenied
+            | AuthStoreInvalidAuthToken => Code::Unknown,
             Internal(_) => Code::Unknown,
         }
     }
@@ -235,6 +240,7 @@ impl EtcdError {
             Self::UserEmpty => Self::AuthStoreUserEmpty,
             Self::UserNotFound => Self::AuthStoreUserNotFound,
             Self::PermissionDenied => Self::AuthStorePermissionDenied,
+            Self::InvalidAuthToken => Self::AuthStoreInvalidAuthToken,
             other => other,
         }
     }
@@ -598,8 +604,8 @@ mod tests {
             },
             Case {
                 err: InvalidAuthToken.unconverted_admin_refusal(),
-                want_code: Code::Unauthenticated,
-                want_msg: "etcdserver: invalid auth token",
+                want_code: Code::Unknown,
+                want_msg: "auth: invalid auth token",
             },
             Case {
                 err: Corrupt,
