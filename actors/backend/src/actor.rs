@@ -237,7 +237,18 @@ impl Handler<GetCommitStats> for BackendActor {
     }
 }
 
-actcd_types::impl_mailbox_probe!(BackendActor, meter);
+impl BackendActor {
+    /// etcd's `etcd_mvcc_db_open_read_transactions`: read transactions open on the database
+    /// now (the store's read views, readers, scrubs and snapshot streams).
+    fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        vec![actcd_types::meter::Sample::value(
+            "etcd_mvcc_db_open_read_transactions",
+            self.batch.engine().open_read_transactions() as f64,
+        )]
+    }
+}
+
+actcd_types::impl_mailbox_probe!(BackendActor, meter, samples);
 
 #[cfg(test)]
 mod tests {

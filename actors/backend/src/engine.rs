@@ -100,6 +100,10 @@ pub struct LmdbEngine {
     opts: BackendOptions,
     map_size: usize,
     max_key_size: usize,
+    /// Read transactions open now (etcd's `etcd_mvcc_db_open_read_transactions`): readers on
+    /// many threads open them, so a relaxed counter, touched once as one opens and once as it
+    /// ends.
+    open_reads: std::sync::atomic::AtomicI64,
 }
 
 /// An open environment and its databases.
@@ -210,7 +214,19 @@ impl LmdbEngine {
             opts,
             map_size,
             max_key_size,
+            open_reads: std::sync::atomic::AtomicI64::new(0),
         })
+    }
+
+    /// How many read transactions are open now.
+    pub fn open_read_transactions(&self) -> i64 {
+        self.open_reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A read transaction opened (`1`) or ended (`-1`).
+    pub(crate) fn count_read(&self, delta: i64) {
+        self.open_reads
+            .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The environment in use; waits while a defragmentation swaps it.

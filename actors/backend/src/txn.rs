@@ -29,12 +29,19 @@ impl<'e> LmdbRead<'e> {
             .clone()
             .static_read_txn()
             .map_err(|e| engine.lmdb(e))?;
+        engine.count_read(1);
         Ok(Self {
             engine,
             txn,
             generation,
             _owner: None,
         })
+    }
+}
+
+impl Drop for LmdbRead<'_> {
+    fn drop(&mut self) {
+        self.engine.count_read(-1);
     }
 }
 

@@ -183,6 +183,11 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "The latency distributions of v2 apply called by backend.",
     ),
     (
+        "etcd_mvcc_db_open_read_transactions",
+        "gauge",
+        "The number of currently open read transactions",
+    ),
+    (
         "etcd_server_slow_read_indexes_total",
         "counter",
         "The total number of pending read indexes not in sync with leader's or timed out read index requests.",
