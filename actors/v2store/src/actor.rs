@@ -176,7 +176,16 @@ impl V2StoreActor {
             members,
             meter: actcd_types::meter::Meter::new(),
             counts: StoreCounts::default(),
-        })
+        }
+        .loaded())
+    }
+
+    /// etcd reads its member records from the v2 store, recursively, whenever it recovers
+    /// the cluster from it (at start, after a snapshot): counted as one `getRecursive`, for
+    /// the whole tree read here.
+    fn loaded(mut self) -> Self {
+        self.counts.read(true);
+        self
     }
 
     fn load(engine: &dyn ReadEngine, members: u64) -> Result<V2State, EtcdError> {
@@ -414,6 +423,7 @@ impl Handler<V2Reload> for V2StoreActor {
 
     fn handle(&mut self, _: V2Reload, _: &mut Context<Self>) -> Self::Result {
         self.state = Self::load(&*self.engine, self.members)?;
+        self.counts.read(true);
         self.watchers.clear();
         self.publish_auth();
         Ok(())
