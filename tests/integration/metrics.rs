@@ -68,6 +68,15 @@ const ETCD_TYPES: &[(&str, &str)] = &[
     ("etcd_server_read_indexes_failed_total", "counter"),
     ("etcd_server_slow_apply_total", "counter"),
     ("etcd_server_snapshot_apply_in_progress_total", "gauge"),
+    ("etcd_server_apply_duration_seconds", "histogram"),
+    ("etcd_server_slow_read_indexes_total", "counter"),
+    ("etcd_mvcc_db_open_read_transactions", "gauge"),
+    ("etcd_debugging_store_expires_total", "counter"),
+    ("etcd_debugging_store_watch_requests_total", "counter"),
+    ("etcd_debugging_store_watchers", "gauge"),
+    ("etcd_debugging_store_writes_total", "counter"),
+    ("promhttp_metric_handler_requests_in_flight", "gauge"),
+    ("promhttp_metric_handler_requests_total", "counter"),
     ("etcd_debugging_lease_granted_total", "counter"),
     ("etcd_debugging_lease_renewed_total", "counter"),
     ("etcd_debugging_lease_revoked_total", "counter"),
@@ -208,6 +217,9 @@ async fn etcds_names_types_and_every_series_its_dashboards_query() {
     // Heartbeats answered: the leader has timed round trips to both followers.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
+    // A first scrape of the leader, which the next one counts.
+    assert_eq!(get(&members[leader].endpoint(), "/metrics").await.0, 200);
+
     let mut seen = BTreeSet::new();
     for (i, m) in members.iter().enumerate() {
         let (status, text) = get(&m.endpoint(), "/metrics").await;
@@ -255,6 +267,42 @@ async fn etcds_names_types_and_every_series_its_dashboards_query() {
                 .filter(|(k, v)| k.starts_with("etcd_network_active_peers{Local=") && **v == 1.0)
                 .collect();
             assert_eq!(peers.len(), 2, "{text}");
+            // Every applied request timed under etcd's op name.
+            let applies = |op: &str| {
+                value(&format!(
+                    r#"etcd_server_apply_duration_seconds_count{{op="{op}",success="true",version="v3"}}"#
+                ))
+            };
+            assert_eq!(applies("Put"), 22.0, "{text}");
+            for op in [
+                "Txn",
+                "DeleteRange",
+                "Compaction",
+                "LeaseGrant",
+                "LeaseRevoke",
+            ] {
+                assert_eq!(applies(op), 1.0, "{op}: {text}");
+            }
+            assert!(
+                value(
+                    r#"etcd_server_apply_duration_seconds_bucket{op="Put",success="true",version="v3",le="52.4288"}"#
+                ) == 22.0,
+                "etcd's buckets: {text}"
+            );
+            // Idle: no read is under way (the backend's unit tests count them while open).
+            assert!(
+                value("etcd_mvcc_db_open_read_transactions") >= 0.0,
+                "{text}"
+            );
+            assert_eq!(value("promhttp_metric_handler_requests_in_flight"), 1.0);
+            assert_eq!(
+                value(r#"promhttp_metric_handler_requests_total{code="200"}"#),
+                1.0
+            );
+            assert_eq!(
+                value(r#"promhttp_metric_handler_requests_total{code="503"}"#),
+                0.0
+            );
             assert_eq!(value("etcd_server_quota_backend_bytes"), 2147483648.0);
             assert_eq!(value(r#"etcd_cluster_version{cluster_version="3.5"}"#), 1.0);
             assert!(value("process_resident_memory_bytes") > 1e6);
@@ -388,6 +436,94 @@ async fn livez_and_readyz_run_etcd_36s_named_checks() {
     );
 }
 
+/// The v2 store's `etcd_debugging_store_*` families (etcd counts failed reads and writes in
+/// them too) and its applies in `etcd_server_apply_duration_seconds`, as moved by one of each
+/// v2 request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v2_stores_families_count_its_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(dir.path(), &["--enable-v2"]);
+    srv.client().await;
+    let a = srv.endpoint();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get(&a, "/v2/keys/").await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "v2 never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let scrape = || async {
+        let (status, text) = get(&a, "/metrics").await;
+        assert_eq!(status, 200);
+        parse(&text)
+    };
+    let (_, before) = scrape().await;
+    let call = |method: &'static str, path: &'static str| request(&a, method, path, "", None);
+    assert_eq!(call("PUT", "/v2/keys/a?value=1").await.0, 201);
+    assert_eq!(call("PUT", "/v2/keys/t?value=1&ttl=1").await.0, 201);
+    assert_eq!(call("POST", "/v2/keys/q?value=1").await.0, 201);
+    assert_eq!(call("PUT", "/v2/keys/a?value=2&prevValue=1").await.0, 200);
+    assert_eq!(
+        call("PUT", "/v2/keys/nope?value=1&prevExist=true").await.0,
+        404
+    );
+    let (status, body) = get(&a, "/v2/keys/a").await;
+    assert_eq!(status, 200);
+    assert_eq!(get(&a, "/v2/keys/?recursive=true").await.0, 200);
+    assert_eq!(get(&a, "/v2/keys/a?quorum=true").await.0, 200);
+    assert_eq!(call("DELETE", "/v2/keys/a").await.0, 200);
+    let index = serde_json::from_str::<serde_json::Value>(&body).unwrap()["node"]["modifiedIndex"]
+        .as_u64()
+        .unwrap();
+    let (status, _) = get(&a, &format!("/v2/keys/a?wait=true&waitIndex={index}")).await;
+    assert_eq!(status, 200);
+
+    // The TTL runs out: the leader's SYNC expires the key.
+    let after = loop {
+        let (_, after) = scrape().await;
+        if after.get("etcd_debugging_store_expires_total") == Some(&1.0) {
+            break after;
+        }
+        assert!(std::time::Instant::now() < deadline, "t never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let moved =
+        |k: &str| after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0);
+    let writes = |action: &str| {
+        moved(&format!(
+            r#"etcd_debugging_store_writes_total{{action="{action}"}}"#
+        ))
+    };
+    assert_eq!(writes("set"), 2.0, "{after:?}");
+    assert_eq!(writes("create"), 1.0);
+    assert_eq!(writes("compareAndSwap"), 1.0);
+    assert_eq!(writes("update"), 1.0, "a failed update counts too");
+    assert_eq!(writes("delete"), 1.0);
+    // `a` plainly and by quorum (the readiness loop read `/` before `before`).
+    assert_eq!(
+        moved(r#"etcd_debugging_store_reads_total{action="get"}"#),
+        2.0
+    );
+    assert_eq!(
+        moved(r#"etcd_debugging_store_reads_total{action="getRecursive"}"#),
+        1.0
+    );
+    assert_eq!(moved("etcd_debugging_store_watch_requests_total"), 1.0);
+    assert_eq!(after["etcd_debugging_store_watchers"], 0.0);
+    let applies = |op: &str, success: bool| {
+        moved(&format!(
+            r#"etcd_server_apply_duration_seconds_count{{op="{op}",success="{success}",version="v2"}}"#
+        ))
+    };
+    assert_eq!(applies("PUT", true), 3.0);
+    assert_eq!(applies("PUT", false), 1.0);
+    assert_eq!(applies("POST", true), 1.0);
+    assert_eq!(applies("DELETE", true), 1.0);
+    assert_eq!(applies("QGET", true), 1.0);
+    assert!(applies("SYNC", true) >= 1.0);
+    // Every scrape counted (`before` among them), this one in flight.
+    assert!(moved(r#"promhttp_metric_handler_requests_total{code="200"}"#) >= 1.0);
+    assert_eq!(after["promhttp_metric_handler_requests_in_flight"], 1.0);
+}
+
 /// A member that lost its quorum is alive (`/livez`) but not ready (`/readyz`): its
 /// linearizable read fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -408,6 +544,17 @@ async fn a_member_without_quorum_is_live_but_not_ready() {
         body.contains("[+]serializable_read ok\n")
             && body.contains("[-]linearizable_read failed: "),
         "{body}"
+    );
+    // A linearizable read's ReadIndex round cannot finish: at the request's deadline it is a
+    // slow read index, as etcd counts one that timed out.
+    let mut c = members[kept].client().await;
+    let read = tokio::time::timeout(Duration::from_secs(30), c.get("k", None)).await;
+    assert!(read.unwrap().is_err());
+    let (_, text) = get(&a, "/metrics").await;
+    let (_, samples) = parse(&text);
+    assert!(
+        samples["etcd_server_slow_read_indexes_total"] >= 1.0,
+        "{text}"
     );
 }
 

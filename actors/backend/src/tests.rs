@@ -38,6 +38,22 @@ fn engine_is_send_and_sync() {
     shared::<LmdbEngine>();
 }
 
+/// `etcd_mvcc_db_open_read_transactions`: read transactions are counted while open, owned
+/// ones too, and not once they end.
+#[test]
+fn open_read_transactions_are_counted_until_they_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = std::sync::Arc::new(open(&dir));
+    assert_eq!(e.open_read_transactions(), 0);
+    let a = e.read().unwrap();
+    let b = e.clone().read_owned().unwrap();
+    assert_eq!(e.open_read_transactions(), 2);
+    drop(a);
+    assert_eq!(e.open_read_transactions(), 1);
+    drop(b);
+    assert_eq!(e.open_read_transactions(), 0);
+}
+
 #[test]
 fn tables_are_indexed_in_declaration_order() {
     for (i, t) in Table::ALL.iter().enumerate() {
