@@ -622,15 +622,30 @@ async fn etcdctl_34_and_35_run_every_command_against_three_members() {
             );
         }
         // --cluster: the members' client URLs from one endpoint's member list.
+        // A member's client URLs are in the member list only once it has published them
+        // (its first proposal after joining), and etcdctl skips a member that has none: on a
+        // loaded machine that can lag the cluster's health, as in etcd, so ask until all three
+        // are listed (at most 10 s).
         let one = ctl.at(&eps[..1], &[]);
-        let listed = one.ok(&["endpoint", "status", "--cluster"]);
-        let mut urls: Vec<&str> = listed
-            .lines()
-            .map(|l| l.split(", ").next().unwrap())
-            .collect();
-        urls.sort();
         let mut want_urls: Vec<&str> = eps.iter().map(String::as_str).collect();
         want_urls.sort();
+        let mut tries = 0;
+        let (urls, listed) = loop {
+            let ran = one.run_with(&["endpoint", "status", "--cluster"], "");
+            assert_eq!(ran.code, 0, "{v}: {}{}", ran.stdout, ran.stderr);
+            let listed = format!("{}{}", ran.stdout, ran.stderr);
+            let mut urls: Vec<String> = ran
+                .stdout
+                .lines()
+                .map(|l| l.split(", ").next().unwrap().to_string())
+                .collect();
+            urls.sort();
+            tries += 1;
+            if urls == want_urls || tries == 50 {
+                break (urls, listed);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
         assert_eq!(urls, want_urls, "{v}: {listed}");
         let hashes = one.ok(&["endpoint", "hashkv", "--cluster"]);
         assert_eq!(hashes.lines().count(), 3, "{v}: {hashes}");
