@@ -132,15 +132,20 @@ pub async fn run(p: &Pipeline, name: &str) -> Result<(), String> {
     }
 }
 
-/// A one-key, keys-only read, as root (etcd reads with the root's rights here).
-async fn read(p: &Pipeline, serializable: bool) -> Result<(), String> {
-    let probe = RangeRequest {
+/// The read every health check makes: one key (`health`), keys only.
+pub(crate) fn probe(serializable: bool) -> RangeRequest {
+    RangeRequest {
         key: b"health".to_vec(),
         keys_only: true,
         limit: 1,
         serializable,
         ..Default::default()
-    };
+    }
+}
+
+/// A one-key, keys-only read, as root (etcd reads with the root's rights here).
+async fn read(p: &Pipeline, serializable: bool) -> Result<(), String> {
+    let probe = probe(serializable);
     let who = if p.auth.enabled() {
         AuthInfo {
             username: b"root".to_vec(),

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actcd_proto::etcdserverpb::AlarmType;
-use actcd_proto::etcdserverpb::RangeRequest;
 use actcd_types::AuthInfo;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -311,13 +310,7 @@ async fn health(p: &Pipeline, query: &[(String, String)]) -> (bool, String) {
         Ok(_) => {}
         Err(e) => return (false, format!("QGET ERROR:{e}")),
     }
-    let probe = RangeRequest {
-        key: b"health".to_vec(),
-        keys_only: true,
-        limit: 1,
-        serializable,
-        ..Default::default()
-    };
+    let probe = crate::health::probe(serializable);
     match tokio::time::timeout(Duration::from_secs(1), p.range(probe, AuthInfo::default())).await {
         Ok(Ok(_)) => (true, String::new()),
         Ok(Err(e)) => (false, format!("QGET ERROR:{e}")),
