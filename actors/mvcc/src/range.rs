@@ -126,9 +126,10 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
                 sort_entries(&mut entries, req.sort_target, descend);
             }
             let more = truncate(&mut entries, limit);
-            (self.read(&entries)?, more)
+            (self.kvs(&entries, req.keys_only)?, more)
         };
         if req.keys_only {
+            // Only the VALUE sort reads values on purpose.
             for kv in &mut kvs {
                 kv.value.clear();
             }
@@ -139,6 +140,22 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
             more,
             count: total as i64,
         })
+    }
+
+    /// The key-values of `entries`, in their order; without values when `keys_only`. The one
+    /// place index entries become answers (Range and RangeStream's chunks).
+    pub fn kvs(
+        &self,
+        entries: &[(&[u8], KeyRev)],
+        keys_only: bool,
+    ) -> Result<Vec<KeyValue>, Error> {
+        let mut kvs = self.read(entries)?;
+        if keys_only {
+            for kv in &mut kvs {
+                kv.value = Vec::new();
+            }
+        }
+        Ok(kvs)
     }
 
     fn read(&self, entries: &[(&[u8], KeyRev)]) -> Result<Vec<KeyValue>, Error> {
