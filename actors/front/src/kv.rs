@@ -1,16 +1,21 @@
+use std::pin::Pin;
 use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
-    PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, TxnRequest, TxnResponse,
 };
 use actcd_types::EtcdError;
 use actcd_types::msg::ApplyResponse;
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::pipeline::{Pipeline, is_txn_read_only};
+
+/// The chunks of one RangeStream answer.
+type RangeChunks = Pin<Box<dyn Stream<Item = Result<RangeStreamResponse, Status>> + Send>>;
 
 pub struct KvService {
     pub pipeline: Arc<Pipeline>,
@@ -32,6 +37,15 @@ impl Kv for KvService {
         Ok(Response::new(
             self.pipeline.range(req.into_inner(), who).await?,
         ))
+    }
+
+    type RangeStreamStream = RangeChunks;
+
+    async fn range_stream(
+        &self,
+        _req: Request<RangeRequest>,
+    ) -> Result<Response<Self::RangeStreamStream>, Status> {
+        Err(Status::unimplemented("RangeStream is not served yet"))
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
