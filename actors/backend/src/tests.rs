@@ -131,6 +131,24 @@ fn a_write_txn_reads_its_own_writes() {
 }
 
 #[test]
+fn a_borrowed_read_lends_what_get_copies() {
+    use actcd_types::storage::read_with;
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(&dir);
+    let mut w = e.write().unwrap();
+    w.put(Table::Key, b"k1", b"v1").unwrap();
+    // The write txn lends its own uncommitted writes too.
+    let lent = read_with(&*w, Table::Key, b"k1", |v| v.map(<[u8]>::to_vec)).unwrap();
+    assert_eq!(lent, Some(b"v1".to_vec()));
+    w.commit().unwrap();
+    let r = e.read().unwrap();
+    for key in [&b"k1"[..], b"absent", &[b'k'; 4096]] {
+        let lent = read_with(&*r, Table::Key, key, |v| v.map(<[u8]>::to_vec)).unwrap();
+        assert_eq!(lent, r.get(Table::Key, key).unwrap(), "{key:?}");
+    }
+}
+
+#[test]
 fn a_dropped_write_txn_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let e = open(&dir);

@@ -64,6 +64,22 @@ impl ReadTxn for LmdbRead<'_> {
         Ok(get(self.engine, self.generation.db(table), &self.txn, key)?)
     }
 
+    /// The value as a slice of the map, valid while the transaction is.
+    fn get_with(
+        &self,
+        table: Table,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>),
+    ) -> StorageResult<()> {
+        f(get_borrowed(
+            self.engine,
+            self.generation.db(table),
+            &self.txn,
+            key,
+        )?);
+        Ok(())
+    }
+
     fn scan(
         &self,
         table: Table,
@@ -129,6 +145,22 @@ impl ReadTxn for LmdbWrite<'_> {
         Ok(get(self.engine, self.generation.db(table), &self.txn, key)?)
     }
 
+    /// The value as a slice of the map, valid while the transaction is.
+    fn get_with(
+        &self,
+        table: Table,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>),
+    ) -> StorageResult<()> {
+        f(get_borrowed(
+            self.engine,
+            self.generation.db(table),
+            &self.txn,
+            key,
+        )?);
+        Ok(())
+    }
+
     fn scan(
         &self,
         table: Table,
@@ -188,13 +220,19 @@ fn get(
     txn: &RoTxn,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>, BackendError> {
+    Ok(get_borrowed(engine, db, txn, key)?.map(<[u8]>::to_vec))
+}
+
+fn get_borrowed<'t>(
+    engine: &LmdbEngine,
+    db: Db,
+    txn: &'t RoTxn,
+    key: &[u8],
+) -> Result<Option<&'t [u8]>, BackendError> {
     if !engine.key_fits(key) {
         return Ok(None);
     }
-    Ok(db
-        .get(txn, key)
-        .map_err(|e| engine.lmdb(e))?
-        .map(<[u8]>::to_vec))
+    db.get(txn, key).map_err(|e| engine.lmdb(e))
 }
 
 fn scan(

@@ -69,6 +69,20 @@ pub type ScanFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 
 pub trait ReadTxn {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>>;
+    /// Hands the value under `key` (`None`: absent) to `f` borrowed, where the engine can: LMDB
+    /// lends a slice of its map, so a reader that only checks or copies the bytes once (a
+    /// Range encoding records straight into its answer) makes no owned copy per record. The
+    /// default lends a copy made by [`Self::get`]. See [`read_with`] for a typed answer.
+    fn get_with(
+        &self,
+        table: Table,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>),
+    ) -> StorageResult<()> {
+        let value = self.get(table, key)?;
+        f(value.as_deref());
+        Ok(())
+    }
     /// Visits `[from, to)` in key order (`to = None`: to the end).
     fn scan(
         &self,
@@ -77,6 +91,23 @@ pub trait ReadTxn {
         to: Option<&[u8]>,
         f: &mut ScanFn<'_>,
     ) -> StorageResult<()>;
+}
+
+/// [`ReadTxn::get_with`] with `f`'s answer returned.
+pub fn read_with<T>(
+    txn: &(impl ReadTxn + ?Sized),
+    table: Table,
+    key: &[u8],
+    f: impl FnOnce(Option<&[u8]>) -> T,
+) -> StorageResult<T> {
+    let mut f = Some(f);
+    let mut answer = None;
+    txn.get_with(table, key, &mut |value| {
+        if let Some(f) = f.take() {
+            answer = Some(f(value));
+        }
+    })?;
+    answer.ok_or_else(|| StorageError("get_with did not call back".into()))
 }
 
 /// A [`try_scan`] callback.
@@ -626,6 +657,21 @@ impl ReadTxn for FreshTxn<'_> {
         self.txn.get(table, key)
     }
 
+    fn get_with(
+        &self,
+        table: Table,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>),
+    ) -> StorageResult<()> {
+        if table == self.table
+            && let Some(v) = self.fresh.get(key)
+        {
+            f(Some(v));
+            return Ok(());
+        }
+        self.txn.get_with(table, key, f)
+    }
+
     fn scan(
         &self,
         table: Table,
@@ -716,6 +762,19 @@ struct MemRead {
 impl ReadTxn for MemRead {
     fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
         Ok(self.snapshot.get(&table).and_then(|m| m.get(key)).cloned())
+    }
+    fn get_with(
+        &self,
+        table: Table,
+        key: &[u8],
+        f: &mut dyn FnMut(Option<&[u8]>),
+    ) -> StorageResult<()> {
+        f(self
+            .snapshot
+            .get(&table)
+            .and_then(|m| m.get(key))
+            .map(Vec::as_slice));
+        Ok(())
     }
     fn scan(
         &self,
