@@ -35,6 +35,33 @@ pub struct Propose {
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct ReadIndex;
 
+/// A unary Range's answer as the front sends it.
+pub enum RangeAnswer {
+    /// As a message (sorted, filtered, keys-only and count-only ranges).
+    Decoded(RangeResponse),
+    /// Already in its wire form, written straight into the response's buffer.
+    Encoded(Box<dyn EncodedRange>),
+}
+
+impl std::fmt::Debug for RangeAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Decoded(r) => f.debug_tuple("Decoded").field(r).finish(),
+            Self::Encoded(e) => write!(f, "Encoded({} bytes)", e.encoded_len()),
+        }
+    }
+}
+
+/// The protobuf encoding of a `RangeResponse`, produced only when written: the MVCC crate's
+/// holds a read transaction and the revisions of the records to copy from it, so the answer
+/// exists once, in the buffer it is written to.
+pub trait EncodedRange: Send {
+    /// The exact length of what [`Self::write`] writes.
+    fn encoded_len(&self) -> usize;
+    /// Writes the encoded `RangeResponse` (fields in number order, as prost writes them).
+    fn write(&self, out: &mut dyn bytes::BufMut) -> Result<(), EtcdError>;
+}
+
 /// Reads of the key space that any thread may make at once, without a message: what the store
 /// had applied when it last published a read view. The front holds one and serves Range and
 /// read-only txns in the calling task (after the ReadIndex barrier when linearizable), so a read
@@ -42,6 +69,10 @@ pub struct ReadIndex;
 pub trait KeyReads: Send + Sync + 'static {
     /// A Range on the newest view.
     fn range(&self, request: &RangeRequest) -> Result<RangeResponse, EtcdError>;
+    /// A top-level Range on the newest view, encoded where it can be (see [`RangeAnswer`]).
+    fn range_answer(&self, request: &RangeRequest) -> Result<RangeAnswer, EtcdError> {
+        self.range(request).map(RangeAnswer::Decoded)
+    }
     /// A txn that writes nothing, on the newest view.
     fn read_txn(
         &self,
