@@ -1,5 +1,5 @@
-//! KV workloads: `put`, `range` (with `populate`), `txn-put`, `txn-mixed`
-//! and `mixed`.
+//! KV workloads: `put`, `populate`, `txn-put`, `txn-mixed` and `mixed`
+//! (`range` has its own module).
 //!
 //! Every worker owns a `KvClient` over its connection, a seeded RNG (worker
 //! w uses seed w, so runs are repeatable) and the request it sends, built
@@ -17,7 +17,7 @@ use tonic::Status;
 use tonic::transport::Channel;
 
 use crate::BenchError;
-use crate::load::{self, Conn, KeyGen, Op, Plan, Pool, Samples, Worker};
+use crate::load::{self, Conn, KeyFormat, KeyGen, Op, Plan, Pool, Samples, Worker};
 use crate::report::{Report, Stats};
 
 /// What every KV workload shares.
@@ -87,14 +87,16 @@ pub async fn put(pool: &Pool, opts: &KvOpts, plan: Plan) -> Result<Report, Bench
     Ok(kv_report("put", s))
 }
 
-/// Puts `count` keys `prefix + hex(i)` (`key_size` hex digits) with
-/// `val_size`-byte values, over `clients` workers. Not measured.
+/// Puts `count` keys `prefix + hex(i)` (`key_size` hex digits), or with
+/// [`KeyFormat::K8s`] `prefix + ns-NNNN/pod-NNNNNN`, with `val_size`-byte
+/// values, over `clients` workers (at most 64). Not measured, but shows
+/// the progress bar.
 pub async fn populate(
     pool: &Pool,
     clients: usize,
     prefix: &[u8],
     count: u64,
-    key_size: usize,
+    (key_size, format): (usize, KeyFormat),
     val_size: usize,
 ) -> Result<(), BenchError> {
     struct PopulateWorker {
@@ -102,13 +104,17 @@ pub async fn populate(
         conn: Conn,
         prefix: Vec<u8>,
         width: usize,
+        format: KeyFormat,
         req: PutRequest,
     }
     impl Worker for PopulateWorker {
         async fn call(&mut self, i: u64) -> Result<Op, Status> {
             self.req.key.clear();
             self.req.key.extend_from_slice(&self.prefix);
-            load::write_hex(i, self.width, &mut self.req.key);
+            match self.format {
+                KeyFormat::Hex => load::write_hex(i, self.width, &mut self.req.key),
+                KeyFormat::K8s => load::write_k8s_suffix(i, &mut self.req.key),
+            }
             self.kv.put(self.conn.request(self.req.clone())).await?;
             Ok(Op::Write)
         }
@@ -125,6 +131,7 @@ pub async fn populate(
             conn: pool.conn(w).clone(),
             prefix: prefix.to_vec(),
             width: key_size.max(digits),
+            format,
             req: PutRequest {
                 value: value.clone(),
                 ..Default::default()
@@ -138,46 +145,6 @@ pub async fn populate(
         )));
     }
     Ok(())
-}
-
-struct RangeWorker {
-    kv: KvClient<Channel>,
-    conn: Conn,
-    req: RangeRequest,
-}
-
-impl Worker for RangeWorker {
-    async fn call(&mut self, _: u64) -> Result<Op, Status> {
-        self.kv.range(self.conn.request(self.req.clone())).await?;
-        Ok(Op::Read)
-    }
-}
-
-/// Ranges over `[key, range_end)` (a single key when `range_end` is empty).
-pub async fn range(
-    pool: &Pool,
-    opts: &KvOpts,
-    plan: Plan,
-    key: Vec<u8>,
-    range_end: Vec<u8>,
-    limit: i64,
-) -> Result<Report, BenchError> {
-    let req = RangeRequest {
-        key,
-        range_end,
-        limit,
-        serializable: opts.serializable,
-        ..Default::default()
-    };
-    let workers = (0..opts.clients)
-        .map(|w| RangeWorker {
-            kv: client(pool.conn(w)),
-            conn: pool.conn(w).clone(),
-            req: req.clone(),
-        })
-        .collect();
-    let (s, _) = load::drive("range", workers, plan).await;
-    Ok(kv_report("range", s))
 }
 
 struct TxnPutWorker {

@@ -240,7 +240,8 @@ impl Shared {
 
 /// Runs `workers` to the plan and hands them back with what they measured
 /// (workers may have collected more, e.g. revisions of their puts).
-/// `label` names the progress bar.
+/// `label` names the progress bar; an empty label shows none (a run inside
+/// another run's measurement, such as one page walk of many).
 pub async fn drive<W: Worker>(label: &str, workers: Vec<W>, plan: Plan) -> (Samples, Vec<W>) {
     let start = Instant::now();
     let shared = Arc::new(Shared {
@@ -256,12 +257,13 @@ pub async fn drive<W: Worker>(label: &str, workers: Vec<W>, plan: Plan) -> (Samp
         },
     });
     let finished = Arc::new(AtomicBool::new(false));
-    let progress = std::io::stderr().is_terminal().then(|| {
+    let progress = (!label.is_empty()).then(|| {
         tokio::spawn(progress_bar(
             label.to_owned(),
             shared.clone(),
             plan,
             finished.clone(),
+            std::io::stderr().is_terminal(),
         ))
     });
 
@@ -315,12 +317,35 @@ async fn work<W: Worker>(mut w: W, shared: Arc<Shared>) -> (Samples, W) {
     (s, w)
 }
 
-/// Redraws `[#####     ] done/total` on stderr four times a second.
-async fn progress_bar(label: String, shared: Arc<Shared>, plan: Plan, finished: Arc<AtomicBool>) {
+/// On a terminal, redraws `label [#####     ] done/total  rate/s  ETA` on
+/// stderr four times a second; otherwise (a script's log) prints the same as
+/// a line of its own every [`PROGRESS_LINE_EVERY`], so a long load still
+/// shows how far it got.
+async fn progress_bar(
+    label: String,
+    shared: Arc<Shared>,
+    plan: Plan,
+    finished: Arc<AtomicBool>,
+    terminal: bool,
+) {
     const WIDTH: usize = 40;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let period = if terminal {
+        Duration::from_millis(250)
+    } else {
+        PROGRESS_LINE_EVERY
+    };
+    let mut tick = tokio::time::interval_at(Instant::now() + period, period);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            // Off a terminal, the last line is not worth waiting a period for.
+            _ = tokio::time::sleep(Duration::from_millis(100)), if !terminal => {
+                if !finished.load(Ordering::Relaxed) {
+                    continue;
+                }
+                return;
+            }
+        }
         let done_all = finished.load(Ordering::Relaxed);
         let done = shared.done.load(Ordering::Relaxed);
         let by_count = plan.total.map(|t| done as f64 / t.max(1) as f64);
@@ -344,25 +369,108 @@ async fn progress_bar(label: String, shared: Arc<Shared>, plan: Plan, finished: 
         if let Some(t) = plan.total {
             let _ = write!(err, "/{t}");
         }
-        if done_all {
+        let elapsed = shared.start.elapsed().as_secs_f64();
+        let _ = write!(err, "{}", rate_and_eta(done, elapsed, plan));
+        if done_all || !terminal {
             let _ = writeln!(err);
+        }
+        if done_all {
             return;
         }
         let _ = err.flush();
     }
 }
 
+/// How often the progress line is printed when stderr is not a terminal.
+pub const PROGRESS_LINE_EVERY: Duration = Duration::from_secs(10);
+
+/// `  1234/s  ETA 0:42` for a run that has done `done` requests in
+/// `elapsed` seconds: the ETA is the sooner of what the remaining requests
+/// take at the rate so far and what is left of `--duration`.
+pub fn rate_and_eta(done: u64, elapsed: f64, plan: Plan) -> String {
+    let rate = if elapsed > 0.0 {
+        done as f64 / elapsed
+    } else {
+        0.0
+    };
+    let by_count = plan
+        .total
+        .filter(|_| rate > 0.0)
+        .map(|t| t.saturating_sub(done) as f64 / rate);
+    let by_time = plan.duration.map(|d| (d.as_secs_f64() - elapsed).max(0.0));
+    let eta = match (by_count, by_time) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    match eta {
+        Some(eta) => {
+            let secs = eta.round() as u64;
+            format!("  {rate:.0}/s  ETA {}:{:02}", secs / 60, secs % 60)
+        }
+        None => format!("  {rate:.0}/s"),
+    }
+}
+
+/// How a key index becomes a key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyFormat {
+    /// `--key-size` bytes of zero-padded lowercase hex.
+    #[default]
+    Hex,
+    /// Kubernetes-like pod keys: `/registry/pods/ns-NNNN/pod-NNNNNN`, a
+    /// thousand pods per namespace (index i is pod i of namespace i/1000),
+    /// so sequential indices give keys in ascending order.
+    K8s,
+}
+
+/// The prefix every [`KeyFormat::K8s`] key starts with.
+pub const K8S_PREFIX: &str = "/registry/pods/";
+
+/// Pods per namespace in [`KeyFormat::K8s`] keys.
+pub const K8S_PODS_PER_NS: u64 = 1000;
+
+/// Appends the part of a [`KeyFormat::K8s`] key after [`K8S_PREFIX`]:
+/// `ns-NNNN/pod-NNNNNN` (wider numbers past 10⁴ namespaces or 10⁶ pods).
+pub fn write_k8s_suffix(index: u64, buf: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let _ = write!(buf, "ns-{:04}/pod-{:06}", index / K8S_PODS_PER_NS, index);
+}
+
 /// Keys of `size` bytes: the key index in lowercase hex, zero-padded on the
-/// left, so keys are printable and the same index always gives the same key.
+/// left, so keys are printable and the same index always gives the same key;
+/// or, with [`KeyFormat::K8s`], Kubernetes-like pod keys of the index.
 #[derive(Debug, Clone)]
 pub struct KeyGen {
     pub size: usize,
     pub space: u64,
     pub sequential: bool,
+    pub format: KeyFormat,
 }
 
 impl KeyGen {
     pub fn new(size: usize, space: u64, sequential: bool) -> Result<KeyGen, BenchError> {
+        KeyGen::with_format(size, space, sequential, KeyFormat::Hex)
+    }
+
+    pub fn with_format(
+        size: usize,
+        space: u64,
+        sequential: bool,
+        format: KeyFormat,
+    ) -> Result<KeyGen, BenchError> {
+        if format == KeyFormat::K8s {
+            if space == 0 {
+                return Err(BenchError::Usage(
+                    "--key-space-size must be positive".into(),
+                ));
+            }
+            return Ok(KeyGen {
+                size,
+                space,
+                sequential,
+                format,
+            });
+        }
         if size == 0 || space == 0 {
             return Err(BenchError::Usage(
                 "--key-size and --key-space-size must be positive".into(),
@@ -377,6 +485,7 @@ impl KeyGen {
             size,
             space,
             sequential,
+            format,
         })
     }
 
@@ -392,7 +501,13 @@ impl KeyGen {
     /// Writes key `index` into `buf`, replacing its contents.
     pub fn write(&self, index: u64, buf: &mut Vec<u8>) {
         buf.clear();
-        write_hex(index, self.size, buf);
+        match self.format {
+            KeyFormat::Hex => write_hex(index, self.size, buf),
+            KeyFormat::K8s => {
+                buf.extend_from_slice(K8S_PREFIX.as_bytes());
+                write_k8s_suffix(index, buf);
+            }
+        }
     }
 }
 
@@ -483,6 +598,35 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(1);
         assert_eq!(g.index(5, &mut rng), 5);
         assert_eq!(g.index((1 << 20) + 3, &mut rng), 3);
+    }
+
+    #[test]
+    fn k8s_keys_are_pods_in_namespaces_of_a_thousand() {
+        let g = KeyGen::with_format(8, 1_000_000, true, KeyFormat::K8s).unwrap();
+        let key = |i| {
+            let mut k = Vec::new();
+            g.write(i, &mut k);
+            String::from_utf8(k).unwrap()
+        };
+        assert_eq!(key(0), "/registry/pods/ns-0000/pod-000000");
+        assert_eq!(key(999), "/registry/pods/ns-0000/pod-000999");
+        assert_eq!(key(1000), "/registry/pods/ns-0001/pod-001000");
+        assert_eq!(key(999_999), "/registry/pods/ns-0999/pod-999999");
+        // Sequential indices give ascending keys, as a range returns them.
+        assert!((0..5000).all(|i| key(i) < key(i + 1)));
+    }
+
+    #[test]
+    fn progress_shows_rate_and_eta() {
+        let plan = Plan::exactly(1000);
+        assert_eq!(rate_and_eta(100, 2.0, plan), "  50/s  ETA 0:18");
+        assert_eq!(rate_and_eta(0, 0.0, plan), "  0/s");
+        let timed = Plan {
+            total: None,
+            duration: Some(Duration::from_secs(90)),
+            rate: 0.0,
+        };
+        assert_eq!(rate_and_eta(10, 30.0, timed), "  0/s  ETA 1:00");
     }
 
     #[test]

@@ -7,6 +7,14 @@
 //! actcd-bench --endpoints 127.0.0.1:2379 --conns 10 --clients 100 --total 50000 put --val-size 256
 //! actcd-bench --clients 100 --consistency s --total 50000 range foo
 //! actcd-bench --clients 10 --total 5000 range --populate 1000 --prefix bench/
+//! actcd-bench --conns 10 --clients 100 --total 1000000 --sequential-keys --key-space-size 1000000 \
+//!     --key-format k8s --value-size 256 put
+//! actcd-bench --total 3 range --prefix /registry/pods/ --paginate 10000
+//! actcd-bench --total 3 range --prefix /registry/pods/ --stream --keys-only
+//! actcd-bench --total 1000 range --prefix /registry/pods/ --count-only --revision 1000
+//! actcd-bench --conns 10 --clients 100 lease-load --leases 100000 --ttl 600 --keepalive-for 30s
+//! actcd-bench --conns 10 watch-latency --prefix --watchers 100000 --streams 100 --sample 100 \
+//!     --put-total 100 --put-rate 1000
 //! actcd-bench --clients 100 --total 20000 txn-put --txn-ops 4 --key-space-size 10000
 //! actcd-bench --duration 10s --json mixed --read-ratio 0.9 --key-space-size 1000
 //! actcd-bench --conns 4 watch-latency --watchers 100 --streams 10 --put-total 1000 --put-rate 200
@@ -22,18 +30,23 @@
 //! workers (worker w uses channel w mod conns), `--total` requests or
 //! `--duration` (whichever ends first; 10000 requests if neither),
 //! `--rate` requests/s (0: unlimited), `--key-size`, `--val-size`,
-//! `--key-space-size`, `--sequential-keys`, `--consistency l|s`,
+//! `--key-space-size`, `--sequential-keys`, `--key-format hex|k8s`,
+//! `--consistency l|s`,
 //! `--user name[:password]`/`--password` (one Authenticate per channel, the
 //! token sent as gRPC metadata `token`), `--json`, `--precise`.
 //!
 //! Keys are `--key-size` bytes: the key index in zero-padded lowercase hex,
 //! the index drawn at random from `[0, --key-space-size)` or, with
-//! `--sequential-keys`, request i's index is i mod the key space.
+//! `--sequential-keys`, request i's index is i mod the key space. With
+//! `--key-format k8s` they are Kubernetes-like pod keys of the index,
+//! `/registry/pods/ns-NNNN/pod-NNNNNN`.
 //!
-//! The summary goes to stdout; a progress bar goes to stderr when stderr is a
-//! terminal. Exit status: 0 done; 1 failed (or no request succeeded);
-//! 2 bad usage; 3 the server answered `Unimplemented` (it lacks the
-//! service); 4 the watch check found a violation.
+//! The summary goes to stdout; progress (done/total, rate, ETA) goes to
+//! stderr, redrawn in place on a terminal, else a line every 10 s. Exit
+//! status: 0 done; 1 failed (or no request succeeded); 2 bad usage; 3 the
+//! server answered `Unimplemented` (it lacks the service, e.g. RangeStream
+//! before etcd 3.7); 4 a check found a violation (watch delivery, keys left
+//! after their leases were revoked).
 //!
 //! # Layout
 //!
@@ -41,9 +54,12 @@
 //! * `load.rs`: the connection pool, the worker driver (shared request
 //!   counter, total/duration, even-paced `--rate`), keys and values.
 //! * `report.rs`: statistics, histogram, percentiles, text and JSON output.
-//! * `kv.rs`: put, range, populate, txn-put, txn-mixed, mixed.
-//! * `watch.rs`: watch-latency and the delivery checker.
-//! * `lease.rs`: lease-keepalive.
+//! * `kv.rs`: put, populate, txn-put, txn-mixed, mixed.
+//! * `range.rs`: range, unary, paginated (`--paginate`) or streamed
+//!   (`--stream`, etcd 3.7's RangeStream).
+//! * `watch.rs`: watch-latency (per-key or `--prefix` watchers) and the
+//!   delivery checker.
+//! * `lease.rs`: lease-keepalive and lease-load.
 //! * `v2.rs`: v2-set, v2-get and v2-watch over etcd's v2 HTTP API
 //!   (`--enable-v2`), one HTTP/1.1 keep-alive connection per client or
 //!   watcher (`--conns` does not apply; `--user` is not supported).
@@ -57,6 +73,7 @@ mod auth;
 mod kv;
 mod lease;
 mod load;
+mod range;
 mod report;
 mod v2;
 mod watch;
@@ -65,10 +82,11 @@ use std::error::Error as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use actcd_proto::etcdserverpb::RangeRequest;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tonic::{Code, Status};
 
-use crate::load::{ConnOpts, KeyGen, Plan, Pool};
+use crate::load::{ConnOpts, KeyFormat, KeyGen, Plan, Pool};
 use crate::report::Report;
 
 /// Why a run could not produce a report.
@@ -151,8 +169,12 @@ struct Global {
     #[arg(long, global = true, default_value_t = 8)]
     key_size: usize,
     /// Value size in bytes.
-    #[arg(long, global = true, default_value_t = 8)]
+    #[arg(long, global = true, default_value_t = 8, alias = "value-size")]
     val_size: usize,
+    /// How key indices become keys: `hex` (--key-size hex digits) or `k8s`
+    /// (`/registry/pods/ns-NNNN/pod-NNNNNN`, a thousand pods a namespace).
+    #[arg(long, global = true, value_enum, default_value_t = KeyFormat::Hex)]
+    key_format: KeyFormat,
     /// Number of distinct keys written or read.
     #[arg(long, global = true, default_value_t = 1)]
     key_space_size: u64,
@@ -231,6 +253,8 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         ttl: i64,
     },
+    /// Grant --leases leases, put one key with each, keep them alive, revoke them all.
+    LeaseLoad(LeaseLoadArgs),
     /// v2 API: PUT /v2/keys/<prefix>/<key> with value=<--val-size bytes> (one HTTP/1.1 connection per client).
     V2Set {
         /// v2 directory the keys go under.
@@ -251,6 +275,25 @@ enum Command {
     },
     /// v2 API: put-to-event latency of stream watchers (?wait=true&recursive=true&stream=true on a prefix).
     V2Watch(V2WatchArgs),
+}
+
+#[derive(Debug, Args)]
+struct LeaseLoadArgs {
+    /// Leases to grant, each with one key.
+    #[arg(long, default_value_t = 1000)]
+    leases: u64,
+    /// TTL of each lease, in seconds.
+    #[arg(long, default_value_t = 600)]
+    ttl: i64,
+    /// Where the keys go (`<prefix>ns-NNNN/pod-NNNNNN`).
+    #[arg(long, default_value = "/registry/events/")]
+    prefix: String,
+    /// How long to keep the leases alive.
+    #[arg(long, default_value = "30s", value_parser = load::parse_duration)]
+    keepalive_for: Duration,
+    /// Keepalives per second over all leases (0: each lease once per TTL/3, as etcd's client does).
+    #[arg(long, default_value_t = 0.0)]
+    keepalive_rate: f64,
 }
 
 #[derive(Debug, Args)]
@@ -283,8 +326,27 @@ struct RangeArgs {
     #[arg(long)]
     prefix: Option<String>,
     /// Maximum keys per answer (0: no limit).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "paginate")]
     limit: i64,
+    /// Read at this revision (0: the newest).
+    #[arg(long, default_value_t = 0)]
+    revision: i64,
+    /// Keys without values.
+    #[arg(long)]
+    keys_only: bool,
+    /// Only the number of keys in the range.
+    #[arg(long, conflicts_with_all = ["paginate", "keys_only"])]
+    count_only: bool,
+    /// Each request walks the whole range in pages of N keys (Kubernetes'
+    /// list: next key = last key + \0, revision pinned to the first page's).
+    #[arg(long, value_name = "N", conflicts_with = "stream")]
+    paginate: Option<i64>,
+    /// Each request is one RangeStream (etcd 3.7), its chunks merged.
+    #[arg(long)]
+    stream: bool,
+    /// Largest answer (or stream chunk) accepted, in bytes (default: etcd's Go client's, 2^31-1).
+    #[arg(long, default_value_t = range::DEFAULT_MAX_RECV_BYTES)]
+    max_recv_bytes: usize,
     /// First write this many keys under --prefix (not measured).
     #[arg(long)]
     populate: Option<u64>,
@@ -307,6 +369,15 @@ struct WatchArgs {
     /// Puts per second (0: unlimited).
     #[arg(long, default_value_t = 100.0)]
     put_rate: f64,
+    /// Every watcher watches the run's whole key prefix, so every put reaches every watcher.
+    #[arg(long)]
+    prefix: bool,
+    /// Keep the latencies of every N-th watcher only (all events are still checked).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    sample: usize,
+    /// How long to wait for undelivered events once the puts are done.
+    #[arg(long, default_value = "10s", value_parser = load::parse_duration)]
+    drain_timeout: Duration,
 }
 
 fn main() -> ExitCode {
@@ -379,7 +450,12 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
     let kv_opts = || -> Result<kv::KvOpts, BenchError> {
         Ok(kv::KvOpts {
             clients: g.clients,
-            keys: KeyGen::new(g.key_size, g.key_space_size, g.sequential_keys)?,
+            keys: KeyGen::with_format(
+                g.key_size,
+                g.key_space_size,
+                g.sequential_keys,
+                g.key_format,
+            )?,
             val_size: g.val_size,
             serializable: g.consistency == Consistency::S,
         })
@@ -403,7 +479,8 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                     return Err(BenchError::Usage("--populate needs --prefix".into()));
                 };
                 let p = prefix.as_bytes();
-                kv::populate(&pool, g.clients, p, n, g.key_size, g.val_size).await?;
+                let keys = (g.key_size, g.key_format);
+                kv::populate(&pool, g.clients, p, n, keys, g.val_size).await?;
                 eprintln!("populated {n} keys under {prefix:?}");
             }
             eprintln!(
@@ -413,12 +490,31 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                     Consistency::S => "serializable",
                 }
             );
-            let opts = kv_opts()?;
-            kv::range(&pool, &opts, plan, key, end, args.limit).await?
+            let opts = range::RangeOpts {
+                clients: g.clients,
+                req: RangeRequest {
+                    key,
+                    range_end: end,
+                    limit: args.limit,
+                    revision: args.revision,
+                    serializable: g.consistency == Consistency::S,
+                    keys_only: args.keys_only,
+                    count_only: args.count_only,
+                    ..Default::default()
+                },
+                mode: match (args.paginate, args.stream) {
+                    (Some(n), _) => range::Mode::Paginate(n),
+                    (None, true) => range::Mode::Stream,
+                    (None, false) => range::Mode::Unary,
+                },
+                max_recv_bytes: args.max_recv_bytes,
+            };
+            range::range(&pool, &opts, plan).await?
         }
         Command::Populate { prefix, count } => {
             let p = prefix.as_bytes();
-            kv::populate(&pool, g.clients, p, *count, g.key_size, g.val_size).await?;
+            let keys = (g.key_size, g.key_format);
+            kv::populate(&pool, g.clients, p, *count, keys, g.val_size).await?;
             eprintln!("populated {count} keys under {prefix:?}");
             return Ok(None);
         }
@@ -441,6 +537,9 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                 put_clients: g.clients,
                 key_size: g.key_size,
                 val_size: g.val_size,
+                prefix: args.prefix,
+                sample: args.sample,
+                drain_timeout: args.drain_timeout,
             };
             let put_plan = Plan {
                 total: args
@@ -463,6 +562,18 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                 ttl: *ttl,
             };
             lease::keepalive(&pool, &opts, plan).await?
+        }
+        Command::LeaseLoad(args) => {
+            let opts = lease::LoadOpts {
+                clients: g.clients,
+                leases: args.leases,
+                ttl: args.ttl,
+                prefix: args.prefix.clone().into_bytes(),
+                val_size: g.val_size,
+                keepalive_for: args.keepalive_for,
+                keepalive_rate: args.keepalive_rate,
+            };
+            lease::load(&pool, &opts).await?
         }
         Command::V2Set { .. } | Command::V2Get { .. } | Command::V2Watch(_) => {
             unreachable!("v2 commands are run before connecting")
@@ -592,6 +703,105 @@ mod tests {
                 .command
                 .is_v2()
         );
+    }
+
+    fn range_args(args: &[&str]) -> Result<RangeArgs, clap::Error> {
+        let argv = ["actcd-bench", "range", "--prefix", "/registry/pods/"];
+        let cli = Cli::try_parse_from(argv.iter().chain(args))?;
+        match cli.command {
+            Command::Range(args) => Ok(args),
+            other => panic!("not a range: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn range_flags_parse() {
+        let a = range_args(&[
+            "--keys-only",
+            "--revision",
+            "42",
+            "--paginate",
+            "10000",
+            "--max-recv-bytes",
+            "1048576",
+        ])
+        .unwrap();
+        assert!(a.keys_only && !a.count_only && !a.stream);
+        assert_eq!(a.revision, 42);
+        assert_eq!(a.paginate, Some(10000));
+        assert_eq!(a.max_recv_bytes, 1 << 20);
+        let a = range_args(&["--stream", "--count-only"]).unwrap();
+        assert!(a.stream && a.count_only);
+        assert_eq!(a.paginate, None);
+        assert_eq!(a.max_recv_bytes, i32::MAX as usize);
+    }
+
+    #[test]
+    fn range_modes_that_cannot_go_together_are_refused() {
+        for bad in [
+            &["--paginate", "10", "--stream"][..],
+            &["--paginate", "10", "--limit", "5"],
+            &["--paginate", "10", "--count-only"],
+            &["--count-only", "--keys-only"],
+            &["--paginate", "ten"],
+        ] {
+            assert!(range_args(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn key_format_and_value_size_parse() {
+        let cli = Cli::try_parse_from([
+            "actcd-bench",
+            "put",
+            "--key-format",
+            "k8s",
+            "--value-size",
+            "256",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.key_format, KeyFormat::K8s);
+        assert_eq!(cli.global.val_size, 256);
+        let cli = Cli::try_parse_from(["actcd-bench", "put"]).unwrap();
+        assert_eq!(cli.global.key_format, KeyFormat::Hex);
+        assert!(Cli::try_parse_from(["actcd-bench", "put", "--key-format", "etcd"]).is_err());
+    }
+
+    #[test]
+    fn lease_load_and_prefix_watch_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "actcd-bench",
+            "lease-load",
+            "--leases",
+            "100000",
+            "--keepalive-for",
+            "30s",
+        ])
+        .unwrap();
+        let Command::LeaseLoad(a) = cli.command else {
+            panic!("not a lease-load: {:?}", cli.command)
+        };
+        assert_eq!((a.leases, a.ttl), (100_000, 600));
+        assert_eq!(a.keepalive_for, Duration::from_secs(30));
+        assert_eq!(a.prefix, "/registry/events/");
+        let cli = Cli::try_parse_from([
+            "actcd-bench",
+            "watch-latency",
+            "--prefix",
+            "--watchers",
+            "100000",
+            "--sample",
+            "100",
+            "--drain-timeout",
+            "2m",
+        ])
+        .unwrap();
+        let Command::WatchLatency(a) = cli.command else {
+            panic!("not a watch-latency: {:?}", cli.command)
+        };
+        assert!(a.prefix);
+        assert_eq!((a.watchers, a.sample), (100_000, 100));
+        assert_eq!(a.drain_timeout, Duration::from_secs(120));
     }
 
     #[test]

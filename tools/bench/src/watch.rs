@@ -14,6 +14,13 @@
 //! computes the latency of each event from the event alone, whether it
 //! arrives before or after the put's own answer.
 //!
+//! With `--prefix`, every watcher watches the whole run prefix
+//! (`watch-latency/<run id>/`) instead of one key, so each put reaches every
+//! watcher (the Kubernetes shape: many watchers of one resource prefix). At
+//! that scale, `--sample N` keeps the latency of every N-th watcher only
+//! (all events are still counted and checked). The streams are opened side
+//! by side; the time until every watch is acknowledged is `setup_s`.
+//!
 //! Check: each put's answer gives its revision; once the puts are done the
 //! readers are told how many events each key should bring and stop when all
 //! their watchers have that many (or after [`DRAIN_TIMEOUT`]). A watcher must
@@ -42,7 +49,8 @@ use crate::BenchError;
 use crate::load::{self, Conn, Op, Plan, Pool, Worker};
 use crate::report::{Report, Stats};
 
-/// How long readers wait for missing events once the puts are done.
+/// How long readers wait for missing events once the puts are done, by
+/// default.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a watch create may take to be acknowledged.
@@ -59,6 +67,12 @@ pub struct WatchOpts {
     pub put_clients: usize,
     pub key_size: usize,
     pub val_size: usize,
+    /// Every watcher watches the run prefix rather than one key.
+    pub prefix: bool,
+    /// Latencies of watchers whose index is a multiple of this only.
+    pub sample: usize,
+    /// How long to wait for missing events once the puts are done.
+    pub drain_timeout: Duration,
 }
 
 /// The first way a watcher's deliveries differ from the puts to its key.
@@ -138,27 +152,34 @@ struct StreamWatchers {
     observed: Vec<Vec<i64>>,
     /// Event latencies (seconds).
     lats: Vec<f64>,
+    /// Latencies are kept for watchers whose index is a multiple of this.
+    sample: usize,
     /// Cancellations, compactions and stream errors.
     problems: Vec<String>,
 }
 
-fn create_request(key: &[u8]) -> WatchRequest {
+/// What a watcher watches: a key (empty end) or `[key, end)`.
+type Target = (Vec<u8>, Vec<u8>);
+
+fn create_request((key, end): &Target) -> WatchRequest {
     WatchRequest {
         request_union: Some(watch_request::RequestUnion::CreateRequest(
             WatchCreateRequest {
-                key: key.to_vec(),
+                key: key.clone(),
+                range_end: end.clone(),
                 ..Default::default()
             },
         )),
     }
 }
 
-/// Opens one stream and creates its watchers one by one.
+/// Opens one stream and creates its watchers one by one; watcher w watches
+/// `targets[w % targets.len()]`.
 async fn open_stream(
-    conn: &Conn,
-    keys: &[Vec<u8>],
+    conn: Conn,
+    targets: Arc<Vec<Target>>,
     watchers: Vec<usize>,
-    watch_keys: usize,
+    sample: usize,
 ) -> Result<
     (
         mpsc::UnboundedSender<WatchRequest>,
@@ -168,7 +189,8 @@ async fn open_stream(
     ),
     BenchError,
 > {
-    let slot_keys: Vec<usize> = watchers.iter().map(|w| w % watch_keys).collect();
+    let keys = &targets;
+    let slot_keys: Vec<usize> = watchers.iter().map(|w| w % targets.len()).collect();
     let (tx, rx) = mpsc::unbounded();
     // The first create goes out with the call: a server need not answer the
     // stream's headers before it has something to say.
@@ -212,6 +234,7 @@ async fn open_stream(
             keys: slot_keys,
             observed: vec![Vec::new(); n],
             lats: Vec::new(),
+            sample: sample.max(1),
             problems: Vec::new(),
         },
     ))
@@ -301,6 +324,9 @@ fn on_response(
                 .push(format!("watcher {w} got a delete at {}", kv.mod_revision));
         }
         sw.observed[slot].push(kv.mod_revision);
+        if !w.is_multiple_of(sw.sample) {
+            continue;
+        }
         if let Some(stamp) = kv.value.get(..STAMP_LEN) {
             let sent = u64::from_le_bytes(stamp.try_into().expect("8 bytes"));
             sw.lats.push(arrival.saturating_sub(sent) as f64 / 1e9);
@@ -349,14 +375,38 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
             })
             .collect(),
     );
+    let targets: Arc<Vec<Target>> = Arc::new(if opts.prefix {
+        let prefix = format!("watch-latency/{run_id:08x}/").into_bytes();
+        let end = load::prefix_end(&prefix);
+        vec![(prefix, end)]
+    } else {
+        keys.iter().map(|k| (k.clone(), Vec::new())).collect()
+    });
+    // The target a put to key k reaches.
+    let target_of = |k: usize| if opts.prefix { 0 } else { k };
     let base = Instant::now();
 
     let (finish_tx, finish_rx) = signal::channel(None);
-    let mut readers = Vec::with_capacity(streams);
-    for s in 0..streams {
+    let opened = futures::future::try_join_all((0..streams).map(|s| {
         let watchers: Vec<usize> = (s..opts.watchers).step_by(streams).collect();
-        let (tx, inbound, ids, sw) =
-            open_stream(pool.conn(s), &keys, watchers, opts.watch_keys).await?;
+        tokio::spawn(open_stream(
+            pool.conn(s).clone(),
+            targets.clone(),
+            watchers,
+            opts.sample,
+        ))
+    }))
+    .await
+    .map_err(|e| BenchError::Setup(format!("watch set-up task failed: {e}")))?;
+    let setup = base.elapsed();
+    eprintln!(
+        "{} watchers on {streams} streams created in {:.3} s",
+        opts.watchers,
+        setup.as_secs_f64()
+    );
+    let mut readers = Vec::with_capacity(streams);
+    for stream in opened {
+        let (tx, inbound, ids, sw) = stream?;
         readers.push(tokio::spawn(read_events(
             tx,
             inbound,
@@ -384,26 +434,30 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         .collect();
     let (puts, workers) = load::drive("watch-latency", workers, plan).await;
 
-    let mut expected: Vec<Vec<i64>> = vec![Vec::new(); opts.watch_keys];
+    let mut expected: Vec<Vec<i64>> = vec![Vec::new(); targets.len()];
     for (k, rev) in workers.into_iter().flat_map(|w| w.revisions) {
-        expected[k].push(rev);
+        expected[target_of(k)].push(rev);
     }
     for revs in &mut expected {
         revs.sort_unstable();
     }
     let _ = finish_tx.send(Some(Finish {
         want_per_key: Arc::new(expected.iter().map(Vec::len).collect()),
-        deadline: Instant::now() + DRAIN_TIMEOUT,
+        deadline: Instant::now() + opts.drain_timeout,
     }));
 
     let mut lats = Vec::new();
     let mut violations = Vec::new();
     let mut problems = Vec::new();
+    let mut delivered = 0usize;
+    let mut wanted = 0usize;
     for r in readers {
         let sw = r.await.expect("watch reader panicked");
         lats.extend(sw.lats);
         problems.extend(sw.problems);
         for (slot, seen) in sw.observed.iter().enumerate() {
+            delivered += seen.len();
+            wanted += expected[sw.keys[slot]].len();
             if let Err(v) = check_delivery(&expected[sw.keys[slot]], seen) {
                 violations.push(format!("watcher {}: {v}", sw.watchers[slot]));
             }
@@ -447,6 +501,15 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         .extra
         .insert("watch_keys".into(), opts.watch_keys.into());
     report.extra.insert("events".into(), events.into());
+    report.extra.insert("delivered".into(), delivered.into());
+    report.extra.insert("expected".into(), wanted.into());
+    report.extra.insert("prefix".into(), opts.prefix.into());
+    report
+        .extra
+        .insert("sample".into(), opts.sample.max(1).into());
+    report
+        .extra
+        .insert("setup_s".into(), setup.as_secs_f64().into());
     Ok(report)
 }
 
@@ -547,6 +610,7 @@ mod tests {
             keys: vec![0],
             observed: vec![Vec::new()],
             lats: Vec::new(),
+            sample: 1,
             problems: Vec::new(),
         };
         let ids = HashMap::from([(42, 0)]);
@@ -559,12 +623,12 @@ mod tests {
             }),
             prev_kv: None,
         };
-        let resp = WatchResponse {
+        let resp_of = |revs: &[i64]| WatchResponse {
             watch_id: 42,
-            events: vec![event(10), event(11)],
+            events: revs.iter().map(|&r| event(r)).collect(),
             ..Default::default()
         };
-        on_response(&mut sw, &ids, base, resp);
+        on_response(&mut sw, &ids, base, resp_of(&[10, 11]));
         // An answer for another stream's watch id is not ours.
         on_response(
             &mut sw,
@@ -580,5 +644,11 @@ mod tests {
         assert_eq!(sw.lats.len(), 2);
         assert!(sw.lats.iter().all(|&l| l >= 0.0));
         assert!(sw.problems.is_empty());
+        // Sampling every 2nd watcher: watcher 7's events are counted and
+        // checked, but their latencies are not kept.
+        sw.sample = 2;
+        on_response(&mut sw, &ids, base, resp_of(&[12]));
+        assert_eq!(sw.observed, [vec![10, 11, 12]]);
+        assert_eq!(sw.lats.len(), 2);
     }
 }
