@@ -2,13 +2,31 @@
 //! generations; and the ordered map of all keys ([`TreeIndex`]).
 //!
 //! The index never holds values: a revision found here is the key of a record in the backend's
-//! `key` table. See the crate doc for a walk-through of one key.
+//! `key` table. It does hold, per key, the lease its latest record names, so that a keys-only
+//! read of a key not rewritten since its revision needs no record at all. See the crate doc
+//! for a walk-through of one key.
+//!
+//! ## Counting
+//! The keys live in a [`CountedMap`], whose inner nodes count the keys below them that are
+//! live *now* (their last generation is not empty). The count of a range at the index's
+//! newest revision is then two walks down the tree, O(log n). A count at an older revision
+//! `at` (a read view trailing the writer) takes that and undoes the liveness flips (creations
+//! and tombstones) of the range made after `at`, read from the flip journal: the flips, in
+//! revision order, newest last, each with its key. The journal holds at most
+//! [`JOURNAL_CAP`] flips and none at or below the last compaction; below its floor (the
+//! revision up to which flips may be missing) a count visits every key of the range, as etcd
+//! does for every count.
 
-use std::collections::{BTreeMap, HashSet};
-use std::ops::Bound;
+use std::collections::{HashSet, VecDeque};
+use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use actcd_counted_btree::{CountedMap, Live};
 use actcd_types::Revision;
+
+/// Most liveness flips the journal keeps: counts up to this many creations and deletions
+/// behind the newest revision are answered from the tree. Each costs its key and 40 bytes.
+pub const JOURNAL_CAP: usize = 64 * 1024;
 
 /// What the index knows about the version of a key visible at some revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +37,9 @@ pub struct KeyRev {
     pub created: Revision,
     /// Number of writes to the key in its generation up to and including `modified`.
     pub version: i64,
+    /// The lease the record at `modified` names (0: none), when the index knows it: only when
+    /// that record is the key's latest write. `None` means: read it from the record.
+    pub lease: Option<i64>,
 }
 
 /// The life of a key from its creation to its deletion: the revisions of its puts, and, for
@@ -64,6 +85,8 @@ pub struct RevisionNotFound;
 pub struct KeyIndex {
     modified: Revision,
     generations: Vec<Generation>,
+    /// The lease named by the record at `modified` (0 for none, and after a tombstone).
+    lease: i64,
 }
 
 impl Default for KeyIndex {
@@ -78,6 +101,7 @@ impl KeyIndex {
         Self {
             modified: Revision::default(),
             generations: vec![Generation::default()],
+            lease: 0,
         }
     }
 
@@ -92,12 +116,26 @@ impl KeyIndex {
                 ver: version,
                 revs: vec![modified],
             }],
+            lease: 0,
+        }
+    }
+
+    /// [`Self::restore`] of a record that names `lease`.
+    pub fn restore_leased(created: Revision, modified: Revision, version: i64, lease: i64) -> Self {
+        Self {
+            lease,
+            ..Self::restore(created, modified, version)
         }
     }
 
     /// The last revision written (put or tombstone).
     pub fn modified(&self) -> Revision {
         self.modified
+    }
+
+    /// The lease the latest record names: 0 for none, and while the key is deleted.
+    pub fn lease(&self) -> i64 {
+        self.lease
     }
 
     /// Oldest first; the last one is the live generation.
@@ -110,8 +148,14 @@ impl KeyIndex {
         self.generations.len() == 1 && self.generations[0].is_empty()
     }
 
-    /// Records a put at `rev`, which must be above every revision already here.
+    /// Records a put at `rev` with no lease (see [`Self::put_leased`]).
     pub fn put(&mut self, rev: Revision) {
+        self.put_leased(rev, 0);
+    }
+
+    /// Records a put at `rev`, which must be above every revision already here, whose record
+    /// names `lease`.
+    pub fn put_leased(&mut self, rev: Revision, lease: i64) {
         debug_assert!(
             rev > self.modified,
             "put {rev:?} at or below {:?}",
@@ -124,6 +168,7 @@ impl KeyIndex {
         g.revs.push(rev);
         g.ver += 1;
         self.modified = rev;
+        self.lease = lease;
     }
 
     /// Records a delete at `rev`: the tombstone ends the live generation and an empty one starts.
@@ -142,10 +187,12 @@ impl KeyIndex {
         let g = self.find_generation(at_rev)?;
         let n = g.revs.iter().rposition(|r| r.main <= at_rev)?;
         let newer = (g.revs.len() - 1 - n) as i64;
+        let modified = g.revs[n];
         Some(KeyRev {
-            modified: g.revs[n],
+            modified,
             created: g.created,
             version: g.ver - newer,
+            lease: (modified == self.modified).then_some(self.lease),
         })
     }
 
@@ -233,7 +280,7 @@ impl KeyIndex {
     }
 
     /// Reverses the last [`Self::put`].
-    fn undo_put(&mut self, prev_modified: Revision) {
+    fn undo_put(&mut self, prev_modified: Revision, prev_lease: i64) {
         let g = self.live_generation_mut();
         g.revs.pop();
         g.ver -= 1;
@@ -241,12 +288,20 @@ impl KeyIndex {
             *g = Generation::default();
         }
         self.modified = prev_modified;
+        self.lease = prev_lease;
     }
 
     /// Reverses the last [`Self::tombstone`].
-    fn undo_tombstone(&mut self, prev_modified: Revision) {
+    fn undo_tombstone(&mut self, prev_modified: Revision, prev_lease: i64) {
         self.generations.pop();
-        self.undo_put(prev_modified);
+        self.undo_put(prev_modified, prev_lease);
+    }
+}
+
+/// Live: the last generation is not empty (the key exists at the newest revision).
+impl Live for KeyIndex {
+    fn is_live(&self) -> bool {
+        self.generations.last().is_some_and(|g| !g.is_empty())
     }
 }
 
@@ -273,7 +328,8 @@ impl<'a> KeyRange<'a> {
         }
     }
 
-    fn bounds(self) -> Option<KeyBounds<'a>> {
+    /// The range as bounds; `None` when it names nothing.
+    pub fn bounds(self) -> Option<KeyBounds<'a>> {
         match self {
             Self::Single(k) => Some((Bound::Included(k), Bound::Included(k))),
             Self::FromKey(k) => Some((Bound::Included(k), Bound::Unbounded)),
@@ -292,25 +348,91 @@ pub(crate) struct Undo {
     pub rev: Revision,
     pub tombstone: bool,
     prev_modified: Revision,
+    /// The lease the key's latest record named before this change.
+    pub prev_lease: i64,
 }
 
-/// Every key's [`KeyIndex`], ordered by key.
+/// A key became live (created) or stopped being live (tombstoned) at `rev`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+struct Flip {
+    rev: Revision,
+    key: Vec<u8>,
+    live: bool,
+}
+
+/// The liveness flips after `floor`, oldest first (see the module doc).
+#[derive(Debug, Clone, Default)]
+struct Journal {
+    flips: VecDeque<Flip>,
+    /// Every flip at a main revision above this is in `flips`.
+    floor: i64,
+}
+
+impl Journal {
+    fn record(&mut self, rev: Revision, key: &[u8], live: bool) {
+        if self.flips.len() == JOURNAL_CAP
+            && let Some(old) = self.flips.pop_front()
+        {
+            self.floor = self.floor.max(old.rev.main);
+        }
+        self.flips.push_back(Flip {
+            rev,
+            key: key.to_vec(),
+            live,
+        });
+    }
+
+    /// Takes back the flip of an undone change, if it made one (it is then the newest).
+    fn unrecord(&mut self, rev: Revision, key: &[u8]) {
+        if self
+            .flips
+            .back()
+            .is_some_and(|f| f.rev == rev && f.key == key)
+        {
+            self.flips.pop_back();
+        }
+    }
+
+    /// Forgets flips at or below `rev`.
+    fn trim(&mut self, rev: i64) {
+        while self.flips.front().is_some_and(|f| f.rev.main <= rev) {
+            self.flips.pop_front();
+        }
+        self.floor = self.floor.max(rev);
+    }
+}
+
+/// Every key's [`KeyIndex`], ordered by key, counted by liveness (see the module doc).
+#[derive(Debug, Clone)]
 pub struct TreeIndex {
-    keys: BTreeMap<Vec<u8>, KeyIndex>,
+    keys: CountedMap<Vec<u8>, KeyIndex>,
     /// The revision of the last compaction applied to the index (-1 before any): readers that
     /// share the index ([`crate::ReadView`]) refuse revisions below it.
     compacted: i64,
+    journal: Journal,
 }
 
 impl Default for TreeIndex {
     fn default() -> Self {
         Self {
-            keys: BTreeMap::new(),
+            keys: CountedMap::new(),
             compacted: -1,
+            journal: Journal {
+                flips: VecDeque::new(),
+                floor: -1,
+            },
         }
     }
 }
+
+/// Two indexes are equal when they index the same: the journal is a cache of the past.
+impl PartialEq for TreeIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.compacted == other.compacted && self.keys == other.keys
+    }
+}
+
+impl Eq for TreeIndex {}
 
 impl TreeIndex {
     pub fn new() -> Self {
@@ -340,16 +462,36 @@ impl TreeIndex {
         self.keys.iter().map(|(k, ki)| (k.as_slice(), ki))
     }
 
+    /// Keys live at the newest revision.
+    pub fn live_len(&self) -> usize {
+        self.keys.live_len()
+    }
+
+    /// Every live key whose latest record names a lease, with it, in key order.
+    pub fn leased(&self) -> impl Iterator<Item = (&[u8], i64)> {
+        self.iter()
+            .filter(|(_, ki)| ki.lease != 0 && ki.is_live())
+            .map(|(k, ki)| (k, ki.lease))
+    }
+
+    /// A put without a lease.
     pub fn put(&mut self, key: &[u8], rev: Revision) {
-        self.put_logged(key, rev);
+        self.put_stamped(key, rev, 0);
+    }
+
+    /// A put whose record names `lease`.
+    pub fn put_leased(&mut self, key: &[u8], rev: Revision, lease: i64) {
+        self.put_stamped(key, rev, lease);
     }
 
     pub fn tombstone(&mut self, key: &[u8], rev: Revision) -> Result<(), RevisionNotFound> {
         self.tombstone_logged(key, rev).map(drop)
     }
 
-    /// Inserts a key index rebuilt from disk (see [`KeyIndex::restore`]).
+    /// Inserts a key index rebuilt from disk (see [`KeyIndex::restore`]). Its history is not
+    /// journaled: counts at or below its latest revision visit the keys instead.
     pub fn insert(&mut self, key: Vec<u8>, ki: KeyIndex) {
+        self.journal.floor = self.journal.floor.max(ki.modified.main);
         self.keys.insert(key, ki);
     }
 
@@ -358,7 +500,8 @@ impl TreeIndex {
     }
 
     /// The keys of `range` that exist at `at_rev`, in key order, with the write visible there:
-    /// at most `limit` of them (0: no limit), and how many there are in all.
+    /// at most `limit` of them (0: no limit), and how many there are in all (counted, not
+    /// visited, past the limit: see [`Self::count`]).
     pub fn revisions(
         &self,
         range: KeyRange<'_>,
@@ -366,15 +509,18 @@ impl TreeIndex {
         limit: usize,
     ) -> (Vec<(&[u8], KeyRev)>, usize) {
         let mut out = Vec::new();
-        let mut total = 0;
-        self.visit(range, |key, ki| {
+        let Some((start, end)) = range.bounds() else {
+            return (out, 0);
+        };
+        for (key, ki) in self.keys.range(start, end) {
             if let Some(kr) = ki.get(at_rev) {
-                if limit == 0 || out.len() < limit {
-                    out.push((key, kr));
+                if limit != 0 && out.len() == limit {
+                    return (out, self.count(range, at_rev));
                 }
-                total += 1;
+                out.push((key.as_slice(), kr));
             }
-        });
+        }
+        let total = out.len();
         (out, total)
     }
 
@@ -383,8 +529,40 @@ impl TreeIndex {
         self.revisions(range, at_rev, 0).0
     }
 
-    /// How many keys of `range` exist at `at_rev`.
+    /// How many keys of `range` exist at `at_rev`: from the tree's live counts and the flip
+    /// journal, O(log n + flips after `at_rev`); by visiting the range's keys when `at_rev`
+    /// is below the journal's floor.
     pub fn count(&self, range: KeyRange<'_>, at_rev: i64) -> usize {
+        if let KeyRange::Single(key) = range {
+            return usize::from(self.get(key, at_rev).is_some());
+        }
+        let Some((start, end)) = range.bounds() else {
+            return 0;
+        };
+        if at_rev < self.journal.floor {
+            return self.count_visiting(range, at_rev);
+        }
+        let mut count = self.keys.count_live(start, end);
+        let inside = |k: &[u8]| RangeBounds::<[u8]>::contains(&(start, end), k);
+        for f in self.journal.flips.iter().rev() {
+            if f.rev.main <= at_rev {
+                break;
+            }
+            if inside(&f.key) {
+                // Undo the flip: a key created after `at_rev` did not exist then, one deleted
+                // after it did.
+                count = if f.live {
+                    count.saturating_sub(1)
+                } else {
+                    count + 1
+                };
+            }
+        }
+        count
+    }
+
+    /// [`Self::count`] by visiting every key of `range` (etcd's way, and the fallback).
+    fn count_visiting(&self, range: KeyRange<'_>, at_rev: i64) -> usize {
         let mut total = 0;
         self.visit(range, |_, ki| {
             total += usize::from(ki.get(at_rev).is_some())
@@ -406,6 +584,8 @@ impl TreeIndex {
 
     pub fn compact(&mut self, at_rev: i64) -> HashSet<Revision> {
         self.compacted = self.compacted.max(at_rev);
+        // Nothing counts below the compaction any more.
+        self.journal.trim(at_rev);
         let mut keep = HashSet::new();
         self.keys.retain(|_, ki| {
             ki.compact(at_rev, &mut keep);
@@ -415,38 +595,52 @@ impl TreeIndex {
     }
 
     fn visit<'s>(&'s self, range: KeyRange<'_>, mut f: impl FnMut(&'s [u8], &'s KeyIndex)) {
-        let Some(bounds) = range.bounds() else { return };
-        for (key, ki) in self.keys.range::<[u8], _>(bounds) {
+        let Some((start, end)) = range.bounds() else {
+            return;
+        };
+        for (key, ki) in self.keys.range(start, end) {
             f(key, ki);
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn put_logged(&mut self, key: &[u8], rev: Revision) -> Undo {
-        self.put_stamped(key, rev).0
+        self.put_stamped(key, rev, 0).0
     }
 
-    /// [`Self::put_logged`] in one lookup, also answering the record's create revision and
-    /// version (those of the live generation after the put).
-    pub(crate) fn put_stamped(&mut self, key: &[u8], rev: Revision) -> (Undo, Revision, i64) {
-        let (prev_modified, created, version) = match self.keys.get_mut(key) {
-            Some(ki) => {
-                let prev_modified = ki.modified();
-                ki.put(rev);
-                let live = ki.live_generation_mut();
-                (prev_modified, live.created, live.ver)
-            }
+    /// A put whose record names `lease`, logged for undo, in one lookup; also answers the
+    /// record's create revision and version (those of the live generation after the put).
+    pub(crate) fn put_stamped(
+        &mut self,
+        key: &[u8],
+        rev: Revision,
+        lease: i64,
+    ) -> (Undo, Revision, i64) {
+        let updated = self.keys.update(key, |ki| {
+            let was_live = ki.is_live();
+            let (prev_modified, prev_lease) = (ki.modified, ki.lease);
+            ki.put_leased(rev, lease);
+            let live = ki.live_generation_mut();
+            (was_live, prev_modified, prev_lease, live.created, live.ver)
+        });
+        let (was_live, prev_modified, prev_lease, created, version) = match updated {
+            Some(stamped) => stamped,
             None => {
                 let mut ki = KeyIndex::new();
-                ki.put(rev);
+                ki.put_leased(rev, lease);
                 self.keys.insert(key.to_vec(), ki);
-                (Revision::default(), rev, 1)
+                (false, Revision::default(), 0, rev, 1)
             }
         };
+        if !was_live {
+            self.journal.record(rev, key, true);
+        }
         let undo = Undo {
             key: key.to_vec(),
             rev,
             tombstone: false,
             prev_modified,
+            prev_lease,
         };
         (undo, created, version)
     }
@@ -456,30 +650,37 @@ impl TreeIndex {
         key: &[u8],
         rev: Revision,
     ) -> Result<Undo, RevisionNotFound> {
-        let ki = self.keys.get_mut(key).ok_or(RevisionNotFound)?;
-        let prev_modified = ki.modified();
-        ki.tombstone(rev)?;
+        let (prev_modified, prev_lease) = self
+            .keys
+            .update(key, |ki| {
+                let prev = (ki.modified, ki.lease);
+                ki.tombstone(rev).map(|()| prev)
+            })
+            .ok_or(RevisionNotFound)??;
+        self.journal.record(rev, key, false);
         Ok(Undo {
             key: key.to_vec(),
             rev,
             tombstone: true,
             prev_modified,
+            prev_lease,
         })
     }
 
     /// Takes back one change; changes must be undone newest first.
     pub(crate) fn undo(&mut self, u: &Undo) {
-        let Some(ki) = self.keys.get_mut(&u.key) else {
-            return;
-        };
-        if u.tombstone {
-            ki.undo_tombstone(u.prev_modified);
-        } else {
-            ki.undo_put(u.prev_modified);
+        let emptied = self.keys.update(&u.key[..], |ki| {
+            if u.tombstone {
+                ki.undo_tombstone(u.prev_modified, u.prev_lease);
+            } else {
+                ki.undo_put(u.prev_modified, u.prev_lease);
+            }
+            ki.is_empty()
+        });
+        if emptied == Some(true) {
+            self.keys.remove(&u.key[..]);
         }
-        if ki.is_empty() {
-            self.keys.remove(&u.key);
-        }
+        self.journal.unrecord(u.rev, &u.key);
     }
 }
 

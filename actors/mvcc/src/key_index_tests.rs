@@ -260,7 +260,8 @@ fn restore_continues_versions_after_compaction() {
         Some(KeyRev {
             modified: r(5),
             created: r(2),
-            version: 4
+            version: 4,
+            lease: None,
         })
     );
     assert_eq!(
@@ -268,7 +269,8 @@ fn restore_continues_versions_after_compaction() {
         Some(KeyRev {
             modified: r(7),
             created: r(2),
-            version: 5
+            version: 5,
+            lease: Some(0),
         })
     );
 }
@@ -391,7 +393,8 @@ fn tree_revisions_limit_but_count_all() {
             KeyRev {
                 modified: r(3),
                 created: r(3),
-                version: 1
+                version: 1,
+                lease: Some(0),
             }
         )
     );
@@ -431,4 +434,167 @@ fn undo_takes_changes_back_newest_first() {
     }
     assert_eq!(t, before);
     assert_eq!(t.tombstone_logged(b"missing", r(9)), Err(RevisionNotFound));
+}
+
+/// xorshift64: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn key_name(i: u64) -> Vec<u8> {
+    format!("k{i:02}").into_bytes()
+}
+
+/// A random range over `key_name` keys, of every form.
+fn random_range(rng: &mut Rng, keys: u64) -> (Vec<u8>, Vec<u8>) {
+    let a = key_name(rng.below(keys + 1));
+    let b = key_name(rng.below(keys + 1));
+    match rng.below(4) {
+        0 => (a, Vec::new()),
+        1 => (a, vec![0]),
+        2 => (vec![0], vec![0]),
+        _ => (a, b),
+    }
+}
+
+/// Checks `count` and `revisions`' total against a visit of every key, at every revision a
+/// read may still ask for.
+fn check_counts(t: &TreeIndex, rng: &mut Rng, keys: u64, newest: i64, what: &str) {
+    for at in t.compacted().max(1)..=newest {
+        for _ in 0..4 {
+            let (key, end) = random_range(rng, keys);
+            let range = KeyRange::new(&key, &end);
+            let want = t.count_visiting(range, at);
+            assert_eq!(t.count(range, at), want, "{what}: count {range:?} at {at}");
+            let limit = rng.below(4) as usize;
+            let (got, total) = t.revisions(range, at, limit);
+            assert_eq!(
+                total, want,
+                "{what}: total of {range:?} at {at}, limit {limit}"
+            );
+            assert_eq!(got.len(), if limit == 0 { want } else { want.min(limit) });
+        }
+    }
+}
+
+/// Random puts, tombstones, refused batches (undone) and compactions on a few keys; after
+/// each step, counts at every revision still readable equal a visit of the keys, and each
+/// live key's lease is the one its latest put named.
+#[test]
+fn counts_at_every_revision_equal_a_visit_of_the_keys() {
+    const KEYS: u64 = 12;
+    let mut rng = Rng(0x5eed_1234_abcd_ef01);
+    let mut t = TreeIndex::new();
+    let mut leases = std::collections::BTreeMap::new();
+    let mut main = 1;
+    for step in 0..400 {
+        let before = (t.clone(), leases.clone(), t.journal.flips.clone());
+        let refuse = rng.below(5) == 0;
+        main += 1;
+        let mut undo = Vec::new();
+        for sub in 0..1 + rng.below(3) as i64 {
+            let k = key_name(rng.below(KEYS));
+            let rev = Revision::new(main, sub);
+            if rng.below(3) == 0 {
+                if let Ok(u) = t.tombstone_logged(&k, rev) {
+                    undo.push(u);
+                    leases.remove(&k);
+                }
+            } else if t.get(&k, main).is_none_or(|kr| kr.modified.main < main) {
+                let lease = rng.below(3) as i64;
+                undo.push(t.put_stamped(&k, rev, lease).0);
+                leases.insert(k, lease);
+            }
+        }
+        if refuse {
+            for u in undo.iter().rev() {
+                t.undo(u);
+            }
+            assert_eq!(t, before.0, "step {step}: undo restores the keys");
+            assert_eq!(t.journal.flips, before.2, "step {step}: and the journal");
+            leases = before.1;
+            main -= 1;
+        }
+        if rng.below(25) == 0 {
+            let at =
+                t.compacted().max(1) + rng.below((main - t.compacted().max(1)) as u64 + 1) as i64;
+            t.compact(at);
+            assert!(t.journal.flips.iter().all(|f| f.rev.main > at), "trimmed");
+        }
+        check_counts(&t, &mut rng, KEYS, main, &format!("step {step}"));
+        let want: Vec<(&[u8], i64)> = leases
+            .iter()
+            .filter(|&(_, &l)| l != 0)
+            .map(|(k, &l)| (k.as_slice(), l))
+            .collect();
+        assert_eq!(t.leased().collect::<Vec<_>>(), want, "step {step}: leases");
+        for (k, &l) in &leases {
+            assert_eq!(
+                t.get(k, main).and_then(|kr| kr.lease),
+                Some(l),
+                "step {step}"
+            );
+        }
+    }
+}
+
+/// Counts below the journal's floor (a full journal, or keys restored from disk) visit the
+/// keys and are still right.
+#[test]
+fn counts_below_the_journal_floor_visit_the_keys() {
+    let mut t = TreeIndex::new();
+    // Restored keys: their history is not journaled.
+    t.insert(b"a".to_vec(), KeyIndex::restore(r(2), r(5), 2));
+    t.insert(b"b".to_vec(), KeyIndex::restore(r(6), r(6), 1));
+    assert_eq!(t.journal.floor, 6);
+    assert_eq!(t.count(KeyRange::FromKey(b"\0"), 5), 1);
+    assert_eq!(t.count(KeyRange::FromKey(b"\0"), 6), 2);
+    // Flip one key JOURNAL_CAP + 10 times: the oldest flips fall off.
+    let mut main = 7;
+    for i in 0..JOURNAL_CAP + 10 {
+        if i % 2 == 0 {
+            t.tombstone(b"c-missing-first", r(main)).unwrap_err();
+            t.put(b"c", r(main));
+        } else {
+            t.tombstone(b"c", r(main)).unwrap();
+        }
+        main += 1;
+    }
+    assert_eq!(t.journal.flips.len(), JOURNAL_CAP);
+    assert!(t.journal.floor > 6);
+    let newest = main - 1;
+    for at in [
+        5,
+        6,
+        7,
+        8,
+        t.journal.floor - 1,
+        t.journal.floor,
+        newest - 1,
+        newest,
+    ] {
+        let all = KeyRange::FromKey(b"\0");
+        assert_eq!(t.count(all, at), t.count_visiting(all, at), "at {at}");
+    }
+}
+
+#[test]
+fn keyrev_carries_the_lease_only_for_the_latest_write() {
+    let mut t = TreeIndex::new();
+    t.put_leased(b"a", r(2), 7);
+    t.put_leased(b"a", r(3), 8);
+    assert_eq!(t.get(b"a", 3).and_then(|kr| kr.lease), Some(8));
+    // Rewritten since: read the record.
+    assert_eq!(t.get(b"a", 2).map(|kr| kr.lease), Some(None));
+    t.tombstone(b"a", r(4)).unwrap();
+    assert_eq!(t.key_index(b"a").map(KeyIndex::lease), Some(0));
+    assert_eq!(t.get(b"a", 3).map(|kr| kr.lease), Some(None));
+    assert_eq!(t.leased().count(), 0);
 }

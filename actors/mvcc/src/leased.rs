@@ -1,78 +1,51 @@
-//! The lease each live key's latest record names (the `lease` field of its `KeyValue`), so
-//! that every applied batch can say how its writes changed it ([`LeaseAttachment`]s, for the
-//! applier, which owns the leases and the keys attached to them). This is key-space data
-//! only: whether a lease exists, its TTL and its table are not known here.
+//! Which lease each live key's latest record names, and how a batch's writes change that
+//! ([`LeaseAttachment`]s, for the applier, which owns the leases and the keys attached to
+//! them). This is key-space data only: whether a lease exists, its TTL and its table are not
+//! known here.
 //!
-//! Only keys whose latest record names a non-zero lease are held, so a store without leased
-//! keys pays one lookup in an empty map per record written. Rebuilt from the `key` table on
-//! open; a batch's changes are taken back (newest first) if the batch fails.
-
-use std::collections::HashMap;
+//! The lease itself is kept in the key index ([`crate::KeyIndex::lease`]), set by the put
+//! that writes the record and cleared by a tombstone, so there is no second map of leased
+//! keys: a change is read off each write's undo entry (the lease before) and its event (the
+//! lease after), and taking a write back through the undo log puts the old lease back with
+//! the rest of the key's index. Rebuilt from the `key` table on open with the index.
 
 use actcd_proto::mvccpb::Event;
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::msg::LeaseAttachment;
 
-#[derive(Debug, Default)]
-pub(crate) struct LeasedKeys {
-    /// Key → the non-zero lease its latest record names.
-    map: HashMap<Vec<u8>, i64>,
-}
+use crate::key_index::{TreeIndex, Undo};
 
-impl LeasedKeys {
-    /// At open: `map` holds the lease of each key's latest record (live, non-zero only).
-    pub(crate) fn restored(map: HashMap<Vec<u8>, i64>) -> Self {
-        Self { map }
-    }
-
-    /// Follows one applied event: a Put names its record's lease, a Delete leaves none. A
-    /// change is appended to `out`.
-    pub(crate) fn track(&mut self, event: &Event, out: &mut Vec<LeaseAttachment>) {
-        let Some(kv) = &event.kv else { return };
+/// Appends to `out` the lease change of each write of one request: `undo` and `events` are
+/// that request's undo entries and events, one each per write, in the same order.
+pub(crate) fn track(undo: &[Undo], events: &[Event], out: &mut Vec<LeaseAttachment>) {
+    debug_assert_eq!(undo.len(), events.len(), "one undo entry per event");
+    for (u, event) in undo.iter().zip(events) {
+        let Some(kv) = &event.kv else { continue };
         let new_lease = if event.r#type == EventType::Put as i32 {
             kv.lease
         } else {
             0
         };
-        let old_lease = self.map.get(&kv.key).copied().unwrap_or(0);
-        if old_lease == new_lease {
-            return;
-        }
-        self.set(&kv.key, new_lease);
-        out.push(LeaseAttachment {
-            key: kv.key.clone(),
-            old_lease,
-            new_lease,
-        });
-    }
-
-    /// Takes `changes` back, newest first.
-    pub(crate) fn undo(&mut self, changes: &[LeaseAttachment]) {
-        for c in changes.iter().rev() {
-            self.set(&c.key, c.old_lease);
+        if u.prev_lease != new_lease {
+            out.push(LeaseAttachment {
+                key: kv.key.clone(),
+                old_lease: u.prev_lease,
+                new_lease,
+            });
         }
     }
+}
 
-    fn set(&mut self, key: &[u8], lease: i64) {
-        if lease == 0 {
-            self.map.remove(key);
-        } else {
-            self.map.insert(key.to_vec(), lease);
-        }
-    }
-
-    /// Every leased key with its lease, sorted by key.
-    pub(crate) fn list(&self) -> Vec<(Vec<u8>, i64)> {
-        let mut v: Vec<_> = self.map.iter().map(|(k, &l)| (k.clone(), l)).collect();
-        v.sort();
-        v
-    }
+/// Every live key whose latest record names a lease, with it, sorted by key.
+pub(crate) fn list(index: &TreeIndex) -> Vec<(Vec<u8>, i64)> {
+    index.leased().map(|(k, l)| (k.to_vec(), l)).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use actcd_proto::mvccpb::KeyValue;
+    use actcd_types::Revision;
 
     fn event(t: EventType, key: &[u8], lease: i64) -> Event {
         Event {
@@ -94,31 +67,65 @@ mod tests {
         }
     }
 
+    /// Applies `writes` (key, lease; `None`: delete) at `rev`, `rev + 1`, … as the writer
+    /// does, tracking lease changes into `out`; returns the undo entries.
+    fn apply(
+        index: &mut TreeIndex,
+        rev: &mut i64,
+        writes: &[(&[u8], Option<i64>)],
+        out: &mut Vec<LeaseAttachment>,
+    ) -> Vec<Undo> {
+        let mut undo = Vec::new();
+        let mut events = Vec::new();
+        for &(key, lease) in writes {
+            let at = Revision::new(*rev, 0);
+            *rev += 1;
+            match lease {
+                Some(lease) => {
+                    undo.push(index.put_stamped(key, at, lease).0);
+                    events.push(event(EventType::Put, key, lease));
+                }
+                None => {
+                    undo.push(index.tombstone_logged(key, at).expect("live"));
+                    events.push(event(EventType::Delete, key, 0));
+                }
+            }
+        }
+        track(&undo, &events, out);
+        undo
+    }
+
     #[test]
-    fn events_report_lease_changes_and_undo_takes_them_back() {
-        let mut l = LeasedKeys::default();
+    fn writes_report_lease_changes_and_undo_takes_them_back() {
+        let mut index = TreeIndex::new();
+        let mut rev = 2;
         let mut out = Vec::new();
-        for ev in [
-            event(EventType::Put, b"a", 1),
-            event(EventType::Put, b"b", 0),
-            event(EventType::Put, b"a", 1),
-            event(EventType::Put, b"c", 2),
-        ] {
-            l.track(&ev, &mut out);
-        }
+        apply(
+            &mut index,
+            &mut rev,
+            &[
+                (b"a", Some(1)),
+                (b"b", Some(0)),
+                (b"a", Some(1)),
+                (b"c", Some(2)),
+            ],
+            &mut out,
+        );
         assert_eq!(out, vec![change(b"a", 0, 1), change(b"c", 0, 2)]);
+        let before = index.clone();
         let mark = out.len();
-        for ev in [
-            event(EventType::Put, b"a", 2),
-            event(EventType::Delete, b"c", 0),
-            event(EventType::Delete, b"b", 0),
-            event(EventType::Put, b"b", 0),
-        ] {
-            l.track(&ev, &mut out);
-        }
+        let undo = apply(
+            &mut index,
+            &mut rev,
+            &[(b"a", Some(2)), (b"c", None), (b"b", None), (b"b", Some(0))],
+            &mut out,
+        );
         assert_eq!(out[mark..], [change(b"a", 1, 2), change(b"c", 2, 0)]);
-        assert_eq!(l.list(), vec![(b"a".to_vec(), 2)]);
-        l.undo(&out[mark..]);
-        assert_eq!(l.list(), vec![(b"a".to_vec(), 1), (b"c".to_vec(), 2)]);
+        assert_eq!(list(&index), vec![(b"a".to_vec(), 2)]);
+        for u in undo.iter().rev() {
+            index.undo(u);
+        }
+        assert_eq!(list(&index), vec![(b"a".to_vec(), 1), (b"c".to_vec(), 2)]);
+        assert_eq!(index, before);
     }
 }

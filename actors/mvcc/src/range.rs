@@ -35,13 +35,10 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
     /// Checked ([`key_record::decode`]): a damaged record is [`Error::Damaged`], never data.
     pub fn record(&self, rev: Revision) -> Result<KeyValue, Error> {
         let at = rev.to_bytes(false);
-        let bytes = self.txn.get(Table::Key, &at)?.ok_or_else(|| {
-            if self.concurrent {
-                Error::from(EtcdError::Compacted)
-            } else {
-                Error::Corrupt(format!("range failed to find revision {rev:?}"))
-            }
-        })?;
+        let bytes = self
+            .txn
+            .get(Table::Key, &at)?
+            .ok_or_else(|| self.missing(rev))?;
         Ok(key_record::decode(&at, &bytes)?)
     }
 
@@ -144,18 +141,60 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
 
     /// The key-values of `entries`, in their order; without values when `keys_only`. The one
     /// place index entries become answers (Range and RangeStream's chunks).
+    ///
+    /// Keys-only answers come from the index: key, create and mod revision and version are
+    /// the entry's, and so is the lease when the entry is its key's latest write (the index
+    /// keeps that one lease). Only a key rewritten since the read's revision has its record
+    /// read, for the lease it named then. Unlike etcd 3.7's index path, the lease is kept, as
+    /// etcd 3.5 answers.
     pub fn kvs(
         &self,
         entries: &[(&[u8], KeyRev)],
         keys_only: bool,
     ) -> Result<Vec<KeyValue>, Error> {
-        let mut kvs = self.read(entries)?;
-        if keys_only {
-            for kv in &mut kvs {
-                kv.value = Vec::new();
-            }
+        if !keys_only {
+            return self.read(entries);
         }
-        Ok(kvs)
+        entries
+            .iter()
+            .map(|&(key, kr)| {
+                let lease = match kr.lease {
+                    Some(lease) => lease,
+                    None => self.record_fields(kr.modified, |f| f.lease)?,
+                };
+                Ok(KeyValue {
+                    key: key.to_vec(),
+                    create_revision: kr.created.main,
+                    mod_revision: kr.modified.main,
+                    version: kr.version,
+                    value: Vec::new(),
+                    lease,
+                })
+            })
+            .collect()
+    }
+
+    /// `f` of the fields of the record at `rev` other than its value, read in place, checked.
+    fn record_fields<T>(
+        &self,
+        rev: Revision,
+        f: impl FnOnce(key_record::KeyFields<'_>) -> T,
+    ) -> Result<T, Error> {
+        let at = rev.to_bytes(false);
+        let bytes = self
+            .txn
+            .get(Table::Key, &at)?
+            .ok_or_else(|| self.missing(rev))?;
+        Ok(f(key_record::decode_fields(&at, &bytes)?))
+    }
+
+    /// A record the index names is not in the table.
+    fn missing(&self, rev: Revision) -> Error {
+        if self.concurrent {
+            Error::from(EtcdError::Compacted)
+        } else {
+            Error::Corrupt(format!("range failed to find revision {rev:?}"))
+        }
     }
 
     fn read(&self, entries: &[(&[u8], KeyRev)]) -> Result<Vec<KeyValue>, Error> {

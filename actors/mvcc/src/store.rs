@@ -22,7 +22,7 @@ use prost::Message as _;
 use crate::damage::DamageReport;
 use crate::error::Error;
 use crate::key_index::{KeyIndex, SharedIndex, TreeIndex, Undo};
-use crate::leased::LeasedKeys;
+use crate::leased;
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -108,8 +108,6 @@ pub struct Store {
     consistent_index: u64,
     term: u64,
     identity: MemberIdentity,
-    /// The lease named by each live key's latest record, where not 0.
-    leased: LeasedKeys,
     /// Whether applies collect watch events into `outbox`.
     notify: bool,
     outbox: Outbox,
@@ -190,7 +188,7 @@ impl Store {
         identity: MemberIdentity,
         seq: u64,
     ) -> Result<Self, Error> {
-        let (index, last_main, consistent_index, term, finished, scheduled, leased, damaged) = {
+        let (index, last_main, consistent_index, term, finished, scheduled, damaged) = {
             let txn = engine.begin_read()?;
             check_key_format(&*txn)?;
             let consistent_index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
@@ -199,11 +197,9 @@ impl Store {
             let scheduled = read_meta(&*txn, META_SCHEDULED_COMPACT)?.map(|r| r as i64);
             let mut index = TreeIndex::new();
             let mut last_main = 1;
-            let mut key_leases = std::collections::HashMap::new();
             let mut damaged = Vec::new();
             actcd_types::storage::try_scan(&*txn, Table::Key, &mut |k, v| {
-                if let Some(main) = restore_record(&mut index, &mut key_leases, &mut damaged, k, v)
-                {
+                if let Some(main) = restore_record(&mut index, &mut damaged, k, v) {
                     last_main = last_main.max(main);
                 }
                 Ok::<(), Error>(())
@@ -215,7 +211,6 @@ impl Store {
                 term,
                 finished,
                 scheduled,
-                LeasedKeys::restored(key_leases),
                 damaged,
             )
         };
@@ -243,7 +238,6 @@ impl Store {
             consistent_index,
             term,
             identity,
-            leased,
             notify: false,
             outbox: Outbox::default(),
             compaction_batch_limit: DEFAULT_COMPACTION_BATCH_LIMIT,
@@ -499,7 +493,7 @@ impl Store {
     /// Every live key whose latest record names a lease, with that lease, sorted by key (the
     /// applier rebuilds the keys attached to each lease from it).
     pub fn leased_keys(&self) -> Vec<(Vec<u8>, i64)> {
-        self.leased.list()
+        leased::list(&self.index.read())
     }
 
     /// `--experimental-compaction-batch-limit`: records deleted per compaction step.
@@ -683,7 +677,6 @@ impl Store {
                 index.undo(u);
             }
             drop(index);
-            self.leased.undo(&attachments);
             self.outbox.events.truncate(outbox_mark);
             (
                 self.current_rev,
@@ -816,7 +809,6 @@ impl Store {
                     index.undo(u);
                 }
                 drop(index);
-                self.leased.undo(&attachments);
                 tracing::error!(error = %e, consistent_index, "apply batch failed");
                 return Err(e.into());
             }
@@ -932,6 +924,7 @@ impl Store {
         let mut index = shared.write();
         for req in requests {
             let first_event = events.len();
+            let first_undo = undo.len();
             // etcd's name for the request, as its apply timing labels it.
             let op = match &req {
                 KvRequest::Write(KvWrite::Put(_)) => Some("Put"),
@@ -982,9 +975,7 @@ impl Store {
                             .deleted;
                     }
                     let changed = w.changes > 0;
-                    for ev in &events[first_event..] {
-                        self.leased.track(ev, attachments);
-                    }
+                    leased::track(&undo[first_undo..], &events[first_event..], attachments);
                     let mut header = rev_header(current_rev + i64::from(changed));
                     stamp(&mut header, identity, term);
                     let resp = DeleteRangeResponse {
@@ -1020,9 +1011,7 @@ impl Store {
                     };
                     let changed = w.changes > 0;
                     if outcome.is_ok() {
-                        for ev in &events[first_event..] {
-                            self.leased.track(ev, attachments);
-                        }
+                        leased::track(&undo[first_undo..], &events[first_event..], attachments);
                     }
                     (outcome, changed)
                 }
@@ -1322,44 +1311,46 @@ fn read_meta<R: ReadTxn + ?Sized>(txn: &R, key: &[u8]) -> Result<Option<u64>, Er
         .transpose()
 }
 
-/// Adds one `key` table record to the index being rebuilt; returns its main revision (`None`
-/// for a table key that is no revision). `key_leases` follows the lease named by each key's
-/// latest record.
+/// Adds one `key` table record to the index being rebuilt, with the lease it names; returns
+/// its main revision (`None` for a table key that is no revision). The record's fields are
+/// read in place ([`key_record::decode_fields`]): its value is never copied.
 ///
 /// A record that fails its check is logged and kept in `damaged`, and still indexed if its
 /// bytes decode: a read of its key then meets the damage (and fails with `corrupt cluster`)
 /// instead of being answered from an older version as if the damaged one never existed.
 fn restore_record(
     index: &mut TreeIndex,
-    key_leases: &mut std::collections::HashMap<Vec<u8>, i64>,
     damaged: &mut Vec<DamagedRecord>,
     k: &[u8],
     v: &[u8],
 ) -> Option<i64> {
-    let kv = match key_record::decode(k, v) {
-        Ok(kv) => Some(kv),
+    let unverified;
+    let fields = match key_record::decode_fields(k, v) {
+        Ok(f) => Some(f),
         Err(d) => {
             DamageReport::default().report(&d, "index rebuild");
             damaged.push(d);
-            key_record::decode_unverified(v)
+            unverified = key_record::decode_unverified(v);
+            unverified.as_ref().map(|kv| key_record::KeyFields {
+                key: &kv.key,
+                create_revision: kv.create_revision,
+                mod_revision: kv.mod_revision,
+                version: kv.version,
+                lease: kv.lease,
+            })
         }
     };
     let (rev, tombstone) = Revision::from_bytes(k)?;
-    let Some(kv) = kv else {
+    let Some(kv) = fields else {
         return Some(rev.main);
     };
-    if tombstone || kv.lease == 0 {
-        key_leases.remove(&kv.key);
-    } else {
-        key_leases.insert(kv.key.clone(), kv.lease);
-    }
     if tombstone {
         // A tombstone whose puts were compacted away (crash mid-compaction) names nothing.
-        if index.tombstone(&kv.key, rev).is_err() {
+        if index.tombstone(kv.key, rev).is_err() {
             tracing::warn!(revision = ?rev, "tombstone of a key not in the index");
         }
-    } else if index.key_index(&kv.key).is_some() {
-        index.put(&kv.key, rev);
+    } else if index.key_index(kv.key).is_some() {
+        index.put_leased(kv.key, rev, kv.lease);
     } else {
         // The oldest record left of this key: compaction may have dropped its earlier writes,
         // and with them the creating revision's sub (only its main is ever reported).
@@ -1368,8 +1359,8 @@ fn restore_record(
         } else {
             Revision::new(kv.create_revision, 0)
         };
-        let ki = KeyIndex::restore(created, rev, kv.version);
-        index.insert(kv.key, ki);
+        let ki = KeyIndex::restore_leased(created, rev, kv.version, kv.lease);
+        index.insert(kv.key.to_vec(), ki);
     }
     Some(rev.main)
 }

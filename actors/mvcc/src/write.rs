@@ -118,7 +118,7 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
 
         let rev = Revision::new(self.begin_rev + 1, self.changes);
         // Indexed first (one lookup), so the undo log covers a record write that fails.
-        let (undo, created, version) = self.index.put_stamped(&req.key, rev);
+        let (undo, created, version) = self.index.put_stamped(&req.key, rev, lease);
         self.undo.push(undo);
         let kv = KeyValue {
             key: req.key,

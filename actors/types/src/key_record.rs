@@ -103,6 +103,114 @@ pub fn decode(rev_key: &[u8], stored: &[u8]) -> Result<KeyValue, DamagedRecord> 
     KeyValue::decode(kv).map_err(|e| DamagedRecord::of(rev_key, kv, format!("undecodable: {e}")))
 }
 
+/// The fields of an encoded `KeyValue` other than its value, borrowed from the encoding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyFields<'a> {
+    pub key: &'a [u8],
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    pub version: i64,
+    pub lease: i64,
+}
+
+/// The record at `rev_key`, checked, with its fields read in place: the value is stepped
+/// over, never copied (what rebuilding the key index needs). Damage is reported as
+/// [`decode`] reports it.
+pub fn decode_fields<'a>(rev_key: &[u8], stored: &'a [u8]) -> Result<KeyFields<'a>, DamagedRecord> {
+    let kv = open(rev_key, stored)?;
+    match fields(kv) {
+        Some(f) => Ok(f),
+        None => Err(decode(rev_key, stored)
+            .err()
+            .unwrap_or_else(|| DamagedRecord::of(rev_key, kv, "undecodable".into()))),
+    }
+}
+
+/// Walks the protobuf encoding of a `KeyValue` (`mvccpb.KeyValue`: key 1, create_revision 2,
+/// mod_revision 3, version 4, value 5, lease 6) without decoding its value; a later
+/// occurrence of a field wins, as in any protobuf decoder. `None` where prost would refuse
+/// the bytes: a truncated or over-long varint, a length past the end, a field number 0, a
+/// group, or a known field with the wrong wire type.
+pub fn fields(mut buf: &[u8]) -> Option<KeyFields<'_>> {
+    let mut f = KeyFields::default();
+    while !buf.is_empty() {
+        let tag = varint(&mut buf)?;
+        let (field, wire) = (tag >> 3, tag & 7);
+        if field == 0 || field > u64::from(u32::MAX >> 3) {
+            return None;
+        }
+        match wire {
+            0 => {
+                let v = varint(&mut buf)? as i64;
+                match field {
+                    2 => f.create_revision = v,
+                    3 => f.mod_revision = v,
+                    4 => f.version = v,
+                    6 => f.lease = v,
+                    1 | 5 => return None,
+                    _ => {}
+                }
+            }
+            2 => {
+                let len = usize::try_from(varint(&mut buf)?).ok()?;
+                let bytes = buf.get(..len)?;
+                buf = &buf[len..];
+                match field {
+                    1 => f.key = bytes,
+                    5 => {}
+                    2..=4 | 6 => return None,
+                    _ => {}
+                }
+            }
+            _ if (1..=6).contains(&field) => return None,
+            _ => skip(&mut buf, field, wire, 0)?,
+        }
+    }
+    Some(f)
+}
+
+/// Steps over one unknown field's payload (`wire` 1, 3 or 5; a group to its end), as
+/// protobuf decoders skip unknown fields.
+fn skip(buf: &mut &[u8], field: u64, wire: u64, depth: u32) -> Option<()> {
+    match wire {
+        1 => *buf = buf.get(8..)?,
+        5 => *buf = buf.get(4..)?,
+        3 if depth < 100 => loop {
+            let tag = varint(buf)?;
+            let (inner, inner_wire) = (tag >> 3, tag & 7);
+            match inner_wire {
+                4 if inner == field => return Some(()),
+                0 => {
+                    varint(buf)?;
+                }
+                2 => {
+                    let len = usize::try_from(varint(buf)?).ok()?;
+                    *buf = buf.get(len..)?;
+                }
+                1 | 3 | 5 => skip(buf, inner, inner_wire, depth + 1)?,
+                _ => return None,
+            }
+        },
+        _ => return None,
+    }
+    Some(())
+}
+
+/// One base-128 varint off the front of `buf`.
+fn varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            // The tenth byte may only carry the top bit.
+            return (i < 9 || b <= 1).then_some(v);
+        }
+    }
+    None
+}
+
 /// What a damaged record's bytes still decode to, if anything: only for rebuilding the key
 /// index around it at start-up (reads of its key then meet the damage instead of an older
 /// version), never to be returned as data.
@@ -169,6 +277,71 @@ impl DamagedRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_read_in_place_agree_with_prost() {
+        let full = KeyValue {
+            key: b"some/key".to_vec(),
+            create_revision: 7,
+            mod_revision: 1 << 40,
+            version: 3,
+            value: vec![0xab; 300],
+            lease: 0x1234_5678_9abc,
+        };
+        let cases = [
+            full.clone(),
+            KeyValue::default(),
+            KeyValue {
+                key: b"tombstone".to_vec(),
+                ..Default::default()
+            },
+            KeyValue {
+                lease: -1,
+                version: i64::MIN,
+                ..full.clone()
+            },
+        ];
+        for kv in cases {
+            let bytes = kv.encode_to_vec();
+            let f = fields(&bytes).expect("prost's own encoding");
+            let want = KeyFields {
+                key: &kv.key,
+                create_revision: kv.create_revision,
+                mod_revision: kv.mod_revision,
+                version: kv.version,
+                lease: kv.lease,
+            };
+            assert_eq!(f, want);
+            let at = Revision::new(kv.mod_revision, 0).to_bytes(false);
+            assert_eq!(decode_fields(&at, &encode(&at, &kv)), Ok(want));
+        }
+        // Unknown fields of every wire type (varint, fixed64, bytes, group, fixed32) are
+        // stepped over; a repeated field's last occurrence wins.
+        let mut bytes = full.encode_to_vec();
+        bytes.extend_from_slice(&[0x38, 0x05]); // field 7, varint
+        bytes.extend_from_slice(&[0x41, 1, 2, 3, 4, 5, 6, 7, 8]); // field 8, fixed64
+        bytes.extend_from_slice(&[0x4a, 0x02, 0xff, 0xff]); // field 9, bytes
+        bytes.extend_from_slice(&[0x53, 0x08, 0x01, 0x54]); // field 10, group {1: 1}
+        bytes.extend_from_slice(&[0x5d, 1, 2, 3, 4]); // field 11, fixed32
+        bytes.extend_from_slice(&[0x30, 0x09]); // lease = 9
+        let decoded = KeyValue::decode(&bytes[..]).expect("prost reads it");
+        let f = fields(&bytes).expect("walkable");
+        assert_eq!((f.key, f.lease), (&decoded.key[..], decoded.lease));
+        assert_eq!(decoded.lease, 9);
+        // What prost refuses, the walk refuses.
+        for bad in [
+            &[0x0a, 0x05, b'a'][..], // length past the end
+            &[0x08, 0x01],           // key as a varint
+            &[0x30],                 // truncated varint
+            &[0x00, 0x00],           // field 0
+            &[
+                0x30, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+            ], // varint too long
+        ] {
+            assert!(KeyValue::decode(bad).is_err(), "{bad:?}");
+            assert_eq!(fields(bad), None, "{bad:?}");
+        }
+    }
 
     fn kv(key: &str, value: &str) -> KeyValue {
         KeyValue {

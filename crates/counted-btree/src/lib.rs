@@ -309,19 +309,18 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
     }
 
     /// Entries inside `(start, end)`, in key order.
-    pub fn range<'a, Q: Ord + ?Sized>(
+    pub fn range<'a, 'b, Q: Ord + ?Sized>(
         &'a self,
         start: Bound<&Q>,
-        end: Bound<&'a Q>,
-    ) -> impl Iterator<Item = (&'a K, &'a V)>
+        end: Bound<&'b Q>,
+    ) -> Range<'a, 'b, K, V, Q>
     where
         K: Borrow<Q>,
     {
-        self.range_from(start).take_while(move |(k, _)| match end {
-            Bound::Unbounded => true,
-            Bound::Included(e) => (*k).borrow() <= e,
-            Bound::Excluded(e) => (*k).borrow() < e,
-        })
+        Range {
+            inner: self.range_from(start),
+            end,
+        }
     }
 
     /// Drops inner nodes left with one child at the top (and an inner root with none).
@@ -554,6 +553,33 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
         let (k, v) = &self.leaf[self.pos];
         self.pos += 1;
         Some((k, v))
+    }
+}
+
+/// Entries up to a bound (see [`CountedMap::range`]).
+pub struct Range<'a, 'b, K, V, Q: ?Sized> {
+    inner: Iter<'a, K, V>,
+    end: Bound<&'b Q>,
+}
+
+impl<'a, K: Borrow<Q>, V, Q: Ord + ?Sized> Iterator for Range<'a, '_, K, V, Q> {
+    type Item = (&'a K, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (k, v) = self.inner.next()?;
+        let inside = match self.end {
+            Bound::Unbounded => true,
+            Bound::Included(e) => k.borrow() <= e,
+            Bound::Excluded(e) => k.borrow() < e,
+        };
+        if inside {
+            Some((k, v))
+        } else {
+            // Nothing after it is inside either.
+            self.inner.stack.clear();
+            self.inner.leaf = &[];
+            None
+        }
     }
 }
 

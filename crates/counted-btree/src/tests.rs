@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 use super::*;
 
@@ -170,6 +170,12 @@ fn model_run<const B: usize>(seed: u64, steps: usize, keys: u64) {
             let want: Vec<_> = model.range((s, Bound::Unbounded)).collect();
             let got: Vec<_> = map.range_from(s.as_ref()).collect();
             assert_eq!(got, want, "step {step}: range from {s:?}");
+            let want: Vec<_> = want
+                .into_iter()
+                .filter(|(k, _)| (Bound::Unbounded, e.as_ref()).contains(*k))
+                .collect();
+            let got: Vec<_> = map.range(s.as_ref(), e.as_ref()).collect();
+            assert_eq!(got, want, "step {step}: range {s:?}..{e:?}");
         }
     }
 }
