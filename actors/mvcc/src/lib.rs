@@ -4,16 +4,21 @@
 //! `server/etcdserver/apply.go`. It owns:
 //!
 //! - the **key index** ([`TreeIndex`]): every key → its [`KeyIndex`], the revisions it was
-//!   written at, grouped into generations. Values are never in memory: a revision is the key of
-//!   a record in the backend's `key` table.
+//!   written at, grouped into generations, and the lease its latest record names. Values are
+//!   never in memory: a revision is the key of a record in the backend's `key` table. The keys
+//!   sit in a counted B+ tree (`actcd-counted-btree`) that knows how many live keys lie under
+//!   each node, so `count_only` and the total of a limited Range are O(log n) (a journal of
+//!   recent creations and deletions answers for older revisions); `keys_only` answers come
+//!   from the index without reading records (lease included, as etcd 3.5 answers).
 //! - the **revision clock**: the current revision (1 for an empty store, as in etcd, so the first
 //!   write is revision 2), advanced by one per write request that changes something.
 //! - the **compaction state**: the compacted revision (-1 before any compaction, as in etcd),
 //!   and the `scheduledCompactRev`/`finishedCompactRev` marks that make a crash mid-compaction
 //!   recoverable.
 //! - the **consistent index** and term of the last applied raft entry, written with the data.
-//! - the **lease named by each live key's latest record** (`leased.rs`, rebuilt from the key
-//!   records on open), so that each batch can report how its writes moved keys between leases.
+//! - the **lease named by each live key's latest record** (kept in its [`KeyIndex`], rebuilt
+//!   from the key records on open; `leased.rs` reads the changes off each write), so that each
+//!   batch can report how its writes moved keys between leases.
 //!   Nothing else about leases is here: the applier owns which leases exist, their TTLs, the
 //!   `lease` table and the keys attached to each; it tells the store which leases a batch's
 //!   puts may name and, for a revoke, which keys to delete.
