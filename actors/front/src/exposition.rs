@@ -618,7 +618,7 @@ async fn render_page(p: &Pipeline) -> String {
         }
     }
     let c = &p.counters;
-    let ranges = p.requests.ranges() as f64;
+    let ranges = (p.requests.ranges() + c.stream_ranges.load(Relaxed)) as f64;
     for (name, kind, help, v) in [
         (
             "etcd_server_proposals_failed_total",

@@ -10,6 +10,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_types::EtcdError;
 use actcd_types::msg::ApplyResponse;
 use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::pipeline::{Pipeline, is_txn_read_only};
@@ -41,11 +42,17 @@ impl Kv for KvService {
 
     type RangeStreamStream = RangeChunks;
 
+    /// etcd 3.7's RangeStream ([`Pipeline::range_stream`]). A learner's tower layer has
+    /// refused it already.
     async fn range_stream(
         &self,
-        _req: Request<RangeRequest>,
+        req: Request<RangeRequest>,
     ) -> Result<Response<Self::RangeStreamStream>, Status> {
-        Err(Status::unimplemented("RangeStream is not served yet"))
+        let who = self.pipeline.who(&req).await?;
+        let rx = Arc::clone(&self.pipeline)
+            .range_stream(req.into_inner(), who)
+            .await?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {

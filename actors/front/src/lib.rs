@@ -83,8 +83,11 @@
 //!   is applied). Writes are judged by the applier, never here.
 //! - Cheap validation (`actcd_types::validate`) runs before anything is sent on, so bad input never
 //!   reaches raft.
-//! - Streams (Watch, LeaseKeepAlive, Observe) end themselves at shutdown (`Pipeline::close_streams`):
-//!   tonic's graceful shutdown would otherwise wait for them.
+//! - Streams (Watch, LeaseKeepAlive, Observe, RangeStream) end themselves at shutdown
+//!   (`Pipeline::close_streams`): tonic's graceful shutdown would otherwise wait for them.
+//! - RangeStream (etcd 3.7, gRPC only: no gateway route) is checked like a Range once, then
+//!   read chunk by chunk from the newest views by a producer task that holds nothing between
+//!   chunks (`Pipeline::range_stream`; the chunks are the mvcc crate's).
 //!
 //! ## Layout
 //! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
@@ -116,6 +119,7 @@ pub mod lock;
 mod maintenance;
 pub mod metrics;
 mod pipeline;
+mod range_route;
 mod server;
 mod tls;
 pub mod v2;

@@ -55,6 +55,8 @@ pub struct FrontCounters {
     /// Linearizable reads whose ReadIndex round did not finish before the request's deadline
     /// (added to the raft node's out-of-date rounds in `etcd_server_slow_read_indexes_total`).
     pub read_index_timeouts: std::sync::atomic::AtomicU64,
+    /// RangeStream chunks read: each is one range in etcd 3.7's `etcd_mvcc_range_total`.
+    pub stream_ranges: std::sync::atomic::AtomicU64,
     /// etcd 3.6's per-check outcomes of `/livez` and `/readyz`: by (type, name), the last
     /// result and the successes and failures so far. Probes are rare: a lock is fine here.
     health_checks: std::sync::Mutex<HealthChecks>,

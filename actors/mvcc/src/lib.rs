@@ -86,6 +86,11 @@
 //! named revision (which it is, now) and is read again on the newest view at the latest one;
 //! History and HashKV are read again when the compaction mark moved while they read.
 //!
+//! etcd 3.7's RangeStream is read from the views too, one chunk at a time (`chunk.rs`,
+//! [`ReadViews::range_chunk`]): each chunk on the newest view, over a read transaction of its
+//! own and under the index's read lock for that chunk only, at the revision the first chunk
+//! pinned; between chunks a stream holds only its cursor (`actcd_types::msg::StreamCursor`).
+//!
 //! Where the reader runs is the daemon's choice (`src/wiring.rs`): beside the front and the
 //! store on small machines, on a thread of its own otherwise. Measured in the README's rooms
 //! table.
@@ -229,6 +234,7 @@
 //! `damage_tests.rs`) · `scrub.rs` [`Scrubber`], the background walk.
 
 mod actor;
+mod chunk;
 mod damage;
 mod error;
 mod hash;

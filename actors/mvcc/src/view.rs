@@ -37,7 +37,7 @@
 use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
-use actcd_types::msg::{HashKvResult, HistoryChunk};
+use actcd_types::msg::{HashKvResult, HistoryChunk, StreamCursor};
 use actcd_types::storage::{Fresh, FreshTxn, ReadEngine, Table};
 use actcd_types::{EtcdError, MemberIdentity};
 use tokio::sync::watch;
@@ -139,6 +139,24 @@ impl ReadView {
         Ok(resp)
     }
 
+    /// One RangeStream chunk (`chunk.rs`): `cursor` is advanced only when it is answered.
+    pub fn range_chunk(
+        &self,
+        req: &RangeRequest,
+        cursor: &mut StreamCursor,
+        target_bytes: usize,
+    ) -> Result<RangeResponse, EtcdError> {
+        let mut next = cursor.clone();
+        let mut resp = self.read("range", |v| {
+            crate::chunk::next_chunk(v, req, &mut next, target_bytes)
+        })?;
+        if next.done {
+            stamp(&mut resp.header, self.identity, self.term);
+        }
+        *cursor = next;
+        Ok(resp)
+    }
+
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
         let mut resp = self.read("txn", |v| v.read_txn(req))?;
         stamp(&mut resp.header, self.identity, self.term);
@@ -187,6 +205,28 @@ impl ReadViews {
             |v| v.range(req),
             |_, _, res| req.revision <= 0 && matches!(res, Err(EtcdError::Compacted)),
         )
+    }
+
+    /// The next chunk of a RangeStream (see `chunk.rs`). Only the first chunk of a stream of
+    /// the latest revision is read again on a newer view when its record went, as a Range is:
+    /// later chunks read at the revision the first one pinned, which is compacted then.
+    pub fn range_chunk(
+        &self,
+        req: &RangeRequest,
+        cursor: &mut StreamCursor,
+        target_bytes: usize,
+    ) -> Result<RangeResponse, EtcdError> {
+        let first = cursor.chunks == 0;
+        let (resp, next) = self.retrying(
+            |v| {
+                let mut next = cursor.clone();
+                v.range_chunk(req, &mut next, target_bytes)
+                    .map(|resp| (resp, next))
+            },
+            |_, _, res| first && req.revision <= 0 && matches!(res, Err(EtcdError::Compacted)),
+        )?;
+        *cursor = next;
+        Ok(resp)
     }
 
     /// A txn that writes nothing, read like a Range.
@@ -249,7 +289,17 @@ impl actcd_types::msg::KeyReads for ReadViews {
     fn read_txn(&self, request: &TxnRequest) -> Result<TxnResponse, EtcdError> {
         ReadViews::read_txn(self, request)
     }
+
+    fn range_chunk(
+        &self,
+        request: &RangeRequest,
+        cursor: &mut StreamCursor,
+        target_bytes: usize,
+    ) -> Result<RangeResponse, EtcdError> {
+        ReadViews::range_chunk(self, request, cursor, target_bytes)
+    }
 }
+
 
 #[cfg(test)]
 #[path = "view_tests.rs"]

@@ -78,6 +78,37 @@ pub trait KeyReads: Send + Sync + 'static {
         &self,
         request: &actcd_proto::etcdserverpb::TxnRequest,
     ) -> Result<actcd_proto::etcdserverpb::TxnResponse, EtcdError>;
+    /// The next chunk of a RangeStream (etcd 3.7) from `cursor`, read on the newest view and
+    /// at most about `target_bytes` big (one key-value bigger than that is a chunk of its
+    /// own); advances `cursor`. The chunk with `cursor.done` set afterwards is the last and
+    /// carries header, more and count; earlier ones carry only kvs. Between two calls nothing
+    /// is held but the cursor.
+    fn range_chunk(
+        &self,
+        request: &RangeRequest,
+        cursor: &mut StreamCursor,
+        target_bytes: usize,
+    ) -> Result<RangeResponse, EtcdError>;
+}
+
+/// Where a RangeStream stands between two chunks: all it keeps (no view, read transaction or
+/// lock). Start from `StreamCursor::default()`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamCursor {
+    /// The revision every chunk reads at, pinned by the first chunk (0 before it): the
+    /// request's revision, or the store's revision when the stream began.
+    pub at: i64,
+    /// The store's revision when the stream began: the last chunk's header revision.
+    pub header_revision: i64,
+    /// The first key the next chunk may send (`None` before the first chunk: the request's
+    /// key).
+    pub next: Option<Vec<u8>>,
+    /// Key-values sent so far.
+    pub sent: i64,
+    /// Chunks produced so far.
+    pub chunks: u64,
+    /// The last chunk has been produced.
+    pub done: bool,
 }
 
 /// One logical clock tick (`--heartbeat-interval` of real time, sent by the daemon's ticker).
