@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actcd_proto::etcdserverpb::AuthenticateRequest;
 use actcd_proto::etcdserverpb::auth_client::AuthClient;
@@ -166,6 +166,63 @@ impl Plan {
     }
 }
 
+/// One logged request: when it was sent (seconds since the Unix epoch),
+/// its latency in seconds, and whether it read or wrote.
+pub type Logged = (f64, f64, Op);
+
+/// `--latency-log`: when set, every successful request of every run is
+/// kept here, so a script can cut the requests into time windows (before,
+/// during and after a compaction, say).
+static LATENCY_LOG: Mutex<Option<Vec<Logged>>> = Mutex::new(None);
+
+/// Turns the latency log on.
+pub fn start_latency_log() {
+    *LATENCY_LOG.lock().expect("latency log") = Some(Vec::new());
+}
+
+fn latency_log_on() -> bool {
+    LATENCY_LOG.lock().expect("latency log").is_some()
+}
+
+/// Everything logged so far, in send order.
+pub fn take_latency_log() -> Vec<Logged> {
+    let mut log = LATENCY_LOG
+        .lock()
+        .expect("latency log")
+        .take()
+        .unwrap_or_default();
+    log.sort_by(|a, b| a.0.total_cmp(&b.0));
+    log
+}
+
+/// Seconds since the Unix epoch of `at`: the wall clock read once, then
+/// the monotonic clock, so the log's times are as steady as its latencies.
+fn unix_secs(at: Instant) -> f64 {
+    static BASE: OnceLock<(Instant, f64)> = OnceLock::new();
+    let (base, unix) = BASE.get_or_init(|| {
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        (Instant::now(), unix)
+    });
+    unix + at.saturating_duration_since(*base).as_secs_f64()
+        - base.saturating_duration_since(at).as_secs_f64()
+}
+
+/// Writes the log as text: `unix_seconds latency_seconds r|w`, one request
+/// a line.
+pub fn write_latency_log(path: &str, log: &[Logged]) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for (at, lat, op) in log {
+        let op = match op {
+            Op::Read => 'r',
+            Op::Write => 'w',
+        };
+        writeln!(out, "{at:.6} {lat:.6} {op}")?;
+    }
+    out.flush()
+}
+
 /// What a run measured: latencies (seconds) by kind, failures by message.
 #[derive(Debug, Default)]
 pub struct Samples {
@@ -173,12 +230,15 @@ pub struct Samples {
     pub writes: Vec<f64>,
     pub errors: BTreeMap<String, u64>,
     pub elapsed: Duration,
+    /// Every request, when the latency log is on.
+    log: Vec<Logged>,
 }
 
 impl Samples {
     fn merge(&mut self, other: Samples) {
         self.reads.extend(other.reads);
         self.writes.extend(other.writes);
+        self.log.extend(other.log);
         for (k, v) in other.errors {
             *self.errors.entry(k).or_default() += v;
         }
@@ -279,6 +339,9 @@ pub async fn drive<W: Worker>(label: &str, workers: Vec<W>, plan: Plan) -> (Samp
         workers.push(w);
     }
     samples.elapsed = start.elapsed();
+    if let Some(log) = LATENCY_LOG.lock().expect("latency log").as_mut() {
+        log.append(&mut samples.log);
+    }
     finished.store(true, Ordering::Relaxed);
     if let Some(p) = progress {
         let _ = p.await;
@@ -288,6 +351,7 @@ pub async fn drive<W: Worker>(label: &str, workers: Vec<W>, plan: Plan) -> (Samp
 
 async fn work<W: Worker>(mut w: W, shared: Arc<Shared>) -> (Samples, W) {
     let mut s = Samples::default();
+    let logging = latency_log_on();
     while let Some(i) = shared.claim() {
         if let Some(at) = shared.scheduled(i) {
             tokio::time::sleep_until(at).await;
@@ -298,6 +362,9 @@ async fn work<W: Worker>(mut w: W, shared: Arc<Shared>) -> (Samples, W) {
         let st = Instant::now();
         let res = w.call(i).await;
         let lat = st.elapsed().as_secs_f64();
+        if logging && let Ok(op) = res {
+            s.log.push((unix_secs(st), lat, op));
+        }
         match res {
             Ok(Op::Read) => s.reads.push(lat),
             Ok(Op::Write) => s.writes.push(lat),
@@ -627,6 +694,21 @@ mod tests {
             rate: 0.0,
         };
         assert_eq!(rate_and_eta(10, 30.0, timed), "  0/s  ETA 1:00");
+    }
+
+    #[test]
+    fn latency_log_lines_are_time_latency_and_kind() {
+        let path = std::env::temp_dir().join(format!("bench-log-{}", std::process::id()));
+        let path = path.to_str().unwrap();
+        let log = [(1.5, 0.25, Op::Read), (2.0, 0.000_001, Op::Write)];
+        write_latency_log(path, &log).unwrap();
+        let text = std::fs::read_to_string(path).unwrap();
+        std::fs::remove_file(path).unwrap();
+        assert_eq!(text, "1.500000 0.250000 r\n2.000000 0.000001 w\n");
+        // Later instants are later Unix times, to the microsecond.
+        let now = Instant::now();
+        let later = now + Duration::from_millis(1500);
+        assert!((unix_secs(later) - unix_secs(now) - 1.5).abs() < 1e-6);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! actcd-bench --total 3 range --prefix /registry/pods/ --paginate 10000
 //! actcd-bench --total 3 range --prefix /registry/pods/ --stream --keys-only
 //! actcd-bench --total 1000 range --prefix /registry/pods/ --count-only --revision 1000
+//! actcd-bench ready /registry/pods/ns-0000/pod-000000 --interval 10ms
 //! actcd-bench --conns 10 --clients 100 lease-load --leases 100000 --ttl 600 --keepalive-for 30s
 //! actcd-bench --conns 10 watch-latency --prefix --watchers 100000 --streams 100 --sample 100 \
 //!     --put-total 100 --put-rate 1000
@@ -33,7 +34,9 @@
 //! `--key-space-size`, `--sequential-keys`, `--key-format hex|k8s`,
 //! `--consistency l|s`,
 //! `--user name[:password]`/`--password` (one Authenticate per channel, the
-//! token sent as gRPC metadata `token`), `--json`, `--precise`.
+//! token sent as gRPC metadata `token`), `--json`, `--precise`,
+//! `--latency-log PATH` (every request's send time and latency, for
+//! cutting a run into time windows).
 //!
 //! Keys are `--key-size` bytes: the key index in zero-padded lowercase hex,
 //! the index drawn at random from `[0, --key-space-size)` or, with
@@ -199,6 +202,10 @@ struct Global {
     /// Print full floating-point precision.
     #[arg(long, global = true)]
     precise: bool,
+    /// Also write every successful request to this file, one line each:
+    /// `unix_seconds latency_seconds r|w` (send time, latency, read or write).
+    #[arg(long, global = true, value_name = "PATH")]
+    latency_log: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -253,6 +260,8 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         ttl: i64,
     },
+    /// Poll a serializable range of one key until the server answers; print the seconds it took.
+    Ready(ReadyArgs),
     /// Grant --leases leases, put one key with each, keep them alive, revoke them all.
     LeaseLoad(LeaseLoadArgs),
     /// v2 API: PUT /v2/keys/<prefix>/<key> with value=<--val-size bytes> (one HTTP/1.1 connection per client).
@@ -275,6 +284,19 @@ enum Command {
     },
     /// v2 API: put-to-event latency of stream watchers (?wait=true&recursive=true&stream=true on a prefix).
     V2Watch(V2WatchArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReadyArgs {
+    /// The key read.
+    #[arg(default_value = "ready-probe")]
+    key: String,
+    /// Time between two tries.
+    #[arg(long, default_value = "10ms", value_parser = load::parse_duration)]
+    interval: Duration,
+    /// Give up (exit status 1) after this long.
+    #[arg(long, default_value = "10m", value_parser = load::parse_duration)]
+    timeout: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -387,7 +409,17 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     let (json, precise) = (cli.global.json, cli.global.precise);
-    match runtime.block_on(run(cli)) {
+    let latency_log = cli.global.latency_log.clone();
+    if latency_log.is_some() {
+        load::start_latency_log();
+    }
+    let result = runtime.block_on(run(cli));
+    if let Some(path) = latency_log
+        && let Err(e) = load::write_latency_log(&path, &load::take_latency_log())
+    {
+        eprintln!("actcd-bench: cannot write the latency log {path}: {e}");
+    }
+    match result {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(report)) => {
             if json {
@@ -439,6 +471,11 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
     };
     if cli.command.is_v2() {
         return run_v2(g, &cli.command, plan).await.map(Some);
+    }
+    if let Command::Ready(args) = &cli.command {
+        let took = wait_ready(&g.endpoints[0], args).await?;
+        println!("{:.3}", took.as_secs_f64());
+        return Ok(None);
     }
     let pool = Pool::connect(&ConnOpts {
         endpoints: g.endpoints.clone(),
@@ -578,6 +615,7 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
         Command::V2Set { .. } | Command::V2Get { .. } | Command::V2Watch(_) => {
             unreachable!("v2 commands are run before connecting")
         }
+        Command::Ready(_) => unreachable!("ready is run before connecting"),
     };
     Ok(Some(report))
 }
@@ -590,6 +628,40 @@ impl Command {
             Command::V2Set { .. } | Command::V2Get { .. } | Command::V2Watch(_)
         )
     }
+}
+
+/// Dials `endpoint` and reads `args.key` serializably every `args.interval`
+/// until an answer comes (any answer: the key need not exist); returns how
+/// long that took. For timing a restart: the server is ready when it serves
+/// reads from its store.
+async fn wait_ready(endpoint: &str, args: &ReadyArgs) -> Result<Duration, BenchError> {
+    use actcd_proto::etcdserverpb::kv_client::KvClient;
+    let start = tokio::time::Instant::now();
+    let url = load::endpoint_url(endpoint)?;
+    let ep = tonic::transport::Endpoint::from_shared(url.clone())
+        .map_err(|e| BenchError::Usage(format!("bad endpoint {url}: {e}")))?
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(1));
+    let req = RangeRequest {
+        key: args.key.clone().into_bytes(),
+        serializable: true,
+        ..Default::default()
+    };
+    let mut last = String::from("never tried");
+    while start.elapsed() < args.timeout {
+        match ep.connect().await {
+            Ok(channel) => match KvClient::new(channel).range(req.clone()).await {
+                Ok(_) => return Ok(start.elapsed()),
+                Err(s) => last = load::error_key(&s),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(args.interval).await;
+    }
+    Err(BenchError::Setup(format!(
+        "{url} did not answer a serializable range within {:?}: {last}",
+        args.timeout
+    )))
 }
 
 /// The v2 workloads: plain HTTP/1.1, no gRPC pool.
