@@ -236,6 +236,7 @@
 mod actor;
 mod chunk;
 mod damage;
+mod encode;
 mod error;
 mod hash;
 mod history;

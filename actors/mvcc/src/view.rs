@@ -37,7 +37,7 @@
 use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
-use actcd_types::msg::{HashKvResult, HistoryChunk, StreamCursor};
+use actcd_types::msg::{HashKvResult, HistoryChunk, RangeAnswer, StreamCursor};
 use actcd_types::storage::{Fresh, FreshTxn, ReadEngine, Table};
 use actcd_types::{EtcdError, MemberIdentity};
 use tokio::sync::watch;
@@ -157,6 +157,26 @@ impl ReadView {
         Ok(resp)
     }
 
+    /// A top-level Range: in its wire form when `encode.rs` serves it, else [`Self::range`].
+    pub fn range_answer(&self, req: &RangeRequest) -> Result<RangeAnswer, EtcdError> {
+        if !crate::encode::encodable(req) {
+            return self.range(req).map(RangeAnswer::Decoded);
+        }
+        refuse_if_poisoned(self.poisoned)?;
+        let src = crate::encode::Source {
+            index: &self.index,
+            fresh: &self.fresh,
+            engine: &self.engine,
+            rev: self.rev,
+            compact_rev: self.compact_rev,
+        };
+        let mut answer = checked(&self.damage, crate::encode::unary(&src, req), "range")?;
+        let mut header = Some(answer.header);
+        stamp(&mut header, self.identity, self.term);
+        answer.header = header.unwrap_or_default();
+        Ok(RangeAnswer::Encoded(Box::new(answer)))
+    }
+
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
         let mut resp = self.read("txn", |v| v.read_txn(req))?;
         stamp(&mut resp.header, self.identity, self.term);
@@ -229,6 +249,15 @@ impl ReadViews {
         Ok(resp)
     }
 
+    /// A top-level Range, encoded where it can be; read again on a newer view as
+    /// [`Self::range`] is.
+    pub fn range_answer(&self, req: &RangeRequest) -> Result<RangeAnswer, EtcdError> {
+        self.retrying(
+            |v| v.range_answer(req),
+            |_, _, res| req.revision <= 0 && matches!(res, Err(EtcdError::Compacted)),
+        )
+    }
+
     /// A txn that writes nothing, read like a Range.
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.retrying(
@@ -284,6 +313,10 @@ impl ReadViews {
 impl actcd_types::msg::KeyReads for ReadViews {
     fn range(&self, request: &RangeRequest) -> Result<RangeResponse, EtcdError> {
         ReadViews::range(self, request)
+    }
+
+    fn range_answer(&self, request: &RangeRequest) -> Result<RangeAnswer, EtcdError> {
+        ReadViews::range_answer(self, request)
     }
 
     fn read_txn(&self, request: &TxnRequest) -> Result<TxnResponse, EtcdError> {
