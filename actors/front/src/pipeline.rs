@@ -656,7 +656,25 @@ impl Pipeline {
         request: RangeRequest,
         who: AuthInfo,
     ) -> Result<RangeResponse, EtcdError> {
-        actcd_types::validate::check_range(&request)?;
+        self.before_range(&request, who).await?;
+        self.routes.reads.range(&request)
+    }
+
+    /// [`Self::range`] for the gRPC Range: the answer in its wire form where the store can
+    /// give it so (`KeyReads::range_answer`; `range_route.rs` sends it).
+    pub async fn range_answer(
+        &self,
+        request: RangeRequest,
+        who: AuthInfo,
+    ) -> Result<actcd_types::msg::RangeAnswer, EtcdError> {
+        self.before_range(&request, who).await?;
+        self.routes.reads.range_answer(&request)
+    }
+
+    /// What a Range passes before it is read: validation, the corrupt alarm, the barrier of a
+    /// linearizable read, then the permission check.
+    async fn before_range(&self, request: &RangeRequest, who: AuthInfo) -> Result<(), EtcdError> {
+        actcd_types::validate::check_range(request)?;
         self.refuse_if_corrupt()?;
         if !request.serializable {
             self.linearizable_barrier().await?;
@@ -665,7 +683,7 @@ impl Pipeline {
             self.check_read(who, request.key.clone(), request.range_end.clone())
                 .await?;
         }
-        self.routes.reads.range(&request)
+        Ok(())
     }
 
     /// etcd 3.7's RangeStream: Range's answer in chunks whose in-order merge is the unary

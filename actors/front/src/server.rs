@@ -44,6 +44,7 @@ pub async fn serve(
     })
     .max_decoding_message_size(limit)
     .max_encoding_message_size(usize::MAX);
+    let kv = crate::range_route::KvRoutes::new(kv, pipeline.clone(), limit);
     let maintenance = MaintenanceServer::new(MaintenanceService {
         pipeline: pipeline.clone(),
     })

@@ -1,0 +1,204 @@
+//! `/etcdserverpb.KV/Range` served in front of the generated KV service, with a codec that
+//! writes an answer the store encoded (`actcd_types::msg::RangeAnswer::Encoded`) straight into
+//! tonic's response buffer.
+//!
+//! **Why a route of our own.** tonic's prost codec encodes a `RangeResponse` message: the
+//! store would decode every record into a `KeyValue` for it to encode again, and the buffer it
+//! encodes into grows by doubling, so a large Range held its answer two to three times over.
+//! The store's encoded answer is written once, into a buffer reserved at its exact length
+//! (see `actcd-mvcc`'s `encode.rs`). Only this one method needs that codec: the other KV
+//! methods, and `RangeResponse` everywhere else (txns, the JSON gateway, clients), keep the
+//! generated code and its types. The route answers exactly as the generated method did: the
+//! same learner rule, request decoding, size limits and errors; an answer that is not encoded
+//! (sorted, filtered, keys-only, count-only) is written by prost as before.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use actcd_proto::etcdserverpb::kv_server::KvServer;
+use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use actcd_types::EtcdError;
+use actcd_types::msg::RangeAnswer;
+use prost::Message;
+use tonic::body::Body;
+use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
+use tonic::codegen::BoxFuture;
+use tonic::server::{NamedService, UnaryService};
+use tonic::{Request, Response, Status};
+
+use crate::kv::KvService;
+use crate::pipeline::Pipeline;
+
+const RANGE_PATH: &str = "/etcdserverpb.KV/Range";
+
+/// The KV service: Range here, every other method by the generated server.
+#[derive(Clone)]
+pub struct KvRoutes {
+    kv: KvServer<KvService>,
+    pipeline: Arc<Pipeline>,
+    /// The generated server's `max_decoding_message_size`, for Range's requests too.
+    max_decoding: usize,
+}
+
+impl KvRoutes {
+    pub fn new(kv: KvServer<KvService>, pipeline: Arc<Pipeline>, max_decoding: usize) -> Self {
+        Self {
+            kv,
+            pipeline,
+            max_decoding,
+        }
+    }
+}
+
+impl NamedService for KvRoutes {
+    const NAME: &'static str = <KvServer<KvService> as NamedService>::NAME;
+}
+
+impl tower_service::Service<http::Request<Body>> for KvRoutes {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        if req.uri().path() != RANGE_PATH {
+            return self.kv.call(req);
+        }
+        let method = RangeMethod {
+            pipeline: self.pipeline.clone(),
+        };
+        let max_decoding = self.max_decoding;
+        Box::pin(async move {
+            // As the generated method: no compression either way, the server's size limits.
+            let mut grpc = tonic::server::Grpc::new(RangeCodec)
+                .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
+            Ok(grpc.unary(method, req).await)
+        })
+    }
+}
+
+/// The Range method itself, as `KvService::range` was.
+struct RangeMethod {
+    pipeline: Arc<Pipeline>,
+}
+
+impl UnaryService<RangeRequest> for RangeMethod {
+    type Response = RangeAnswer;
+    type Future = BoxFuture<Response<RangeAnswer>, Status>;
+
+    fn call(&mut self, req: Request<RangeRequest>) -> Self::Future {
+        let pipeline = self.pipeline.clone();
+        Box::pin(async move {
+            // A learner serves serializable reads only (the gate let the method through).
+            if !req.get_ref().serializable && *pipeline.routes.learner.borrow() {
+                return Err(EtcdError::NotSupportedForLearner.into());
+            }
+            let who = pipeline.who(&req).await?;
+            Ok(Response::new(
+                pipeline.range_answer(req.into_inner(), who).await?,
+            ))
+        })
+    }
+}
+
+/// Decodes requests as prost does; encodes an encoded answer by copying it once into a buffer
+/// reserved at its length, a decoded one with prost.
+#[derive(Debug, Clone, Copy, Default)]
+struct RangeCodec;
+
+impl Codec for RangeCodec {
+    type Encode = RangeAnswer;
+    type Decode = RangeRequest;
+    type Encoder = RangeEncoder;
+    type Decoder = tonic_prost::ProstDecoder<RangeRequest>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RangeEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstCodec::<RangeResponse, RangeRequest>::raw_decoder(
+            BufferSettings::default(),
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct RangeEncoder;
+
+impl Encoder for RangeEncoder {
+    type Item = RangeAnswer;
+    type Error = Status;
+
+    fn encode(&mut self, item: RangeAnswer, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        match item {
+            RangeAnswer::Decoded(resp) => {
+                buf.reserve(resp.encoded_len());
+                resp.encode(buf)
+                    .map_err(|e| Status::internal(e.to_string()))
+            }
+            RangeAnswer::Encoded(answer) => {
+                buf.reserve(answer.encoded_len());
+                answer.write(buf).map_err(Status::from)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for the store's encoded answer: the prost encoding of a message.
+    struct Bytes(Vec<u8>);
+
+    impl actcd_types::msg::EncodedRange for Bytes {
+        fn encoded_len(&self) -> usize {
+            self.0.len()
+        }
+        fn write(&self, out: &mut dyn bytes::BufMut) -> Result<(), EtcdError> {
+            out.put_slice(&self.0);
+            Ok(())
+        }
+    }
+
+    /// The gRPC message bytes tonic's server body carries for `item` (its 5-byte prefix
+    /// off).
+    async fn encoded(item: RangeAnswer) -> Vec<u8> {
+        use http_body_util::BodyExt;
+        let source = tokio_stream::iter(vec![Ok::<_, Status>(item)]);
+        let body = tonic::codec::EncodeBody::new_server(
+            RangeEncoder,
+            source,
+            None,
+            Default::default(),
+            None,
+        );
+        let mut body = std::pin::pin!(body);
+        let frame = body.frame().await.unwrap().unwrap();
+        frame.into_data().unwrap()[5..].to_vec()
+    }
+
+    #[tokio::test]
+    async fn both_forms_of_an_answer_encode_to_the_same_bytes() {
+        let resp = RangeResponse {
+            kvs: vec![actcd_proto::mvccpb::KeyValue {
+                key: b"k".to_vec(),
+                value: vec![7; 100_000],
+                ..Default::default()
+            }],
+            more: true,
+            count: 3,
+            ..Default::default()
+        };
+        let want = resp.encode_to_vec();
+        let decoded = encoded(RangeAnswer::Decoded(resp)).await;
+        let lazy = encoded(RangeAnswer::Encoded(Box::new(Bytes(want.clone())))).await;
+        assert_eq!(decoded, want);
+        assert_eq!(lazy, want);
+    }
+}
