@@ -30,6 +30,7 @@ mod maintenance;
 mod membership;
 mod metrics;
 mod old_clients;
+mod range_stream;
 mod tls;
 mod tls_go;
 mod upgrade;

@@ -775,11 +775,20 @@ impl Pipeline {
                     return;
                 }
             };
-            // A permission change since the stream began is judged before the next chunk.
-            if self.auth.revision() != auth_revision && self.auth.enabled() {
-                let checked = self
-                    .check_read(who.clone(), request.key.clone(), request.range_end.clone())
-                    .await;
+            // After an auth change since the stream began, the caller is judged again, by the
+            // newest permissions, before the next chunk: as a Range sent now would be (a token
+            // names its user, whose permissions are looked up afresh).
+            if self.auth.revision() != auth_revision {
+                let view = self.auth.view();
+                let now = AuthInfo {
+                    revision: if who.revision == 0 {
+                        0
+                    } else {
+                        view.revision()
+                    },
+                    ..who.clone()
+                };
+                let checked = view.check_range(&now, &request.key, &request.range_end, Perm::Read);
                 if let Err(e) = checked {
                     permit.send(Err(e.into()));
                     return;
