@@ -294,8 +294,29 @@ impl Shared {
     }
 
     fn expired(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d)
+        STOPPED.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d)
     }
+}
+
+/// Set by [`stop_on_signal`]: every run ends as if its duration had passed.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+/// On SIGTERM or SIGINT, ends the running workload early (each worker
+/// finishes the request in flight) so it still reports what it measured:
+/// for a load run in the background whose end is decided by a script.
+pub fn stop_on_signal() {
+    tokio::spawn(async {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        STOPPED.store(true, Ordering::Relaxed);
+    });
 }
 
 /// Runs `workers` to the plan and hands them back with what they measured

@@ -44,6 +44,9 @@
 //! `--key-format k8s` they are Kubernetes-like pod keys of the index,
 //! `/registry/pods/ns-NNNN/pod-NNNNNN`.
 //!
+//! SIGTERM or SIGINT ends a run early, as if its `--duration` had passed:
+//! the report covers what was done until then.
+//!
 //! The summary goes to stdout; progress (done/total, rate, ETA) goes to
 //! stderr, redrawn in place on a terminal, else a line every 10 s. Exit
 //! status: 0 done; 1 failed (or no request succeeded); 2 bad usage; 3 the
@@ -472,6 +475,8 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
     if cli.command.is_v2() {
         return run_v2(g, &cli.command, plan).await.map(Some);
     }
+    // (The v2 workloads above keep the default: v2-watch --hold has its own.)
+    load::stop_on_signal();
     if let Command::Ready(args) = &cli.command {
         let took = wait_ready(&g.endpoints[0], args).await?;
         println!("{:.3}", took.as_secs_f64());
