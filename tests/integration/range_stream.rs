@@ -659,3 +659,31 @@ async fn no_gateway_route() {
     let range = crate::http::request(&srv.endpoint(), "POST", "/v3/kv/range", body, None).await;
     assert_eq!(range.0, 200);
 }
+
+#[tokio::test]
+async fn shutdown_ends_a_waiting_stream_with_an_error_not_a_clean_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut srv, mut c, _) = start(dir.path()).await;
+    let mut slow = narrow(&srv).await;
+    fill(&mut c, "big/", 3000, 90).await;
+    let (mut stream, _) = first_chunk(&mut slow, &range(b"big/", b"big0"), None).await;
+    let stopping = tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        srv.stop();
+        started.elapsed()
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let status = loop {
+        let next = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("the stream hangs after shutdown");
+        match next {
+            Ok(Some(m)) => assert!(m.range_response.unwrap().header.is_none()),
+            Ok(None) => panic!("a clean end without the last chunk"),
+            Err(s) => break s,
+        }
+    };
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    let took = stopping.await.unwrap();
+    assert!(took < Duration::from_secs(20), "shutdown took {took:?}");
+}

@@ -9,6 +9,8 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_types::EtcdError;
 use actcd_types::msg::ApplyResponse;
+use std::task::{Context, Poll};
+
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -17,6 +19,39 @@ use crate::pipeline::{Pipeline, is_txn_read_only};
 
 /// The chunks of one RangeStream answer.
 type RangeChunks = Pin<Box<dyn Stream<Item = Result<RangeStreamResponse, Status>> + Send>>;
+
+/// A RangeStream's chunks as its producer sends them, never ending cleanly before the last
+/// chunk (the one with the header) or an error: a producer gone without either (ended at
+/// shutdown before it could send why, or failed) leaves the client
+/// [`crate::pipeline::shutdown_status`], not a clean end it would take for the whole answer.
+struct Chunks {
+    rx: ReceiverStream<Result<RangeStreamResponse, Status>>,
+    ended: bool,
+}
+
+impl Stream for Chunks {
+    type Item = Result<RangeStreamResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let item = match Pin::new(&mut self.rx).poll_next(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(item) => item,
+        };
+        self.ended = match &item {
+            Some(Ok(chunk)) => chunk
+                .range_response
+                .as_ref()
+                .is_some_and(|r| r.header.is_some()),
+            Some(Err(_)) | None => true,
+        };
+        Poll::Ready(Some(
+            item.unwrap_or_else(|| Err(crate::pipeline::shutdown_status())),
+        ))
+    }
+}
 
 pub struct KvService {
     pub pipeline: Arc<Pipeline>,
@@ -52,7 +87,10 @@ impl Kv for KvService {
         let rx = Arc::clone(&self.pipeline)
             .range_stream(req.into_inner(), who)
             .await?;
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(Chunks {
+            rx: ReceiverStream::new(rx),
+            ended: false,
+        })))
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {

@@ -765,15 +765,16 @@ impl Pipeline {
         let mut cursor = StreamCursor::default();
         while !cursor.done {
             let permit = tokio::select! {
+                biased;
+                () = self.closed() => {
+                    end_at_shutdown(&tx).await;
+                    return;
+                }
                 permit = tx.reserve() => match permit {
                     Ok(permit) => permit,
                     // The client hung up.
                     Err(_) => return,
                 },
-                () = self.closed() => {
-                    end_at_shutdown(&tx).await;
-                    return;
-                }
             };
             // After an auth change since the stream began, the caller is judged again, by the
             // newest permissions, before the next chunk: as a Range sent now would be (a token
