@@ -28,6 +28,7 @@ mod linearizability;
 mod lock;
 mod maintenance;
 mod membership;
+mod memory;
 mod metrics;
 mod old_clients;
 mod range_stream;

@@ -136,11 +136,10 @@ impl Encoder for RangeEncoder {
 
     fn encode(&mut self, item: RangeAnswer, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         match item {
-            RangeAnswer::Decoded(resp) => {
-                buf.reserve(resp.encoded_len());
-                resp.encode(buf)
-                    .map_err(|e| Status::internal(e.to_string()))
-            }
+            // Exactly as tonic's prost encoder writes it.
+            RangeAnswer::Decoded(resp) => resp
+                .encode(buf)
+                .map_err(|e| Status::internal(e.to_string())),
             RangeAnswer::Encoded(answer) => {
                 buf.reserve(answer.encoded_len());
                 answer.write(buf).map_err(Status::from)
