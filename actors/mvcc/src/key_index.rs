@@ -616,22 +616,18 @@ impl TreeIndex {
         rev: Revision,
         lease: i64,
     ) -> (Undo, Revision, i64) {
-        let updated = self.keys.update(key, |ki| {
-            let was_live = ki.is_live();
-            let (prev_modified, prev_lease) = (ki.modified, ki.lease);
-            ki.put_leased(rev, lease);
-            let live = ki.live_generation_mut();
-            (was_live, prev_modified, prev_lease, live.created, live.ver)
-        });
-        let (was_live, prev_modified, prev_lease, created, version) = match updated {
-            Some(stamped) => stamped,
-            None => {
-                let mut ki = KeyIndex::new();
+        // One walk down the tree, inserting the key if it is new.
+        let ((was_live, prev_modified, prev_lease, created, version), _) = self.keys.upsert(
+            key,
+            || (key.to_vec(), KeyIndex::new()),
+            |ki| {
+                let was_live = ki.is_live();
+                let (prev_modified, prev_lease) = (ki.modified, ki.lease);
                 ki.put_leased(rev, lease);
-                self.keys.insert(key.to_vec(), ki);
-                (false, Revision::default(), 0, rev, 1)
-            }
-        };
+                let live = ki.live_generation_mut();
+                (was_live, prev_modified, prev_lease, live.created, live.ver)
+            },
+        );
         if !was_live {
             self.journal.record(rev, key, true);
         }
@@ -681,22 +677,6 @@ impl TreeIndex {
             self.keys.remove(&u.key[..]);
         }
         self.journal.unrecord(u.rev, &u.key);
-    }
-
-    /// The keys of `range` that exist at `at_rev`, in key order, with the write visible there,
-    /// one at a time: a reader takes as many as it needs (a RangeStream chunk) and no more, with
-    /// no total count.
-    pub fn visible<'s>(
-        &'s self,
-        range: KeyRange<'s>,
-        at_rev: i64,
-    ) -> impl Iterator<Item = (&'s [u8], KeyRev)> {
-        let walk = range
-            .bounds()
-            .map(|(start, end)| self.keys.range(start, end));
-        walk.into_iter()
-            .flatten()
-            .filter_map(move |(k, ki)| Some((k.as_slice(), ki.get(at_rev)?)))
     }
 }
 

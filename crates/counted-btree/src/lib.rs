@@ -27,6 +27,11 @@
 //! - A node split on insert goes half and half; after a removal, a child smaller than `B / 2`
 //!   is merged with a neighbour when the two fit in one node (no borrowing: simpler, and the
 //!   tree's users remove entries mostly in bulk, through [`CountedMap::retain`]).
+//! - Leaves keep keys and values in two vectors, and nodes are searched by a linear scan, not
+//!   a binary search: with `B` = 32, measured against std's `BTreeMap` under the key index's
+//!   put (100k keys of 12 bytes), binary search over 64-wide nodes made an overwrite about 2×
+//!   slower (each probe a dependent cache miss on a key), a linear scan of 32 brought it
+//!   within ~20%. [`CountedMap::upsert`] finds-or-inserts in one walk.
 //!
 //! Safe Rust only; the tests check the invariants after every operation against std's
 //! `BTreeMap` as a model.
@@ -41,7 +46,7 @@ pub trait Live {
 }
 
 /// Entries per leaf and children per inner node, unless a map says otherwise.
-pub const DEFAULT_B: usize = 64;
+pub const DEFAULT_B: usize = 32;
 
 /// An ordered map with O(log n) counts of live entries in a key range. See the crate doc.
 #[derive(Clone)]
@@ -53,8 +58,38 @@ pub struct CountedMap<K, V, const B: usize = DEFAULT_B> {
 
 #[derive(Clone)]
 enum Node<K, V> {
-    Leaf(Vec<(K, V)>),
+    Leaf(Leaf<K, V>),
     Inner(Box<Inner<K, V>>),
+}
+
+/// Keys and values apart, so that a search reads only keys (fewer cache lines).
+#[derive(Clone)]
+struct Leaf<K, V> {
+    keys: Vec<K>,
+    vals: Vec<V>,
+}
+
+impl<K, V> Leaf<K, V> {
+    fn new() -> Self {
+        Self {
+            keys: Vec::new(),
+            vals: Vec::new(),
+        }
+    }
+
+    fn find<Q: Ord + ?Sized>(&self, key: &Q) -> Result<usize, usize>
+    where
+        K: Borrow<Q>,
+    {
+        for (i, k) in self.keys.iter().enumerate() {
+            match k.borrow().cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Ok(i),
+                std::cmp::Ordering::Greater => return Err(i),
+            }
+        }
+        Err(self.keys.len())
+    }
 }
 
 #[derive(Clone)]
@@ -68,7 +103,7 @@ impl<K, V> Node<K, V> {
     /// Entries of a leaf, children of an inner node.
     fn width(&self) -> usize {
         match self {
-            Node::Leaf(es) => es.len(),
+            Node::Leaf(l) => l.keys.len(),
             Node::Inner(n) => n.children.len(),
         }
     }
@@ -77,7 +112,7 @@ impl<K, V> Node<K, V> {
 impl<K, V: Live> Node<K, V> {
     fn live(&self) -> usize {
         match self {
-            Node::Leaf(es) => es.iter().filter(|(_, v)| v.is_live()).count(),
+            Node::Leaf(l) => l.vals.iter().filter(|v| v.is_live()).count(),
             Node::Inner(n) => n.live.iter().sum(),
         }
     }
@@ -86,7 +121,9 @@ impl<K, V: Live> Node<K, V> {
 /// Index of the child whose subtree holds `key` (if anything does): the number of separators
 /// `<= key`.
 fn child_for<K: Borrow<Q>, Q: Ord + ?Sized>(seps: &[K], key: &Q) -> usize {
-    seps.partition_point(|s| s.borrow() <= key)
+    seps.iter()
+        .position(|s| s.borrow() > key)
+        .unwrap_or(seps.len())
 }
 
 fn add(n: usize, delta: isize) -> usize {
@@ -101,7 +138,7 @@ fn live_delta(before: bool, after: bool) -> isize {
 impl<K, V, const B: usize> Default for CountedMap<K, V, B> {
     fn default() -> Self {
         Self {
-            root: Node::Leaf(Vec::new()),
+            root: Node::Leaf(Leaf::new()),
             len: 0,
             live: 0,
         }
@@ -131,7 +168,8 @@ impl<K, V, const B: usize> CountedMap<K, V, B> {
     pub fn iter(&self) -> Iter<'_, K, V> {
         let mut it = Iter {
             stack: Vec::new(),
-            leaf: &[],
+            keys: &[],
+            vals: &[],
             pos: 0,
         };
         it.descend_leftmost(&self.root);
@@ -152,9 +190,9 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
         loop {
             match node {
                 Node::Inner(n) => node = &n.children[child_for(&n.seps, key)],
-                Node::Leaf(es) => {
-                    let i = es.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
-                    return Some(&es[i].1);
+                Node::Leaf(l) => {
+                    let i = l.find(key).ok()?;
+                    return Some(&l.vals[i]);
                 }
             }
         }
@@ -178,6 +216,41 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
         Some(r)
     }
 
+    /// Runs `f` on the value of `key`, inserting `new()`'s entry first if the key is absent
+    /// (`new` must give an entry with that key), in one walk down the tree; the value is then
+    /// counted by what it says. Answers `f`'s result and whether an entry was inserted.
+    pub fn upsert<Q: Ord + ?Sized, R>(
+        &mut self,
+        key: &Q,
+        new: impl FnOnce() -> (K, V),
+        f: impl FnOnce(&mut V) -> R,
+    ) -> (R, bool)
+    where
+        K: Borrow<Q>,
+    {
+        let (r, inserted, delta, split) = upsert_in::<K, V, Q, R, B>(&mut self.root, key, new, f);
+        self.live = add(self.live, delta);
+        if inserted {
+            self.len += 1;
+        }
+        if let Some((sep, right)) = split {
+            self.grow(sep, right);
+        }
+        (r, inserted)
+    }
+
+    /// A new root over the old one and `right`, split off it at `sep`.
+    fn grow(&mut self, sep: K, right: Node<K, V>) {
+        let right_live = right.live();
+        let left = std::mem::replace(&mut self.root, Node::Leaf(Leaf::new()));
+        let left_live = self.live - right_live;
+        self.root = Node::Inner(Box::new(Inner {
+            seps: vec![sep],
+            children: vec![left, right],
+            live: vec![left_live, right_live],
+        }));
+    }
+
     /// Inserts or replaces; returns the value replaced.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         let (old, delta, split) = insert_in::<K, V, B>(&mut self.root, key, value);
@@ -186,14 +259,7 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
             self.len += 1;
         }
         if let Some((sep, right)) = split {
-            let right_live = right.live();
-            let left = std::mem::replace(&mut self.root, Node::Leaf(Vec::new()));
-            let left_live = self.live - right_live;
-            self.root = Node::Inner(Box::new(Inner {
-                seps: vec![sep],
-                children: vec![left, right],
-                live: vec![left_live, right_live],
-            }));
+            self.grow(sep, right);
         }
         old
     }
@@ -258,15 +324,15 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
                     below += n.live[..c].iter().sum::<usize>();
                     node = &n.children[c];
                 }
-                Node::Leaf(es) => {
-                    let end = es.partition_point(|(k, _)| {
+                Node::Leaf(l) => {
+                    let end = l.keys.partition_point(|k| {
                         if inclusive {
                             k.borrow() <= key
                         } else {
                             k.borrow() < key
                         }
                     });
-                    return below + es[..end].iter().filter(|(_, v)| v.is_live()).count();
+                    return below + l.vals[..end].iter().filter(|v| v.is_live()).count();
                 }
             }
         }
@@ -285,7 +351,8 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
         };
         let mut it = Iter {
             stack: Vec::new(),
-            leaf: &[],
+            keys: &[],
+            vals: &[],
             pos: 0,
         };
         let mut node = &self.root;
@@ -296,9 +363,10 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
                     it.stack.push((n, c));
                     node = &n.children[c];
                 }
-                Node::Leaf(es) => {
-                    it.leaf = es;
-                    it.pos = es.partition_point(|(k, _)| match start {
+                Node::Leaf(l) => {
+                    it.keys = &l.keys;
+                    it.vals = &l.vals;
+                    it.pos = l.keys.partition_point(|k| match start {
                         Bound::Excluded(_) => k.borrow() <= key,
                         _ => k.borrow() < key,
                     });
@@ -328,7 +396,7 @@ impl<K: Ord + Clone, V: Live, const B: usize> CountedMap<K, V, B> {
         loop {
             match &mut self.root {
                 Node::Inner(n) if n.children.len() <= 1 => {
-                    let only = n.children.pop().unwrap_or(Node::Leaf(Vec::new()));
+                    let only = n.children.pop().unwrap_or(Node::Leaf(Leaf::new()));
                     self.root = only;
                 }
                 _ => return,
@@ -343,9 +411,9 @@ fn update_in<K: Borrow<Q>, V: Live, Q: Ord + ?Sized, R>(
     f: impl FnOnce(&mut V) -> R,
 ) -> Option<(R, isize)> {
     match node {
-        Node::Leaf(es) => {
-            let i = es.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
-            let v = &mut es[i].1;
+        Node::Leaf(l) => {
+            let i = l.find(key).ok()?;
+            let v = &mut l.vals[i];
             let before = v.is_live();
             let r = f(v);
             Some((r, live_delta(before, v.is_live())))
@@ -363,56 +431,111 @@ fn update_in<K: Borrow<Q>, V: Live, Q: Ord + ?Sized, R>(
 /// split (with the separator between the halves).
 type Inserted<K, V> = (Option<V>, isize, Option<(K, Node<K, V>)>);
 
+/// A node's right half and the separator before it, after a split.
+type Split<K, V> = Option<(K, Node<K, V>)>;
+
+fn upsert_in<K: Ord + Clone + Borrow<Q>, V: Live, Q: Ord + ?Sized, R, const B: usize>(
+    node: &mut Node<K, V>,
+    key: &Q,
+    new: impl FnOnce() -> (K, V),
+    f: impl FnOnce(&mut V) -> R,
+) -> (R, bool, isize, Split<K, V>) {
+    match node {
+        Node::Leaf(l) => match l.find(key) {
+            Ok(i) => {
+                let v = &mut l.vals[i];
+                let before = v.is_live();
+                let r = f(v);
+                (r, false, live_delta(before, v.is_live()), None)
+            }
+            Err(i) => {
+                let (k, mut v) = new();
+                let r = f(&mut v);
+                let delta = isize::from(v.is_live());
+                l.keys.insert(i, k);
+                l.vals.insert(i, v);
+                (r, true, delta, l.split_if_over::<B>())
+            }
+        },
+        Node::Inner(n) => {
+            let c = child_for(&n.seps, key);
+            let (r, inserted, delta, split) =
+                upsert_in::<K, V, Q, R, B>(&mut n.children[c], key, new, f);
+            n.live[c] = add(n.live[c], delta);
+            let split = split.and_then(|(sep, right)| n.adopt::<B>(c, sep, right));
+            (r, inserted, delta, split)
+        }
+    }
+}
+
+impl<K: Clone, V> Leaf<K, V> {
+    /// Splits a leaf grown past `B` in two halves.
+    fn split_if_over<const B: usize>(&mut self) -> Split<K, V> {
+        if self.keys.len() <= B {
+            return None;
+        }
+        let mid = self.keys.len() / 2;
+        let right = Leaf {
+            keys: self.keys.split_off(mid),
+            vals: self.vals.split_off(mid),
+        };
+        let sep = right.keys[0].clone();
+        Some((sep, Node::Leaf(right)))
+    }
+}
+
+impl<K, V: Live> Inner<K, V> {
+    /// Takes in `right`, split off child `c` at `sep`; splits itself if that makes it wider
+    /// than `B`.
+    fn adopt<const B: usize>(&mut self, c: usize, sep: K, right: Node<K, V>) -> Split<K, V> {
+        let right_live = right.live();
+        self.live[c] -= right_live;
+        self.seps.insert(c, sep);
+        self.children.insert(c + 1, right);
+        self.live.insert(c + 1, right_live);
+        if self.children.len() <= B {
+            return None;
+        }
+        let mid = self.children.len() / 2;
+        let children = self.children.split_off(mid);
+        let live = self.live.split_off(mid);
+        // seps[mid - 1] sat between the halves: it moves up.
+        let mut seps = self.seps.split_off(mid - 1);
+        let up = seps.remove(0);
+        let right = Node::Inner(Box::new(Inner {
+            seps,
+            children,
+            live,
+        }));
+        Some((up, right))
+    }
+}
+
 fn insert_in<K: Ord + Clone, V: Live, const B: usize>(
     node: &mut Node<K, V>,
     key: K,
     value: V,
 ) -> Inserted<K, V> {
     match node {
-        Node::Leaf(es) => match es.binary_search_by(|(k, _)| k.cmp(&key)) {
+        Node::Leaf(l) => match l.find(&key) {
             Ok(i) => {
-                let delta = live_delta(es[i].1.is_live(), value.is_live());
-                let old = std::mem::replace(&mut es[i].1, value);
+                let delta = live_delta(l.vals[i].is_live(), value.is_live());
+                let old = std::mem::replace(&mut l.vals[i], value);
                 (Some(old), delta, None)
             }
             Err(i) => {
                 let delta = isize::from(value.is_live());
-                es.insert(i, (key, value));
-                if es.len() <= B {
-                    return (None, delta, None);
-                }
-                let right = es.split_off(es.len() / 2);
-                let sep = right[0].0.clone();
-                (None, delta, Some((sep, Node::Leaf(right))))
+                l.keys.insert(i, key);
+                l.vals.insert(i, value);
+                (None, delta, l.split_if_over::<B>())
             }
         },
         Node::Inner(n) => {
             let c = child_for(&n.seps, &key);
             let (old, delta, split) = insert_in::<K, V, B>(&mut n.children[c], key, value);
             n.live[c] = add(n.live[c], delta);
-            let Some((sep, right)) = split else {
-                return (old, delta, None);
-            };
-            let right_live = right.live();
-            n.live[c] -= right_live;
-            n.seps.insert(c, sep);
-            n.children.insert(c + 1, right);
-            n.live.insert(c + 1, right_live);
-            if n.children.len() <= B {
-                return (old, delta, None);
-            }
-            let mid = n.children.len() / 2;
-            let children = n.children.split_off(mid);
-            let live = n.live.split_off(mid);
-            // seps[mid - 1] sat between the halves: it moves up.
-            let mut seps = n.seps.split_off(mid - 1);
-            let up = seps.remove(0);
-            let right = Node::Inner(Box::new(Inner {
-                seps,
-                children,
-                live,
-            }));
-            (old, delta, Some((up, right)))
+            let split = split.and_then(|(sep, right)| n.adopt::<B>(c, sep, right));
+            (old, delta, split)
         }
     }
 }
@@ -422,9 +545,10 @@ fn remove_in<K: Borrow<Q>, V: Live, Q: Ord + ?Sized, const B: usize>(
     key: &Q,
 ) -> Option<V> {
     match node {
-        Node::Leaf(es) => {
-            let i = es.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
-            Some(es.remove(i).1)
+        Node::Leaf(l) => {
+            let i = l.find(key).ok()?;
+            l.keys.remove(i);
+            Some(l.vals.remove(i))
         }
         Node::Inner(n) => {
             let c = child_for(&n.seps, key);
@@ -457,7 +581,18 @@ fn retain_in<K, V: Live, const B: usize>(
     f: &mut impl FnMut(&K, &mut V) -> bool,
 ) {
     match node {
-        Node::Leaf(es) => es.retain_mut(|(k, v)| f(k, v)),
+        Node::Leaf(l) => {
+            let mut kept = 0;
+            for i in 0..l.keys.len() {
+                if f(&l.keys[i], &mut l.vals[i]) {
+                    l.keys.swap(kept, i);
+                    l.vals.swap(kept, i);
+                    kept += 1;
+                }
+            }
+            l.keys.truncate(kept);
+            l.vals.truncate(kept);
+        }
         Node::Inner(n) => {
             for (child, live) in n.children.iter_mut().zip(n.live.iter_mut()) {
                 retain_in::<K, V, B>(child, f);
@@ -500,7 +635,10 @@ impl<K, V> Inner<K, V> {
         let sep = self.seps.remove(i);
         self.live[i] += right_live;
         match (&mut self.children[i], right) {
-            (Node::Leaf(l), Node::Leaf(mut r)) => l.append(&mut r),
+            (Node::Leaf(l), Node::Leaf(mut r)) => {
+                l.keys.append(&mut r.keys);
+                l.vals.append(&mut r.vals);
+            }
             (Node::Inner(l), Node::Inner(r)) => {
                 let r = *r;
                 l.seps.push(sep);
@@ -517,7 +655,8 @@ impl<K, V> Inner<K, V> {
 pub struct Iter<'a, K, V> {
     /// Inner nodes on the path to `leaf`, each with the index of the child taken.
     stack: Vec<(&'a Inner<K, V>, usize)>,
-    leaf: &'a [(K, V)],
+    keys: &'a [K],
+    vals: &'a [V],
     pos: usize,
 }
 
@@ -529,8 +668,9 @@ impl<'a, K, V> Iter<'a, K, V> {
                     self.stack.push((n, 0));
                     node = &n.children[0];
                 }
-                Node::Leaf(es) => {
-                    self.leaf = es;
+                Node::Leaf(l) => {
+                    self.keys = &l.keys;
+                    self.vals = &l.vals;
                     self.pos = 0;
                     return;
                 }
@@ -543,16 +683,16 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
     type Item = (&'a K, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
-        while self.pos >= self.leaf.len() {
+        while self.pos >= self.keys.len() {
             let (n, c) = self.stack.pop()?;
             if c + 1 < n.children.len() {
                 self.stack.push((n, c + 1));
                 self.descend_leftmost(&n.children[c + 1]);
             }
         }
-        let (k, v) = &self.leaf[self.pos];
+        let i = self.pos;
         self.pos += 1;
-        Some((k, v))
+        Some((&self.keys[i], &self.vals[i]))
     }
 }
 
@@ -577,7 +717,7 @@ impl<'a, K: Borrow<Q>, V, Q: Ord + ?Sized> Iterator for Range<'a, '_, K, V, Q> {
         } else {
             // Nothing after it is inside either.
             self.inner.stack.clear();
-            self.inner.leaf = &[];
+            self.inner.keys = &[];
             None
         }
     }

@@ -41,15 +41,16 @@ fn check_node<K: Ord + fmt::Debug, V: Live, const B: usize>(
         assert!(node.width() >= 1, "empty non-root node");
     }
     match node {
-        Node::Leaf(es) => {
-            for w in es.windows(2) {
-                assert!(w[0].0 < w[1].0, "leaf keys out of order");
+        Node::Leaf(l) => {
+            assert_eq!(l.keys.len(), l.vals.len());
+            for w in l.keys.windows(2) {
+                assert!(w[0] < w[1], "leaf keys out of order");
             }
-            for (k, _) in es {
+            for k in &l.keys {
                 assert!(lo.is_none_or(|lo| k >= lo), "{k:?} below its separator");
                 assert!(hi.is_none_or(|hi| k < hi), "{k:?} not below its separator");
             }
-            (0, es.len(), node.live())
+            (0, l.keys.len(), node.live())
         }
         Node::Inner(n) => {
             assert_eq!(n.seps.len() + 1, n.children.len());
@@ -131,7 +132,7 @@ fn model_run<const B: usize>(seed: u64, steps: usize, keys: u64) {
                 assert_eq!(map.insert(k, v), model.insert(k, v), "step {step}");
             }
             4..=5 => assert_eq!(map.remove(&k), model.remove(&k), "step {step}"),
-            6..=7 => {
+            6 => {
                 let got = map.update(&k, |v| {
                     v.0 += 1;
                     v.0
@@ -141,6 +142,21 @@ fn model_run<const B: usize>(seed: u64, steps: usize, keys: u64) {
                     v.0
                 });
                 assert_eq!(got, want, "step {step}");
+            }
+            7 => {
+                let fresh = W(rng.below(4) as u32);
+                let got = map.upsert(
+                    &k,
+                    || (k, fresh),
+                    |v| {
+                        v.0 += 1;
+                        v.0
+                    },
+                );
+                let inserted = !model.contains_key(&k);
+                let v = model.entry(k).or_insert(fresh);
+                v.0 += 1;
+                assert_eq!(got, (v.0, inserted), "step {step}");
             }
             8 => {
                 if rng.below(50) == 0 {
@@ -227,7 +243,7 @@ fn removing_everything_leaves_an_empty_leaf() {
         check(&map, &model);
     }
     assert!(map.is_empty());
-    assert!(matches!(&map.root, Node::Leaf(es) if es.is_empty()));
+    assert!(matches!(&map.root, Node::Leaf(l) if l.keys.is_empty()));
     assert_eq!(map.iter().count(), 0);
 }
 
