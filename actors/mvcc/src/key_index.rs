@@ -678,6 +678,22 @@ impl TreeIndex {
         }
         self.journal.unrecord(u.rev, &u.key);
     }
+
+    /// The keys of `range` that exist at `at_rev`, in key order, with the write visible there,
+    /// one at a time: a reader takes as many as it needs (a RangeStream chunk) and no more, with
+    /// no total count.
+    pub fn visible<'s>(
+        &'s self,
+        range: KeyRange<'s>,
+        at_rev: i64,
+    ) -> impl Iterator<Item = (&'s [u8], KeyRev)> {
+        let walk = range
+            .bounds()
+            .map(|(start, end)| self.keys.range(start, end));
+        walk.into_iter()
+            .flatten()
+            .filter_map(move |(k, ki)| Some((k.as_slice(), ki.get(at_rev)?)))
+    }
 }
 
 /// The key index shared by the store, its only writer, and the read views it publishes
