@@ -138,6 +138,27 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
             )
         );
     }
+    // etcd 3.7 refuses every stream but Snapshot on a learner: RangeStream too, serializable.
+    let mut kv37 = actcd_etcd37_client::etcdserverpb::kv_client::KvClient::connect(format!(
+        "http://{}",
+        m4.endpoint()
+    ))
+    .await
+    .unwrap();
+    let stream = actcd_etcd37_client::etcdserverpb::RangeRequest {
+        key: b"k/".to_vec(),
+        range_end: b"k0".to_vec(),
+        serializable: true,
+        ..Default::default()
+    };
+    let refused = kv37.range_stream(stream).await.map(drop).unwrap_err();
+    assert_eq!(
+        (refused.code(), refused.message()),
+        (
+            Code::Unavailable,
+            "etcdserver: rpc not supported for learner"
+        )
+    );
 
     // The JSON gateway passes the same gate; a serializable range still goes through.
     let learner_says = r#"{"error":"etcdserver: rpc not supported for learner","code":14,"message":"etcdserver: rpc not supported for learner"}"#;
