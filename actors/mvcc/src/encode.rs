@@ -59,9 +59,9 @@ const KVS_FIELD: u32 = 2;
 
 /// Whether `req` is answered here rather than by `View::range`.
 pub(crate) fn encodable(req: &RangeRequest) -> bool {
-    let default_order = req.sort_order == SortOrder::None as i32
-        && req.sort_target == SortTarget::Key as i32
-        || req.sort_order == SortOrder::Ascend as i32 && req.sort_target == SortTarget::Key as i32;
+    // Keys ascending: NONE with another target sorts by that target (see `View::range`).
+    let default_order = req.sort_target == SortTarget::Key as i32
+        && (req.sort_order == SortOrder::None as i32 || req.sort_order == SortOrder::Ascend as i32);
     let filtered = req.min_mod_revision != 0
         || req.max_mod_revision != 0
         || req.min_create_revision != 0
