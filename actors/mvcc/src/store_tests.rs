@@ -2000,6 +2000,12 @@ fn reopen_rebuilds_the_same_state() {
         )
     );
     assert_eq!(fingerprint(&reopened), fingerprint(&h.store));
+    // The rebuild reads records in place: the same key indexes, leases included.
+    assert!(
+        reopened.index().iter().eq(h.store.index().iter()),
+        "rebuilt index differs"
+    );
+    assert_eq!(reopened.leased_keys(), vec![(b"d".to_vec(), 42)]);
     for rev in [0, 4, 5, 6, 7] {
         let req = RangeRequest {
             revision: rev,
