@@ -2,9 +2,11 @@
 //! in-order merge (kvs appended, header, more and count from the last) is the unary answer.
 //!
 //! A stream keeps nothing between two chunks but its [`StreamCursor`]: each chunk is read on
-//! the newest view, over a read transaction of its own and under the index's read lock for
-//! that chunk only, so a client that reads slowly holds back neither the writer nor
-//! compaction. What makes chunks from different views one answer:
+//! the newest view, over a read transaction of its own, so a client that reads slowly holds
+//! back neither the writer nor compaction. The index's read lock is held only while a chunk's
+//! entries are picked (at most [`CHUNK_ENTRIES`] of them, their keys copied), not while their
+//! records are read, and once more for the count of the last chunk of a limited stream.
+//! What makes chunks from different views one answer:
 //! - the first chunk pins the revision `at` every chunk reads at (the request's, else the
 //!   view's) and the header revision (the view's, as the unary answer's is);
 //! - the index is MVCC, so a newer view read at `at` sees exactly what the first one did,
@@ -18,6 +20,8 @@
 //! A chunk is the last when nothing visible follows it (one entry is looked at past the
 //! chunk) or the request's limit is reached, so only an empty answer has an empty last chunk.
 
+use std::sync::LazyLock;
+
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, ResponseHeader};
 use actcd_types::EtcdError;
 use actcd_types::msg::StreamCursor;
@@ -25,16 +29,34 @@ use actcd_types::storage::ReadTxn;
 use prost::Message;
 
 use crate::error::Error;
-use crate::key_index::KeyRange;
+use crate::key_index::{KeyRange, KeyRev, SharedIndex, TreeIndex};
 use crate::range::View;
 
 /// Most key-values in a stream's first chunk (etcd's `initialStreamChunkLimit`).
 pub const FIRST_CHUNK_KVS: usize = 10;
 
-/// The next chunk of `req` from `cursor` on `view`, advancing `cursor`. The last chunk's
-/// header carries only the revision; the caller stamps the rest.
+/// Most index entries picked for one chunk under one hold of the index's read lock (a few
+/// hundred microseconds of the writer's time at most); a chunk of smaller key-values than its
+/// byte target allows ends there.
+pub const CHUNK_ENTRIES: usize = 4096;
+
+/// What a chunk is read from: the view's index (locked only while picking entries), its read
+/// transaction, and its revision clock.
+pub(crate) struct Source<'a, R: ReadTxn + ?Sized> {
+    pub index: &'a SharedIndex,
+    pub txn: &'a R,
+    pub rev: i64,
+    pub compact_rev: i64,
+}
+
+/// The records of picked entries are read through a [`View`] with no index at hand: reading
+/// entries' records never looks at it.
+static NO_INDEX: LazyLock<TreeIndex> = LazyLock::new(TreeIndex::new);
+
+/// The next chunk of `req` from `cursor`, advancing `cursor`. The last chunk's header carries
+/// only the revision; the caller stamps the rest.
 pub(crate) fn next_chunk<R: ReadTxn + ?Sized>(
-    view: &View<'_, R>,
+    src: &Source<'_, R>,
     req: &RangeRequest,
     cursor: &mut StreamCursor,
     target_bytes: usize,
@@ -42,40 +64,57 @@ pub(crate) fn next_chunk<R: ReadTxn + ?Sized>(
     if cursor.done {
         return Err(EtcdError::internal("actcd: range stream read past its end").into());
     }
-    if cursor.chunks == 0 {
-        if req.revision > view.rev {
-            return Err(EtcdError::FutureRevision.into());
-        }
-        cursor.header_revision = view.rev;
-        cursor.at = if req.revision <= 0 {
-            view.rev
-        } else {
-            req.revision
-        };
-    }
-    if cursor.at < view.compact_rev {
-        return Err(EtcdError::Compacted.into());
-    }
-
     let limit = usize::try_from(req.limit).ok().filter(|&l| l > 0);
     let sent = usize::try_from(cursor.sent).unwrap_or(0);
     let mut room = limit.map_or(usize::MAX, |l| l.saturating_sub(sent));
     if cursor.chunks == 0 {
         room = room.min(FIRST_CHUNK_KVS);
     }
+    room = room.min(CHUNK_ENTRIES);
 
-    let start = cursor.next.as_deref().unwrap_or(&req.key);
-    let range = KeyRange::new(start, &req.range_end);
-    let mut kvs = Vec::new();
-    let mut bytes = 0usize;
-    // Whether a visible key follows the chunk.
-    let mut follows = false;
-    for entry in view.index.visible(range, cursor.at) {
-        if kvs.len() >= room {
-            follows = true;
-            break;
+    // Under the index's read lock: the revision rules and the chunk's entries, and whether a
+    // visible key follows them.
+    let (entries, mut follows) = {
+        let index = src.index.read();
+        if cursor.chunks == 0 {
+            if req.revision > src.rev {
+                return Err(EtcdError::FutureRevision.into());
+            }
+            cursor.header_revision = src.rev;
+            cursor.at = if req.revision <= 0 {
+                src.rev
+            } else {
+                req.revision
+            };
         }
-        let Some(kv) = view.kvs(&[entry], req.keys_only)?.pop() else {
+        if cursor.at < src.compact_rev.max(index.compacted()) {
+            return Err(EtcdError::Compacted.into());
+        }
+        let start = cursor.next.as_deref().unwrap_or(&req.key);
+        let mut entries: Vec<(Vec<u8>, KeyRev)> = Vec::new();
+        let mut follows = false;
+        for (key, kr) in index.visible(KeyRange::new(start, &req.range_end), cursor.at) {
+            if entries.len() == room {
+                follows = true;
+                break;
+            }
+            entries.push((key.to_vec(), kr));
+        }
+        (entries, follows)
+    };
+
+    // The records, without the lock, up to the byte target.
+    let view = View {
+        index: &NO_INDEX,
+        txn: src.txn,
+        rev: src.rev,
+        compact_rev: src.compact_rev,
+        concurrent: true,
+    };
+    let mut kvs = Vec::with_capacity(entries.len());
+    let mut bytes = 0usize;
+    for (key, kr) in &entries {
+        let Some(kv) = view.kvs(&[(key.as_slice(), *kr)], req.keys_only)?.pop() else {
             break;
         };
         // As field 2 of the RangeResponse: tag, length, body.
@@ -109,9 +148,12 @@ pub(crate) fn next_chunk<R: ReadTxn + ?Sized>(
     // The last chunk: unary Range's count is every key in the range, whatever the limit.
     let more = limited && follows;
     let rest = if more {
+        let index = src.index.read();
+        if cursor.at < index.compacted() {
+            return Err(EtcdError::Compacted.into());
+        }
         let from = cursor.next.as_deref().unwrap_or(&req.key);
-        view.index
-            .count(KeyRange::new(from, &req.range_end), cursor.at) as i64
+        index.count(KeyRange::new(from, &req.range_end), cursor.at) as i64
     } else {
         0
     };

@@ -269,3 +269,19 @@ fn the_first_chunk_refuses_what_range_refuses() {
     let chunks = stream(|_| Arc::new(s.read_view()), &at2, 100).unwrap();
     assert_eq!(merge(&chunks), view.range(&at2).unwrap());
 }
+
+#[test]
+fn a_chunk_picks_at_most_its_share_of_entries() {
+    let mut s = store();
+    let mut index = 0;
+    let keys: Vec<InternalRaftRequest> = (0..super::CHUNK_ENTRIES + 500)
+        .map(|i| put(format!("t{i:06}").as_bytes(), b""))
+        .collect();
+    apply(&mut s, &mut index, keys);
+    let view = Arc::new(s.read_view());
+    let req = request(b"t", b"u");
+    let chunks = stream(|_| Arc::clone(&view), &req, 1 << 30).unwrap();
+    let sizes: Vec<usize> = chunks.iter().map(|c| c.kvs.len()).collect();
+    assert_eq!(sizes, vec![FIRST_CHUNK_KVS, super::CHUNK_ENTRIES, 490]);
+    assert_eq!(merge(&chunks), view.range(&req).unwrap());
+}

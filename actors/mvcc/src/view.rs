@@ -139,17 +139,34 @@ impl ReadView {
         Ok(resp)
     }
 
-    /// One RangeStream chunk (`chunk.rs`): `cursor` is advanced only when it is answered.
+    /// One RangeStream chunk (`chunk.rs`), over a read transaction of its own; the index is
+    /// locked only while the chunk's entries are picked. `cursor` is advanced only when the
+    /// chunk is answered.
     pub fn range_chunk(
         &self,
         req: &RangeRequest,
         cursor: &mut StreamCursor,
         target_bytes: usize,
     ) -> Result<RangeResponse, EtcdError> {
+        refuse_if_poisoned(self.poisoned)?;
+        let txn = self
+            .engine
+            .begin_read()
+            .map_err(|e| EtcdError::from(Error::from(e)))?;
+        let over = FreshTxn {
+            table: Table::Key,
+            fresh: &self.fresh,
+            txn: &*txn,
+        };
+        let src = crate::chunk::Source {
+            index: &self.index,
+            txn: &over,
+            rev: self.rev,
+            compact_rev: self.compact_rev,
+        };
         let mut next = cursor.clone();
-        let mut resp = self.read("range", |v| {
-            crate::chunk::next_chunk(v, req, &mut next, target_bytes)
-        })?;
+        let read = crate::chunk::next_chunk(&src, req, &mut next, target_bytes);
+        let mut resp = checked(&self.damage, read, "range")?;
         if next.done {
             stamp(&mut resp.header, self.identity, self.term);
         }
@@ -332,7 +349,6 @@ impl actcd_types::msg::KeyReads for ReadViews {
         ReadViews::range_chunk(self, request, cursor, target_bytes)
     }
 }
-
 
 #[cfg(test)]
 #[path = "view_tests.rs"]
