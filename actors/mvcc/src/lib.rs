@@ -88,8 +88,9 @@
 //!
 //! etcd 3.7's RangeStream is read from the views too, one chunk at a time (`chunk.rs`,
 //! [`ReadViews::range_chunk`]): each chunk on the newest view, over a read transaction of its
-//! own and under the index's read lock for that chunk only, at the revision the first chunk
-//! pinned; between chunks a stream holds only its cursor (`actcd_types::msg::StreamCursor`).
+//! own, at the revision the first chunk pinned, the index locked only while the chunk's
+//! entries are picked; between chunks a stream holds only its cursor
+//! (`actcd_types::msg::StreamCursor`).
 //!
 //! Where the reader runs is the daemon's choice (`src/wiring.rs`): beside the front and the
 //! store on small machines, on a thread of its own otherwise. Measured in the README's rooms
