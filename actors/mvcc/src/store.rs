@@ -151,7 +151,8 @@ struct Uncommitted {
     results: Vec<ApplyResult>,
     /// The index changes made, to take back if the commit fails.
     undo: Vec<Undo>,
-    /// The lease changes of the batch's keys, oldest first (taken back newest first).
+    /// The lease changes of the batch's keys, oldest first (a failed batch takes them back
+    /// with its index changes: each key's lease lives in its index).
     attachments: Vec<LeaseAttachment>,
     /// A compaction revision to carry out once committed.
     compaction: Option<i64>,
