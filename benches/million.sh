@@ -510,6 +510,7 @@ phase_leases() {
             --keepalive-for 30s >"$out" 2>"$WORK/leases.err" || log "leases on $s: $(tail -n 1 "$WORK/leases.err")"
         c1=$(cpu_ticks "$pid")
         peak=$(peak_end "$pid")
+        record leases "$s" "leases" "$LEASES"
         record leases "$s" "grants/s" "$(jget "$out" 'r["grant"]["rps"]')"
         record leases "$s" "grant p99 ms" "$(jget "$out" 'r["grant"]["lat_ms"]["p99"]')"
         record leases "$s" "puts with a lease/s" "$(jget "$out" 'r["attach"]["rps"]')"
@@ -537,6 +538,8 @@ phase_watch() {
             >"$out" 2>"$WORK/watch.err" || log "watch on $s: $(tail -n 1 "$WORK/watch.err")"
         t1=$(now); c1=$(cpu_ticks "$pid")
         peak=$(peak_end "$pid")
+        record watch "$s" "watchers (100 streams)" "$WATCHERS"
+        record watch "$s" "puts" "$WATCH_PUTS"
         record watch "$s" "watchers set up s" "$(jget "$out" 'r["setup_s"]')"
         record watch "$s" "put-to-event p50 ms" "$(jget "$out" 'r["lat_ms"]["p50"]')"
         record watch "$s" "put-to-event p99 ms" "$(jget "$out" 'r["lat_ms"]["p99"]')"
@@ -587,7 +590,7 @@ titles = {
     "range": "Full-prefix range",
     "count": "Count of the prefix (count_only)",
     "compact": "Compaction of half the history under a paced load",
-    "leases": "100k leases",
+    "leases": "Leases: grant, put a key with each, keep alive 30 s, revoke",
     "watch": "Watchers on one prefix, one put a millisecond",
 }
 # metric -> (kind, limit): "ratio" judges actcd / etcd, "actcd" actcd's own value.
