@@ -123,18 +123,21 @@ fn wire(answer: RangeAnswer) -> Vec<u8> {
     }
 }
 
+/// Both ways of encoding (records copied when read, and when written) against `View::range`.
 fn same(view: &ReadView, req: &RangeRequest) {
-    let want = view.range(req);
-    let got = view.range_answer(req);
-    match (want, got) {
-        (Ok(want), Ok(got)) => {
-            let encoded = matches!(got, RangeAnswer::Encoded(_));
-            assert_eq!(encoded, super::encodable(req), "{req:?}");
-            let bytes = wire(got);
-            assert_eq!(RangeResponse::decode(&bytes[..]).unwrap(), want, "{req:?}");
-            assert_eq!(bytes, want.encode_to_vec(), "{req:?}");
+    for copy_below in [0, usize::MAX] {
+        let want = view.range(req);
+        let got = view.range_answer_copying(req, copy_below);
+        match (want, got) {
+            (Ok(want), Ok(got)) => {
+                let encoded = matches!(got, RangeAnswer::Encoded(_));
+                assert_eq!(encoded, super::encodable(req), "{req:?}");
+                let bytes = wire(got);
+                assert_eq!(RangeResponse::decode(&bytes[..]).unwrap(), want, "{req:?}");
+                assert_eq!(bytes, want.encode_to_vec(), "{req:?}");
+            }
+            (want, got) => assert_eq!(want.err(), got.err(), "{req:?}"),
         }
-        (want, got) => assert_eq!(want.err(), got.err(), "{req:?}"),
     }
 }
 
@@ -234,6 +237,8 @@ fn a_damaged_record_answers_corrupt_and_a_missing_one_compacted() {
         view.range_answer(&all),
         Ok(RangeAnswer::Encoded(_))
     ));
+    // Checked and copied now: a record damaged afterwards is not read again.
+    let early = view.range_answer(&all).unwrap();
 
     let at = Revision::new(3, 0).to_bytes(false);
     let mut w = engine.write().unwrap();
@@ -242,10 +247,49 @@ fn a_damaged_record_answers_corrupt_and_a_missing_one_compacted() {
     w.put(Table::Key, &at, &stored).unwrap();
     w.commit().unwrap();
     assert_eq!(view.range_answer(&all).unwrap_err(), EtcdError::Corrupt);
+    assert_eq!(
+        view.range_answer_copying(&all, 0).unwrap_err(),
+        EtcdError::Corrupt
+    );
+    assert_eq!(
+        RangeResponse::decode(&wire(early)[..]).unwrap().kvs.len(),
+        3
+    );
 
     // Gone from under the view (a compaction accepted after it): compacted, not corrupt.
     let mut w = engine.write().unwrap();
     w.delete(Table::Key, &at).unwrap();
     w.commit().unwrap();
     assert_eq!(view.range_answer(&all).unwrap_err(), EtcdError::Compacted);
+}
+
+#[test]
+fn only_a_large_answer_keeps_its_read_transaction() {
+    let mut store = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
+    let big = super::COPY_BELOW / 4;
+    let puts = (0..5)
+        .map(|i| InternalRaftRequest {
+            put: Some(PutRequest {
+                key: format!("k{i}").into_bytes(),
+                value: vec![b'v'; big],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect();
+    store.apply_deferred(1, 2, puts, Vec::new(), &[]).unwrap();
+    let view = store.read_view();
+    let lazy = |limit: i64| {
+        let req = RangeRequest {
+            key: b"k".to_vec(),
+            range_end: b"l".to_vec(),
+            limit,
+            ..Default::default()
+        };
+        let src = view.encode_source(super::COPY_BELOW);
+        super::unary(&src, &req).unwrap().is_lazy()
+    };
+    assert!(!lazy(3), "three quarters of the limit: copied");
+    assert!(lazy(4), "at the limit: written from the transaction");
+    assert!(lazy(0));
 }
