@@ -88,9 +88,15 @@
 //! - RangeStream (etcd 3.7, gRPC only: no gateway route) is checked like a Range once, then
 //!   read chunk by chunk from the newest views by a producer task that holds nothing between
 //!   chunks (`Pipeline::range_stream`; the chunks are the mvcc crate's).
+//! - The gRPC Range is served by a route of its own in front of the generated KV server
+//!   (`range_route.rs`): its codec writes an answer the store encoded from its records
+//!   (`KeyReads::range_answer`) into tonic's buffer reserved at its exact length, and any
+//!   other answer with prost as the generated method would; the other KV methods, and Range
+//!   through the JSON gateway, are served as before.
 //!
 //! ## Layout
-//! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV · `lease.rs` Lease ·
+//! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV (`range_route.rs`
+//! its gRPC Range) · `lease.rs` Lease ·
 //! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
 //! · `tls/verify.rs` both ports' rustls configurations (Go-compatible certificate verification,

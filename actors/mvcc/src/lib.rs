@@ -92,6 +92,15 @@
 //! entries are picked; between chunks a stream holds only its cursor
 //! (`actcd_types::msg::StreamCursor`).
 //!
+//! A top-level Range in the default order without filters, keys-only or count-only
+//! ([`ReadViews::range_answer`], `encode.rs`) is answered in its wire form: a stored record's
+//! body is already the `KeyValue`'s protobuf encoding, so the answer is written from the
+//! records without decoding them, once, into a buffer of its exact size (the front's gRPC
+//! Range writes it into tonic's); the index is read in slices of 4096 keys, each under a lock
+//! hold of its own, so a Range of a million keys no longer holds back every apply while it
+//! reads. 1M keys x 256 B, release: peak RSS rise 1.11x the 283 MiB answer, against 3.60x
+//! through `View::range` (decoded `KeyValue`s, then prost's growing buffer).
+//!
 //! Where the reader runs is the daemon's choice (`src/wiring.rs`): beside the front and the
 //! store on small machines, on a thread of its own otherwise. Measured in the README's rooms
 //! table.
@@ -232,7 +241,8 @@
 //! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
 //! status · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
 //! `EtcdError` · `damage.rs` [`DamageReport`] (tests of every damaged-record path in
-//! `damage_tests.rs`) · `scrub.rs` [`Scrubber`], the background walk.
+//! `damage_tests.rs`) · `scrub.rs` [`Scrubber`], the background walk · `encode.rs` a Range
+//! answered in its wire form (tests: `encode_tests.rs`).
 
 mod actor;
 mod chunk;
