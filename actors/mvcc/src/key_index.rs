@@ -352,53 +352,95 @@ pub(crate) struct Undo {
     pub prev_lease: i64,
 }
 
-/// A key became live (created) or stopped being live (tombstoned) at `rev`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A key became live (created) or stopped being live (tombstoned) at `rev`. The key is
+/// `len` bytes of the journal's arena from absolute offset `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Flip {
     rev: Revision,
-    key: Vec<u8>,
+    at: usize,
+    len: usize,
     live: bool,
 }
 
-/// The liveness flips after `floor`, oldest first (see the module doc).
+/// The liveness flips after `floor`, oldest first (see the module doc). Their keys are
+/// copied end to end into one arena, so a flip costs no allocation of its own; the arena
+/// drops the bytes of forgotten flips once they are half of it.
 #[derive(Debug, Clone, Default)]
 struct Journal {
     flips: VecDeque<Flip>,
+    /// The keys of `flips`, in order; `bytes[0]` is at absolute offset `base`.
+    bytes: Vec<u8>,
+    base: usize,
     /// Every flip at a main revision above this is in `flips`.
     floor: i64,
 }
 
 impl Journal {
+    fn new() -> Self {
+        Self {
+            floor: -1,
+            ..Self::default()
+        }
+    }
+
+    fn key(&self, f: &Flip) -> &[u8] {
+        &self.bytes[f.at - self.base..][..f.len]
+    }
+
     fn record(&mut self, rev: Revision, key: &[u8], live: bool) {
-        if self.flips.len() == JOURNAL_CAP
-            && let Some(old) = self.flips.pop_front()
-        {
-            self.floor = self.floor.max(old.rev.main);
+        if self.flips.len() == JOURNAL_CAP {
+            self.pop_front();
         }
         self.flips.push_back(Flip {
             rev,
-            key: key.to_vec(),
+            at: self.base + self.bytes.len(),
+            len: key.len(),
             live,
         });
+        self.bytes.extend_from_slice(key);
+    }
+
+    fn pop_front(&mut self) {
+        let Some(old) = self.flips.pop_front() else {
+            return;
+        };
+        self.floor = self.floor.max(old.rev.main);
+        let dead = self
+            .flips
+            .front()
+            .map_or(self.bytes.len(), |f| f.at - self.base);
+        if dead > 4096 && dead * 2 > self.bytes.len() {
+            self.bytes.drain(..dead);
+            self.base += dead;
+        }
     }
 
     /// Takes back the flip of an undone change, if it made one (it is then the newest).
     fn unrecord(&mut self, rev: Revision, key: &[u8]) {
-        if self
-            .flips
-            .back()
-            .is_some_and(|f| f.rev == rev && f.key == key)
+        if let Some(&f) = self.flips.back()
+            && f.rev == rev
+            && self.key(&f) == key
         {
             self.flips.pop_back();
+            self.bytes.truncate(f.at - self.base);
         }
     }
 
     /// Forgets flips at or below `rev`.
     fn trim(&mut self, rev: i64) {
         while self.flips.front().is_some_and(|f| f.rev.main <= rev) {
-            self.flips.pop_front();
+            self.pop_front();
         }
         self.floor = self.floor.max(rev);
+    }
+
+    /// The flips after `rev`, newest first, with their keys.
+    fn since(&self, rev: i64) -> impl Iterator<Item = (&[u8], bool)> {
+        self.flips
+            .iter()
+            .rev()
+            .take_while(move |f| f.rev.main > rev)
+            .map(|f| (self.key(f), f.live))
     }
 }
 
@@ -417,10 +459,7 @@ impl Default for TreeIndex {
         Self {
             keys: CountedMap::new(),
             compacted: -1,
-            journal: Journal {
-                flips: VecDeque::new(),
-                floor: -1,
-            },
+            journal: Journal::new(),
         }
     }
 }
@@ -544,14 +583,11 @@ impl TreeIndex {
         }
         let mut count = self.keys.count_live(start, end);
         let inside = |k: &[u8]| RangeBounds::<[u8]>::contains(&(start, end), k);
-        for f in self.journal.flips.iter().rev() {
-            if f.rev.main <= at_rev {
-                break;
-            }
-            if inside(&f.key) {
+        for (key, live) in self.journal.since(at_rev) {
+            if inside(key) {
                 // Undo the flip: a key created after `at_rev` did not exist then, one deleted
                 // after it did.
-                count = if f.live {
+                count = if live {
                     count.saturating_sub(1)
                 } else {
                     count + 1

@@ -598,3 +598,35 @@ fn keyrev_carries_the_lease_only_for_the_latest_write() {
     assert_eq!(t.get(b"a", 3).map(|kr| kr.lease), Some(None));
     assert_eq!(t.leased().count(), 0);
 }
+
+/// A journal that turns over many times keeps its arena bounded and its keys right.
+#[test]
+fn the_journal_arena_drops_forgotten_keys() {
+    let mut t = TreeIndex::new();
+    let name = |i: usize| format!("{:0>100}", i % 50).into_bytes();
+    let mut main = 2;
+    for i in 0..3 * JOURNAL_CAP {
+        let key = name(i);
+        if t.get(&key, main).is_some() {
+            t.tombstone(&key, r(main)).unwrap();
+        } else {
+            t.put(&key, r(main));
+        }
+        main += 1;
+    }
+    let j = &t.journal;
+    assert_eq!(j.flips.len(), JOURNAL_CAP);
+    assert!(
+        j.bytes.len() <= 2 * JOURNAL_CAP * 100 + 4096,
+        "{}",
+        j.bytes.len()
+    );
+    for (n, f) in j.flips.iter().enumerate() {
+        let i = (f.rev.main - 2) as usize;
+        assert_eq!(j.key(f), name(i), "flip {n}");
+    }
+    let all = KeyRange::FromKey(b"\0");
+    for at in [j.floor, j.floor + 1, main - 100, main - 1] {
+        assert_eq!(t.count(all, at), t.count_visiting(all, at), "at {at}");
+    }
+}
