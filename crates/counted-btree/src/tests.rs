@@ -278,3 +278,31 @@ fn borrowed_lookups_work_for_byte_keys() {
         .collect();
     assert_eq!(keys, vec![&b"ab"[..], b"b"]);
 }
+
+#[test]
+fn keys_in_order_leave_full_nodes() {
+    for descending in [false, true] {
+        let mut map: CountedMap<u32, W, 4> = CountedMap::new();
+        let mut model = BTreeMap::new();
+        for i in 0..1000 {
+            let k = if descending { 1000 - i } else { i };
+            map.insert(k, W(k));
+            model.insert(k, W(k));
+        }
+        check(&map, &model);
+        // Every leaf but the last one filled is full.
+        let mut widths = Vec::new();
+        let mut stack = vec![&map.root];
+        while let Some(node) = stack.pop() {
+            match node {
+                Node::Leaf(l) => widths.push(l.keys.len()),
+                Node::Inner(n) => stack.extend(n.children.iter()),
+            }
+        }
+        let full = widths.iter().filter(|&&w| w == 4).count();
+        assert!(
+            full + 1 >= widths.len(),
+            "descending {descending}: {widths:?}"
+        );
+    }
+}
