@@ -83,9 +83,8 @@ pub struct RevisionNotFound;
 /// index, and every generation but the last ends with a tombstone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyIndex {
-    modified: Revision,
     generations: Vec<Generation>,
-    /// The lease named by the record at `modified` (0 for none, and after a tombstone).
+    /// The lease named by the latest record (0 for none, and after a tombstone).
     lease: i64,
 }
 
@@ -99,7 +98,6 @@ impl KeyIndex {
     /// A key index with nothing in it: one empty generation.
     pub fn new() -> Self {
         Self {
-            modified: Revision::default(),
             generations: vec![Generation::default()],
             lease: 0,
         }
@@ -110,7 +108,6 @@ impl KeyIndex {
     /// `version`th.
     pub fn restore(created: Revision, modified: Revision, version: i64) -> Self {
         Self {
-            modified,
             generations: vec![Generation {
                 created,
                 ver: version,
@@ -128,9 +125,14 @@ impl KeyIndex {
         }
     }
 
-    /// The last revision written (put or tombstone).
+    /// The last revision written (put or tombstone): the live generation's last put, else the
+    /// tombstone that ended the generation before it. Derived, not stored (16 bytes a key).
     pub fn modified(&self) -> Revision {
-        self.modified
+        self.generations
+            .iter()
+            .rev()
+            .find_map(|g| g.revs.last().copied())
+            .unwrap_or_default()
     }
 
     /// The lease the latest record names: 0 for none, and while the key is deleted.
@@ -157,9 +159,9 @@ impl KeyIndex {
     /// names `lease`.
     pub fn put_leased(&mut self, rev: Revision, lease: i64) {
         debug_assert!(
-            rev > self.modified,
+            rev > self.modified(),
             "put {rev:?} at or below {:?}",
-            self.modified
+            self.modified()
         );
         let g = self.live_generation_mut();
         if g.revs.is_empty() {
@@ -167,7 +169,6 @@ impl KeyIndex {
         }
         g.revs.push(rev);
         g.ver += 1;
-        self.modified = rev;
         self.lease = lease;
     }
 
@@ -187,12 +188,14 @@ impl KeyIndex {
         let g = self.find_generation(at_rev)?;
         let n = g.revs.iter().rposition(|r| r.main <= at_rev)?;
         let newer = (g.revs.len() - 1 - n) as i64;
-        let modified = g.revs[n];
+        // The key's latest write: the last put of the live generation (a visible write is
+        // never a tombstone).
+        let latest = newer == 0 && std::ptr::eq(g, self.generations.last()?);
         Some(KeyRev {
-            modified,
+            modified: g.revs[n],
             created: g.created,
             version: g.ver - newer,
-            lease: (modified == self.modified).then_some(self.lease),
+            lease: latest.then_some(self.lease),
         })
     }
 
@@ -280,21 +283,20 @@ impl KeyIndex {
     }
 
     /// Reverses the last [`Self::put`].
-    fn undo_put(&mut self, prev_modified: Revision, prev_lease: i64) {
+    fn undo_put(&mut self, prev_lease: i64) {
         let g = self.live_generation_mut();
         g.revs.pop();
         g.ver -= 1;
         if g.revs.is_empty() {
             *g = Generation::default();
         }
-        self.modified = prev_modified;
         self.lease = prev_lease;
     }
 
     /// Reverses the last [`Self::tombstone`].
-    fn undo_tombstone(&mut self, prev_modified: Revision, prev_lease: i64) {
+    fn undo_tombstone(&mut self, prev_lease: i64) {
         self.generations.pop();
-        self.undo_put(prev_modified, prev_lease);
+        self.undo_put(prev_lease);
     }
 }
 
@@ -347,7 +349,6 @@ pub(crate) struct Undo {
     pub key: Vec<u8>,
     pub rev: Revision,
     pub tombstone: bool,
-    prev_modified: Revision,
     /// The lease the key's latest record named before this change.
     pub prev_lease: i64,
 }
@@ -530,7 +531,7 @@ impl TreeIndex {
     /// Inserts a key index rebuilt from disk (see [`KeyIndex::restore`]). Its history is not
     /// journaled: counts at or below its latest revision visit the keys instead.
     pub fn insert(&mut self, key: Vec<u8>, ki: KeyIndex) {
-        self.journal.floor = self.journal.floor.max(ki.modified.main);
+        self.journal.floor = self.journal.floor.max(ki.modified().main);
         self.keys.insert(key, ki);
     }
 
@@ -653,15 +654,14 @@ impl TreeIndex {
         lease: i64,
     ) -> (Undo, Revision, i64) {
         // One walk down the tree, inserting the key if it is new.
-        let ((was_live, prev_modified, prev_lease, created, version), _) = self.keys.upsert(
+        let ((was_live, prev_lease, created, version), _) = self.keys.upsert(
             key,
             || (key.to_vec(), KeyIndex::new()),
             |ki| {
-                let was_live = ki.is_live();
-                let (prev_modified, prev_lease) = (ki.modified, ki.lease);
+                let (was_live, prev_lease) = (ki.is_live(), ki.lease);
                 ki.put_leased(rev, lease);
                 let live = ki.live_generation_mut();
-                (was_live, prev_modified, prev_lease, live.created, live.ver)
+                (was_live, prev_lease, live.created, live.ver)
             },
         );
         if !was_live {
@@ -671,7 +671,6 @@ impl TreeIndex {
             key: key.to_vec(),
             rev,
             tombstone: false,
-            prev_modified,
             prev_lease,
         };
         (undo, created, version)
@@ -682,11 +681,11 @@ impl TreeIndex {
         key: &[u8],
         rev: Revision,
     ) -> Result<Undo, RevisionNotFound> {
-        let (prev_modified, prev_lease) = self
+        let prev_lease = self
             .keys
             .update(key, |ki| {
-                let prev = (ki.modified, ki.lease);
-                ki.tombstone(rev).map(|()| prev)
+                let prev_lease = ki.lease;
+                ki.tombstone(rev).map(|()| prev_lease)
             })
             .ok_or(RevisionNotFound)??;
         self.journal.record(rev, key, false);
@@ -694,7 +693,6 @@ impl TreeIndex {
             key: key.to_vec(),
             rev,
             tombstone: true,
-            prev_modified,
             prev_lease,
         })
     }
@@ -703,9 +701,9 @@ impl TreeIndex {
     pub(crate) fn undo(&mut self, u: &Undo) {
         let emptied = self.keys.update(&u.key[..], |ki| {
             if u.tombstone {
-                ki.undo_tombstone(u.prev_modified, u.prev_lease);
+                ki.undo_tombstone(u.prev_lease);
             } else {
-                ki.undo_put(u.prev_modified, u.prev_lease);
+                ki.undo_put(u.prev_lease);
             }
             ki.is_empty()
         });
