@@ -80,6 +80,13 @@ impl ReadTxn for LmdbRead<'_> {
         Ok(())
     }
 
+    /// LMDB: data a read-only transaction returns stays valid, and the pages it lies on are
+    /// not reused, until the transaction ends; the environment (and its map) lives as long as
+    /// the transaction's generation handle.
+    fn lends_for_its_life(&self) -> bool {
+        true
+    }
+
     fn scan(
         &self,
         table: Table,

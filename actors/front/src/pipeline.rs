@@ -668,7 +668,7 @@ impl Pipeline {
         who: AuthInfo,
     ) -> Result<actcd_types::msg::RangeAnswer, EtcdError> {
         self.before_range(&request, who).await?;
-        self.routes.reads.range_answer(&request)
+        crate::range_route::read(&self.routes.reads, request).await
     }
 
     /// What a Range passes before it is read: validation, the corrupt alarm, the barrier of a

@@ -16,7 +16,10 @@
 //!    checksum verified and its length summed. Nothing is copied.
 //! 2. **When the answer is written** ([`EncodedAnswer::write`], tonic's encoder, once the
 //!    response body is polled): the buffer is reserved at the exact length once, and each
-//!    record body is copied into it from the map. That buffer is the answer's only copy.
+//!    record body is copied into it from the map. That buffer is the answer's only copy. An
+//!    LMDB read transaction guarantees the slices it lends for its life, so phase 1 keeps
+//!    where each record is and phase 2 is one copy per record, with no lookup (a million
+//!    lookups would hold the thread writing the answer for most of a second).
 //!
 //! The transaction is what makes the two phases one answer: it keeps the snapshot the records
 //! were checked in until they are copied, whatever compaction does meanwhile (it pins the
@@ -60,6 +63,23 @@ pub(crate) const SLICE: usize = 4096;
 /// Answers whose kvs fields are smaller are copied when read rather than when written.
 pub(crate) const COPY_BELOW: usize = 64 * 1024;
 
+/// How an answer is produced (tests try every way against the message path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Way {
+    /// Answers whose kvs fields are smaller are copied when read.
+    pub copy_below: usize,
+    /// Keep where the records are when the transaction allows it, rather than look them up
+    /// again when writing.
+    pub keep_lent: bool,
+}
+
+impl Way {
+    pub(crate) const SERVED: Way = Way {
+        copy_below: COPY_BELOW,
+        keep_lent: true,
+    };
+}
+
 /// Field 2 of `RangeResponse`.
 const KVS_FIELD: u32 = 2;
 
@@ -83,8 +103,7 @@ pub(crate) struct Source<'a> {
     /// The view's revision and compaction mark.
     pub rev: i64,
     pub compact_rev: i64,
-    /// [`COPY_BELOW`] (tests vary it).
-    pub copy_below: usize,
+    pub way: Way,
 }
 
 /// Reads `req` (which [`encodable`] accepts) on `src`: the records checked and measured, the
@@ -153,31 +172,46 @@ pub(crate) fn unary(src: &Source<'_>, req: &RangeRequest) -> Result<EncodedAnswe
     }
     revs.shrink_to_fit();
 
-    // Every record checked and measured; a small answer's copied on the way.
+    // Every record checked and measured; a small answer's copied on the way, a large one's
+    // place kept where the transaction guarantees it.
     let mut kvs_len = 0;
     let mut copied = Some(Vec::new());
-    {
+    let mut lent = Vec::new();
+    let stable = {
         let over = FreshTxn {
             table: Table::Key,
             fresh: src.fresh,
             txn: &*txn,
         };
+        let stable = src.way.keep_lent && over.lends_for_its_life();
+        if stable {
+            lent.reserve_exact(revs.len());
+        }
         each_record(&over, &revs, &mut |kv| {
             kvs_len += field_len(kv.len());
-            if kvs_len >= src.copy_below {
+            if kvs_len >= src.way.copy_below {
                 copied = None;
             }
             if let Some(out) = &mut copied {
                 put_kv(kv, out);
             }
+            if stable {
+                lent.push(Lent::of(kv));
+            }
         })?;
-    }
+        stable
+    };
     let kvs = match copied {
         Some(bytes) => Kvs::Copied(bytes),
         None => Kvs::Lazy {
             txn,
             fresh: src.fresh.clone(),
-            revs,
+            records: if stable {
+                drop(revs);
+                Records::Lent(lent)
+            } else {
+                Records::Revisions(revs)
+            },
         },
     };
     Ok(EncodedAnswer {
@@ -196,13 +230,56 @@ pub(crate) fn unary(src: &Source<'_>, req: &RangeRequest) -> Result<EncodedAnswe
 enum Kvs {
     /// Copied when read (a small answer).
     Copied(Vec<u8>),
-    /// The transaction the records were checked in, the view's fresh records over it, and the
-    /// records' revisions in answer order.
+    /// The transaction the records were checked in, the view's fresh records over it, and
+    /// where the records are, in answer order.
     Lazy {
         txn: Box<dyn ReadTxn + Send>,
         fresh: Fresh,
-        revs: Vec<Revision>,
+        records: Records,
     },
+}
+
+/// Where a large answer's records are.
+enum Records {
+    /// Their revisions, looked up again (and checked again) when written.
+    Revisions(Vec<Revision>),
+    /// The checked `KeyValue` bytes themselves, as the transaction lent them: only when it
+    /// guarantees them for its life ([`ReadTxn::lends_for_its_life`]), so writing the answer
+    /// is one copy per record and no lookup.
+    Lent(Vec<Lent>),
+}
+
+/// A slice a read transaction lent for its life, kept beside it (a reference to it would make
+/// the answer borrow from itself).
+struct Lent {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a `Lent` is only dereferenced through [`Lent::bytes`] while the transaction (and
+// the fresh records) it points into are alive and unchanged; those are `Send`, and the bytes
+// are only read.
+#[allow(unsafe_code)]
+unsafe impl Send for Lent {}
+
+impl Lent {
+    fn of(bytes: &[u8]) -> Self {
+        Self {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+        }
+    }
+
+    /// The bytes again.
+    ///
+    /// # Safety
+    /// The transaction that lent them, with `lends_for_its_life` true, and the [`Fresh`] laid
+    /// over it must still be alive: [`Kvs::Lazy`] holds all three together and only reads.
+    #[allow(unsafe_code)]
+    unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: see the function's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
 }
 
 /// Visits the checked `KeyValue` bytes of the records at `revs`, in order.
@@ -294,7 +371,26 @@ impl EncodedRange for EncodedAnswer {
                 out.put_slice(bytes);
                 bytes.len()
             }
-            Kvs::Lazy { txn, fresh, revs } => {
+            Kvs::Lazy {
+                records: Records::Lent(lent),
+                ..
+            } => {
+                let mut written = 0;
+                for l in lent {
+                    // SAFETY: `self.kvs` holds the transaction and the fresh records the
+                    // slices were lent from, which guaranteed them for the transaction's life.
+                    #[allow(unsafe_code)]
+                    let kv = unsafe { l.bytes() };
+                    put_kv(kv, &mut out);
+                    written += field_len(kv.len());
+                }
+                written
+            }
+            Kvs::Lazy {
+                txn,
+                fresh,
+                records: Records::Revisions(revs),
+            } => {
                 let over = FreshTxn {
                     table: Table::Key,
                     fresh,

@@ -14,6 +14,7 @@ use actcd_types::storage::{KvEngine, MemEngine, Table};
 use actcd_types::{EtcdError, MemberIdentity, Revision};
 use prost::Message;
 
+use super::Way;
 use crate::Store;
 use crate::view::ReadView;
 
@@ -123,11 +124,16 @@ fn wire(answer: RangeAnswer) -> Vec<u8> {
     }
 }
 
-/// Both ways of encoding (records copied when read, and when written) against `View::range`.
+/// Every way of encoding (records copied when read; when written from where the transaction
+/// lent them; when written after looking them up again) against `View::range`.
 fn same(view: &ReadView, req: &RangeRequest) {
-    for copy_below in [0, usize::MAX] {
+    let ways = [(usize::MAX, true), (0, true), (0, false)].map(|(copy_below, keep_lent)| Way {
+        copy_below,
+        keep_lent,
+    });
+    for way in ways {
         let want = view.range(req);
-        let got = view.range_answer_copying(req, copy_below);
+        let got = view.range_answer_with(req, way);
         match (want, got) {
             (Ok(want), Ok(got)) => {
                 let encoded = matches!(got, RangeAnswer::Encoded(_));
@@ -248,7 +254,14 @@ fn a_damaged_record_answers_corrupt_and_a_missing_one_compacted() {
     w.commit().unwrap();
     assert_eq!(view.range_answer(&all).unwrap_err(), EtcdError::Corrupt);
     assert_eq!(
-        view.range_answer_copying(&all, 0).unwrap_err(),
+        view.range_answer_with(
+            &all,
+            Way {
+                copy_below: 0,
+                keep_lent: false
+            }
+        )
+        .unwrap_err(),
         EtcdError::Corrupt
     );
     assert_eq!(
@@ -286,7 +299,7 @@ fn only_a_large_answer_keeps_its_read_transaction() {
             limit,
             ..Default::default()
         };
-        let src = view.encode_source(super::COPY_BELOW);
+        let src = view.encode_source(Way::SERVED);
         super::unary(&src, &req).unwrap().is_lazy()
     };
     assert!(!lazy(3), "three quarters of the limit: copied");

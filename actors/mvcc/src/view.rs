@@ -176,32 +176,32 @@ impl ReadView {
 
     /// A top-level Range: in its wire form when `encode.rs` serves it, else [`Self::range`].
     pub fn range_answer(&self, req: &RangeRequest) -> Result<RangeAnswer, EtcdError> {
-        self.range_answer_copying(req, crate::encode::COPY_BELOW)
+        self.range_answer_with(req, crate::encode::Way::SERVED)
     }
 
     /// What `encode.rs` reads a Range from.
-    pub(crate) fn encode_source(&self, copy_below: usize) -> crate::encode::Source<'_> {
+    pub(crate) fn encode_source(&self, way: crate::encode::Way) -> crate::encode::Source<'_> {
         crate::encode::Source {
             index: &self.index,
             fresh: &self.fresh,
             engine: &self.engine,
             rev: self.rev,
             compact_rev: self.compact_rev,
-            copy_below,
+            way,
         }
     }
 
-    /// [`Self::range_answer`], an answer smaller than `copy_below` copied when read.
-    pub(crate) fn range_answer_copying(
+    /// [`Self::range_answer`], produced `way`.
+    pub(crate) fn range_answer_with(
         &self,
         req: &RangeRequest,
-        copy_below: usize,
+        way: crate::encode::Way,
     ) -> Result<RangeAnswer, EtcdError> {
         if !crate::encode::encodable(req) {
             return self.range(req).map(RangeAnswer::Decoded);
         }
         refuse_if_poisoned(self.poisoned)?;
-        let src = self.encode_source(copy_below);
+        let src = self.encode_source(way);
         let mut answer = checked(&self.damage, crate::encode::unary(&src, req), "range")?;
         let mut header = Some(answer.header);
         stamp(&mut header, self.identity, self.term);

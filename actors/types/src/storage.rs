@@ -83,6 +83,13 @@ pub trait ReadTxn {
         f(value.as_deref());
         Ok(())
     }
+    /// Whether every slice [`Self::get_with`] lends stays valid and unchanged until this
+    /// transaction is dropped (an LMDB read transaction's slices of its map; a snapshot's
+    /// values), so a reader may keep where it points instead of looking it up again. The
+    /// default lends a copy that is gone after the call: false.
+    fn lends_for_its_life(&self) -> bool {
+        false
+    }
     /// Visits `[from, to)` in key order (`to = None`: to the end).
     fn scan(
         &self,
@@ -672,6 +679,12 @@ impl ReadTxn for FreshTxn<'_> {
         self.txn.get_with(table, key, f)
     }
 
+    /// The overlay's records are shared immutable runs: they live as long as any clone of the
+    /// [`Fresh`] holding them does (the caller keeps one beside the transaction).
+    fn lends_for_its_life(&self) -> bool {
+        self.txn.lends_for_its_life()
+    }
+
     fn scan(
         &self,
         table: Table,
@@ -775,6 +788,10 @@ impl ReadTxn for MemRead {
             .and_then(|m| m.get(key))
             .map(Vec::as_slice));
         Ok(())
+    }
+    /// The snapshot is the transaction's own and never changes.
+    fn lends_for_its_life(&self) -> bool {
+        true
     }
     fn scan(
         &self,
