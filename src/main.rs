@@ -62,10 +62,15 @@ fn print_version() {
         "aarch64" => "arm64",
         other => other,
     };
-    println!("etcd Version: {}", actcd::node::API_VERSION);
-    println!("Git SHA: actcd {}", env!("CARGO_PKG_VERSION"));
-    println!("Go Version: none (actcd is written in Rust)");
-    println!("Go OS/Arch: {}/{arch}", std::env::consts::OS);
+    let text = format!(
+        "etcd Version: {}\nGit SHA: actcd {}\nGo Version: none (actcd is written in Rust)\nGo OS/Arch: {}/{arch}\n",
+        actcd::node::API_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+    );
+    // A reader that closed the pipe early (`actcd --version | head -1`) is not an error
+    // (println! would panic on it).
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
 }
 
 /// The flags; with `--config-file`, its path and the keys it has no flag for; the warnings

@@ -791,6 +791,23 @@ fn version_prints_etcds_lines() {
     }
 }
 
+/// `actcd --version | head -1`: the reader is gone before the rest is written; that is not a
+/// panic (it was one: Rust's stdout reports the closed pipe, and `println!` panics on it).
+#[test]
+fn version_into_a_closed_pipe_is_not_a_panic() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--version")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[tokio::test]
 async fn the_grpc_gateway_can_be_turned_off() {
     let dir = tempfile::tempdir().unwrap();
