@@ -26,10 +26,10 @@
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
-    ApplyBatch, ApplyResult, BatchApplied, CurrentRevision, DeleteKeys, FlushStore, GetStoreStatus,
-    HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot, LeasedKeys,
-    MakeSnapshot, Notify, Range, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus, SyncStorage,
-    WatchInterest,
+    ApplyBatch, ApplyResponse, ApplyResult, BatchApplied, CurrentRevision, DeleteKeys, FlushStore,
+    GetStoreStatus, HashBackend, HashKv, HashKvResult, History, HistoryChunk, InstallSnapshot,
+    LeasedKeys, MakeSnapshot, Notify, Range, ReadTxn, SnapshotError, StoreSnapshot, StoreStatus,
+    SyncStorage, WatchInterest,
 };
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
@@ -75,6 +75,9 @@ pub struct MvccActor {
     /// `--experimental-warning-apply-duration`: a batch that takes longer is logged, as etcd
     /// logs an apply that took too long.
     warn_apply: std::time::Duration,
+    /// Waiters of physical compactions whose deletions are still under way, with their
+    /// results (see [`Self::answer_physical_waiters`]).
+    physical_waiters: Vec<(tokio::sync::oneshot::Sender<ApplyResult>, ApplyResult)>,
 }
 
 /// etcd's buckets for hash durations: 10 ms doubling, 15 of them.
@@ -208,6 +211,7 @@ impl MvccActor {
             counts: WriteCounts::default(),
             timings: Timings::default(),
             warn_apply: std::time::Duration::from_millis(100),
+            physical_waiters: Vec::new(),
         }
     }
 
@@ -424,7 +428,9 @@ impl MvccActor {
         run: impl FnOnce(&mut Store) -> Result<(), EtcdError>,
     ) -> Result<(), EtcdError> {
         if !self.store.compacting() {
-            return run(&mut self.store);
+            let done = run(&mut self.store);
+            self.answer_physical_waiters()?;
+            return done;
         }
         let started = std::time::Instant::now();
         let done = run(&mut self.store);
@@ -437,8 +443,23 @@ impl MvccActor {
             t.compaction_last = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs() as f64);
+            done?;
+            return self.answer_physical_waiters();
         }
         done
+    }
+
+    /// Answers the physical compactions waiting for their deletions, once none is under way:
+    /// the last slice is sent toward the disk first (etcd forces a backend commit there).
+    fn answer_physical_waiters(&mut self) -> Result<(), EtcdError> {
+        if self.physical_waiters.is_empty() || self.store.compacting() {
+            return Ok(());
+        }
+        self.store.commit()?;
+        for (reply, res) in self.physical_waiters.drain(..) {
+            let _ = reply.send(res);
+        }
+        Ok(())
     }
 
     /// What follows every applied batch: watchers hear of it before any client does, the
@@ -456,22 +477,35 @@ impl MvccActor {
         // Only now may the index lose what a compaction drops (see `view.rs`).
         let was_compacting = self.store.compacting();
         let started = std::time::Instant::now();
-        self.store.run_due_compaction()?;
+        let finish_now = self.max_pending_ops == 1 && self.backend.is_none();
+        let physical = self.store.start_due_compaction();
         if !was_compacting && self.store.compacting() {
             self.timings
                 .index_pause
                 .observe(started.elapsed().as_secs_f64() * 1000.0);
             self.timings.compaction_started = Some(started);
         }
+        // A physical compaction's result travels back with the batch when it has no waiter
+        // here: then the batch waits for the deletions, as before.
+        if physical == Some(true) && (replies.is_empty() || finish_now) {
+            self.compaction_slice(Store::finish_compaction_now)?;
+        }
+        let hold = physical == Some(true) && self.store.compacting();
         self.announce();
         if !replies.is_empty() {
             for (res, reply) in results.drain(..).zip(replies) {
                 if let Some(reply) = reply {
-                    let _ = reply.send(res);
+                    // A physical compaction is answered once its deletions are done (below,
+                    // by the slice that ends them); the applies go on meanwhile.
+                    if hold && matches!(res, Ok(ApplyResponse::Compaction(_))) {
+                        self.physical_waiters.push((reply, res));
+                    } else {
+                        let _ = reply.send(res);
+                    }
                 }
             }
         }
-        if self.max_pending_ops == 1 && self.backend.is_none() {
+        if finish_now {
             self.compaction_slice(Store::finish_compaction_now)?;
         } else {
             let slice = self.store.compaction_batch_limit();
@@ -1005,6 +1039,64 @@ mod tests {
             "physical finished at once"
         );
     }
+    #[actix::test]
+    async fn physical_compaction_waiter_is_answered_after_deletions_not_the_batch() {
+        use actcd_proto::etcdserverpb::CompactionRequest;
+        use actcd_types::storage::{KvEngine, Table};
+        let engine = Arc::new(MemEngine::new());
+        let mut store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
+        // With read views, as in the server: the actor, not the store, runs the compaction.
+        let (publisher, _views) = crate::ReadViews::channel(store.read_view());
+        let peers = MvccPeers {
+            views: Some(publisher),
+            ..MvccPeers::default()
+        };
+        let addr = MvccActor::start_with(store, 1_000_000, Some(peers));
+        let reqs = (0..13000).map(|i| put(&i.to_string())).collect();
+        apply(&addr, 1, reqs).await;
+        let finished = || {
+            engine
+                .read()
+                .unwrap()
+                .get(Table::Meta, crate::META_FINISHED_COMPACT)
+                .unwrap()
+        };
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let applied = addr
+            .send(ApplyBatch {
+                consistent_index: 2,
+                term: 2,
+                requests: vec![InternalRaftRequest {
+                    compaction: Some(CompactionRequest {
+                        revision: 12500,
+                        physical: true,
+                    }),
+                    ..Default::default()
+                }],
+                replies: vec![Some(tx)],
+                ops: Vec::new(),
+                leases: Vec::new(),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(applied.results.is_empty(), "the result went to the waiter");
+        // The batch is done but the deletions are not: the waiter has no answer yet, and
+        // the next apply is not held up by them.
+        assert!(rx.try_recv().is_err(), "answered before the deletions");
+        let results = apply(&addr, 3, vec![put("after")]).await;
+        assert!(matches!(&results[0], Ok(ApplyResponse::Put(_))));
+        assert!(rx.try_recv().is_err(), "answered before the deletions");
+        addr.send(FlushStore).await.unwrap().unwrap();
+        assert!(rx.try_recv().is_err(), "answered before the deletions");
+        addr.send(FlushStore).await.unwrap().unwrap();
+        assert_eq!(finished(), Some(12500i64.to_be_bytes().to_vec()));
+        assert!(matches!(
+            rx.await.unwrap(),
+            Ok(ApplyResponse::Compaction(_))
+        ));
+    }
+
     /// Stands in for the backend actor over a `MemEngine`: keeps `Commit`s until a `Flush` or
     /// `SyncBackend`, then commits them and reports `Committed`, as the real one does.
     struct FakeBackend {

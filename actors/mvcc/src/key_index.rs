@@ -620,15 +620,52 @@ impl TreeIndex {
     }
 
     pub fn compact(&mut self, at_rev: i64) -> HashSet<Revision> {
-        self.compacted = self.compacted.max(at_rev);
-        // Nothing counts below the compaction any more.
-        self.journal.trim(at_rev);
+        self.start_compaction(at_rev);
         let mut keep = HashSet::new();
         self.keys.retain(|_, ki| {
             ki.compact(at_rev, &mut keep);
             !ki.is_empty()
         });
         keep
+    }
+
+    /// The part of [`Self::compact`] that is not per key: the compaction mark and the count
+    /// journal. [`Self::compact_slice`] then compacts the keys a slice at a time.
+    pub fn start_compaction(&mut self, at_rev: i64) {
+        self.compacted = self.compacted.max(at_rev);
+        // Nothing counts below the compaction any more.
+        self.journal.trim(at_rev);
+    }
+
+    /// Compacts at `at_rev` at most `budget` key indexes from `from` on (inclusive), dropping
+    /// the ones left empty and adding what they keep to `keep`; answers the key to resume from,
+    /// `None` past the last key. Reads at or above `at_rev` see the same whether a key is
+    /// compacted yet or not, and later writes only add revisions above it, so a compaction may
+    /// run in slices between batches (after [`Self::start_compaction`]).
+    pub fn compact_slice(
+        &mut self,
+        at_rev: i64,
+        from: &[u8],
+        budget: usize,
+        keep: &mut HashSet<Revision>,
+    ) -> Option<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = self
+            .keys
+            .range(Bound::Included(from), Bound::Unbounded)
+            .take(budget.max(1) + 1)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let next = (keys.len() > budget.max(1)).then(|| keys.pop()).flatten();
+        for key in keys {
+            let emptied = self.keys.update(key.as_slice(), |ki| {
+                ki.compact(at_rev, keep);
+                ki.is_empty()
+            });
+            if emptied == Some(true) {
+                self.keys.remove(key.as_slice());
+            }
+        }
+        next
     }
 
     fn visit<'s>(&'s self, range: KeyRange<'_>, mut f: impl FnMut(&'s [u8], &'s KeyIndex)) {

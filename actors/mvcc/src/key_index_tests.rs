@@ -630,3 +630,50 @@ fn the_journal_arena_drops_forgotten_keys() {
         assert_eq!(t.count(all, at), t.count_visiting(all, at), "at {at}");
     }
 }
+
+/// A compaction run a few keys at a time, with writes between the slices, ends where a
+/// compaction run at once before those writes ends, and keeps the same revisions.
+#[test]
+fn compaction_in_slices_with_writes_between_equals_one_at_once() {
+    let mut rng = Rng(0x5eed_cafe);
+    for round in 0..50 {
+        let keys = 12;
+        let mut t = TreeIndex::new();
+        let mut rev = 1;
+        let write = |t: &mut TreeIndex, rng: &mut Rng, rev: &mut i64| {
+            *rev += 1;
+            let key = key_name(rng.below(keys));
+            let live = t.get(&key, *rev).is_some();
+            if live && rng.below(3) == 0 {
+                t.tombstone(&key, r(*rev)).unwrap();
+            } else {
+                t.put(&key, r(*rev));
+            }
+        };
+        for _ in 0..60 {
+            write(&mut t, &mut rng, &mut rev);
+        }
+        let at = 2 + rng.below(rev as u64 - 1) as i64;
+        let mut at_once = t.clone();
+        let keep_at_once = at_once.compact(at);
+
+        let mut sliced = t;
+        sliced.start_compaction(at);
+        let mut keep = HashSet::new();
+        let mut from = Some(Vec::new());
+        let mut later = Rng(round + 1);
+        let mut later_rev = rev;
+        while let Some(f) = from.take() {
+            from = sliced.compact_slice(at, &f, 1 + rng.below(4) as usize, &mut keep);
+            // The same writes reach both, between slices for one.
+            let before = later.0;
+            write(&mut sliced, &mut later, &mut later_rev);
+            let mut same = Rng(before);
+            let mut same_rev = later_rev - 1;
+            write(&mut at_once, &mut same, &mut same_rev);
+        }
+        assert_eq!(keep, keep_at_once, "round {round}: kept revisions");
+        assert_eq!(sliced, at_once, "round {round}: index");
+        assert_eq!(sliced.compacted(), at);
+    }
+}

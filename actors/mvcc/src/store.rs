@@ -770,6 +770,17 @@ impl Store {
         Ok(())
     }
 
+    /// Compacts the index at the last batch's compaction, if it had one, and queues its
+    /// deletions without running any: `Some(physical)` when one started. The caller runs the
+    /// deletions in slices and answers a `physical` compaction's waiter once
+    /// [`Self::compacting`] is false (etcd's server waits for the compaction in the client's
+    /// handler, not in the apply loop).
+    pub fn start_due_compaction(&mut self) -> Option<bool> {
+        let (rev, physical) = self.compaction_due.take()?;
+        self.start_compaction(rev);
+        Some(physical)
+    }
+
     /// Writes a batch into the write buffer and updates memory; returns the results, the
     /// index changes made (to take back if the commit fails), and a compaction to carry out.
     fn apply_uncommitted(
@@ -1059,11 +1070,15 @@ impl Store {
     /// Compacts the index at `rev` and queues the deletion of every record it no longer needs.
     /// A newer compaction replaces an unfinished one: records an older one would drop are
     /// superseded at the newer revision too, and its scan starts from the beginning again.
+    /// The key indexes are compacted by the first steps, a slice of keys each (a million keys
+    /// at once would hold the index's write lock, and the applies, for a good part of a
+    /// second); the deletions start once every key's kept revision is known.
     fn start_compaction(&mut self, rev: i64) {
-        let keep = self.index.write().compact(rev);
+        self.index.write().start_compaction(rev);
         self.compaction = Some(CompactionJob {
             rev,
-            keep,
+            keep: HashSet::new(),
+            index_from: Some(Vec::new()),
             from: Vec::new(),
             deleted: 0,
             hash: Some((crc32c::crc32c(b"key"), self.prev_compact_rev)),
@@ -1080,7 +1095,8 @@ impl Store {
         self.compaction.is_some()
     }
 
-    /// Deletes up to `budget` compacted records in `pending`'s transaction (which the caller
+    /// Compacts up to `budget` key indexes while the index's part is under way, then deletes
+    /// up to `budget` compacted records a step in `pending`'s transaction (which the caller
     /// commits as usual); the last step records `finishedCompactRev`. Returns whether work
     /// remains. Compaction so runs beside applies, a slice at a time, instead of stalling them;
     /// a crash in between is finished at the next start (`scheduledCompactRev` says what).
@@ -1091,6 +1107,15 @@ impl Store {
             return Ok(false);
         };
         self.check_poisoned()?;
+        if let Some(from) = job.index_from.take() {
+            let budget = budget.max(1);
+            job.index_from =
+                self.index
+                    .write()
+                    .compact_slice(job.rev, &from, budget, &mut job.keep);
+            self.compaction = Some(job);
+            return Ok(true);
+        }
         // Between two slices: one has run (the scan resumes past its last record), the next
         // has not. `return` fails the step as a failed engine write does.
         #[cfg(feature = "failpoints")]
@@ -1156,7 +1181,11 @@ impl Store {
 /// A compaction's deletions under way: what to keep, and where the scan resumes.
 struct CompactionJob {
     rev: i64,
+    /// The revisions at or below `rev` to keep, complete once `index_from` is `None`.
     keep: HashSet<Revision>,
+    /// Where the key indexes' compaction resumes (the next key to compact), while it is
+    /// under way; the deletions wait for it.
+    index_from: Option<Vec<u8>>,
     from: Vec<u8>,
     deleted: usize,
     /// etcd 3.5's compaction hash, taken over the records the deletions scan (so at no extra
