@@ -158,7 +158,7 @@ impl Fixture {
                         .expect("hub mailbox");
                 }
                 for w in chunk {
-                    let r = rx.try_recv().expect("created response").response;
+                    let r = rx.try_recv().expect("created response").into_response();
                     assert!(r.created && !r.canceled, "create refused: {r:?}");
                     assert_eq!(r.watch_id, w as i64);
                 }
@@ -193,7 +193,7 @@ impl Fixture {
         let r = self.streams[s].1.recv().await.expect("stream open");
         let header = r.response.header.expect("header");
         assert_eq!(header.revision, revision);
-        assert_eq!(r.response.events.len(), 1);
+        assert_eq!(r.event_count(), 1);
         r
     }
 

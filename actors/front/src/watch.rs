@@ -46,10 +46,8 @@ async fn finish(
     header: &ResponseHeader,
     out: StreamResponse,
 ) -> Result<WatchResponse, EtcdError> {
-    let StreamResponse {
-        mut response,
-        fill_prev_kv,
-    } = out;
+    let fill_prev_kv = out.fill_prev_kv;
+    let mut response = out.into_response();
     let h = response.header.get_or_insert_with(Default::default);
     h.raft_term = header.raft_term;
     h.cluster_id = header.cluster_id;

@@ -3,7 +3,10 @@
 //! back on a stream is [`StreamResponse`]s, which the front finishes (raft term, `prev_kv`)
 //! before they go to the client.
 
+use std::sync::Arc;
+
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+use actcd_proto::mvccpb::Event;
 use actix::Message;
 use tokio::sync::mpsc;
 
@@ -23,10 +26,53 @@ pub struct StreamResponse {
     /// Ready to send but for `header.raft_term` (and `cluster_id`/`member_id` when the hub was
     /// not given them).
     pub response: WatchResponse,
+    /// Events shared with other watchers' responses (one copy for every watcher that gets the
+    /// same events): they follow `response.events`, which the hub then leaves empty. Use
+    /// [`StreamResponse::into_response`] to get the whole message.
+    pub shared: Option<SharedEvents>,
     /// The watcher asked for `prev_kv`: before sending, give every event that is not a creation
     /// (a DELETE, or a PUT whose `create_revision != mod_revision`) and has no `prev_kv` yet the
     /// key's value at `mod_revision - 1`, when there is one. Only set on responses with events.
     pub fill_prev_kv: bool,
+}
+
+impl StreamResponse {
+    /// A response that carries its events itself.
+    pub fn new(response: WatchResponse, fill_prev_kv: bool) -> Self {
+        Self {
+            response,
+            shared: None,
+            fill_prev_kv,
+        }
+    }
+
+    /// Events it carries, shared ones included.
+    pub fn event_count(&self) -> usize {
+        self.response.events.len() + self.shared.as_ref().map_or(0, |s| s.events().len())
+    }
+
+    /// The whole message: the shared events copied in after its own.
+    pub fn into_response(self) -> WatchResponse {
+        let mut response = self.response;
+        if let Some(shared) = self.shared {
+            response.events.extend_from_slice(shared.events());
+        }
+        response
+    }
+}
+
+/// A run of events several responses carry: `all[start..end]`, shared, not copied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedEvents {
+    pub all: Arc<[Event]>,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl SharedEvents {
+    pub fn events(&self) -> &[Event] {
+        &self.all[self.start..self.end]
+    }
 }
 
 /// Open a stream for one client Watch RPC. Its responses arrive on `responses`, a queue of

@@ -164,7 +164,7 @@ async fn recv(rx: &mut mpsc::Receiver<StreamResponse>, n: usize) -> Vec<WatchRes
             .await
             .expect("a response within the hour")
             .expect("stream open");
-        out.push(r.response);
+        out.push(r.into_response());
     }
     out
 }
@@ -365,10 +365,9 @@ async fn load_10000_watchers_across_100_streams_through_channels() {
                     .await
                     .expect("events keep coming")
                     .expect("stream open");
-                total += r.response.events.len();
-                seen.entry(r.response.watch_id)
-                    .or_default()
-                    .extend(revs(&r.response));
+                let r = r.into_response();
+                total += r.events.len();
+                seen.entry(r.watch_id).or_default().extend(revs(&r));
             }
             seen
         }));

@@ -6,6 +6,7 @@
 //! the read and hands the result back to [`WatchHub::history_read_done`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actcd_proto::etcdserverpb::watch_create_request::FilterType;
@@ -14,7 +15,7 @@ use actcd_proto::etcdserverpb::{ResponseHeader, WatchCreateRequest, WatchRequest
 use actcd_proto::mvccpb::Event;
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::msg::{History, HistoryChunk};
-use actcd_types::watch::{INVALID_WATCH_ID, StreamId, StreamResponse, WatchId};
+use actcd_types::watch::{INVALID_WATCH_ID, SharedEvents, StreamId, StreamResponse, WatchId};
 use actcd_types::{EtcdError, MemberIdentity};
 
 use crate::error::WatchError;
@@ -388,14 +389,14 @@ impl<S: StreamSink> WatchHub<S> {
             if st.closed || !st.backlog.is_empty() {
                 continue;
             }
-            let resp = StreamResponse {
-                response: WatchResponse {
+            let resp = StreamResponse::new(
+                WatchResponse {
                     header: Some(header),
                     watch_id: w.id,
                     ..Default::default()
                 },
-                fill_prev_kv: false,
-            };
+                false,
+            );
             if let Err(SendError::Closed) = st.sink.try_send(resp) {
                 st.closed = true;
                 self.dead.push(w.stream);
@@ -534,10 +535,11 @@ impl<S: StreamSink> WatchHub<S> {
     // ------------------------------------------------------------ feeding watchers
 
     fn notify_revision(&mut self, rev: i64, events: Vec<Event>) {
+        let events: Arc<[Event]> = events.into();
         if self.synced.is_empty() {
             return;
         }
-        let batches = match_events(&self.synced, &self.watchers, &events, |w| rev >= w.min_rev);
+        let batches = match_events(&self.synced, &self.watchers, events, |w| rev >= w.min_rev);
         for (h, evs) in batches {
             if let Delivery::Blocked = self.deliver(h, rev, evs) {
                 self.make_victim(h, rev);
@@ -575,7 +577,7 @@ impl<S: StreamSink> WatchHub<S> {
             .members()
             .filter(|h| covers(&self.watchers[h]))
             .collect();
-        let events: Vec<Event> = chunk
+        let events: Arc<[Event]> = chunk
             .events
             .into_iter()
             .filter(|e| (from..=through).contains(&event_revision(e)))
@@ -597,14 +599,19 @@ impl<S: StreamSink> WatchHub<S> {
                 }
                 continue;
             }
-            let evs: Vec<Event> = events
-                .iter()
-                .filter(|e| {
-                    event_revision(e) >= w.min_rev
-                        && e.kv.as_ref().is_some_and(|kv| w.keys.contains(&kv.key))
+            // Events are in revision order: the watcher's are a tail, shared with every other
+            // watcher that takes the same tail unless its keys leave some out.
+            let start = events.partition_point(|e| event_revision(e) < w.min_rev);
+            let has = |e: &Event| e.kv.as_ref().is_some_and(|kv| w.keys.contains(&kv.key));
+            let evs = if events[start..].iter().all(has) {
+                Batch::Shared(SharedEvents {
+                    all: Arc::clone(&events),
+                    start,
+                    end: events.len(),
                 })
-                .cloned()
-                .collect();
+            } else {
+                Batch::Owned(events[start..].iter().filter(|e| has(e)).cloned().collect())
+            };
             match self.deliver(h, through, evs) {
                 Delivery::Blocked => self.make_victim(h, self.watchers[&h].min_rev),
                 Delivery::Gone => {}
@@ -621,19 +628,37 @@ impl<S: StreamSink> WatchHub<S> {
 
     /// Send `events` (already matched to the watcher, in revision order) as one response, split
     /// if the watcher asked for fragments.
-    fn deliver(&mut self, h: Handle, header_rev: i64, mut events: Vec<Event>) -> Delivery {
+    fn deliver(&mut self, h: Handle, header_rev: i64, events: Batch) -> Delivery {
         let header = self.header(header_rev);
         let limit = self.cfg.max_request_bytes + GRPC_OVERHEAD_BYTES;
         let w = self.watchers.get_mut(&h).expect("watcher");
-        events.retain(|e| {
+        let filtered = |e: &Event| {
             let put = e.r#type == EventType::Put as i32;
-            !(put && w.no_put || !put && w.no_delete)
-        });
-        if events.is_empty() {
-            return Delivery::Done;
-        }
-        if !w.prev_kv {
-            events.iter_mut().for_each(|e| e.prev_kv = None);
+            put && w.no_put || !put && w.no_delete
+        };
+        let strip = |e: &Event| !w.prev_kv && e.prev_kv.is_some();
+        // Shared events stay shared unless this watcher sees them differently (filters, no
+        // `prev_kv`) or may need them split: then it gets its own copy.
+        let (mut events, shared) = match events {
+            Batch::Shared(s)
+                if !w.fragment && !s.events().iter().any(|e| filtered(e) || strip(e)) =>
+            {
+                if s.start == s.end {
+                    return Delivery::Done;
+                }
+                (Vec::new(), Some(s))
+            }
+            Batch::Shared(s) => (s.events().to_vec(), None),
+            Batch::Owned(v) => (v, None),
+        };
+        if shared.is_none() {
+            events.retain(|e| !filtered(e));
+            if events.is_empty() {
+                return Delivery::Done;
+            }
+            if !w.prev_kv {
+                events.iter_mut().for_each(|e| e.prev_kv = None);
+            }
         }
         let Some(st) = self.streams.get_mut(&w.stream) else {
             return Delivery::Gone;
@@ -650,15 +675,18 @@ impl<S: StreamSink> WatchHub<S> {
             events,
             ..Default::default()
         };
-        let sent = resp.events.len() as u64;
+        let sent = (resp.events.len() + shared.as_ref().map_or(0, |s| s.end - s.start)) as u64;
         let pieces = if w.fragment {
             fragment(resp, limit)
         } else {
             vec![resp]
         };
         let fill_prev_kv = w.prev_kv;
+        let mut shared = shared;
         let mut pieces = pieces.into_iter().map(|response| StreamResponse {
             response,
+            // Never split: only watchers without `fragment` share.
+            shared: shared.take(),
             fill_prev_kv,
         });
         let first = pieces.next().expect("at least one piece");
@@ -701,10 +729,7 @@ impl<S: StreamSink> WatchHub<S> {
         let Some(st) = self.live_stream(sid) else {
             return;
         };
-        let mut item = StreamResponse {
-            response,
-            fill_prev_kv: false,
-        };
+        let mut item = StreamResponse::new(response, false);
         if st.backlog.is_empty() {
             match st.sink.try_send(item) {
                 Ok(()) => return,
@@ -717,11 +742,7 @@ impl<S: StreamSink> WatchHub<S> {
             }
         }
         // Control responses carry no events; the tail of one split response may sit beside them.
-        let held = st
-            .backlog
-            .iter()
-            .filter(|r| r.response.events.is_empty())
-            .count();
+        let held = st.backlog.iter().filter(|r| r.event_count() == 0).count();
         if held >= max {
             tracing::warn!(
                 stream = sid.0,
@@ -869,29 +890,68 @@ fn flush_backlog<S: StreamSink>(st: &mut Stream<S>) -> bool {
 }
 
 /// The events each watcher of `group` covers (and `wants`), per watcher in event order, watchers
-/// in the order they first matched.
+/// in the order they first matched. A watcher that covers all of `events` (the usual case: one
+/// event a revision, or a prefix watcher) shares them; only the others get copies.
 fn match_events(
     group: &WatcherGroup,
     watchers: &HashMap<Handle, Watcher>,
-    events: &[Event],
+    events: Arc<[Event]>,
     wants: impl Fn(&Watcher) -> bool,
-) -> Vec<(Handle, Vec<Event>)> {
-    let mut out: Vec<(Handle, Vec<Event>)> = Vec::new();
+) -> Vec<(Handle, Batch)> {
+    let all = |events: &Arc<[Event]>| {
+        Batch::Shared(SharedEvents {
+            all: Arc::clone(events),
+            start: 0,
+            end: events.len(),
+        })
+    };
+    if let [only] = &events[..] {
+        let mut out = Vec::new();
+        if let Some(kv) = &only.kv {
+            group.for_each_match(&kv.key, |h| {
+                if wants(&watchers[&h]) {
+                    out.push((h, all(&events)));
+                }
+            });
+        }
+        return out;
+    }
+    let mut matched: Vec<(Handle, Vec<usize>)> = Vec::new();
     let mut slot: HashMap<Handle, usize> = HashMap::new();
-    for ev in events {
+    for (i, ev) in events.iter().enumerate() {
         let Some(kv) = &ev.kv else { continue };
         group.for_each_match(&kv.key, |h| {
             if !wants(&watchers[&h]) {
                 return;
             }
-            let i = *slot.entry(h).or_insert_with(|| {
-                out.push((h, Vec::new()));
-                out.len() - 1
+            let at = *slot.entry(h).or_insert_with(|| {
+                matched.push((h, Vec::new()));
+                matched.len() - 1
             });
-            out[i].1.push(ev.clone());
+            matched[at].1.push(i);
         });
     }
-    out
+    matched
+        .into_iter()
+        .map(|(h, idx)| {
+            if idx.len() == events.len() {
+                (h, all(&events))
+            } else {
+                (
+                    h,
+                    Batch::Owned(idx.into_iter().map(|i| events[i].clone()).collect()),
+                )
+            }
+        })
+        .collect()
+}
+
+/// A watcher's events on their way to [`WatchHub::deliver`].
+enum Batch {
+    /// Events other watchers get too.
+    Shared(SharedEvents),
+    /// This watcher's own.
+    Owned(Vec<Event>),
 }
 
 fn event_revision(e: &Event) -> i64 {

@@ -42,7 +42,10 @@ impl TestSink {
     }
 
     fn drain(&self) -> Vec<WatchResponse> {
-        self.take_all().into_iter().map(|r| r.response).collect()
+        self.take_all()
+            .into_iter()
+            .map(|r| r.into_response())
+            .collect()
     }
 
     fn close(&self) {
@@ -425,16 +428,15 @@ fn prev_kv_is_flagged_for_the_front_and_stripped_for_others() {
     f.write(vec![ev]);
     let got = sink.take_all();
     let flags: Vec<(i64, bool, bool, bool)> = got
-        .iter()
+        .into_iter()
         .map(|r| {
+            let fill = r.fill_prev_kv;
+            let r = r.into_response();
             (
-                r.response.watch_id,
-                r.response.created,
-                r.fill_prev_kv,
-                r.response
-                    .events
-                    .first()
-                    .is_some_and(|e| e.prev_kv.is_some()),
+                r.watch_id,
+                r.created,
+                fill,
+                r.events.first().is_some_and(|e| e.prev_kv.is_some()),
             )
         })
         .collect();
@@ -1123,4 +1125,80 @@ fn load_10000_watchers_on_one_stream_get_every_event_once() {
 #[test]
 fn load_10000_watchers_across_100_streams_get_every_event_once() {
     check_exactly_once(100, 10_000);
+}
+
+// ---------------------------------------------------------------- shared events
+
+/// The shared events of `r`, if any.
+fn shared_of(r: &StreamResponse) -> Option<&actcd_types::watch::SharedEvents> {
+    r.shared.as_ref()
+}
+
+#[test]
+fn watchers_that_get_the_same_events_share_one_copy() {
+    let mut f = Fixture::new(1);
+    let (s, sink) = f.open(100);
+    let noput = {
+        let mut c = create("foo", "fop");
+        c.filters.push(FilterType::Noput as i32);
+        c
+    };
+    for c in [
+        create("foo", "fop"),
+        create("foo", "fop"),
+        create("foo/a", ""),
+        noput,
+    ] {
+        f.request(s, req_create(c));
+    }
+    sink.take_all();
+
+    // One revision, two keys: both prefix watchers take both events; the single-key watcher
+    // one of them; the NOPUT watcher none.
+    f.write(vec![put("foo/a", 2), put("foo/b", 2)]);
+    let mut got = sink.take_all();
+    got.sort_by_key(|r| r.response.watch_id);
+    assert_eq!(got.len(), 3, "{got:?}");
+    let (a, b) = (shared_of(&got[0]).unwrap(), shared_of(&got[1]).unwrap());
+    assert!(std::sync::Arc::ptr_eq(&a.all, &b.all));
+    assert!(got[0].response.events.is_empty());
+    assert!(
+        shared_of(&got[2]).is_none(),
+        "a subset is the watcher's own"
+    );
+    let got: Vec<WatchResponse> = got.into_iter().map(|r| r.into_response()).collect();
+    assert_eq!(
+        shows(&got),
+        [
+            "id=0 rev=2 put:foo/a@2 put:foo/b@2",
+            "id=1 rev=2 put:foo/a@2 put:foo/b@2",
+            "id=2 rev=2 put:foo/a@2",
+        ]
+    );
+
+    // Catching up: watchers from revision 2 and from 3 share the read's events, the later one
+    // a tail of them.
+    f.write(vec![put("foo/c", 3)]);
+    sink.take_all();
+    let mut from = |rev| {
+        let mut c = create("foo", "fop");
+        c.start_revision = rev;
+        c
+    };
+    let (s2, sink2) = f.open(100);
+    f.hub.handle_request(s2, req_create(from(2)));
+    f.hub.handle_request(s2, req_create(from(3)));
+    f.serve_reads();
+    let got = sink2.take_all();
+    assert_eq!(got.len(), 4, "created twice, then events");
+    let (a, b) = (shared_of(&got[2]).unwrap(), shared_of(&got[3]).unwrap());
+    assert!(std::sync::Arc::ptr_eq(&a.all, &b.all));
+    let got: Vec<WatchResponse> = got.into_iter().map(|r| r.into_response()).collect();
+    assert_eq!(
+        shows(&got[2..]),
+        [
+            "id=0 rev=3 put:foo/a@2 put:foo/b@2 put:foo/c@3",
+            "id=1 rev=3 put:foo/c@3",
+        ]
+    );
 }
