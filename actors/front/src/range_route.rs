@@ -10,7 +10,7 @@
 //! methods, and `RangeResponse` everywhere else (txns, the JSON gateway, clients), keep the
 //! generated code and its types. The route answers exactly as the generated method did: the
 //! same learner rule, request decoding, size limits and errors; an answer that is not encoded
-//! (sorted, filtered, keys-only, count-only) is written by prost as before.
+//! (sorted or filtered) is written by prost as before.
 
 use std::convert::Infallible;
 use std::sync::Arc;

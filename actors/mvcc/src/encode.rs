@@ -35,16 +35,32 @@
 //! does not hold was removed by a compaction accepted after the view, so the read's revision
 //! is compacted (`ReadViews` reads a Range of the latest revision again on a newer view).
 //!
+//! **Keys-only** ([`keys_only`]): a keys-only `KeyValue` (key 1, create_revision 2,
+//! mod_revision 3, version 4, lease 6) is all in the index entry, except the lease of a key
+//! written again after the read's revision (the index keeps only the latest write's lease):
+//! that one is read from its record in the transaction, as `View::kvs` does. Phase 1 walks the
+//! index and sums the answer's length; phase 2 walks it again at the same revision and writes
+//! each entry straight into tonic's buffer. So the answer exists once (the buffer), with no
+//! `KeyValue` and nothing per key kept between the phases; a small one is encoded in phase 1
+//! as above. Entries visible at a revision do not change until the index is compacted past
+//! it: a compaction past the read's revision accepted between the two phases makes phase 2
+//! fail with `Compacted` (etcd, reading under one transaction, would still answer). The
+//! entries of a slice, and the leases read from records, are taken under that slice's lock.
+//!
+//! **Count-only** is the header and the count, whatever the order, filters or limit, as
+//! `View::range` answers.
+//!
 //! Only top-level Ranges in the default order (sort NONE, or KEY ascending) without revision
-//! filters, keys-only or count-only are encoded here; the others, and ranges inside txns, go
-//! through `View::range`. The encoded answer decodes to exactly what `View::range` answers
-//! (`encode_tests.rs` checks it over random histories and requests).
+//! filters, and count-only ones, are encoded here; the others (sorted or filtered), and ranges
+//! inside txns, go through `View::range`. The encoded answer is byte for byte what
+//! `View::range` answers, encoded by prost (`encode_tests.rs` checks it over random histories
+//! and requests).
 
 use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::range_request::{SortOrder, SortTarget};
 use actcd_proto::etcdserverpb::{RangeRequest, ResponseHeader};
-use actcd_types::key_record::{self, DamagedRecord};
+use actcd_types::key_record::{self, DamagedRecord, KeyFields};
 use actcd_types::msg::EncodedRange;
 use actcd_types::revision::REV_BYTES_LEN;
 use actcd_types::storage::{Fresh, FreshTxn, ReadEngine, ReadTxn, Table, read_with};
@@ -54,7 +70,7 @@ use prost::bytes::BufMut;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
 
 use crate::error::Error;
-use crate::key_index::{KeyRange, SharedIndex};
+use crate::key_index::{KeyRange, KeyRev, SharedIndex};
 
 /// Keys read from the index per hold of its read lock: a few hundred microseconds of the
 /// writer's time at most.
@@ -92,7 +108,8 @@ pub(crate) fn encodable(req: &RangeRequest) -> bool {
         || req.max_mod_revision != 0
         || req.min_create_revision != 0
         || req.max_create_revision != 0;
-    default_order && !filtered && !req.keys_only && !req.count_only
+    // A count is the same whatever the order, filters or limit (`View::range`).
+    req.count_only || default_order && !filtered
 }
 
 /// What a read view lends a Range encoded here.
@@ -120,50 +137,34 @@ pub(crate) fn unary(src: &Source<'_>, req: &RangeRequest) -> Result<EncodedAnswe
     if at < src.compact_rev {
         return Err(EtcdError::Compacted.into());
     }
+    if req.count_only {
+        let count = count(src.index, req, at)?;
+        return Ok(EncodedAnswer::new(
+            Kvs::Copied(Vec::new()),
+            src.rev,
+            false,
+            count,
+            0,
+        ));
+    }
     // Begun before the index is read: a record the index names at `at` that this snapshot
     // lacks was deleted by a compaction the newest view knows of (see `view.rs`).
     let txn = Arc::clone(src.engine).begin_read_owned()?;
+    if req.keys_only {
+        return keys_only(src, req, at, txn);
+    }
 
     let limit = usize::try_from(req.limit).ok().filter(|&l| l > 0);
     let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
     let mut revs = Vec::new();
-    let mut next: Option<Vec<u8>> = None;
-    loop {
-        let index = src.index.read();
-        if at < index.compacted() {
-            return Err(EtcdError::Compacted.into());
-        }
-        // A single key is one entry at most, so `next` is only ever set for a span.
-        let range = KeyRange::new(next.as_deref().unwrap_or(&req.key), &req.range_end);
-        let mut taken = 0;
-        let mut last: Option<&[u8]> = None;
-        for (key, kr) in index.visible(range, at) {
-            if revs.len() == want || taken == SLICE {
-                break;
-            }
-            revs.push(kr.modified);
-            taken += 1;
-            last = Some(key);
-        }
-        if taken < SLICE || revs.len() == want {
-            break;
-        }
-        // Strictly after the last key taken.
-        next = last.map(|k| {
-            let mut after = Vec::with_capacity(k.len() + 1);
-            after.extend_from_slice(k);
-            after.push(0);
-            after
-        });
-    }
+    walk(src.index, req, at, want, |_, kr| {
+        revs.push(kr.modified);
+        Ok(())
+    })?;
 
     let more = limit.is_some_and(|l| revs.len() > l);
     let count = if more {
-        let index = src.index.read();
-        if at < index.compacted() {
-            return Err(EtcdError::Compacted.into());
-        }
-        index.count(KeyRange::new(&req.key, &req.range_end), at)
+        count(src.index, req, at)?
     } else {
         revs.len()
     };
@@ -214,16 +215,189 @@ pub(crate) fn unary(src: &Source<'_>, req: &RangeRequest) -> Result<EncodedAnswe
             },
         },
     };
-    Ok(EncodedAnswer {
-        kvs,
-        header: ResponseHeader {
-            revision: src.rev,
-            ..Default::default()
-        },
-        more,
-        count: count as i64,
-        kvs_len,
+    Ok(EncodedAnswer::new(kvs, src.rev, more, count, kvs_len))
+}
+
+/// The number of keys of `req`'s range visible at `at`.
+fn count(index: &SharedIndex, req: &RangeRequest, at: i64) -> Result<usize, Error> {
+    let index = index.read();
+    if at < index.compacted() {
+        return Err(EtcdError::Compacted.into());
+    }
+    Ok(index.count(KeyRange::new(&req.key, &req.range_end), at))
+}
+
+/// Walks the first `want` entries of `req`'s range visible at `at`, in key order, in slices of
+/// [`SLICE`] keys, each under a read lock of its own (checked against the index's compaction
+/// every time); `f` sees each entry under the lock. Returns how many it saw.
+fn walk(
+    index: &SharedIndex,
+    req: &RangeRequest,
+    at: i64,
+    want: usize,
+    mut f: impl FnMut(&[u8], &KeyRev) -> Result<(), Error>,
+) -> Result<usize, Error> {
+    let mut seen = 0;
+    let mut next: Option<Vec<u8>> = None;
+    loop {
+        let index = index.read();
+        if at < index.compacted() {
+            return Err(EtcdError::Compacted.into());
+        }
+        // A single key is one entry at most, so `next` is only ever set for a span.
+        let range = KeyRange::new(next.as_deref().unwrap_or(&req.key), &req.range_end);
+        let mut taken = 0;
+        let mut last: Option<&[u8]> = None;
+        for (key, kr) in index.visible(range, at) {
+            if seen == want || taken == SLICE {
+                break;
+            }
+            f(key, &kr)?;
+            seen += 1;
+            taken += 1;
+            last = Some(key);
+        }
+        if taken < SLICE || seen == want {
+            return Ok(seen);
+        }
+        // Strictly after the last key taken.
+        next = last.map(|k| {
+            let mut after = Vec::with_capacity(k.len() + 1);
+            after.extend_from_slice(k);
+            after.push(0);
+            after
+        });
+    }
+}
+
+/// A keys-only Range: every `KeyValue` but its value is in the index (the lease too, unless
+/// the key was written again after `at`: then its record is read for it, as `View::kvs` does).
+/// A small answer is encoded now; a large one is only measured now and encoded from a second
+/// walk of the index when written, straight into the response buffer, so the answer is never
+/// held twice (see the module doc).
+fn keys_only(
+    src: &Source<'_>,
+    req: &RangeRequest,
+    at: i64,
+    txn: Box<dyn ReadTxn + Send>,
+) -> Result<EncodedAnswer, Error> {
+    let limit = usize::try_from(req.limit).ok().filter(|&l| l > 0);
+    let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
+    let mut kvs_len = 0;
+    let mut copied = Some(Vec::new());
+    let mut keys = 0;
+    let mut more = false;
+    {
+        let over = FreshTxn {
+            table: Table::Key,
+            fresh: src.fresh,
+            txn: &*txn,
+        };
+        walk(src.index, req, at, want, |key, kr| {
+            if limit == Some(keys) {
+                more = true;
+                return Ok(());
+            }
+            keys += 1;
+            let kv = key_fields(&over, key, kr)?;
+            kvs_len += field_len(key_only_len(&kv));
+            if kvs_len >= src.way.copy_below {
+                copied = None;
+            }
+            if let Some(out) = &mut copied {
+                put_key_only(&kv, out);
+            }
+            Ok(())
+        })?;
+    }
+    let count = if more {
+        count(src.index, req, at)?
+    } else {
+        keys
+    };
+    let kvs = match copied {
+        Some(bytes) => Kvs::Copied(bytes),
+        None => Kvs::KeysOnly(Box::new(KeysLater {
+            txn,
+            fresh: src.fresh.clone(),
+            index: src.index.clone(),
+            req: RangeRequest {
+                key: req.key.clone(),
+                range_end: req.range_end.clone(),
+                ..Default::default()
+            },
+            at,
+            keys,
+        })),
+    };
+    Ok(EncodedAnswer::new(kvs, src.rev, more, count, kvs_len))
+}
+
+/// The keys-only `KeyValue` of an index entry.
+fn key_fields<'k>(over: &FreshTxn<'_>, key: &'k [u8], kr: &KeyRev) -> Result<KeyFields<'k>, Error> {
+    let lease = match kr.lease {
+        Some(lease) => lease,
+        None => lease_at(over, kr.modified)?,
+    };
+    Ok(KeyFields {
+        key,
+        create_revision: kr.created.main,
+        mod_revision: kr.modified.main,
+        version: kr.version,
+        lease,
     })
+}
+
+/// The lease the record at `rev` names, read in place and checked.
+fn lease_at(over: &FreshTxn<'_>, rev: Revision) -> Result<i64, Error> {
+    let mut at = [0u8; REV_BYTES_LEN];
+    rev_key(rev, &mut at);
+    read_with(over, Table::Key, &at, |stored| match stored {
+        // Removed by a compaction accepted after the view (see the module doc).
+        None => Err(Error::from(EtcdError::Compacted)),
+        Some(stored) => Ok(key_record::decode_fields(&at, stored)?.lease),
+    })?
+}
+
+/// Field numbers of `mvccpb.KeyValue` that a keys-only answer carries (value, 5, never).
+const KV_KEY: u32 = 1;
+const KV_INTS: [u32; 4] = [2, 3, 4, 6];
+
+fn kv_ints(kv: &KeyFields<'_>) -> [i64; 4] {
+    [kv.create_revision, kv.mod_revision, kv.version, kv.lease]
+}
+
+/// The length of `kv` encoded as prost encodes a `KeyValue` with an empty value.
+fn key_only_len(kv: &KeyFields<'_>) -> usize {
+    let key = if kv.key.is_empty() {
+        0
+    } else {
+        field_len(kv.key.len())
+    };
+    let ints: usize = kv_ints(kv)
+        .iter()
+        .filter(|&&v| v != 0)
+        .map(|&v| 1 + encoded_len_varint(v as u64))
+        .sum();
+    key + ints
+}
+
+/// One `kvs` field holding `kv` without a value: fields in number order, each only when not
+/// its default (proto3), as prost writes it.
+fn put_key_only(kv: &KeyFields<'_>, mut out: impl BufMut) {
+    encode_key(KVS_FIELD, WireType::LengthDelimited, &mut out);
+    encode_varint(key_only_len(kv) as u64, &mut out);
+    if !kv.key.is_empty() {
+        encode_key(KV_KEY, WireType::LengthDelimited, &mut out);
+        encode_varint(kv.key.len() as u64, &mut out);
+        out.put_slice(kv.key);
+    }
+    for (field, v) in KV_INTS.into_iter().zip(kv_ints(kv)) {
+        if v != 0 {
+            encode_key(field, WireType::Varint, &mut out);
+            encode_varint(v as u64, &mut out);
+        }
+    }
 }
 
 /// Where an answer's key-values come from when it is written.
@@ -237,6 +411,22 @@ enum Kvs {
         fresh: Fresh,
         records: Records,
     },
+    /// A large keys-only answer: what it needs to walk the index again when written.
+    KeysOnly(Box<KeysLater>),
+}
+
+/// A keys-only answer to encode when written: entries visible at `at` do not change while
+/// the index is not compacted past it, and the records of leases the index no longer holds
+/// are in the transaction (with the view's fresh records over it).
+struct KeysLater {
+    txn: Box<dyn ReadTxn + Send>,
+    fresh: Fresh,
+    index: SharedIndex,
+    /// The range (key and range end only).
+    req: RangeRequest,
+    at: i64,
+    /// Entries the answer holds.
+    keys: usize,
 }
 
 /// Where a large answer's records are.
@@ -329,10 +519,23 @@ pub(crate) struct EncodedAnswer {
 }
 
 impl EncodedAnswer {
-    /// Whether the records wait in a transaction (a large answer).
+    fn new(kvs: Kvs, rev: i64, more: bool, count: usize, kvs_len: usize) -> Self {
+        Self {
+            kvs,
+            header: ResponseHeader {
+                revision: rev,
+                ..Default::default()
+            },
+            more,
+            count: count as i64,
+            kvs_len,
+        }
+    }
+
+    /// Whether the answer is written from a transaction (a large answer).
     #[cfg(test)]
     pub(crate) fn is_lazy(&self) -> bool {
-        matches!(self.kvs, Kvs::Lazy { .. })
+        !matches!(self.kvs, Kvs::Copied(_))
     }
 }
 
@@ -401,6 +604,26 @@ impl EncodedRange for EncodedAnswer {
                     put_kv(kv, &mut out);
                     written += field_len(kv.len());
                 })?;
+                written
+            }
+            Kvs::KeysOnly(later) => {
+                let over = FreshTxn {
+                    table: Table::Key,
+                    fresh: &later.fresh,
+                    txn: &*later.txn,
+                };
+                let mut written = 0;
+                let keys = walk(&later.index, &later.req, later.at, later.keys, |key, kr| {
+                    let kv = key_fields(&over, key, kr)?;
+                    put_key_only(&kv, &mut out);
+                    written += field_len(key_only_len(&kv));
+                    Ok(())
+                })?;
+                if keys != later.keys {
+                    return Err(EtcdError::internal(
+                        "mvcc: a keys-only range's entries changed before it was written",
+                    ));
+                }
                 written
             }
         };

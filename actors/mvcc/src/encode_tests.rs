@@ -1,6 +1,7 @@
 //! The encoded unary answer against the message path: over random histories (puts with and
 //! without leases, deletes, compactions, records committed or still in the write buffer) and
-//! random default-order requests, it decodes to what `View::range` answers, byte for byte.
+//! random default-order requests, keys-only and count-only ones among them, it is what
+//! `View::range` answers, byte for byte.
 
 use std::sync::Arc;
 
@@ -150,6 +151,9 @@ fn same(view: &ReadView, req: &RangeRequest) {
 #[test]
 fn the_encoded_answer_is_the_message_paths_answer() {
     let mut encoded = 0;
+    let mut keys_only = 0;
+    let mut count_only = 0;
+    let mut leases_read = 0;
     for seed in 1..=30u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut store = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
@@ -168,6 +172,13 @@ fn the_encoded_answer_is_the_message_paths_answer() {
             for _ in 0..8 {
                 let req = range_request(&mut rng, view.revision());
                 encoded += usize::from(super::encodable(&req));
+                if super::encodable(&req) {
+                    keys_only += usize::from(req.keys_only && !req.count_only);
+                    count_only += usize::from(req.count_only);
+                    if req.keys_only && !req.count_only {
+                        leases_read += leases_from_records(&view, &req);
+                    }
+                }
                 same(&view, &req);
             }
         }
@@ -176,6 +187,40 @@ fn the_encoded_answer_is_the_message_paths_answer() {
         encoded > 1000,
         "only {encoded} requests took the encoded path"
     );
+    assert!(
+        keys_only > 200 && count_only > 200,
+        "only {keys_only} keys-only and {count_only} count-only requests were encoded"
+    );
+    assert!(
+        leases_read > 100,
+        "only {leases_read} keys-only entries had their lease read from a record"
+    );
+}
+
+/// How many of the keys-only answer's entries are rewritten after the read's revision with a
+/// lease (their lease comes from their record, not the index).
+fn leases_from_records(view: &ReadView, req: &RangeRequest) -> usize {
+    let Ok(at_req) = view.range(req) else {
+        return 0;
+    };
+    let latest = view
+        .range(&RangeRequest {
+            revision: 0,
+            ..req.clone()
+        })
+        .unwrap();
+    at_req
+        .kvs
+        .iter()
+        .filter(|kv| {
+            kv.lease != 0
+                && latest
+                    .kvs
+                    .iter()
+                    .find(|l| l.key == kv.key)
+                    .is_none_or(|l| l.mod_revision != kv.mod_revision)
+        })
+        .count()
 }
 
 #[test]
@@ -203,15 +248,18 @@ fn more_keys_than_a_slice_are_read_in_order_with_limits_and_counts() {
         n as i64 - 1,
     ] {
         for (key, range_end) in [(&b"key"[..], &b"kez"[..]), (b"key000100", &[0][..])] {
-            same(
-                &view,
-                &RangeRequest {
-                    key: key.to_vec(),
-                    range_end: range_end.to_vec(),
-                    limit,
-                    ..Default::default()
-                },
-            );
+            for keys_only in [false, true] {
+                same(
+                    &view,
+                    &RangeRequest {
+                        key: key.to_vec(),
+                        range_end: range_end.to_vec(),
+                        limit,
+                        keys_only,
+                        ..Default::default()
+                    },
+                );
+            }
         }
     }
 }
@@ -305,4 +353,118 @@ fn only_a_large_answer_keeps_its_read_transaction() {
     assert!(!lazy(3), "three quarters of the limit: copied");
     assert!(lazy(4), "at the limit: written from the transaction");
     assert!(lazy(0));
+}
+
+fn put(key: String, lease: i64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        put: Some(PutRequest {
+            key: key.into_bytes(),
+            value: b"value".to_vec(),
+            lease,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn compact(revision: i64) -> InternalRaftRequest {
+    InternalRaftRequest {
+        compaction: Some(CompactionRequest {
+            revision,
+            physical: true,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A large keys-only answer is encoded from a second walk of the index when it is written:
+/// what the writer did meanwhile (rewrites with other leases, deletes, new keys, a compaction
+/// up to the read's revision) does not show, and a compaction past it refuses the answer
+/// rather than send another.
+#[test]
+fn a_keys_only_answer_written_later_is_the_one_read() {
+    let mut store = Store::open(Arc::new(MemEngine::new()), MemberIdentity::default()).unwrap();
+    let key = |i: usize| format!("k{i:05}");
+    let n = super::SLICE + 100;
+    let puts = (0..n).map(|i| put(key(i), LEASES[i % 2])).collect();
+    store
+        .apply_deferred(1, 2, puts, Vec::new(), &LEASES)
+        .unwrap();
+    let first = store.current_revision();
+    // Half the keys rewritten, so the old revision's leases are only in their records.
+    let rewrites = (0..n).step_by(2).map(|i| put(key(i), LEASES[1])).collect();
+    store
+        .apply_deferred(2, 2, rewrites, Vec::new(), &LEASES)
+        .unwrap();
+    store.commit().unwrap();
+    let view = store.read_view();
+    let lazy = Way {
+        copy_below: 0,
+        keep_lent: true,
+    };
+    let all = |revision: i64| RangeRequest {
+        key: b"k".to_vec(),
+        range_end: b"l".to_vec(),
+        revision,
+        keys_only: true,
+        ..Default::default()
+    };
+    let mut answers = Vec::new();
+    for req in [
+        all(0),
+        all(first),
+        RangeRequest {
+            limit: 10,
+            ..all(first)
+        },
+    ] {
+        let want = view.range(&req).unwrap();
+        // At the first revision, half the leases are read from the records.
+        let from_records = want.kvs.iter().filter(|kv| kv.lease == LEASES[0]).count();
+        assert_eq!(from_records > 0, req.revision == first, "{req:?}");
+        let RangeAnswer::Encoded(answer) = view.range_answer_with(&req, lazy).unwrap() else {
+            panic!("keys-only is encoded");
+        };
+        answers.push((answer, want));
+    }
+
+    // The writer goes on: other leases, deletes, new keys, a compaction at the first revision.
+    let rev = store.current_revision();
+    let mut later: Vec<_> = (0..n).step_by(3).map(|i| put(key(i), 0)).collect();
+    later.push(InternalRaftRequest {
+        delete_range: Some(DeleteRangeRequest {
+            key: key(10).into_bytes(),
+            range_end: key(200).into_bytes(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    later.extend((n..n + 50).map(|i| put(key(i), LEASES[0])));
+    store
+        .apply_deferred(3, 2, later, Vec::new(), &LEASES)
+        .unwrap();
+    store
+        .apply_deferred(4, 2, vec![compact(first)], Vec::new(), &LEASES)
+        .unwrap();
+    store.finish_compaction_now().unwrap();
+    store.commit().unwrap();
+    assert!(store.current_revision() > rev);
+    for (answer, want) in &answers {
+        let mut bytes = Vec::new();
+        answer.write(&mut bytes).unwrap();
+        assert_eq!(bytes.len(), answer.encoded_len());
+        assert_eq!(bytes, want.encode_to_vec());
+    }
+
+    // A compaction past the read's revision: its entries are gone from the index.
+    store
+        .apply_deferred(5, 2, vec![compact(rev)], Vec::new(), &LEASES)
+        .unwrap();
+    store.finish_compaction_now().unwrap();
+    store.commit().unwrap();
+    let mut out = Vec::new();
+    assert_eq!(
+        answers[1].0.write(&mut out).unwrap_err(),
+        EtcdError::Compacted
+    );
 }

@@ -37,7 +37,7 @@ pub struct ReadIndex;
 
 /// A unary Range's answer as the front sends it.
 pub enum RangeAnswer {
-    /// As a message (sorted, filtered, keys-only and count-only ranges).
+    /// As a message (sorted and filtered ranges).
     Decoded(RangeResponse),
     /// Already in its wire form, written straight into the response's buffer.
     Encoded(Box<dyn EncodedRange>),
