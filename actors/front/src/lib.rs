@@ -130,6 +130,7 @@ mod server;
 mod tls;
 pub mod v2;
 mod watch;
+mod watch_route;
 
 pub use cluster::check_peer_urls;
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};

@@ -6,7 +6,6 @@ use actcd_proto::etcdserverpb::cluster_server::ClusterServer;
 use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::lease_server::LeaseServer;
 use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
-use actcd_proto::etcdserverpb::watch_server::WatchServer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_stream::wrappers::TcpListenerStream;
@@ -23,7 +22,6 @@ use crate::maintenance::MaintenanceService;
 use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
 use crate::tls::ClientTls;
-use crate::watch::WatchService;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
 
@@ -53,11 +51,7 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
-    let watch = WatchServer::new(WatchService {
-        pipeline: pipeline.clone(),
-    })
-    .max_decoding_message_size(limit)
-    .max_encoding_message_size(usize::MAX);
+    let watch = crate::watch_route::WatchRoutes::new(pipeline.clone(), limit);
     let auth = AuthServer::new(AuthService {
         pipeline: pipeline.clone(),
     })

@@ -16,7 +16,7 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::EtcdError;
-use actcd_types::watch::{CloseStream, OpenStream, StreamResponse, WatchRequestMsg};
+use actcd_types::watch::{CloseStream, OpenStream, SharedEvents, StreamResponse, WatchRequestMsg};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -30,9 +30,12 @@ pub struct WatchService {
 }
 
 /// Responses the hub may queue for one stream before its watchers fall back to catching up from
-/// history. etcd's buffer is 128; with thousands of watchers on one stream every revision is
-/// thousands of responses, and falling back to history is far dearer than holding them.
-const HUB_QUEUE: usize = 4096;
+/// history (etcd's buffer is 128). Whatever is queued is sent before any newer event, so the
+/// queue is the stream's delay: with a thousand watchers on each of 100 streams and a put a
+/// millisecond, 4096 held four revisions a stream, 400k responses, and put-to-event took half
+/// a second (and 300 MiB). Falling behind costs little since watchers share the events of a
+/// history read, and the read gives each watcher every revision it missed in one response.
+const HUB_QUEUE: usize = 256;
 /// Responses forwarded per wake-up, sharing one header lookup.
 const DRAIN: usize = 256;
 /// Responses ready for the client that tonic has not sent yet.
@@ -40,14 +43,37 @@ const SEND_QUEUE: usize = 16;
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send>>;
 
+/// A response ready for the client. Events the hub shared among watchers stay shared up to
+/// here: the gRPC route (`watch_route.rs`) encodes them from the shared copy; the gateway and
+/// the other users of a stream take the whole message (`WatchResponse::from`).
+pub(crate) struct WatchOut {
+    pub(crate) response: WatchResponse,
+    pub(crate) shared: Option<SharedEvents>,
+}
+
+impl From<WatchOut> for WatchResponse {
+    fn from(out: WatchOut) -> Self {
+        StreamResponse {
+            response: out.response,
+            shared: out.shared,
+            fill_prev_kv: false,
+        }
+        .into_response()
+    }
+}
+
 /// Fills in what the hub leaves to the front.
 async fn finish(
     p: &Pipeline,
     header: &ResponseHeader,
     out: StreamResponse,
-) -> Result<WatchResponse, EtcdError> {
+) -> Result<WatchOut, EtcdError> {
     let fill_prev_kv = out.fill_prev_kv;
-    let mut response = out.into_response();
+    let (mut response, shared) = if fill_prev_kv {
+        (out.into_response(), None)
+    } else {
+        (out.response, out.shared)
+    };
     let h = response.header.get_or_insert_with(Default::default);
     h.raft_term = header.raft_term;
     h.cluster_id = header.cluster_id;
@@ -74,16 +100,16 @@ async fn finish(
             }
         }
     }
-    Ok(response)
+    Ok(WatchOut { response, shared })
 }
 
 /// Sends `first` and whatever else the hub has queued (up to [`DRAIN`]) to the client, with one
 /// header lookup for all of them. `Err` ends the stream.
-async fn forward(
+async fn forward<T: From<WatchOut>>(
     p: &Pipeline,
     first: StreamResponse,
     responses: &mut mpsc::Receiver<StreamResponse>,
-    tx: &mpsc::Sender<Result<WatchResponse, Status>>,
+    tx: &mpsc::Sender<Result<T, Status>>,
 ) -> Result<(), ()> {
     let header = match p.recent_header().await {
         Ok(h) => h,
@@ -96,7 +122,7 @@ async fn forward(
     let mut sent = 0;
     while let Some(out) = next.take() {
         match finish(p, &header, out).await {
-            Ok(r) => tx.send(Ok(r)).await.map_err(|_| ())?,
+            Ok(r) => tx.send(Ok(T::from(r))).await.map_err(|_| ())?,
             Err(e) => {
                 let _ = tx.send(Err(e.to_status())).await;
                 return Err(());
@@ -166,6 +192,15 @@ pub(crate) async fn open_stream(
     creds: Credentials,
     inbound: impl futures::Stream<Item = WatchRequest> + Send + 'static,
 ) -> Result<mpsc::Receiver<Result<WatchResponse, Status>>, EtcdError> {
+    open_stream_as(p, creds, inbound).await
+}
+
+/// [`open_stream`], its responses as `T` (the gRPC route takes [`WatchOut`]s).
+pub(crate) async fn open_stream_as<T: From<WatchOut> + From<WatchResponse> + Send + 'static>(
+    p: Arc<Pipeline>,
+    creds: Credentials,
+    inbound: impl futures::Stream<Item = WatchRequest> + Send + 'static,
+) -> Result<mpsc::Receiver<Result<T, Status>>, EtcdError> {
     let opened = p
         .routes
         .open_watch
@@ -182,7 +217,7 @@ pub(crate) async fn open_stream(
                 next = inbound.next() => {
                     let Some(request) = next else { break };
                     if let Some(refusal) = refuse_watch(&p, &creds, &request).await {
-                        if tx.send(Ok(refusal)).await.is_err() {
+                        if tx.send(Ok(T::from(refusal))).await.is_err() {
                             break;
                         }
                         continue;
@@ -211,6 +246,22 @@ pub(crate) async fn open_stream(
     Ok(rx)
 }
 
+/// The requests of a client's gRPC stream. A broken client stream ends the watch stream. A
+/// client that half-closes (stops sending) keeps its watchers until it goes away, as etcd's
+/// does: its recvLoop ends on EOF without ending the stream (found by the hostile-input run; a
+/// finite request iterator, as Python's grpc makes, half-closes right after its creates).
+pub(crate) fn client_requests(
+    requests: Streaming<WatchRequest>,
+) -> impl futures::Stream<Item = WatchRequest> + Send + 'static {
+    futures::stream::unfold(requests, |mut s| async move {
+        match s.next().await {
+            Some(Ok(r)) => Some((r, s)),
+            Some(Err(_)) => None,
+            None => futures::future::pending().await,
+        }
+    })
+}
+
 #[tonic::async_trait]
 impl Watch for WatchService {
     type WatchStream = WatchStream;
@@ -221,18 +272,9 @@ impl Watch for WatchService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         // Who is asking is settled per create request, as etcd does, so the auth revision a
         // check uses is current.
+        // Not reached from the gRPC server, which routes this method to `watch_route.rs`.
         let creds = self.pipeline.auth.credentials(&req);
-        // A broken client stream ends the watch stream. A client that half-closes (stops
-        // sending) keeps its watchers until it goes away, as etcd's does: its recvLoop ends on
-        // EOF without ending the stream (found by the hostile-input run; a finite request
-        // iterator, as Python's grpc makes, half-closes right after its creates).
-        let inbound = futures::stream::unfold(req.into_inner(), |mut s| async move {
-            match s.next().await {
-                Some(Ok(r)) => Some((r, s)),
-                Some(Err(_)) => None,
-                None => futures::future::pending().await,
-            }
-        });
+        let inbound = client_requests(req.into_inner());
         let rx = open_stream(self.pipeline.clone(), creds, inbound).await?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }

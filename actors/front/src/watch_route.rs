@@ -1,0 +1,249 @@
+//! `/etcdserverpb.Watch/Watch` served in front of the generated Watch service, with a codec
+//! that writes the events the watch hub shared among watchers straight from the shared copy.
+//!
+//! **Why a route of our own.** A put under a prefix that 100,000 watchers watch becomes
+//! 100,000 responses, one per watch id, as etcd sends them. tonic's prost codec needs each as a
+//! `WatchResponse` that owns its events: a copy of every event (its key and value) per watcher,
+//! made only to be encoded and freed. This codec encodes the response's own fields with prost
+//! and then each shared event as the `events` field (11, the message's last), which is the byte
+//! string prost writes for the whole message. The route decodes requests, applies the size
+//! limits and answers errors as the generated method does; it serves the same stream as
+//! `WatchService::watch` ([`crate::watch::open_stream_as`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use actcd_proto::etcdserverpb::watch_server::WatchServer;
+use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+use futures::Stream;
+use prost::Message;
+use prost::encoding::{encoded_len_varint, key_len};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::body::Body;
+use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder, Streaming};
+use tonic::codegen::BoxFuture;
+use tonic::server::{NamedService, StreamingService};
+use tonic::{Request, Response, Status};
+
+use crate::pipeline::Pipeline;
+use crate::watch::{WatchOut, WatchService};
+
+const WATCH_PATH: &str = "/etcdserverpb.Watch/Watch";
+/// `WatchResponse.events`.
+const EVENTS_TAG: u32 = 11;
+
+/// The Watch service: its one method here, anything else (unknown methods) by the generated
+/// server.
+#[derive(Clone)]
+pub struct WatchRoutes {
+    watch: WatchServer<WatchService>,
+    pipeline: Arc<Pipeline>,
+    max_decoding: usize,
+}
+
+impl WatchRoutes {
+    pub fn new(pipeline: Arc<Pipeline>, max_decoding: usize) -> Self {
+        let watch = WatchServer::new(WatchService {
+            pipeline: pipeline.clone(),
+        })
+        .max_decoding_message_size(max_decoding)
+        .max_encoding_message_size(usize::MAX);
+        Self {
+            watch,
+            pipeline,
+            max_decoding,
+        }
+    }
+}
+
+impl NamedService for WatchRoutes {
+    const NAME: &'static str = <WatchServer<WatchService> as NamedService>::NAME;
+}
+
+impl tower_service::Service<http::Request<Body>> for WatchRoutes {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        if req.uri().path() != WATCH_PATH {
+            return self.watch.call(req);
+        }
+        let method = WatchMethod {
+            pipeline: self.pipeline.clone(),
+        };
+        let max_decoding = self.max_decoding;
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(WatchCodec)
+                .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
+            Ok(grpc.streaming(method, req).await)
+        })
+    }
+}
+
+type OutStream = std::pin::Pin<Box<dyn Stream<Item = Result<WatchOut, Status>> + Send>>;
+
+/// The Watch method itself, as `WatchService::watch` is.
+struct WatchMethod {
+    pipeline: Arc<Pipeline>,
+}
+
+impl StreamingService<WatchRequest> for WatchMethod {
+    type Response = WatchOut;
+    type ResponseStream = OutStream;
+    type Future = BoxFuture<Response<OutStream>, Status>;
+
+    fn call(&mut self, req: Request<Streaming<WatchRequest>>) -> Self::Future {
+        let pipeline = self.pipeline.clone();
+        Box::pin(async move {
+            let creds = pipeline.auth.credentials(&req);
+            let inbound = crate::watch::client_requests(req.into_inner());
+            let rx = crate::watch::open_stream_as::<WatchOut>(pipeline, creds, inbound).await?;
+            Ok(Response::new(Box::pin(ReceiverStream::new(rx)) as OutStream))
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct WatchCodec;
+
+impl Codec for WatchCodec {
+    type Encode = WatchOut;
+    type Decode = WatchRequest;
+    type Encoder = WatchEncoder;
+    type Decoder = tonic_prost::ProstDecoder<WatchRequest>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        WatchEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstCodec::<WatchResponse, WatchRequest>::raw_decoder(
+            BufferSettings::default(),
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct WatchEncoder;
+
+impl Encoder for WatchEncoder {
+    type Item = WatchOut;
+    type Error = Status;
+
+    fn encode(&mut self, item: WatchOut, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        encode(&item, buf)
+    }
+}
+
+/// `out` as prost writes the whole message: its own fields (events last), then the shared
+/// events as more of field 11.
+fn encode(out: &WatchOut, buf: &mut impl bytes::BufMut) -> Result<(), Status> {
+    let shared = out.shared.as_ref().map_or(&[][..], |s| s.events());
+    let events_len: usize = shared
+        .iter()
+        .map(|e| {
+            let len = e.encoded_len();
+            key_len(EVENTS_TAG) + encoded_len_varint(len as u64) + len
+        })
+        .sum();
+    let need = out.response.encoded_len() + events_len;
+    if buf.remaining_mut() < need {
+        return Err(Status::internal(format!(
+            "watch response of {need} bytes does not fit its buffer"
+        )));
+    }
+    out.response
+        .encode(buf)
+        .map_err(|e| Status::internal(e.to_string()))?;
+    for e in shared {
+        prost::encoding::message::encode(EVENTS_TAG, e, buf);
+    }
+    Ok(())
+}
+
+impl From<WatchResponse> for WatchOut {
+    fn from(response: WatchResponse) -> Self {
+        Self {
+            response,
+            shared: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actcd_proto::etcdserverpb::ResponseHeader;
+    use actcd_proto::mvccpb::event::EventType;
+    use actcd_proto::mvccpb::{Event, KeyValue};
+    use actcd_types::watch::SharedEvents;
+
+    use super::*;
+
+    fn put(key: &str, rev: i64, prev: bool) -> Event {
+        let kv = |rev| KeyValue {
+            key: key.as_bytes().to_vec(),
+            create_revision: 1,
+            mod_revision: rev,
+            version: rev,
+            value: vec![b'v'; rev as usize * 7],
+            lease: 0,
+        };
+        Event {
+            r#type: EventType::Put as i32,
+            kv: Some(kv(rev)),
+            prev_kv: prev.then(|| kv(rev - 1)),
+        }
+    }
+
+    /// Whatever part of a response's events is shared, it is written byte for byte as prost
+    /// writes the whole message, and decodes to it.
+    #[test]
+    fn shared_events_are_written_as_prost_writes_the_message() {
+        let all: Arc<[Event]> = (2..7).map(|r| put("a/b", r, r % 2 == 0)).collect();
+        let base = WatchResponse {
+            header: Some(ResponseHeader {
+                cluster_id: 7,
+                member_id: 8,
+                revision: 6,
+                raft_term: 2,
+            }),
+            watch_id: 3,
+            fragment: true,
+            ..Default::default()
+        };
+        for (own, start, end) in [(0, 0, 5), (0, 2, 5), (0, 5, 5), (2, 0, 0), (1, 1, 4)] {
+            let mut response = base.clone();
+            response.events = all[..own].to_vec();
+            let out = WatchOut {
+                response,
+                shared: Some(SharedEvents {
+                    all: Arc::clone(&all),
+                    start,
+                    end,
+                }),
+            };
+            let whole = WatchResponse::from(WatchOut {
+                response: out.response.clone(),
+                shared: out.shared.clone(),
+            });
+            let mut got = Vec::new();
+            encode(&out, &mut got).expect("room");
+            assert_eq!(
+                got,
+                whole.encode_to_vec(),
+                "own {own}, shared {start}..{end}"
+            );
+            assert_eq!(WatchResponse::decode(&got[..]).expect("decodes"), whole);
+        }
+        let alone = WatchOut::from(base.clone());
+        let mut got = Vec::new();
+        encode(&alone, &mut got).expect("room");
+        assert_eq!(got, base.encode_to_vec());
+    }
+}
