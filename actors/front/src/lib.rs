@@ -26,7 +26,9 @@
 //! - Watch (`watch.rs`): one task per stream between the client and the watch hub
 //!   (`actcd_types::watch`: `OpenStream`, `WatchRequestMsg`, `CloseStream`, answered with
 //!   `StreamResponse`s); it adds the raft term and, for `prev_kv` watchers, each event's previous
-//!   value read from the store.
+//!   value read from the store. The gRPC method is served by a route of its own
+//!   (`watch_route.rs`) whose codec writes the events the hub shares among watchers from the
+//!   one shared copy, not a copy per watcher; the JSON gateway gets whole `WatchResponse`s.
 //! - Maintenance `Status`/`HashKV` read the raft node and the store, and Status's `errors` (and
 //!   `/health`) the applier's alarms (`GetAlarms`); `Alarm` goes through the log; `MoveLeader` asks
 //!   the raft node to transfer leadership and waits until the target leads.
@@ -97,7 +99,7 @@
 //! ## Layout
 //! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV (`range_route.rs`
 //! its gRPC Range) · `lease.rs` Lease ·
-//! `watch.rs` Watch · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
+//! `watch.rs` Watch (`watch_route.rs` its gRPC method) · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
 //! · `tls/verify.rs` both ports' rustls configurations (Go-compatible certificate verification,
 //! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
