@@ -102,6 +102,36 @@ fn conf_change(kind: ConfChangeKind, node_id: u64) -> ConfChange {
     }
 }
 
+/// Drops the entries below `compact_to` and lets the log's buffer go with them. raft-rs's own
+/// `MemStorageCore::compact` drains the front of its vector and keeps its capacity: after a
+/// `--snapshot-count` of 100,000 entries the 5,000 kept ones sat in a buffer sized for 131,072
+/// (about 14 MiB of entry headers at rest). The store is rebuilt instead, as etcd's
+/// `MemoryStorage.Compact` copies what it keeps into a new slice: a snapshot mark at
+/// `compact_to - 1` (its term is known, so a follower whose next entry is `compact_to` still
+/// gets entries, not a snapshot), the kept entries, and the same hard state and configuration.
+fn compact_store(store: &MemStorage, compact_to: u64) -> raft::Result<()> {
+    let last = store.last_index()?;
+    let term = store.term(compact_to - 1)?;
+    let kept = store.entries(
+        compact_to,
+        last + 1,
+        None,
+        raft::GetEntriesContext::empty(false),
+    )?;
+    let state = store.initial_state()?;
+    let mut mark = Snapshot::default();
+    let meta = mark.mut_metadata();
+    meta.index = compact_to - 1;
+    meta.term = term;
+    meta.set_conf_state(state.conf_state);
+    let mut fresh = raft::storage::MemStorageCore::default();
+    fresh.apply_snapshot(mark)?;
+    fresh.append(&kept)?;
+    fresh.set_hardstate(state.hard_state);
+    *store.wl() = fresh;
+    Ok(())
+}
+
 /// Whether an encoded message is a heartbeat: its first field is `msg_type` (field 1, a
 /// varint) with `MsgHeartbeat`'s number. Read from the bytes so the peer metrics need no
 /// second decode.
@@ -499,7 +529,7 @@ impl RaftNode {
         let first = self.raw.store().first_index().ok()?;
         let compact_to = applied.saturating_sub(keep);
         if compact_to > first {
-            let _ = self.raw.mut_store().wl().compact(compact_to);
+            let _ = compact_store(self.raw.mut_store(), compact_to);
         }
         let cs = self
             .raw
@@ -721,6 +751,79 @@ mod tests {
         drive(&mut n);
         let (index, term, _) = n.compact_log(21, 5).unwrap();
         assert_eq!((index, term), (21, 2));
+        n.propose(b"after".to_vec()).unwrap();
+        let (committed, _, _) = drive(&mut n);
+        assert_eq!(committed.last().unwrap().data, b"after".to_vec());
+    }
+
+    /// Counts the bytes each thread holds, so a test can see what one call gave back.
+    struct Counting;
+
+    thread_local! {
+        static LIVE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn live_bytes() -> isize {
+        LIVE.with(|c| c.get())
+    }
+
+    // A test-only allocator over the system one; it adds a thread-local count and nothing else.
+    #[allow(unsafe_code)]
+    unsafe impl std::alloc::GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+            let p = unsafe { std::alloc::System.alloc(l) };
+            if !p.is_null() {
+                let _ = LIVE.try_with(|c| c.set(c.get() + l.size() as isize));
+            }
+            p
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+            unsafe { std::alloc::System.dealloc(p, l) };
+            let _ = LIVE.try_with(|c| c.set(c.get() - l.size() as isize));
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Compaction frees the compacted entries' slots, not only their data: raft-rs's own
+    /// compaction kept the vector's capacity (20,000 entry headers here, 14 MiB at rest after
+    /// etcd's default snapshot count of 100,000). The kept tail, the mark's term, the hard
+    /// state and the configuration are what they were.
+    #[test]
+    fn compaction_gives_back_the_log_buffer() {
+        let mut n = single(0, Recovered::default());
+        drive(&mut n);
+        for _ in 0..20 {
+            for _ in 0..1000 {
+                n.propose(vec![7u8]).unwrap();
+            }
+            drive(&mut n);
+        }
+        let applied = n.applied();
+        assert!(applied > 20_000, "{applied}");
+        let state = n.raw.store().initial_state().unwrap();
+        let term = n.raw.store().term(applied - 5).unwrap();
+
+        let before = live_bytes();
+        let (index, _, _) = n.compact_log(applied, 5).unwrap();
+        let freed = before - live_bytes();
+        assert_eq!(index, applied);
+        let slots = 20_000 * std::mem::size_of::<Entry>() as isize;
+        assert!(
+            freed >= slots,
+            "freed {freed} bytes, the slots alone are {slots}"
+        );
+
+        let store = n.raw.store();
+        assert_eq!(store.first_index().unwrap(), applied - 5);
+        assert_eq!(store.last_index().unwrap(), applied);
+        assert_eq!(store.term(applied - 6).unwrap(), term);
+        let now = store.initial_state().unwrap();
+        assert_eq!(
+            (now.hard_state, now.conf_state),
+            (state.hard_state, state.conf_state)
+        );
         n.propose(b"after".to_vec()).unwrap();
         let (committed, _, _) = drive(&mut n);
         assert_eq!(committed.last().unwrap().data, b"after".to_vec());
