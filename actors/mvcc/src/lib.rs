@@ -51,7 +51,7 @@
 //! - `CurrentRevision` → the revision clock (the applier stamps auth answers with it).
 //! - `Range`, `ReadTxn`, `HashKv` and `History` too (tests, benches, callers without a
 //!   reader); in the server they are read from the views (below). `GetStoreStatus`.
-//! - `FlushStore` (every 100 ms: a compaction slice, its writes sent, the backend flushed) and
+//! - `FlushStore` (every 100 ms: a compaction step, its writes sent, the backend flushed) and
 //!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
 //! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
 //!   backend, which commits what was sent first, and the copy made from it on a blocking
@@ -205,12 +205,16 @@
 //!
 //! ## Where this differs from etcd, and why
 //! Every client-visible result is etcd 3.5.1's; these are differences inside.
-//! - **Compaction runs in slices on the store's thread.** etcd compacts in a background
-//!   scheduler; here the index is compacted when the batch accepting the compaction applies,
-//!   and the record deletions then run a slice at a time after each batch and on each flush
-//!   (batched mode), or to the end at once ([`Store::apply_batch`], and any `physical`
-//!   compaction, which etcd answers only when done). Reads below the compacted revision are
-//!   refused from the moment it is accepted, as in etcd, so nobody can tell.
+//! - **Compaction runs in steps on the store's thread.** etcd compacts in a background
+//!   scheduler; here, once the batch accepting the compaction is published, the actor runs it
+//!   a step every 5 ms (and one per flush): first the key index, `compaction_batch_limit`
+//!   keys a step (the whole index at once held the write lock and the applies for a good
+//!   part of a second at a million keys), then the record deletions, as many records a step.
+//!   A `physical` compaction's waiter is answered when the last step is done, as etcd's server
+//!   waits for it outside the apply loop; applies go on meanwhile. It runs to the end at once
+//!   only in [`Store::apply_batch`] and for a physical one whose result travels back with its
+//!   batch. Reads below the compacted revision are refused from the moment it is accepted, as
+//!   in etcd, and a key compacted or not yet reads the same at or above it, so nobody can tell.
 //! - **A Txn op that fails after the checks rolls the txn back** with the op's error. etcd
 //!   checks `ignore_value`/`ignore_lease` against the state before the txn and panics if the
 //!   key is gone when the op runs (deleted earlier in the same txn); we keep etcd's check and
