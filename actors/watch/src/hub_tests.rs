@@ -1180,7 +1180,7 @@ fn watchers_that_get_the_same_events_share_one_copy() {
     // a tail of them.
     f.write(vec![put("foo/c", 3)]);
     sink.take_all();
-    let mut from = |rev| {
+    let from = |rev| {
         let mut c = create("foo", "fop");
         c.start_revision = rev;
         c

@@ -15,7 +15,7 @@
 //!   [`WatchId`]), are declared in `actcd_types::watch` (the front depends on no actor crate)
 //!   and re-exported here.
 //! - [`ProgressTick`] (the actor sends itself one every `progress_interval`, etcd's 10 min) and
-//!   [`RetryVictims`] (scheduled `retry_interval`, etcd's 10 ms, after anything was left
+//!   [`RetryVictims`] (scheduled `retry_interval`, 2 ms, etcd's 10 ms, after anything was left
 //!   waiting); both may also be sent from outside. [`GetHubStats`] for tests and metrics.
 //!
 //! Sends:
@@ -86,6 +86,16 @@
 //!   become victims before any event is copied for them, so memory stays bounded by what the
 //!   streams can take (measured: 10,000 watchers on one stream, 200 puts — delivery p50 13 ms,
 //!   p99 60 ms against etcd 3.5.1's 106/394 ms in the same run, peak RSS below etcd's).
+//! - Watchers that get the same events share them: a response carries an `Arc`'d run of events
+//!   ([`SharedEvents`](actcd_types::watch::SharedEvents)) — a revision's events for every
+//!   synced watcher that covers all of them, the tail of a history read from each catching-up
+//!   watcher's revision — and the front encodes them from that copy. Only watchers that see
+//!   them differently (a filter that drops one, no `prev_kv` where the store gave one, keys that
+//!   leave some out, `fragment`) get their own copy. etcd shares the events' key-values by
+//!   pointer the same way. Measured with 100,000 prefix watchers on 100 streams and a put a
+//!   millisecond (a busy 2-core machine): put-to-event p50 20.3 s → 2.8 s with the front's
+//!   queue down from 4096 to 256 responses a stream (etcd 3.5.1: 6.6 s), peak RSS above idle
+//!   1267 → 75 MiB (etcd 146), server CPU 13.8 → 6.3 s (etcd 16.7).
 //! - One progress ticker for the hub rather than one per stream with random jitter.
 //! - etcd blocks a stream's receive loop when its control responses can't be sent; we hold them
 //!   and close the stream past `max_backlog`.
