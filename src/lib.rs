@@ -49,8 +49,11 @@
 //! watch hub, consensus, apply, admission, ticks, routes). Every mailbox in a cycle is made
 //! first, so each actor starts once with all its peers; which thread each runs on is decided
 //! there and nowhere else. `node.rs` recovers the state the actors start from (backend, key
-//! index, auth, alarms, WAL, raft node) and serves the client side.
+//! index, auth, alarms, WAL, raft node) and serves the client side. `allocator.rs` gives
+//! freed memory back to the system where mimalloc alone would keep it: once recovery is done,
+//! and every second from a thread of its own (its doc says why and what it measured).
 
+pub mod allocator;
 pub mod config;
 pub mod config_file;
 pub mod listen;

@@ -177,6 +177,9 @@ fn main() -> ExitCode {
         }
         scenario
     };
+    if let Err(e) = actcd::allocator::start_housekeeping() {
+        tracing::warn!("could not start the allocator's housekeeping thread: {e}");
+    }
     let config = match Config::try_from(flags) {
         Ok(c) => c,
         Err(e) => {

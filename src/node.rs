@@ -323,6 +323,9 @@ pub fn run_until(
         }
     })?;
     let consistent_index = store.consistent_index();
+    // Reading the WAL and rebuilding the index freed far more than they keep; the member may
+    // go quiet now, and nothing would return those pages to the system then.
+    crate::allocator::give_back_freed();
     // The auth store loads its tables from the same committed state.
     let tokens = cfg
         .token_provider()

@@ -32,6 +32,7 @@ mod memory;
 mod metrics;
 mod old_clients;
 mod range_stream;
+mod restart_memory;
 mod tls;
 mod tls_go;
 mod upgrade;
