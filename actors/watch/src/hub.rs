@@ -55,9 +55,7 @@ pub struct HubConfig {
     /// How often watchers with `progress_notify` hear the current revision (etcd: 10 minutes).
     /// Used by the actor; zero turns it off.
     pub progress_interval: Duration,
-    /// How soon to retry streams whose queue was full (etcd: 10 ms; ours is 2 ms: a retry
-    /// serves at most a queue's worth of a stream's watchers, so 10,000 watchers on one stream
-    /// of 256 took 40 retries to hear of a put, 400 ms at 10 ms). Used by the actor.
+    /// How soon to retry streams whose queue was full (etcd: 10 ms). Used by the actor.
     pub retry_interval: Duration,
 }
 
@@ -69,7 +67,7 @@ impl Default for HubConfig {
             max_backlog: 1024,
             member: MemberIdentity::default(),
             progress_interval: Duration::from_secs(600),
-            retry_interval: Duration::from_millis(2),
+            retry_interval: Duration::from_millis(10),
         }
     }
 }

@@ -15,7 +15,7 @@
 //!   [`WatchId`]), are declared in `actcd_types::watch` (the front depends on no actor crate)
 //!   and re-exported here.
 //! - [`ProgressTick`] (the actor sends itself one every `progress_interval`, etcd's 10 min) and
-//!   [`RetryVictims`] (scheduled `retry_interval`, 2 ms, etcd's 10 ms, after anything was left
+//!   [`RetryVictims`] (scheduled `retry_interval`, etcd's 10 ms, after anything was left
 //!   waiting); both may also be sent from outside. [`GetHubStats`] for tests and metrics.
 //!
 //! Sends:
