@@ -1188,17 +1188,23 @@ fn watchers_that_get_the_same_events_share_one_copy() {
     let (s2, sink2) = f.open(100);
     f.hub.handle_request(s2, req_create(from(2)));
     f.hub.handle_request(s2, req_create(from(3)));
+    // One key of the prefix, in the same read: its own copy of what its key covers.
+    let mut one = create("foo/b", "");
+    one.start_revision = 2;
+    f.hub.handle_request(s2, req_create(one));
     f.serve_reads();
     let got = sink2.take_all();
-    assert_eq!(got.len(), 4, "created twice, then events");
-    let (a, b) = (shared_of(&got[2]).unwrap(), shared_of(&got[3]).unwrap());
+    assert_eq!(got.len(), 6, "created thrice, then events");
+    let (a, b) = (shared_of(&got[3]).unwrap(), shared_of(&got[4]).unwrap());
     assert!(std::sync::Arc::ptr_eq(&a.all, &b.all));
+    assert!(shared_of(&got[5]).is_none());
     let got: Vec<WatchResponse> = got.into_iter().map(|r| r.into_response()).collect();
     assert_eq!(
-        shows(&got[2..]),
+        shows(&got[3..]),
         [
             "id=0 rev=3 put:foo/a@2 put:foo/b@2 put:foo/c@3",
             "id=1 rev=3 put:foo/c@3",
+            "id=2 rev=3 put:foo/b@2",
         ]
     );
 }
