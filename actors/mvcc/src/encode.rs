@@ -46,6 +46,9 @@
 //! it: a compaction past the read's revision accepted between the two phases makes phase 2
 //! fail with `Compacted` (etcd, reading under one transaction, would still answer). The
 //! entries of a slice, and the leases read from records, are taken under that slice's lock.
+//! Measured (1M keys, release, `benches/million.sh`, two runs): a keys-only Range of the
+//! 47 MB answer peaks at 46 MiB above idle and 0.32 s of server CPU, where building
+//! `KeyValue`s for prost took 298 MiB (etcd 3.5.1: 70–415 MiB, 2.6 s).
 //!
 //! **Count-only** is the header and the count, whatever the order, filters or limit, as
 //! `View::range` answers.
