@@ -45,7 +45,8 @@
 //! as above. Entries visible at a revision do not change until the index is compacted past
 //! it: a compaction past the read's revision accepted between the two phases makes phase 2
 //! fail with `Compacted` (etcd, reading under one transaction, would still answer). The
-//! entries of a slice, and the leases read from records, are taken under that slice's lock.
+//! entries of a slice, and the leases read from records, are taken under that slice's lock;
+//! a record read counts as [`LOOKUP`] entries, so a slice of rewritten keys is shorter.
 //! Measured (1M keys, release, `benches/million.sh`, two runs): a keys-only Range of the
 //! 47 MB answer peaks at 46 MiB above idle and 0.32 s of server CPU, where building
 //! `KeyValue`s for prost took 298 MiB (etcd 3.5.1: 70–415 MiB, 2.6 s).
@@ -78,6 +79,10 @@ use crate::key_index::{KeyRange, KeyRev, SharedIndex};
 /// Keys read from the index per hold of its read lock: a few hundred microseconds of the
 /// writer's time at most.
 pub(crate) const SLICE: usize = 4096;
+
+/// What a record read under the index's lock (a keys-only entry's lease) counts for against
+/// [`SLICE`], in index entries: an LMDB lookup and a checksum against a step of the tree.
+const LOOKUP: usize = 16;
 
 /// Answers whose kvs fields are smaller are copied when read rather than when written.
 pub(crate) const COPY_BELOW: usize = 64 * 1024;
@@ -162,7 +167,7 @@ pub(crate) fn unary(src: &Source<'_>, req: &RangeRequest) -> Result<EncodedAnswe
     let mut revs = Vec::new();
     walk(src.index, req, at, want, |_, kr| {
         revs.push(kr.modified);
-        Ok(())
+        Ok(1)
     })?;
 
     let more = limit.is_some_and(|l| revs.len() > l);
@@ -230,15 +235,17 @@ fn count(index: &SharedIndex, req: &RangeRequest, at: i64) -> Result<usize, Erro
     Ok(index.count(KeyRange::new(&req.key, &req.range_end), at))
 }
 
-/// Walks the first `want` entries of `req`'s range visible at `at`, in key order, in slices of
-/// [`SLICE`] keys, each under a read lock of its own (checked against the index's compaction
-/// every time); `f` sees each entry under the lock. Returns how many it saw.
+/// Walks the first `want` entries of `req`'s range visible at `at`, in key order, in slices,
+/// each under a read lock of its own (checked against the index's compaction every time);
+/// `f` sees each entry under the lock and says what it cost: 1 for the entry alone,
+/// [`LOOKUP`] more for a record it read. A slice ends once it cost [`SLICE`], so the writer
+/// waits about as long for a slice whatever `f` does. Returns how many entries it saw.
 fn walk(
     index: &SharedIndex,
     req: &RangeRequest,
     at: i64,
     want: usize,
-    mut f: impl FnMut(&[u8], &KeyRev) -> Result<(), Error>,
+    mut f: impl FnMut(&[u8], &KeyRev) -> Result<usize, Error>,
 ) -> Result<usize, Error> {
     let mut seen = 0;
     let mut next: Option<Vec<u8>> = None;
@@ -249,18 +256,22 @@ fn walk(
         }
         // A single key is one entry at most, so `next` is only ever set for a span.
         let range = KeyRange::new(next.as_deref().unwrap_or(&req.key), &req.range_end);
-        let mut taken = 0;
+        let mut spent = 0;
+        let mut cut = false;
         let mut last: Option<&[u8]> = None;
         for (key, kr) in index.visible(range, at) {
-            if seen == want || taken == SLICE {
+            if seen == want {
                 break;
             }
-            f(key, &kr)?;
+            if spent >= SLICE {
+                cut = true;
+                break;
+            }
+            spent += f(key, &kr)?;
             seen += 1;
-            taken += 1;
             last = Some(key);
         }
-        if taken < SLICE || seen == want {
+        if !cut {
             return Ok(seen);
         }
         // Strictly after the last key taken.
@@ -299,7 +310,7 @@ fn keys_only(
         walk(src.index, req, at, want, |key, kr| {
             if limit == Some(keys) {
                 more = true;
-                return Ok(());
+                return Ok(1);
             }
             keys += 1;
             let kv = key_fields(&over, key, kr)?;
@@ -310,7 +321,7 @@ fn keys_only(
             if let Some(out) = &mut copied {
                 put_key_only(&kv, out);
             }
-            Ok(())
+            Ok(key_cost(kr))
         })?;
     }
     let count = if more {
@@ -349,6 +360,11 @@ fn key_fields<'k>(over: &FreshTxn<'_>, key: &'k [u8], kr: &KeyRev) -> Result<Key
         version: kr.version,
         lease,
     })
+}
+
+/// What [`key_fields`] costs the walk for `kr`.
+fn key_cost(kr: &KeyRev) -> usize {
+    if kr.lease.is_some() { 1 } else { 1 + LOOKUP }
 }
 
 /// The lease the record at `rev` names, read in place and checked.
@@ -620,7 +636,7 @@ impl EncodedRange for EncodedAnswer {
                     let kv = key_fields(&over, key, kr)?;
                     put_key_only(&kv, &mut out);
                     written += field_len(key_only_len(&kv));
-                    Ok(())
+                    Ok(key_cost(kr))
                 })?;
                 if keys != later.keys {
                     return Err(EtcdError::internal(
