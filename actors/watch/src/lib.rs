@@ -92,10 +92,12 @@
 //!   watcher's revision — and the front encodes them from that copy. Only watchers that see
 //!   them differently (a filter that drops one, no `prev_kv` where the store gave one, keys that
 //!   leave some out, `fragment`) get their own copy. etcd shares the events' key-values by
-//!   pointer the same way. Measured with 100,000 prefix watchers on 100 streams and a put a
-//!   millisecond (a busy 2-core machine): put-to-event p50 20.3 s → 2.8 s with the front's
-//!   queue down from 4096 to 256 responses a stream (etcd 3.5.1: 6.6 s), peak RSS above idle
-//!   1267 → 75 MiB (etcd 146), server CPU 13.8 → 6.3 s (etcd 16.7).
+//!   pointer the same way. Measured with 100,000 prefix watchers on 100 streams and 100 puts
+//!   at one a millisecond (a busy 2-core machine, so latencies vary 2x between runs): server
+//!   CPU 12.6-13.8 s → 4.9-6.1 s (etcd 3.5.1: 15.7-17.8 s), peak RSS above idle 810-1270 →
+//!   70-90 MiB (etcd 140-150, most of it and 47 of ours the watchers themselves), put-to-event
+//!   p50 12.6-20.3 s → 1.7-2.8 s (etcd 6.6-14 s), with the front's queue down from 4096 to
+//!   1024 responses a stream.
 //! - One progress ticker for the hub rather than one per stream with random jitter.
 //! - etcd blocks a stream's receive loop when its control responses can't be sent; we hold them
 //!   and close the stream past `max_backlog`.
