@@ -14,7 +14,11 @@
 //! - [`start_housekeeping`] runs a thread that asks every second for the purges whose delay is
 //!   over, which is what an allocating thread would have done: after the ranges, 87 MiB
 //!   against 86 MiB before them. Under load the allocating threads do it already, so the
-//!   thread adds one cheap check a second.
+//!   thread adds one cheap check a second;
+//! - [`tend_this_thread`] runs on each actor thread and collects that thread's own pages
+//!   every second: a block freed by another thread is counted free only when its owner looks,
+//!   and actors free much of what other actors allocated. At rest after the 100k-key load:
+//!   78–82 MiB against 88 MiB without it.
 
 use std::time::Duration;
 
@@ -45,6 +49,17 @@ pub fn start_housekeeping() -> std::io::Result<()> {
             }
         })
         .map(drop)
+}
+
+/// Every [`PERIOD`], collects this thread's own pages: blocks other threads freed into them
+/// (an actor frees what another allocated) are counted as free only when the owning thread
+/// looks, and pages left empty then go back to the system. Spawned on each actor thread.
+pub async fn tend_this_thread() {
+    let mut every = actix::clock::interval(PERIOD);
+    loop {
+        every.tick().await;
+        collect(false);
+    }
 }
 
 fn collect(force: bool) {

@@ -428,6 +428,7 @@ pub fn run_until(
         .spawn(move || {
             let sys = actix::System::new();
             sys.block_on(async move {
+                actix::spawn(crate::allocator::tend_this_thread());
                 let supervisor = Supervisor::new(stop_serving_tx).start();
                 let recovered = crate::wiring::Recovered {
                     engine: actix_engine,

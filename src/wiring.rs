@@ -120,9 +120,11 @@ fn run_on_own_thread<A>(rx: AddressReceiver<A>, make: impl FnOnce() -> A + Send 
 where
     A: Actor<Context = Context<A>>,
 {
-    Arbiter::new().spawn_fn(move || {
+    let arbiter = Arbiter::new();
+    arbiter.spawn_fn(move || {
         Context::with_receiver(rx).run(make());
     });
+    arbiter.spawn(crate::allocator::tend_this_thread());
 }
 
 /// Starts every actor of the member; returns what the client side talks to.
