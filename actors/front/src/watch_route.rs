@@ -4,8 +4,9 @@
 //! **Why a route of our own.** A put under a prefix that 100,000 watchers watch becomes
 //! 100,000 responses, one per watch id, as etcd sends them. tonic's prost codec needs each as a
 //! `WatchResponse` that owns its events: a copy of every event (its key and value) per watcher,
-//! made only to be encoded and freed. This codec encodes the response's own fields with prost
-//! and then each shared event as the `events` field (11, the message's last), which is the byte
+//! made only to be encoded and freed, and each encoded again per watcher. This codec encodes
+//! the response's own fields with prost and then copies the shared events' wire form (the
+//! `events` field, 11, the message's last, encoded once per run of events), which is the byte
 //! string prost writes for the whole message. The route decodes requests, applies the size
 //! limits and answers errors as the generated method does; it serves the same stream as
 //! `WatchService::watch` ([`crate::watch::open_stream_as`]).
@@ -18,7 +19,6 @@ use actcd_proto::etcdserverpb::watch_server::WatchServer;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use futures::Stream;
 use prost::Message;
-use prost::encoding::{encoded_len_varint, key_len};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder, Streaming};
@@ -30,8 +30,6 @@ use crate::pipeline::Pipeline;
 use crate::watch::{WatchOut, WatchService};
 
 const WATCH_PATH: &str = "/etcdserverpb.Watch/Watch";
-/// `WatchResponse.events`.
-const EVENTS_TAG: u32 = 11;
 
 /// The Watch service: its one method here, anything else (unknown methods) by the generated
 /// server.
@@ -142,17 +140,11 @@ impl Encoder for WatchEncoder {
 }
 
 /// `out` as prost writes the whole message: its own fields (events last), then the shared
-/// events as more of field 11.
+/// events as more of field 11, copied from their wire form (`SharedEvents::wire`, encoded once
+/// for all the responses that share them).
 fn encode(out: &WatchOut, buf: &mut impl bytes::BufMut) -> Result<(), Status> {
-    let shared = out.shared.as_ref().map_or(&[][..], |s| s.events());
-    let events_len: usize = shared
-        .iter()
-        .map(|e| {
-            let len = e.encoded_len();
-            key_len(EVENTS_TAG) + encoded_len_varint(len as u64) + len
-        })
-        .sum();
-    let need = out.response.encoded_len() + events_len;
+    let shared = out.shared.as_ref().map_or(&[][..], |s| s.wire());
+    let need = out.response.encoded_len() + shared.len();
     if buf.remaining_mut() < need {
         return Err(Status::internal(format!(
             "watch response of {need} bytes does not fit its buffer"
@@ -161,9 +153,7 @@ fn encode(out: &WatchOut, buf: &mut impl bytes::BufMut) -> Result<(), Status> {
     out.response
         .encode(buf)
         .map_err(|e| Status::internal(e.to_string()))?;
-    for e in shared {
-        prost::encoding::message::encode(EVENTS_TAG, e, buf);
-    }
+    buf.put_slice(shared);
     Ok(())
 }
 
@@ -181,7 +171,7 @@ mod tests {
     use actcd_proto::etcdserverpb::ResponseHeader;
     use actcd_proto::mvccpb::event::EventType;
     use actcd_proto::mvccpb::{Event, KeyValue};
-    use actcd_types::watch::SharedEvents;
+    use actcd_types::watch::{EventRun, SharedEvents};
 
     use super::*;
 
@@ -205,7 +195,9 @@ mod tests {
     /// writes the whole message, and decodes to it.
     #[test]
     fn shared_events_are_written_as_prost_writes_the_message() {
-        let all: Arc<[Event]> = (2..7).map(|r| put("a/b", r, r % 2 == 0)).collect();
+        let all = Arc::new(EventRun::new(
+            (2..7).map(|r| put("a/b", r, r % 2 == 0)).collect(),
+        ));
         let base = WatchResponse {
             header: Some(ResponseHeader {
                 cluster_id: 7,

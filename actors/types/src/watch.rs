@@ -3,7 +3,7 @@
 //! back on a stream is [`StreamResponse`]s, which the front finishes (raft term, `prev_kv`)
 //! before they go to the client.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use actcd_proto::mvccpb::Event;
@@ -64,7 +64,7 @@ impl StreamResponse {
 /// A run of events several responses carry: `all[start..end]`, shared, not copied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SharedEvents {
-    pub all: Arc<[Event]>,
+    pub all: Arc<EventRun>,
     pub start: usize,
     pub end: usize,
 }
@@ -72,6 +72,63 @@ pub struct SharedEvents {
 impl SharedEvents {
     pub fn events(&self) -> &[Event] {
         &self.all[self.start..self.end]
+    }
+
+    /// The events as a `WatchResponse` writes them (its field 11, one after another), encoded
+    /// once for every response that shares them.
+    pub fn wire(&self) -> &[u8] {
+        self.all.wire(self.start, self.end)
+    }
+}
+
+/// Events in revision order, shared by the responses of many watchers, with their wire form,
+/// made the first time a response is encoded.
+#[derive(Debug)]
+pub struct EventRun {
+    events: Vec<Event>,
+    /// Every event as `WatchResponse.events` (field 11), back to back, and where each starts
+    /// (one offset more, the end).
+    wire: OnceLock<(Vec<u8>, Vec<usize>)>,
+}
+
+/// `WatchResponse.events`.
+const EVENTS_TAG: u32 = 11;
+
+impl EventRun {
+    pub fn new(events: Vec<Event>) -> Self {
+        Self {
+            events,
+            wire: OnceLock::new(),
+        }
+    }
+
+    /// The wire form of `events[start..end]`.
+    pub fn wire(&self, start: usize, end: usize) -> &[u8] {
+        let (bytes, at) = self.wire.get_or_init(|| {
+            let mut bytes = Vec::new();
+            let mut at = Vec::with_capacity(self.events.len() + 1);
+            for e in &self.events {
+                at.push(bytes.len());
+                prost::encoding::message::encode(EVENTS_TAG, e, &mut bytes);
+            }
+            at.push(bytes.len());
+            (bytes, at)
+        });
+        &bytes[at[start]..at[end]]
+    }
+}
+
+impl std::ops::Deref for EventRun {
+    type Target = [Event];
+
+    fn deref(&self) -> &[Event] {
+        &self.events
+    }
+}
+
+impl PartialEq for EventRun {
+    fn eq(&self, other: &Self) -> bool {
+        self.events == other.events
     }
 }
 

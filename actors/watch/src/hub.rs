@@ -15,7 +15,9 @@ use actcd_proto::etcdserverpb::{ResponseHeader, WatchCreateRequest, WatchRequest
 use actcd_proto::mvccpb::Event;
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::msg::{History, HistoryChunk};
-use actcd_types::watch::{INVALID_WATCH_ID, SharedEvents, StreamId, StreamResponse, WatchId};
+use actcd_types::watch::{
+    EventRun, INVALID_WATCH_ID, SharedEvents, StreamId, StreamResponse, WatchId,
+};
 use actcd_types::{EtcdError, MemberIdentity};
 
 use crate::error::WatchError;
@@ -535,7 +537,7 @@ impl<S: StreamSink> WatchHub<S> {
     // ------------------------------------------------------------ feeding watchers
 
     fn notify_revision(&mut self, rev: i64, events: Vec<Event>) {
-        let events: Arc<[Event]> = events.into();
+        let events = Arc::new(EventRun::new(events));
         if self.synced.is_empty() {
             return;
         }
@@ -577,11 +579,13 @@ impl<S: StreamSink> WatchHub<S> {
             .members()
             .filter(|h| covers(&self.watchers[h]))
             .collect();
-        let events: Arc<[Event]> = chunk
-            .events
-            .into_iter()
-            .filter(|e| (from..=through).contains(&event_revision(e)))
-            .collect();
+        let events = Arc::new(EventRun::new(
+            chunk
+                .events
+                .into_iter()
+                .filter(|e| (from..=through).contains(&event_revision(e)))
+                .collect(),
+        ));
         // One watcher at a time, and only while its stream has room: a stream that is full makes
         // its remaining watchers victims before any event is copied for them, so a catch-up
         // never holds more than the streams can take (10,000 watchers on one stream once held
@@ -906,10 +910,10 @@ fn flush_backlog<S: StreamSink>(st: &mut Stream<S>) -> bool {
 fn match_events(
     group: &WatcherGroup,
     watchers: &HashMap<Handle, Watcher>,
-    events: Arc<[Event]>,
+    events: Arc<EventRun>,
     wants: impl Fn(&Watcher) -> bool,
 ) -> Vec<(Handle, Batch)> {
-    let all = |events: &Arc<[Event]>| {
+    let all = |events: &Arc<EventRun>| {
         Batch::Shared(SharedEvents {
             all: Arc::clone(events),
             start: 0,
