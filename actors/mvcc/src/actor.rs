@@ -19,9 +19,10 @@
 //! every batch, or batched ([`MvccActor::batched`]) until `FlushStore`, `SyncStorage` or
 //! `max_pending_ops` requests.
 //!
-//! In that mode compaction deletions also run in slices beside applies (after each batch and
-//! on each `FlushStore`), not all at once; a `physical` compaction still finishes before its
-//! batch is answered, as etcd promises.
+//! In that mode a compaction runs in steps beside applies (one every `COMPACTION_PACE` and
+//! one per `FlushStore`), not all at once; a `physical` compaction's waiter is answered once
+//! the last step is done (its batch and the applies after it are not held up), as etcd's
+//! server waits for it outside its apply loop.
 
 use actcd_proto::etcdserverpb::RangeResponse;
 use actcd_types::EtcdError;
