@@ -20,12 +20,35 @@
 //!   and actors free much of what other actors allocated. At rest after the 100k-key load:
 //!   78–82 MiB against 88 MiB without it.
 
+//!
+//! Transparent huge pages are off for the process ([`no_transparent_huge_pages`]): mimalloc
+//! asks for them on its arenas, and a 2 MiB page is resident whole for one live block in it,
+//! nor can a part of it be purged. An idle member with no keys held 21 MiB anonymous memory,
+//! 16 MiB of it in huge pages. With them off (measured as `MIMALLOC_ALLOW_THP=0`, which makes
+//! mimalloc do the same call): 100k keys at rest 80 → 55 MiB, after a restart 46 → 28 MiB.
+
 use std::time::Duration;
 
 // mimalloc's own entry point (linked through the `mimalloc` crate, whose build compiles it).
 #[allow(unsafe_code)]
 unsafe extern "C" {
     fn mi_collect(force: bool);
+}
+
+/// Turns transparent huge pages off for this process (Linux; elsewhere nothing to do), as
+/// mimalloc's own `allow_thp` option would, which can only be read from the environment before
+/// the first allocation. Call it first thing: pages faulted in before keep their size.
+pub fn no_transparent_huge_pages() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // PR_SET_THP_DISABLE takes integers only and touches no memory of ours.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// How often the housekeeping thread asks for due purges.

@@ -111,6 +111,8 @@ fn read_flags() -> Result<ReadFlags, String> {
 }
 
 fn main() -> ExitCode {
+    // Before the actors allocate (see the allocator module's doc); logged once logging is up.
+    let thp = actcd::allocator::no_transparent_huge_pages();
     // `actcd snapshot save|status|restore`: etcdctl's and etcdutl's snapshot commands.
     if std::env::args().nth(1).as_deref() == Some("snapshot") {
         let cli = actcd::snapshot::SnapshotCli::parse_from(std::env::args().skip(1));
@@ -177,6 +179,9 @@ fn main() -> ExitCode {
         }
         scenario
     };
+    if let Err(e) = thp {
+        tracing::warn!("could not turn transparent huge pages off: {e}");
+    }
     if let Err(e) = actcd::allocator::start_housekeeping() {
         tracing::warn!("could not start the allocator's housekeeping thread: {e}");
     }
