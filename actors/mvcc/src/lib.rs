@@ -245,7 +245,7 @@
 //! `key_index.rs` [`KeyIndex`], [`TreeIndex`], [`KeyRange`] · `view.rs` [`ReadView`],
 //! [`ReadViews`] · `reader.rs` [`MvccReader`] · `range.rs` reading at a revision
 //! (filters, sort, limit) · `write.rs` Put, DeleteRange, the undo log · `leased.rs` the lease
-//! of each live key's record and the attachment changes · `txn.rs` compares,
+//! attachment changes of a request's writes, and the list of leased keys · `txn.rs` compares,
 //! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
 //! status · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
 //! `EtcdError` · `damage.rs` [`DamageReport`] (tests of every damaged-record path in
