@@ -126,6 +126,7 @@ mod lease;
 pub mod lock;
 mod maintenance;
 pub mod metrics;
+mod own_method;
 mod pipeline;
 mod range_route;
 mod server;

@@ -14,7 +14,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
@@ -24,54 +23,33 @@ use prost::Message;
 use tonic::body::Body;
 use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
 use tonic::codegen::BoxFuture;
-use tonic::server::{NamedService, UnaryService};
+use tonic::server::UnaryService;
 use tonic::{Request, Response, Status};
 
 use crate::kv::KvService;
+use crate::own_method::{OwnMethod, WithOwnMethod};
 use crate::pipeline::Pipeline;
 
-const RANGE_PATH: &str = "/etcdserverpb.KV/Range";
-
 /// The KV service: Range here, every other method by the generated server.
-#[derive(Clone)]
-pub struct KvRoutes {
+pub(crate) type KvRoutes = WithOwnMethod<KvServer<KvService>, RangeMethod>;
+
+pub(crate) fn kv_routes(
     kv: KvServer<KvService>,
     pipeline: Arc<Pipeline>,
-    /// The generated server's `max_decoding_message_size`, for Range's requests too.
     max_decoding: usize,
+) -> KvRoutes {
+    WithOwnMethod::new(kv, RangeMethod { pipeline }, max_decoding)
 }
 
-impl KvRoutes {
-    pub fn new(kv: KvServer<KvService>, pipeline: Arc<Pipeline>, max_decoding: usize) -> Self {
-        Self {
-            kv,
-            pipeline,
-            max_decoding,
-        }
-    }
-}
+impl OwnMethod for RangeMethod {
+    const PATH: &'static str = "/etcdserverpb.KV/Range";
 
-impl NamedService for KvRoutes {
-    const NAME: &'static str = <KvServer<KvService> as NamedService>::NAME;
-}
-
-impl tower_service::Service<http::Request<Body>> for KvRoutes {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        if req.uri().path() != RANGE_PATH {
-            return self.kv.call(req);
-        }
-        let method = RangeMethod {
-            pipeline: self.pipeline.clone(),
-        };
-        let max_decoding = self.max_decoding;
+    fn serve(
+        &self,
+        req: http::Request<Body>,
+        max_decoding: usize,
+    ) -> BoxFuture<http::Response<Body>, Infallible> {
+        let method = self.clone();
         Box::pin(async move {
             // As the generated method: no compression either way, the server's size limits.
             let mut grpc = tonic::server::Grpc::new(RangeCodec)
@@ -103,7 +81,8 @@ pub(crate) async fn read(
 }
 
 /// The Range method itself, as `KvService::range` was.
-struct RangeMethod {
+#[derive(Clone)]
+pub(crate) struct RangeMethod {
     pipeline: Arc<Pipeline>,
 }
 

@@ -42,7 +42,7 @@ pub async fn serve(
     })
     .max_decoding_message_size(limit)
     .max_encoding_message_size(usize::MAX);
-    let kv = crate::range_route::KvRoutes::new(kv, pipeline.clone(), limit);
+    let kv = crate::range_route::kv_routes(kv, pipeline.clone(), limit);
     let maintenance = MaintenanceServer::new(MaintenanceService {
         pipeline: pipeline.clone(),
     })
@@ -51,7 +51,7 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
-    let watch = crate::watch_route::WatchRoutes::new(pipeline.clone(), limit);
+    let watch = crate::watch_route::watch_routes(pipeline.clone(), limit);
     let auth = AuthServer::new(AuthService {
         pipeline: pipeline.clone(),
     })

@@ -13,7 +13,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use actcd_proto::etcdserverpb::watch_server::WatchServer;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
@@ -23,59 +22,35 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder, Streaming};
 use tonic::codegen::BoxFuture;
-use tonic::server::{NamedService, StreamingService};
+use tonic::server::StreamingService;
 use tonic::{Request, Response, Status};
 
+use crate::own_method::{OwnMethod, WithOwnMethod};
 use crate::pipeline::Pipeline;
 use crate::watch::{WatchOut, WatchService};
 
-const WATCH_PATH: &str = "/etcdserverpb.Watch/Watch";
-
 /// The Watch service: its one method here, anything else (unknown methods) by the generated
 /// server.
-#[derive(Clone)]
-pub struct WatchRoutes {
-    watch: WatchServer<WatchService>,
-    pipeline: Arc<Pipeline>,
-    max_decoding: usize,
+pub(crate) type WatchRoutes = WithOwnMethod<WatchServer<WatchService>, WatchMethod>;
+
+pub(crate) fn watch_routes(pipeline: Arc<Pipeline>, max_decoding: usize) -> WatchRoutes {
+    let watch = WatchServer::new(WatchService {
+        pipeline: pipeline.clone(),
+    })
+    .max_decoding_message_size(max_decoding)
+    .max_encoding_message_size(usize::MAX);
+    WithOwnMethod::new(watch, WatchMethod { pipeline }, max_decoding)
 }
 
-impl WatchRoutes {
-    pub fn new(pipeline: Arc<Pipeline>, max_decoding: usize) -> Self {
-        let watch = WatchServer::new(WatchService {
-            pipeline: pipeline.clone(),
-        })
-        .max_decoding_message_size(max_decoding)
-        .max_encoding_message_size(usize::MAX);
-        Self {
-            watch,
-            pipeline,
-            max_decoding,
-        }
-    }
-}
+impl OwnMethod for WatchMethod {
+    const PATH: &'static str = "/etcdserverpb.Watch/Watch";
 
-impl NamedService for WatchRoutes {
-    const NAME: &'static str = <WatchServer<WatchService> as NamedService>::NAME;
-}
-
-impl tower_service::Service<http::Request<Body>> for WatchRoutes {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        if req.uri().path() != WATCH_PATH {
-            return self.watch.call(req);
-        }
-        let method = WatchMethod {
-            pipeline: self.pipeline.clone(),
-        };
-        let max_decoding = self.max_decoding;
+    fn serve(
+        &self,
+        req: http::Request<Body>,
+        max_decoding: usize,
+    ) -> BoxFuture<http::Response<Body>, Infallible> {
+        let method = self.clone();
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(WatchCodec)
                 .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
@@ -87,7 +62,8 @@ impl tower_service::Service<http::Request<Body>> for WatchRoutes {
 type OutStream = std::pin::Pin<Box<dyn Stream<Item = Result<WatchOut, Status>> + Send>>;
 
 /// The Watch method itself, as `WatchService::watch` is.
-struct WatchMethod {
+#[derive(Clone)]
+pub(crate) struct WatchMethod {
     pipeline: Arc<Pipeline>,
 }
 

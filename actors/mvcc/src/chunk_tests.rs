@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::RangeRequest;
 use actcd_proto::etcdserverpb::RangeResponse;
-use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest};
 use actcd_types::msg::StreamCursor;
 use actcd_types::storage::MemEngine;
 use actcd_types::{EtcdError, MemberIdentity};
@@ -12,38 +12,8 @@ use prost::Message;
 
 use super::FIRST_CHUNK_KVS;
 use crate::store::Store;
+use crate::test_requests::{compact, delete, put};
 use crate::view::ReadView;
-
-fn put(k: &[u8], v: &[u8]) -> InternalRaftRequest {
-    InternalRaftRequest {
-        put: Some(PutRequest {
-            key: k.to_vec(),
-            value: v.to_vec(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn delete(k: &[u8]) -> InternalRaftRequest {
-    InternalRaftRequest {
-        delete_range: Some(DeleteRangeRequest {
-            key: k.to_vec(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn compact(revision: i64) -> InternalRaftRequest {
-    InternalRaftRequest {
-        compaction: Some(CompactionRequest {
-            revision,
-            physical: true,
-        }),
-        ..Default::default()
-    }
-}
 
 fn store() -> Store {
     let identity = MemberIdentity {
@@ -169,7 +139,7 @@ fn chunks_merge_into_the_range_answer() {
 #[test]
 fn more_than_ten_keys_take_several_chunks_and_a_big_value_has_its_own() {
     let (mut s, mut index) = filled(30);
-    apply(&mut s, &mut index, vec![put(b"k010x", &[b'b'; 5000])]);
+    apply(&mut s, &mut index, vec![put(b"k010x", [b'b'; 5000])]);
     let view = Arc::new(s.read_view());
     let req = request(b"k", b"l");
     let roomy = stream(|_| Arc::clone(&view), &req, 1 << 20).unwrap();

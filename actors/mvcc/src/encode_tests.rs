@@ -17,6 +17,7 @@ use prost::Message;
 
 use super::Way;
 use crate::Store;
+use crate::test_requests::compact;
 use crate::view::ReadView;
 
 /// xorshift64*: the same histories on every run.
@@ -362,16 +363,6 @@ fn put(key: String, lease: i64) -> InternalRaftRequest {
             value: b"value".to_vec(),
             lease,
             ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn compact(revision: i64) -> InternalRaftRequest {
-    InternalRaftRequest {
-        compaction: Some(CompactionRequest {
-            revision,
-            physical: true,
         }),
         ..Default::default()
     }

@@ -265,6 +265,8 @@ mod range;
 mod reader;
 mod scrub;
 mod store;
+#[cfg(test)]
+mod test_requests;
 mod txn;
 mod view;
 mod write;

@@ -5,12 +5,12 @@ use actcd_proto::etcdserverpb::range_request::{SortOrder, SortTarget};
 use actcd_proto::etcdserverpb::request_op::Request;
 use actcd_proto::etcdserverpb::response_op::Response;
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, Compare, DeleteRangeResponse, PutResponse, RequestOp, ResponseOp,
-    TxnResponse,
+    Compare, DeleteRangeResponse, PutResponse, RequestOp, ResponseOp, TxnResponse,
 };
 use actcd_types::storage::{MemEngine, ScanFn, StorageError, StorageResult};
 
 use super::*;
+use crate::test_requests::compact;
 
 // ------------------------------------------------------------------ test engine
 
@@ -334,17 +334,6 @@ fn del(k: &str, end: &str) -> InternalRaftRequest {
 fn txn(t: TxnRequest) -> InternalRaftRequest {
     InternalRaftRequest {
         txn: Some(t),
-        ..Default::default()
-    }
-}
-
-fn compact(revision: i64) -> InternalRaftRequest {
-    let c = CompactionRequest {
-        revision,
-        physical: true,
-    };
-    InternalRaftRequest {
-        compaction: Some(c),
         ..Default::default()
     }
 }

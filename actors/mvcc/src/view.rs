@@ -111,26 +111,36 @@ impl ReadView {
         during: &str,
         f: impl FnOnce(&View<'_, FreshTxn<'_>>) -> Result<T, Error>,
     ) -> Result<T, EtcdError> {
+        self.over_new_txn(|over| {
+            let index = self.index.read();
+            let read = f(&View {
+                // A compaction applied to the index after this view refuses what it removed.
+                compact_rev: self.compact_rev.max(index.compacted()),
+                index: &index,
+                txn: over,
+                rev: self.rev,
+                concurrent: true,
+            });
+            checked(&self.damage, read, during)
+        })
+    }
+
+    /// Runs `f` over a new read transaction of the engine with the view's unflushed records
+    /// laid over it (refused if the store is poisoned).
+    fn over_new_txn<T>(
+        &self,
+        f: impl FnOnce(&FreshTxn<'_>) -> Result<T, EtcdError>,
+    ) -> Result<T, EtcdError> {
         refuse_if_poisoned(self.poisoned)?;
         let txn = self
             .engine
             .begin_read()
             .map_err(|e| EtcdError::from(Error::from(e)))?;
-        let over = FreshTxn {
+        f(&FreshTxn {
             table: Table::Key,
             fresh: &self.fresh,
             txn: &*txn,
-        };
-        let index = self.index.read();
-        let read = f(&View {
-            // A compaction applied to the index after this view refuses what it removed.
-            compact_rev: self.compact_rev.max(index.compacted()),
-            index: &index,
-            txn: &over,
-            rev: self.rev,
-            concurrent: true,
-        });
-        checked(&self.damage, read, during)
+        })
     }
 
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
@@ -148,30 +158,22 @@ impl ReadView {
         cursor: &mut StreamCursor,
         target_bytes: usize,
     ) -> Result<RangeResponse, EtcdError> {
-        refuse_if_poisoned(self.poisoned)?;
-        let txn = self
-            .engine
-            .begin_read()
-            .map_err(|e| EtcdError::from(Error::from(e)))?;
-        let over = FreshTxn {
-            table: Table::Key,
-            fresh: &self.fresh,
-            txn: &*txn,
-        };
-        let src = crate::chunk::Source {
-            index: &self.index,
-            txn: &over,
-            rev: self.rev,
-            compact_rev: self.compact_rev,
-        };
-        let mut next = cursor.clone();
-        let read = crate::chunk::next_chunk(&src, req, &mut next, target_bytes);
-        let mut resp = checked(&self.damage, read, "range")?;
-        if next.done {
-            stamp(&mut resp.header, self.identity, self.term);
-        }
-        *cursor = next;
-        Ok(resp)
+        self.over_new_txn(|over| {
+            let src = crate::chunk::Source {
+                index: &self.index,
+                txn: over,
+                rev: self.rev,
+                compact_rev: self.compact_rev,
+            };
+            let mut next = cursor.clone();
+            let read = crate::chunk::next_chunk(&src, req, &mut next, target_bytes);
+            let mut resp = checked(&self.damage, read, "range")?;
+            if next.done {
+                stamp(&mut resp.header, self.identity, self.term);
+            }
+            *cursor = next;
+            Ok(resp)
+        })
     }
 
     /// A top-level Range: in its wire form when `encode.rs` serves it, else [`Self::range`].

@@ -5,33 +5,13 @@ use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::response_op::Response;
-use actcd_proto::etcdserverpb::{CompactionRequest, PutRequest, RangeRequest, TxnRequest};
+use actcd_proto::etcdserverpb::{PutRequest, RangeRequest, TxnRequest};
 use actcd_proto::etcdserverpb::{RequestOp, request_op::Request};
 use actcd_types::storage::MemEngine;
 use actcd_types::{EtcdError, MemberIdentity};
 
 use super::*;
-
-fn put(k: &str, v: &str) -> InternalRaftRequest {
-    InternalRaftRequest {
-        put: Some(PutRequest {
-            key: k.into(),
-            value: v.into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn compact(revision: i64) -> InternalRaftRequest {
-    InternalRaftRequest {
-        compaction: Some(CompactionRequest {
-            revision,
-            physical: true,
-        }),
-        ..Default::default()
-    }
-}
+use crate::test_requests::{compact, put};
 
 fn get(k: &str, revision: i64) -> RangeRequest {
     RangeRequest {
