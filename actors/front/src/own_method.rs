@@ -72,3 +72,33 @@ where
         }
     }
 }
+
+/// The codec of an own method: requests `Req` decoded by prost as the generated server does,
+/// answers written by the method's own encoder `E`.
+pub(crate) struct OwnCodec<E, Req>(std::marker::PhantomData<fn() -> (E, Req)>);
+
+impl<E, Req> OwnCodec<E, Req> {
+    pub(crate) fn new() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<E, Req> tonic::codec::Codec for OwnCodec<E, Req>
+where
+    E: tonic::codec::Encoder<Error = tonic::Status> + Default + Send + 'static,
+    E::Item: Send + 'static,
+    Req: prost::Message + Default + Send + 'static,
+{
+    type Encode = E::Item;
+    type Decode = Req;
+    type Encoder = E;
+    type Decoder = tonic_prost::ProstDecoder<Req>;
+
+    fn encoder(&mut self) -> E {
+        E::default()
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstCodec::<Req, Req>::raw_decoder(tonic::codec::BufferSettings::default())
+    }
+}

@@ -15,19 +15,19 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use actcd_proto::etcdserverpb::RangeRequest;
 use actcd_proto::etcdserverpb::kv_server::KvServer;
-use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use actcd_types::EtcdError;
 use actcd_types::msg::{KeyReads, RangeAnswer};
 use prost::Message;
 use tonic::body::Body;
-use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
+use tonic::codec::{EncodeBuf, Encoder};
 use tonic::codegen::BoxFuture;
 use tonic::server::UnaryService;
 use tonic::{Request, Response, Status};
 
 use crate::kv::KvService;
-use crate::own_method::{OwnMethod, WithOwnMethod};
+use crate::own_method::{OwnCodec, OwnMethod, WithOwnMethod};
 use crate::pipeline::Pipeline;
 
 /// The KV service: Range here, every other method by the generated server.
@@ -52,7 +52,7 @@ impl OwnMethod for RangeMethod {
         let method = self.clone();
         Box::pin(async move {
             // As the generated method: no compression either way, the server's size limits.
-            let mut grpc = tonic::server::Grpc::new(RangeCodec)
+            let mut grpc = tonic::server::Grpc::new(OwnCodec::<RangeEncoder, RangeRequest>::new())
                 .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
             Ok(grpc.unary(method, req).await)
         })
@@ -105,28 +105,8 @@ impl UnaryService<RangeRequest> for RangeMethod {
     }
 }
 
-/// Decodes requests as prost does; encodes an encoded answer by copying it once into a buffer
-/// reserved at its length, a decoded one with prost.
-#[derive(Debug, Clone, Copy, Default)]
-struct RangeCodec;
-
-impl Codec for RangeCodec {
-    type Encode = RangeAnswer;
-    type Decode = RangeRequest;
-    type Encoder = RangeEncoder;
-    type Decoder = tonic_prost::ProstDecoder<RangeRequest>;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RangeEncoder
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        tonic_prost::ProstCodec::<RangeResponse, RangeRequest>::raw_decoder(
-            BufferSettings::default(),
-        )
-    }
-}
-
+/// Writes an encoded answer by copying it once into a buffer reserved at its length, a decoded
+/// one with prost.
 #[derive(Debug, Clone, Copy, Default)]
 struct RangeEncoder;
 
@@ -151,6 +131,7 @@ impl Encoder for RangeEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actcd_proto::etcdserverpb::RangeResponse;
 
     /// A stand-in for the store's encoded answer: the prost encoding of a message.
     struct Bytes(Vec<u8>);

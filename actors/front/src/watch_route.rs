@@ -20,12 +20,12 @@ use futures::Stream;
 use prost::Message;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
-use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder, Streaming};
+use tonic::codec::{EncodeBuf, Encoder, Streaming};
 use tonic::codegen::BoxFuture;
 use tonic::server::StreamingService;
 use tonic::{Request, Response, Status};
 
-use crate::own_method::{OwnMethod, WithOwnMethod};
+use crate::own_method::{OwnCodec, OwnMethod, WithOwnMethod};
 use crate::pipeline::Pipeline;
 use crate::watch::{WatchOut, WatchService};
 
@@ -52,7 +52,7 @@ impl OwnMethod for WatchMethod {
     ) -> BoxFuture<http::Response<Body>, Infallible> {
         let method = self.clone();
         Box::pin(async move {
-            let mut grpc = tonic::server::Grpc::new(WatchCodec)
+            let mut grpc = tonic::server::Grpc::new(OwnCodec::<WatchEncoder, WatchRequest>::new())
                 .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
             Ok(grpc.streaming(method, req).await)
         })
@@ -80,26 +80,6 @@ impl StreamingService<WatchRequest> for WatchMethod {
             let rx = crate::watch::open_stream_as::<WatchOut>(pipeline, creds, inbound).await?;
             Ok(Response::new(Box::pin(ReceiverStream::new(rx)) as OutStream))
         })
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct WatchCodec;
-
-impl Codec for WatchCodec {
-    type Encode = WatchOut;
-    type Decode = WatchRequest;
-    type Encoder = WatchEncoder;
-    type Decoder = tonic_prost::ProstDecoder<WatchRequest>;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        WatchEncoder
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        tonic_prost::ProstCodec::<WatchResponse, WatchRequest>::raw_decoder(
-            BufferSettings::default(),
-        )
     }
 }
 
