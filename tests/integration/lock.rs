@@ -139,6 +139,22 @@ async fn a_waiter_that_goes_away_takes_its_key_back() {
     let _ = waiter.await;
     until_keys(&mut c, "gate/", 1).await;
     assert_eq!(owners(&mut c, "gate/").await[0].0, format!("gate/{la:x}"));
+
+    // Waiters that go away at any moment, even while their call is between its put and its
+    // wait, leave no key behind.
+    for step in 0..60u64 {
+        let l = c.lease_grant(60, None).await.unwrap().id();
+        let mut cw = srv.client().await;
+        let waiter = tokio::spawn(async move {
+            let _ = cw
+                .lock("gate", Some(LockOptions::new().with_lease(l)))
+                .await;
+        });
+        tokio::time::sleep(Duration::from_micros(50 * step)).await;
+        waiter.abort();
+        let _ = waiter.await;
+    }
+    until_keys(&mut c, "gate/", 1).await;
     c.unlock(a.key()).await.unwrap();
     until_keys(&mut c, "gate/", 0).await;
 }

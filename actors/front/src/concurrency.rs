@@ -223,7 +223,32 @@ impl Caller {
     /// The first step of both recipes: the caller's key `name/<lease in hex>` put with `value`
     /// and the lease unless it exists already (lease 0: a fresh session lease, as etcd's
     /// session grants). `None` if the key existed but was gone by the read (its lease ended).
+    ///
+    /// The steps run in a task of their own: a caller who goes away while they are under way
+    /// (the RPC dropped with the put proposed) would otherwise leave a candidate key that
+    /// nobody waits behind, blocking the line until its lease ends. Such a key, if this call
+    /// created it, is deleted as soon as the put is answered.
     pub async fn enter(
+        &self,
+        name: &[u8],
+        lease: i64,
+        value: &[u8],
+    ) -> Result<Option<Candidacy>, EtcdError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (me, name, value) = (self.clone(), name.to_vec(), value.to_vec());
+        tokio::spawn(async move {
+            let entered = me.enter_here(&name, lease, &value).await;
+            if let Err(Ok(Some(c))) = tx.send(entered)
+                && c.existing.is_none()
+            {
+                let _ = me.delete(c.key).await;
+            }
+        });
+        rx.await
+            .unwrap_or_else(|_| Err(EtcdError::Internal("actcd: candidacy task ended".into())))
+    }
+
+    async fn enter_here(
         &self,
         name: &[u8],
         lease: i64,

@@ -88,14 +88,7 @@ pub async fn campaign(
         rev,
         lease,
     };
-    if let Some(kv) = existing
-        && kv.value != value
-        && let Err(e) = proclaim(caller, &leader, value).await
-    {
-        let _ = resign(caller, &leader).await;
-        return Err(e);
-    }
-    // Waiting: if the caller goes away, the candidacy goes too.
+    // From here on, if the caller goes away, the candidacy goes too.
     let guard = {
         let (caller, leader) = (caller.clone(), leader.clone());
         CleanupGuard::new(move || {
@@ -104,6 +97,12 @@ pub async fn campaign(
             });
         })
     };
+    if let Some(kv) = existing
+        && kv.value != value
+    {
+        // A failed proclamation gives the candidacy back (the guard, dropped).
+        proclaim(caller, &leader, value).await?;
+    }
     // etcd gives the candidacy back only when the caller went away, not on other errors.
     let waited = caller.wait_deletes(&prefix, rev - 1).await;
     guard.disarm();

@@ -36,15 +36,7 @@ pub async fn lock(
         .enter(name, lease, b"")
         .await?
         .ok_or(EtcdError::SessionExpired)?;
-    let owner = caller.by_create(&prefix, None).await?;
-    if owner
-        .kvs
-        .first()
-        .is_none_or(|kv| kv.create_revision == my_rev)
-    {
-        return Ok((key, header));
-    }
-    // Waiting: if the caller goes away, the key goes too.
+    // From here on, if the caller goes away, the key goes too.
     let guard = {
         let (caller, key) = (caller.clone(), key.clone());
         CleanupGuard::new(move || {
@@ -53,10 +45,16 @@ pub async fn lock(
             });
         })
     };
-    if let Err(e) = caller.wait_deletes(&prefix, my_rev - 1).await {
-        drop(guard);
-        return Err(e);
+    let owner = caller.by_create(&prefix, None).await?;
+    if owner
+        .kvs
+        .first()
+        .is_none_or(|kv| kv.create_revision == my_rev)
+    {
+        guard.disarm();
+        return Ok((key, header));
     }
+    caller.wait_deletes(&prefix, my_rev - 1).await?;
     guard.disarm();
     // The lease may have ended meanwhile, taking the key with it.
     let mine = caller
