@@ -39,10 +39,22 @@ struct Violation {
 
 /// A linearizable read of `key`..`end` through `url`, within 2 s.
 pub async fn range(url: &str, key: &[u8], end: &[u8]) -> Result<RangeOut, String> {
+    range_at(url, key, end, 0).await
+}
+
+/// A linearizable read of `key`..`end` through `url` at `revision` (0: the latest), within
+/// 2 s. The answer's `revision` is the one read at.
+pub async fn range_at(
+    url: &str,
+    key: &[u8],
+    end: &[u8],
+    revision: i64,
+) -> Result<RangeOut, String> {
     let mut kv = KvClient::new(channel(url));
     let mut req = tonic::Request::new(RangeRequest {
         key: key.to_vec(),
         range_end: end.to_vec(),
+        revision,
         ..Default::default()
     });
     req.set_timeout(traffic::REQUEST_TIMEOUT);
@@ -51,7 +63,10 @@ pub async fn range(url: &str, key: &[u8], end: &[u8]) -> Result<RangeOut, String
         Ok(Ok(r)) => {
             let r = r.into_inner();
             Ok(RangeOut {
-                revision: r.header.map_or(0, |h| h.revision),
+                revision: match revision {
+                    0 => r.header.map_or(0, |h| h.revision),
+                    at => at,
+                },
                 kvs: r
                     .kvs
                     .into_iter()
@@ -337,19 +352,39 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
             }
         }
     }
-    let read: Vec<(usize, &RangeOut)> = finals
+    // The members are compared at one revision, the newest read: leases can still expire
+    // (and delete keys) between the reads of one member and the next.
+    let final_rev = finals
         .iter()
-        .enumerate()
-        .filter_map(|(i, f)| f.as_ref().map(|f| (i, f)))
-        .collect();
-    let final_rev = read.iter().map(|(_, f)| f.revision).max().unwrap_or(0);
+        .flatten()
+        .map(|f| f.revision)
+        .max()
+        .unwrap_or(0);
+    let mut read: Vec<(usize, RangeOut)> = Vec::new();
+    for (i, f) in finals.iter().enumerate() {
+        let Some(f) = f else { continue };
+        if f.revision == final_rev {
+            read.push((i, f.clone()));
+            continue;
+        }
+        match range_at(&urls[i], PREFIX, PREFIX_END, final_rev).await {
+            Ok(out) => read.push((i, out)),
+            Err(e) => violations.push(Violation {
+                kind: "unhealthy",
+                text: format!(
+                    "final read through m{} at revision {final_rev} failed: {e}",
+                    i + 1
+                ),
+            }),
+        }
+    }
     if let Some((i0, f0)) = read.first() {
         for (i, f) in &read[1..] {
             if f.kvs != f0.kvs {
                 violations.push(Violation {
                     kind: "final-state",
                     text: format!(
-                        "m{} and m{} disagree on the final state:\n  m{}: {}\n  m{}: {}",
+                        "m{} and m{} disagree on the final state at revision {final_rev}:\n  m{}: {}\n  m{}: {}",
                         i0 + 1,
                         i + 1,
                         i0 + 1,
