@@ -677,3 +677,52 @@ fn compaction_in_slices_with_writes_between_equals_one_at_once() {
         assert_eq!(sliced.compacted(), at);
     }
 }
+
+#[test]
+fn a_key_written_once_takes_no_allocation_and_40_bytes() {
+    // The packed form's tag lives in the version's non-zero niche.
+    assert_eq!(std::mem::size_of::<KeyIndex>(), 40);
+    let mut ki = KeyIndex::new();
+    ki.put(Revision::new(5, 0));
+    assert!(matches!(ki.hist, Hist::One(_)));
+}
+
+#[test]
+fn histories_are_packed_exactly_when_they_fit() {
+    let mut ki = KeyIndex::new();
+    ki.put_leased(Revision::new(5, 1), 7);
+    assert!(matches!(ki.hist, Hist::One(_)));
+    ki.put(Revision::new(6, 0));
+    assert!(matches!(ki.hist, Hist::Many(_)));
+    // Compacted down to the visible write: packed again, and the same as restored.
+    let mut keep = HashSet::new();
+    ki.compact(6, &mut keep);
+    assert!(matches!(ki.hist, Hist::One(_)));
+    assert_eq!(
+        ki,
+        KeyIndex::restore(Revision::new(5, 1), Revision::new(6, 0), 2)
+    );
+    let kr = ki.get(6).unwrap();
+    assert_eq!(
+        (kr.created, kr.modified, kr.version, kr.lease),
+        (Revision::new(5, 1), Revision::new(6, 0), 2, Some(0))
+    );
+    assert_eq!(ki.get(5), None);
+    // A sub past 32 bits stays a list, and reads the same.
+    let big = Revision::new(9, i64::from(u32::MAX) + 1);
+    let mut wide = KeyIndex::new();
+    wide.put(big);
+    assert!(matches!(wide.hist, Hist::Many(_)));
+    assert_eq!(wide.get(9).unwrap().modified, big);
+    // Tombstoned, then undone: packed as before.
+    let mut t = KeyIndex::new();
+    t.put(Revision::new(3, 0));
+    let before = t.clone();
+    t.tombstone(Revision::new(4, 0)).unwrap();
+    assert!(!t.is_live());
+    t.undo_tombstone(0);
+    assert_eq!(t, before);
+    t.undo_put(0);
+    assert!(t.is_empty());
+    assert_eq!(t, KeyIndex::new());
+}
