@@ -326,6 +326,11 @@ pub fn run_until(
     // Reading the WAL and rebuilding the index freed far more than they keep; the member may
     // go quiet now, and nothing would return those pages to the system then.
     crate::allocator::give_back_freed();
+    // Rebuilding the index read every page of the data file once; they stay in the page
+    // cache, but need not stay mapped in this process.
+    if let Err(e) = engine.release_mapped_pages() {
+        tracing::warn!(error = %e, "could not release the data file's mapped pages");
+    }
     // The auth store loads its tables from the same committed state.
     let tokens = cfg
         .token_provider()

@@ -271,6 +271,44 @@ impl LmdbEngine {
         Ok(())
     }
 
+    /// Lets go of the data-file pages mapped into this process (`madvise(MADV_DONTNEED)` over
+    /// the map). They stay in the kernel's page cache; the next read of one maps it again (a
+    /// minor fault, no I/O while it stays cached). For after a scan that read the whole file
+    /// once, as recovery does to rebuild the key index: those pages would otherwise count as
+    /// this process's resident memory until the kernel evicts them (measured on a million
+    /// keys: about 370 MiB of RssFile right after a restart).
+    ///
+    /// Nothing is lost: LMDB maps the file read-only and shared (no `WRITEMAP`), so a page
+    /// dropped from the mapping is only forgotten by the page table, and readers running
+    /// meanwhile fault it back in. Not on Linux: nothing to do.
+    pub fn release_mapped_pages(&self) -> Result<(), BackendError> {
+        // Held, so the map stays mapped while it is advised (a defragmentation swaps it).
+        let _generation = self.generation()?;
+        #[cfg(target_os = "linux")]
+        {
+            let io = |e: std::io::Error| BackendError::Lmdb(heed::Error::Io(e));
+            // LMDB does not say where it mapped the file (`me_mapaddr` is only set for fixed
+            // maps): the process's own map list does.
+            let data = self.dir.join("data.mdb");
+            let maps = std::fs::read_to_string("/proc/self/maps").map_err(io)?;
+            for (start, end) in mappings_of(&maps, &data) {
+                // SAFETY: `start..end` is one of this process's mappings of the data file,
+                // made by LMDB read-only and shared, and kept mapped by `_generation`. On such
+                // a mapping MADV_DONTNEED drops page-table entries only: the contents stay the
+                // file's, and no reference into the map can see a difference (a read faults
+                // the page back in).
+                #[allow(unsafe_code)]
+                let rc = unsafe {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED)
+                };
+                if rc != 0 {
+                    return Err(io(std::io::Error::last_os_error()));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The id of the last committed write transaction (LMDB's `me_last_txnid`).
     pub fn last_txn_id(&self) -> Option<u64> {
         Some(self.generation().ok()?.env.info().last_txn_id as u64)
@@ -461,6 +499,28 @@ fn open_env(dir: &Path, opts: &BackendOptions, map_size: usize) -> heed::Result<
     // does not work over network file systems), and heed refuses a second open of the same
     // path in this process; other processes are excluded by LMDB's lock file.
     unsafe { builder.open(dir) }
+}
+
+/// The address ranges of `file`'s mappings in a `/proc/PID/maps` listing (`start-end perms
+/// offset dev inode path` a line); a file replaced since it was mapped shows as `path
+/// (deleted)` and is not `file` any more.
+#[cfg(target_os = "linux")]
+pub(crate) fn mappings_of(maps: &str, file: &Path) -> Vec<(usize, usize)> {
+    let Some(name) = file.to_str() else {
+        return Vec::new();
+    };
+    maps.lines()
+        .filter_map(|line| {
+            let before = line.strip_suffix(name)?;
+            if !before.ends_with(' ') {
+                return None;
+            }
+            let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+            let start = usize::from_str_radix(start, 16).ok()?;
+            let end = usize::from_str_radix(end, 16).ok()?;
+            (end > start).then_some((start, end))
+        })
+        .collect()
 }
 
 /// The handle the state owners read through: only [`crate::BackendActor`] writes.

@@ -754,3 +754,72 @@ fn a_crash_before_the_swap_leaves_the_old_file_in_use() {
     assert!(!dir.path().join("data.mdb.defrag").exists());
     assert!(!dir.path().join("data.mdb.defrag.tmp").exists());
 }
+
+/// Resident kB of this process's mappings of `file` (Linux: `/proc/self/smaps`).
+#[cfg(target_os = "linux")]
+fn mapped_rss_kb(file: &std::path::Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = file.to_str().unwrap();
+    let mut inside = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or_default();
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            inside = line.ends_with(name);
+        } else if inside && let Some(v) = line.strip_prefix("Rss:") {
+            kb += v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap();
+        }
+    }
+    kb
+}
+
+/// After a scan of every page, letting go of the mapped pages leaves none of the data file
+/// resident in this process, and every record reads the same afterwards.
+#[cfg(target_os = "linux")]
+#[test]
+fn released_pages_leave_the_process_and_read_back_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(&dir);
+    let value = vec![7u8; 1000];
+    let mut w = e.write().unwrap();
+    for i in 0..4000u32 {
+        w.put(Table::Key, &i.to_be_bytes(), &value).unwrap();
+    }
+    w.commit().unwrap();
+    let data = e.path().join("data.mdb");
+    let read_all = || {
+        let r = e.read().unwrap();
+        let mut n = 0;
+        r.scan(Table::Key, b"", None, &mut |_, v| {
+            assert_eq!(v, &value[..]);
+            n += 1;
+            true
+        })
+        .unwrap();
+        n
+    };
+    assert_eq!(read_all(), 4000);
+    let scanned = mapped_rss_kb(&data);
+    assert!(scanned >= 4000, "{scanned} kB resident after reading 4 MB");
+    e.release_mapped_pages().unwrap();
+    assert_eq!(mapped_rss_kb(&data), 0);
+    assert_eq!(read_all(), 4000);
+    assert!(mapped_rss_kb(&data) >= 4000);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn mappings_are_found_by_their_exact_path() {
+    let maps = "\
+7f00a0000000-7f00a4000000 r--s 00000000 08:01 1234                       /d/member/snap/data.mdb
+7f00b0000000-7f00b4000000 r--s 00000000 08:01 1200                       /d/member/snap/data.mdb (deleted)
+7f00c0000000-7f00c0001000 rw-s 00000000 08:01 1235                       /d/member/snap/lock.mdb
+7f00d0000000-7f00d0001000 r--s 00000000 08:01 1236                       /x/d/member/snap/data.mdbx
+7f00e0000000-7f00e0001000 r--s 00000000 08:01 1237                       /e/d/member/snap/data.mdb
+";
+    let path = std::path::Path::new("/d/member/snap/data.mdb");
+    assert_eq!(
+        crate::engine::mappings_of(maps, path),
+        vec![(0x7f00a0000000, 0x7f00a4000000)]
+    );
+}
