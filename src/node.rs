@@ -323,14 +323,6 @@ pub fn run_until(
         }
     })?;
     let consistent_index = store.consistent_index();
-    // Reading the WAL and rebuilding the index freed far more than they keep; the member may
-    // go quiet now, and nothing would return those pages to the system then.
-    crate::allocator::give_back_freed();
-    // Rebuilding the index read every page of the data file once; they stay in the page
-    // cache, but need not stay mapped in this process.
-    if let Err(e) = engine.release_mapped_pages() {
-        tracing::warn!(error = %e, "could not release the data file's mapped pages");
-    }
     // The auth store loads its tables from the same committed state.
     let tokens = cfg
         .token_provider()
@@ -404,6 +396,16 @@ pub fn run_until(
     };
     let mut raft_node =
         RaftNode::new(&node_cfg, recovered).map_err(|e| StartError::Raft(e.to_string()))?;
+    // The WAL replayed up to a snapshot count of entries the state machine already holds.
+    raft_node.trim_replayed(cfg.flags.snapshot_catchup_entries);
+    // Reading the WAL and rebuilding the index freed far more than they keep; the member may
+    // go quiet now, and nothing would return those pages to the system then.
+    crate::allocator::give_back_freed();
+    // Rebuilding the index read every page of the data file once; they stay in the page
+    // cache, but need not stay mapped in this process.
+    if let Err(e) = engine.release_mapped_pages() {
+        tracing::warn!(error = %e, "could not release the data file's mapped pages");
+    }
     // etcd's initial election tick advance, for a member of a larger cluster (one alone
     // campaigns at once). Only with pre-vote: etcd first waits for its peers' streams, so that
     // a leader's heartbeat can reach it before it campaigns; a pre-vote cannot disrupt a

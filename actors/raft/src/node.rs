@@ -542,6 +542,15 @@ impl RaftNode {
         Some((applied, term, cs))
     }
 
+    /// After a restart: drops from memory the replayed entries more than `keep` below the
+    /// applied index, as a compaction would. The WAL replays every entry since its last
+    /// snapshot mark, up to a snapshot count of them, though the state machine holds all but
+    /// the last few already; a follower that far behind is sent a snapshot anyway. The WAL
+    /// keeps its records until the next compaction releases them.
+    pub fn trim_replayed(&mut self, keep: u64) {
+        let _ = self.compact_log(self.applied(), keep);
+    }
+
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -753,6 +762,42 @@ mod tests {
         assert_eq!((index, term), (21, 2));
         n.propose(b"after".to_vec()).unwrap();
         let (committed, _, _) = drive(&mut n);
+        assert_eq!(committed.last().unwrap().data, b"after".to_vec());
+    }
+
+    #[test]
+    fn a_restart_keeps_only_the_tail_below_applied() {
+        let mut n = single(0, Recovered::default());
+        let (_, mut wal, _) = drive(&mut n);
+        for i in 0..50u8 {
+            n.propose(vec![i]).unwrap();
+        }
+        wal.extend(drive(&mut n).1);
+        let hs = HardState {
+            term: n.term(),
+            vote: 1,
+            commit: n.committed(),
+        };
+        let applied = n.applied();
+        let mut r = single(
+            applied,
+            Recovered {
+                snapshot: None,
+                hard_state: hs,
+                entries: wal,
+            },
+        );
+        assert_eq!(r.raw.store().first_index().unwrap(), 1);
+        r.trim_replayed(5);
+        assert_eq!(r.raw.store().first_index().unwrap(), applied - 5);
+        assert_eq!(r.raw.store().last_index().unwrap(), applied);
+        let (committed, _, _) = drive(&mut r);
+        assert!(
+            committed.iter().all(|e| e.data.is_empty()),
+            "nothing applied twice"
+        );
+        r.propose(b"after".to_vec()).unwrap();
+        let (committed, _, _) = drive(&mut r);
         assert_eq!(committed.last().unwrap().data, b"after".to_vec());
     }
 
