@@ -525,6 +525,12 @@ pub(crate) fn mappings_of(maps: &str, file: &Path) -> Vec<(usize, usize)> {
 
 /// The handle the state owners read through: only [`crate::BackendActor`] writes.
 impl ReadEngine for LmdbEngine {
+    fn release_scanned_pages(&self) {
+        if let Err(e) = self.release_mapped_pages() {
+            tracing::debug!(error = %e, "could not release the data file's mapped pages");
+        }
+    }
+
     fn begin_read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
         Ok(Box::new(LmdbRead::new(self)?))
     }

@@ -767,7 +767,12 @@ fn mapped_rss_kb(file: &std::path::Path) -> u64 {
         if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
             inside = line.ends_with(name);
         } else if inside && let Some(v) = line.strip_prefix("Rss:") {
-            kb += v.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap();
+            kb += v
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap();
         }
     }
     kb

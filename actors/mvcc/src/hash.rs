@@ -65,7 +65,9 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
 impl Store {
     /// Over everything applied, committed or still buffered.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        self.with_view(|v| self.checked(v.hash_kv(revision), "hash"))?
+        let hash = self.with_view(|v| self.checked(v.hash_kv(revision), "hash"))?;
+        self.read_engine().release_scanned_pages();
+        hash
     }
 
     /// Commits what is buffered and, with the direct sink, flushes everything to stable

@@ -203,6 +203,9 @@ impl Handler<ScrubTick> for Scrubber {
                 for d in &step.damaged {
                     self.damage.report(d, "scrub");
                 }
+                if step.finished_pass {
+                    self.engine.release_scanned_pages();
+                }
             }
             Err(e) => tracing::warn!(error = %e, "scrub step failed; retried at the next tick"),
         }

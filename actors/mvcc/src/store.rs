@@ -427,6 +427,9 @@ impl Store {
                 return Err(EtcdError::Corrupt);
             }
         }
+        drop(txn);
+        // Every page was read: let go of the ones it mapped.
+        self.engine.release_scanned_pages();
         Ok(crc)
     }
 

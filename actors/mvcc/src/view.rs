@@ -226,8 +226,11 @@ impl ReadView {
         self.read("history", |v| v.history(from, to, max_events))
     }
 
+    /// HashKV reads every record up to `revision`: the pages it mapped are let go after.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        self.read("hash", |v| v.hash_kv(revision))
+        let hash = self.read("hash", |v| v.hash_kv(revision));
+        self.engine.release_scanned_pages();
+        hash
     }
 }
 

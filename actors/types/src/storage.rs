@@ -193,6 +193,10 @@ pub trait ReadEngine: Send + Sync + 'static {
     fn max_key_size(&self) -> Option<usize> {
         None
     }
+    /// After a scan of the whole store (a hash, a scrub pass): lets go of the file pages the
+    /// scan mapped into this process, which would otherwise count as its resident memory. An
+    /// engine that maps nothing does nothing.
+    fn release_scanned_pages(&self) {}
 }
 
 /// One write of a state owner, in the order it was made: a [`Commit`](crate::msg::Commit)
