@@ -9,7 +9,10 @@
 //!   sit in a counted B+ tree (`actcd-counted-btree`) that knows how many live keys lie under
 //!   each node, so `count_only` and the total of a limited Range are O(log n) (a journal of
 //!   recent creations and deletions answers for older revisions); `keys_only` answers come
-//!   from the index without reading records (lease included, as etcd 3.5 answers).
+//!   from the index without reading records (lease included, as etcd 3.5 answers). A key
+//!   with one live generation of one revision (most keys of a big store) is packed inline,
+//!   with no allocation of its own: about 100 heap bytes a Kubernetes-like key in all
+//!   (`examples/index_memory.rs` measures it).
 //! - the **revision clock**: the current revision (1 for an empty store, as in etcd, so the first
 //!   write is revision 2), advanced by one per write request that changes something.
 //! - the **compaction state**: the compacted revision (-1 before any compaction, as in etcd),
