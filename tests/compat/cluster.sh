@@ -44,9 +44,11 @@ start_cluster() { # $1 = binary, $2 = data root
       --heartbeat-interval 20 --election-timeout 200 >"$2.m$((i + 1)).log" 2>&1 &
     pids+=($!)
   done
+  # Healthy, and every member has published its client URLs (its name is known before that,
+  # from the initial cluster, in etcd as here).
   for _ in $(seq 100); do
     if "$ctl" --endpoints="$all" endpoint health >/dev/null 2>&1 &&
-      [ "$("$ctl" --endpoints="$all" member list 2>/dev/null | grep -c ', started, ')" = 3 ]; then
+      [ "$("$ctl" --endpoints="$all" member list 2>/dev/null | grep -c ', started, [^,]*, http[^,]*, http[^,]*, ')" = 3 ]; then
       return 0
     fi
     sleep 0.1

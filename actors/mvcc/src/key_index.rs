@@ -303,14 +303,9 @@ impl KeyIndex {
     /// is the generation's tombstone); older ones go, and so do whole generations whose
     /// tombstone is ≤ `at_rev`. The key index may end up empty (see [`Self::is_empty`]).
     pub fn compact(&mut self, at_rev: i64, keep: &mut HashSet<Revision>) {
-        let gs = match &mut self.hist {
-            Hist::One(o) => {
-                if o.modified_main <= at_rev {
-                    keep.insert(o.modified());
-                }
-                return;
-            }
-            Hist::Many(gs) => gs,
+        let Hist::Many(gs) = &mut self.hist else {
+            // One live revision: nothing to drop, and it stays if it is visible at `at_rev`.
+            return self.keep(at_rev, keep);
         };
         let Some(last) = gs.len().checked_sub(1) else {
             return;
