@@ -42,10 +42,12 @@
 //!   progress). Likewise a full raft mailbox drops an inbound message.
 //! - Messages to one peer leave in the order the raft node produced them (one queue, one
 //!   stream), as raft's pipelining of appends expects.
-//! - What is queued for a peer that cannot be reached is dropped, at each failed attempt and
-//!   again before the next: a member that comes back gets no messages from before its
-//!   absence (a follower's forwarded proposal reaching a restarted leader half a minute after
-//!   its client gave up would overwrite newer writes). Raft resends what still matters.
+//! - What is queued for a peer that cannot be reached waits for the next attempt only while
+//!   it is younger than a second (`QUEUED_AT_MOST`), and is dropped after: a proposal a
+//!   follower forwards while its stream to a new leader is still being dialled goes out once
+//!   the stream is up, but a member that comes back gets nothing from before its absence (a
+//!   forwarded proposal reaching a restarted leader half a minute after its client gave up
+//!   would overwrite newer writes). Raft resends what still matters.
 //! - Inbound messages are bounded in size (`MAX_MESSAGE_BYTES`): raft-rs's codec is not
 //!   hardened against hostile input, and only members should reach this port.
 //!
@@ -58,7 +60,7 @@ mod tls;
 
 pub use tls::{PeerTls, SanCheck};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +88,16 @@ pub const PEER_QUEUE: usize = 4096;
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
+/// How long a message may wait for its peer's stream. A follower's proposal forwarded while
+/// the stream to a new leader is still being dialled (the first moments after an election)
+/// goes out once the stream is up, instead of being dropped and leaving its client to time
+/// out (etcd's peer links fall back to their HTTP pipeline then); one older than this is
+/// dropped, so it never reaches a leader that comes back after its client gave up. Raft's own
+/// messages are resent or replaced whatever becomes of them.
+const QUEUED_AT_MOST: Duration = Duration::from_secs(1);
+
+/// A message for a peer, with when it was queued.
+type Queued = (tokio::time::Instant, Vec<u8>);
 
 /// A member to send to: its raft id and peer URLs (`http://host:port`), and where to report
 /// that it could not be reached.
@@ -107,7 +119,7 @@ pub struct TransportActor {
     meter: std::sync::Arc<actcd_types::meter::Meter>,
     cluster_id: u64,
     /// Each peer's queue and the URLs its stream was opened to.
-    queues: HashMap<u64, (mpsc::Sender<Vec<u8>>, Vec<String>)>,
+    queues: HashMap<u64, (mpsc::Sender<Queued>, Vec<String>)>,
     /// Told when a stream breaks (for peers added by [`PeerChange`]).
     unreachable: Option<Recipient<Unreachable>>,
     /// Where store copies for snapshots come from, and who hears how sending one ended.
@@ -297,7 +309,7 @@ impl Handler<PeerMessage> for TransportActor {
     fn handle(&mut self, msg: PeerMessage, _: &mut Self::Context) {
         let _timer = self.meter.start("PeerMessage");
         if let Some((q, _)) = self.queues.get(&msg.to)
-            && q.try_send(msg.msg).is_err()
+            && q.try_send((tokio::time::Instant::now(), msg.msg)).is_err()
         {
             *self.sent_failures.entry(msg.to).or_default() += 1;
             tracing::debug!(to = msg.to, "peer queue full; message dropped");
@@ -551,10 +563,12 @@ async fn stream_to(
     url: String,
     cluster_id: u64,
     tls: Option<Arc<PeerTls>>,
-    queue: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>,
+    queue: Arc<Mutex<mpsc::Receiver<Queued>>>,
     report: impl Fn(bool),
 ) {
     let mut backoff = BACKOFF_START;
+    // Messages taken off the queue while the peer could not be reached, young enough to send.
+    let mut held: VecDeque<Queued> = VecDeque::new();
     loop {
         let connected = match tls::endpoint(&url, tls.as_deref()) {
             Ok(e) => e.connect().await,
@@ -568,10 +582,16 @@ async fn stream_to(
                 backoff = BACKOFF_START;
                 report(true);
                 let q = queue.clone();
-                let outbound = futures::stream::unfold(q, |q| async move {
+                let queued = futures::stream::unfold(q, |q| async move {
                     let next = q.lock().await.recv().await;
-                    next.map(|data| (RaftMessage { data }, q))
+                    next.map(|m| (m, q))
                 });
+                let outbound = futures::stream::iter(std::mem::take(&mut held))
+                    .chain(queued)
+                    .filter_map(|(at, data)| {
+                        let young = at.elapsed() <= QUEUED_AT_MOST;
+                        std::future::ready(young.then_some(RaftMessage { data }))
+                    });
                 let mut client = RaftPeerClient::new(channel);
                 let mut req = Request::new(outbound);
                 if let Ok(v) = format!("{cluster_id:x}").parse() {
@@ -592,14 +612,14 @@ async fn stream_to(
             return;
         }
         report(false);
-        // What was queued for a peer we cannot reach is dropped, as etcd's peer links drop
+        // What was queued for a peer we cannot reach is kept for the next attempt only while
+        // it is young (see `QUEUED_AT_MOST`); the rest is dropped, as etcd's peer links drop
         // what they cannot send: raft sends again what still matters (appends, heartbeats,
         // votes), and a forwarded proposal must not reach a leader that comes back long after
-        // its client gave up (it would overwrite newer writes). So is what queues up while
-        // waiting to reconnect.
-        let dropped = drain(&queue).await;
+        // its client gave up (it would overwrite newer writes).
+        let dropped = hold_young(&queue, &mut held).await;
         tokio::time::sleep(backoff).await;
-        let dropped = dropped + drain(&queue).await;
+        let dropped = dropped + hold_young(&queue, &mut held).await;
         if dropped > 0 {
             tracing::debug!(%url, dropped, "messages for an unreachable peer dropped");
         }
@@ -607,14 +627,22 @@ async fn stream_to(
     }
 }
 
-/// Empties `queue` without sending; returns how many messages it held.
-async fn drain(queue: &Mutex<mpsc::Receiver<Vec<u8>>>) -> usize {
+/// Empties `queue` into `held` (after what is there already, so the order stays) and drops
+/// from `held` every message older than [`QUEUED_AT_MOST`], and the oldest beyond
+/// [`PEER_QUEUE`]: returns how many were dropped.
+async fn hold_young(queue: &Mutex<mpsc::Receiver<Queued>>, held: &mut VecDeque<Queued>) -> usize {
     let mut q = queue.lock().await;
-    let mut n = 0;
-    while q.try_recv().is_ok() {
-        n += 1;
+    while let Ok(m) = q.try_recv() {
+        held.push_back(m);
     }
-    n
+    let before = held.len();
+    while held
+        .front()
+        .is_some_and(|(at, _)| at.elapsed() > QUEUED_AT_MOST || held.len() > PEER_QUEUE)
+    {
+        held.pop_front();
+    }
+    before - held.len()
 }
 
 /// Where the peer port delivers what it receives.
@@ -891,11 +919,34 @@ mod tests {
         }
     }
 
+    /// Held messages age on the (paused) clock: the young stay, in order, the old go.
+    #[tokio::test(start_paused = true)]
+    async fn only_young_messages_are_held_for_the_next_attempt() {
+        let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        let queue = Mutex::new(rx);
+        let mut held = VecDeque::new();
+        let now = tokio::time::Instant::now;
+        tx.try_send((now(), vec![1])).unwrap();
+        tokio::time::advance(Duration::from_millis(600)).await;
+        tx.try_send((now(), vec![2])).unwrap();
+        assert_eq!(hold_young(&queue, &mut held).await, 0);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        tx.try_send((now(), vec![3])).unwrap();
+        // 1 is 1.1 s old now: dropped; 2 (0.5 s) and 3 stay, in order.
+        assert_eq!(hold_young(&queue, &mut held).await, 1);
+        let kept: Vec<_> = held.iter().map(|(_, m)| m.clone()).collect();
+        assert_eq!(kept, vec![vec![2], vec![3]]);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(hold_young(&queue, &mut held).await, 2);
+        assert!(held.is_empty());
+    }
+
     #[actix::test]
     async fn what_a_dead_peer_missed_is_dropped_and_the_rest_arrives_in_order() {
-        // The sender starts first: what it queues while the peer cannot be reached is
-        // dropped (a forwarded proposal must not reach a leader that comes back long after
-        // its client gave up); once the stream is up, messages arrive in order.
+        // The sender starts first: what it queued more than `QUEUED_AT_MOST` before the peer
+        // could be reached is dropped (a forwarded proposal must not reach a leader that comes
+        // back long after its client gave up); once the stream is up, messages arrive in
+        // order.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
@@ -919,8 +970,8 @@ mod tests {
             to: 9,
             msg: vec![0],
         });
-        // Let the stream fail at least once with those queued.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Let the stream fail with those queued until they are too old to send.
+        tokio::time::sleep(QUEUED_AT_MOST + Duration::from_millis(300)).await;
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = Sink(tx).start();
@@ -965,6 +1016,52 @@ mod tests {
             }
             assert_eq!(got, vec![want], "in order, and none of the dropped ones");
             want += 1;
+        }
+        let _ = stop_tx.send(());
+    }
+
+    #[actix::test]
+    async fn what_is_queued_while_a_peer_is_briefly_unreachable_arrives_in_order() {
+        // A follower's proposals forwarded while its stream to a new leader is still being
+        // dialled: the first attempts fail, the peer comes up within the second, and every
+        // message arrives, in order.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let transport = TransportActor::new(7).start();
+        transport
+            .send(AddPeer {
+                id: 2,
+                urls: vec![format!("http://{addr}")],
+                unreachable: None,
+            })
+            .await
+            .unwrap();
+        // Let the first attempt fail before anything is queued.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for i in 0..20u8 {
+            transport.do_send(PeerMessage {
+                to: 2,
+                msg: vec![i],
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Sink(tx).start();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        actix::spawn(async move {
+            let _ = serve_peers(listener, sink_routes(sink), 7, None, async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+        for want in 0..20u8 {
+            let got = tokio::time::timeout(QUEUED_AT_MOST, rx.recv())
+                .await
+                .expect("delivered while still young")
+                .unwrap();
+            assert_eq!(got, vec![want]);
         }
         let _ = stop_tx.send(());
     }
