@@ -919,6 +919,43 @@ mod tests {
         }
     }
 
+    /// A transport of cluster 7 sending to member 2 at an address nothing listens on (yet).
+    async fn sending_to_an_absent_peer() -> (Addr<TransportActor>, std::net::SocketAddr) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let transport = TransportActor::new(7).start();
+        transport
+            .send(AddPeer {
+                id: 2,
+                urls: vec![format!("http://{addr}")],
+                unreachable: None,
+            })
+            .await
+            .unwrap();
+        (transport, addr)
+    }
+
+    /// Member 2's peer port comes up at `addr`: what it receives, and its stop.
+    async fn peer_comes_up(
+        addr: std::net::SocketAddr,
+    ) -> (
+        tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+        tokio::sync::oneshot::Sender<()>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = Sink(tx).start();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        actix::spawn(async move {
+            let _ = serve_peers(listener, sink_routes(sink), 7, None, async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+        (rx, stop_tx)
+    }
+
     /// Held messages age on the (paused) clock: the young stay, in order, the old go.
     #[tokio::test(start_paused = true)]
     async fn only_young_messages_are_held_for_the_next_attempt() {
@@ -947,18 +984,7 @@ mod tests {
         // could be reached is dropped (a forwarded proposal must not reach a leader that comes
         // back long after its client gave up); once the stream is up, messages arrive in
         // order.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        let transport = TransportActor::new(7).start();
-        transport
-            .send(AddPeer {
-                id: 2,
-                urls: vec![format!("http://{addr}")],
-                unreachable: None,
-            })
-            .await
-            .unwrap();
+        let (transport, addr) = sending_to_an_absent_peer().await;
         for i in 100..200u8 {
             transport.do_send(PeerMessage {
                 to: 2,
@@ -973,16 +999,7 @@ mod tests {
         // Let the stream fail with those queued until they are too old to send.
         tokio::time::sleep(QUEUED_AT_MOST + Duration::from_millis(300)).await;
 
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let sink = Sink(tx).start();
-        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        actix::spawn(async move {
-            let _ = serve_peers(listener, sink_routes(sink), 7, None, async {
-                let _ = stop_rx.await;
-            })
-            .await;
-        });
+        let (mut rx, stop_tx) = peer_comes_up(addr).await;
         // Probe until the stream is up.
         let first = loop {
             transport.do_send(PeerMessage {
@@ -1025,18 +1042,7 @@ mod tests {
         // A follower's proposals forwarded while its stream to a new leader is still being
         // dialled: the first attempts fail, the peer comes up within the second, and every
         // message arrives, in order.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        let transport = TransportActor::new(7).start();
-        transport
-            .send(AddPeer {
-                id: 2,
-                urls: vec![format!("http://{addr}")],
-                unreachable: None,
-            })
-            .await
-            .unwrap();
+        let (transport, addr) = sending_to_an_absent_peer().await;
         // Let the first attempt fail before anything is queued.
         tokio::time::sleep(Duration::from_millis(50)).await;
         for i in 0..20u8 {
@@ -1046,16 +1052,7 @@ mod tests {
             });
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let sink = Sink(tx).start();
-        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        actix::spawn(async move {
-            let _ = serve_peers(listener, sink_routes(sink), 7, None, async {
-                let _ = stop_rx.await;
-            })
-            .await;
-        });
+        let (mut rx, stop_tx) = peer_comes_up(addr).await;
         for want in 0..20u8 {
             let got = tokio::time::timeout(QUEUED_AT_MOST, rx.recv())
                 .await
