@@ -83,6 +83,18 @@ impl<E, Req> OwnCodec<E, Req> {
     }
 }
 
+impl<E, Req> OwnCodec<E, Req>
+where
+    Self: tonic::codec::Codec,
+{
+    /// tonic's server side of a method over this codec, as the generated method sets it up:
+    /// no compression either way, requests up to `max_decoding` bytes, answers of any size.
+    pub(crate) fn grpc(max_decoding: usize) -> tonic::server::Grpc<Self> {
+        tonic::server::Grpc::new(Self::new())
+            .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX))
+    }
+}
+
 impl<E, Req> tonic::codec::Codec for OwnCodec<E, Req>
 where
     E: tonic::codec::Encoder<Error = tonic::Status> + Default + Send + 'static,

@@ -51,9 +51,7 @@ impl OwnMethod for RangeMethod {
     ) -> BoxFuture<http::Response<Body>, Infallible> {
         let method = self.clone();
         Box::pin(async move {
-            // As the generated method: no compression either way, the server's size limits.
-            let mut grpc = tonic::server::Grpc::new(OwnCodec::<RangeEncoder, RangeRequest>::new())
-                .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
+            let mut grpc = OwnCodec::<RangeEncoder, RangeRequest>::grpc(max_decoding);
             Ok(grpc.unary(method, req).await)
         })
     }

@@ -52,8 +52,7 @@ impl OwnMethod for WatchMethod {
     ) -> BoxFuture<http::Response<Body>, Infallible> {
         let method = self.clone();
         Box::pin(async move {
-            let mut grpc = tonic::server::Grpc::new(OwnCodec::<WatchEncoder, WatchRequest>::new())
-                .apply_max_message_size_config(Some(max_decoding), Some(usize::MAX));
+            let mut grpc = OwnCodec::<WatchEncoder, WatchRequest>::grpc(max_decoding);
             Ok(grpc.streaming(method, req).await)
         })
     }
