@@ -1044,10 +1044,25 @@ mod tests {
         assert_eq!(committed(), Some(5u64.to_be_bytes().to_vec()));
     }
 
+    fn compaction(revision: i64, physical: bool) -> InternalRaftRequest {
+        InternalRaftRequest {
+            compaction: Some(actcd_proto::etcdserverpb::CompactionRequest { revision, physical }),
+            ..Default::default()
+        }
+    }
+
+    /// The revision the last compaction finished at, as the engine holds it.
+    fn finished_compaction(engine: &MemEngine) -> Option<Vec<u8>> {
+        use actcd_types::storage::{KvEngine, Table};
+        engine
+            .read()
+            .unwrap()
+            .get(Table::Meta, crate::META_FINISHED_COMPACT)
+            .unwrap()
+    }
+
     #[actix::test]
     async fn batched_compaction_runs_in_slices_and_physical_waits() {
-        use actcd_proto::etcdserverpb::CompactionRequest;
-        use actcd_types::storage::{KvEngine, Table};
         let engine = Arc::new(MemEngine::new());
         let store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
         let addr = start_unpaced(store, 1_000_000, None);
@@ -1056,18 +1071,8 @@ mod tests {
         // batch).
         let reqs = (0..13000).map(|i| put(&i.to_string())).collect();
         apply(&addr, 1, reqs).await;
-        let compact = |revision, physical| InternalRaftRequest {
-            compaction: Some(CompactionRequest { revision, physical }),
-            ..Default::default()
-        };
-        let finished = || {
-            engine
-                .read()
-                .unwrap()
-                .get(Table::Meta, crate::META_FINISHED_COMPACT)
-                .unwrap()
-        };
-        apply(&addr, 2, vec![compact(12500, false)]).await;
+        let finished = || finished_compaction(&engine);
+        apply(&addr, 2, vec![compaction(12500, false)]).await;
         apply(&addr, 3, vec![put("more")]).await;
         let mut flushes = 0;
         while finished().is_none() {
@@ -1077,7 +1082,7 @@ mod tests {
         }
         assert_eq!(finished(), Some(12500i64.to_be_bytes().to_vec()));
         assert_eq!(flushes, 14, "one step a flush");
-        apply(&addr, 4, vec![compact(13000, true)]).await;
+        apply(&addr, 4, vec![compaction(13000, true)]).await;
         addr.send(FlushStore).await.unwrap().unwrap();
         assert_eq!(
             finished(),
@@ -1087,8 +1092,6 @@ mod tests {
     }
     #[actix::test]
     async fn physical_compaction_waiter_is_answered_after_deletions_not_the_batch() {
-        use actcd_proto::etcdserverpb::CompactionRequest;
-        use actcd_types::storage::{KvEngine, Table};
         let engine = Arc::new(MemEngine::new());
         let mut store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
         // Steps of 100 on the 5 ms timer: the 12,498 records take at least 125 steps, 0.6 s.
@@ -1102,25 +1105,13 @@ mod tests {
         let addr = MvccActor::start_with(store, 1_000_000, Some(peers));
         let reqs = (0..13000).map(|i| put(&i.to_string())).collect();
         apply(&addr, 1, reqs).await;
-        let finished = || {
-            engine
-                .read()
-                .unwrap()
-                .get(Table::Meta, crate::META_FINISHED_COMPACT)
-                .unwrap()
-        };
+        let finished = || finished_compaction(&engine);
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let applied = addr
             .send(ApplyBatch {
                 consistent_index: 2,
                 term: 2,
-                requests: vec![InternalRaftRequest {
-                    compaction: Some(CompactionRequest {
-                        revision: 12500,
-                        physical: true,
-                    }),
-                    ..Default::default()
-                }],
+                requests: vec![compaction(12500, true)],
                 replies: vec![Some(tx)],
                 ops: Vec::new(),
                 leases: Vec::new(),
