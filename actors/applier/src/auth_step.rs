@@ -5,6 +5,7 @@
 //! decides who may make them, as it applies them.
 
 use actcd_proto::actcdpb::InternalRaftRequest;
+use actcd_proto::etcdserverpb::{TxnRequest, request_op};
 use actcd_types::auth::PermissionView;
 use actcd_types::{AuthInfo, EtcdError};
 
@@ -45,29 +46,55 @@ pub fn is_auth_request(req: &InternalRaftRequest) -> bool {
         || req.auth_role_revoke_permission.is_some()
 }
 
-/// Whether judging `req` needs the keys attached to a lease (a Put with a lease, a
-/// LeaseRevoke), and which lease: only when the view would judge it at all.
-pub fn lease_in_question(view: &dyn PermissionView, req: &InternalRaftRequest) -> Option<i64> {
+/// The leases whose attached keys judging `req` needs: a Put's lease, the lease of every Put
+/// inside a Txn (nested ones too: etcd up to 3.5.29 did not look there, GHSA-x35m-3gp4-4fh5),
+/// a LeaseRevoke's; none when the view would not judge the request at all.
+pub fn leases_in_question(view: &dyn PermissionView, req: &InternalRaftRequest) -> Vec<i64> {
+    let mut ids = Vec::new();
     if !view.enabled() || is_internal(req) {
-        return None;
+        return ids;
     }
     if let Some(p) = &req.put {
-        return (p.lease != 0).then_some(p.lease);
+        ids.push(p.lease);
+    } else if let Some(t) = &req.txn {
+        txn_leases(t, &mut ids);
+    } else if let Some(r) = &req.lease_revoke {
+        ids.push(r.id);
     }
-    req.lease_revoke.as_ref().map(|r| r.id)
+    ids.retain(|&id| id != 0);
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
-/// Judges a key-space request against `view`; `lease_keys` are the keys attached to the lease
-/// [`lease_in_question`] named (empty if none).
+fn txn_leases(t: &TxnRequest, ids: &mut Vec<i64>) {
+    for op in t.success.iter().chain(&t.failure) {
+        match &op.request {
+            Some(request_op::Request::RequestPut(p)) => ids.push(p.lease),
+            Some(request_op::Request::RequestTxn(n)) => txn_leases(n, ids),
+            _ => {}
+        }
+    }
+}
+
+/// Judges a key-space request against `view`; `lease_keys` are the keys attached to each lease
+/// [`leases_in_question`] named (a lease not among them has none).
 pub fn judge(
     view: &dyn PermissionView,
     req: &InternalRaftRequest,
-    lease_keys: &[Vec<u8>],
+    lease_keys: &[(i64, Vec<Vec<u8>>)],
 ) -> Result<(), EtcdError> {
     if !view.enabled() || is_internal(req) {
         return Ok(());
     }
-    view.check_request(&who(req), req, &|_| lease_keys.to_vec())
+    let keys_of = |id: i64| {
+        lease_keys
+            .iter()
+            .find(|(l, _)| *l == id)
+            .map(|(_, keys)| keys.clone())
+            .unwrap_or_default()
+    };
+    view.check_request(&who(req), req, &keys_of)
 }
 
 #[cfg(test)]
@@ -76,7 +103,7 @@ mod tests {
 
     use actcd_authz::{AuthView, UserEntry};
     use actcd_proto::actcdpb::RequestHeader;
-    use actcd_proto::etcdserverpb::{LeaseRevokeRequest, PutRequest};
+    use actcd_proto::etcdserverpb::{LeaseRevokeRequest, PutRequest, RequestOp};
 
     use super::*;
 
@@ -108,53 +135,89 @@ mod tests {
             view: &'static str,
             req: InternalRaftRequest,
             want: Result<(), EtcdError>,
-            want_lease: Option<i64>,
+            want_leases: Vec<i64>,
         }
         let revoke = InternalRaftRequest {
             lease_revoke: Some(LeaseRevokeRequest { id: 9 }),
             ..Default::default()
         };
+        // A put with lease 5 inside a txn inside a txn, and one with lease 7 at the top.
+        let leased = |lease| RequestOp {
+            request: Some(request_op::Request::RequestPut(PutRequest {
+                key: b"k".to_vec(),
+                lease,
+                ..Default::default()
+            })),
+        };
+        let nested = InternalRaftRequest {
+            header: put("bob", false, 0).header,
+            txn: Some(TxnRequest {
+                success: vec![
+                    leased(7),
+                    RequestOp {
+                        request: Some(request_op::Request::RequestTxn(TxnRequest {
+                            failure: vec![leased(5), leased(7)],
+                            ..Default::default()
+                        })),
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
         let cases = vec![
+            Case {
+                name: "a txn's leased puts, nested ones too, each lease once",
+                view: "on",
+                req: nested,
+                want: Err(EtcdError::PermissionDenied),
+                want_leases: vec![5, 7],
+            },
             Case {
                 name: "no grant",
                 view: "on",
                 req: put("bob", false, 0),
                 want: Err(EtcdError::PermissionDenied),
-                want_lease: None,
+                want_leases: vec![],
             },
             Case {
                 name: "internal: never judged",
                 view: "on",
                 req: put("", true, 7),
                 want: Ok(()),
-                want_lease: None,
+                want_leases: vec![],
             },
             Case {
                 name: "auth off",
                 view: "off",
                 req: put("", false, 7),
                 want: Ok(()),
-                want_lease: None,
+                want_leases: vec![],
             },
             Case {
                 name: "a leased put needs the lease's keys",
                 view: "on",
                 req: put("bob", false, 7),
                 want: Err(EtcdError::PermissionDenied),
-                want_lease: Some(7),
+                want_leases: vec![7],
             },
             Case {
                 name: "a client's revoke needs them too (none attached: nothing to refuse)",
                 view: "on",
                 req: revoke,
                 want: Ok(()),
-                want_lease: Some(9),
+                want_leases: vec![9],
             },
         ];
         for c in cases {
             let view: &dyn PermissionView = if c.view == "on" { &on } else { &off };
             assert_eq!(judge(view, &c.req, &[]), c.want, "{}", c.name);
-            assert_eq!(lease_in_question(view, &c.req), c.want_lease, "{}", c.name);
+            assert_eq!(
+                leases_in_question(view, &c.req),
+                c.want_leases,
+                "{}",
+                c.name
+            );
         }
     }
 }

@@ -1,12 +1,13 @@
 //! Step three of the chain: etcd's capped applier. While a NOSPACE alarm is raised, requests
-//! that would grow the store — a Put, a LeaseGrant, a Txn with a put in either branch (top
-//! level, as etcd counts) — are refused with `etcdserver: mvcc: database space exceeded`;
+//! that would grow the store — a Put, a LeaseGrant, a Txn with a put in either branch, nested
+//! txns included (etcd 3.5.33+; earlier etcd looked at the top level only and wrote a put
+//! nested in a txn in a txn into a full store) — are refused with `etcdserver: mvcc: database space exceeded`;
 //! deletes, compactions, lease revokes and alarm requests still run, so an operator can make
 //! room and disarm.
 
 use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::{TxnRequest, request_op};
 use actcd_types::EtcdError;
+use actcd_types::quota::txn_cost;
 
 /// Refuses `req` if it would grow the store while `nospace` is raised.
 pub fn check(nospace: bool, req: &InternalRaftRequest) -> Result<(), EtcdError> {
@@ -28,7 +29,7 @@ fn grows(req: &InternalRaftRequest) -> bool {
     } else if req.delete_range.is_some() {
         false
     } else if let Some(t) = &req.txn {
-        txn_puts(t)
+        txn_cost(t) > 0
     } else if req.compaction.is_some() || req.alarm.is_some() {
         false
     } else {
@@ -36,19 +37,11 @@ fn grows(req: &InternalRaftRequest) -> bool {
     }
 }
 
-/// Whether a txn puts anything in either branch (top level only, as etcd counts).
-fn txn_puts(t: &TxnRequest) -> bool {
-    t.success
-        .iter()
-        .chain(&t.failure)
-        .any(|op| matches!(op.request, Some(request_op::Request::RequestPut(_))))
-}
-
 #[cfg(test)]
 mod tests {
     use actcd_proto::etcdserverpb::{
         CompactionRequest, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest,
-        RangeRequest, RequestOp,
+        RangeRequest, RequestOp, TxnRequest, request_op,
     };
 
     use super::*;
@@ -95,6 +88,23 @@ mod tests {
                     txn: Some(TxnRequest {
                         success: vec![op(request_op::Request::RequestDeleteRange(del()))],
                         failure: vec![op(request_op::Request::RequestPut(put()))],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                want_capped: true,
+            },
+            Case {
+                name: "txn with a put in a txn in a txn",
+                req: InternalRaftRequest {
+                    txn: Some(TxnRequest {
+                        success: vec![op(request_op::Request::RequestTxn(TxnRequest {
+                            success: vec![op(request_op::Request::RequestTxn(TxnRequest {
+                                success: vec![op(request_op::Request::RequestPut(put()))],
+                                ..Default::default()
+                            }))],
+                            ..Default::default()
+                        }))],
                         ..Default::default()
                     }),
                     ..Default::default()

@@ -290,14 +290,15 @@ impl ChainPeers {
                 }
                 continue;
             }
-            let lease_keys = match auth_step::lease_in_question(&*state.view, &request) {
-                Some(id) => {
-                    self.flush(&mut run, state).await?;
-                    // An unknown lease has no keys: it is refused later, as etcd does.
-                    state.leases.keys_of(id).unwrap_or_default()
-                }
-                None => Vec::new(),
-            };
+            let leases = auth_step::leases_in_question(&*state.view, &request);
+            if !leases.is_empty() {
+                self.flush(&mut run, state).await?;
+            }
+            // An unknown lease has no keys: it is refused later, as etcd does.
+            let lease_keys: Vec<(i64, Vec<Vec<u8>>)> = leases
+                .into_iter()
+                .map(|id| (id, state.leases.keys_of(id).unwrap_or_default()))
+                .collect();
             let judged = auth_step::judge(&*state.view, &request, &lease_keys)
                 .and_then(|()| corrupt::check(state.alarms.corrupt(), &request))
                 .and_then(|()| capped::check(state.alarms.nospace(), &request));

@@ -296,6 +296,9 @@ impl Cluster for ClusterService {
         if req.get_ref().linearizable {
             self.pipeline.linearizable_barrier().await?;
         }
+        // With auth on, for logged-in users (etcd 3.5.28+; 3.5.1 listed members to anyone).
+        let who = self.pipeline.who(&req).await?;
+        self.pipeline.require_user(&who)?;
         let members = self
             .pipeline
             .members()

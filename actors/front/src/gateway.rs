@@ -465,7 +465,7 @@ pub async fn stream(
 ) -> Option<Result<Streamed, Answer>> {
     Some(match path {
         "/v3/watch" => watch(p, body, authorization).await,
-        "/v3/lease/keepalive" => keep_alive(p, body).await,
+        "/v3/lease/keepalive" => keep_alive(p, body, authorization).await,
         "/v3/maintenance/snapshot" => snapshot(p, body, authorization).await,
         "/v3/election/observe" => observe(p, body, authorization).await,
         _ => return None,
@@ -503,15 +503,24 @@ async fn watch(
 /// `POST /v3/lease/keepalive`: one answer per `LeaseKeepAliveRequest` in the body (up to the
 /// first that can't be decoded), then the stream ends, as the gRPC stream does when the client
 /// stops sending.
-async fn keep_alive(p: &Arc<Pipeline>, body: &[u8]) -> Result<Streamed, Answer> {
+async fn keep_alive(
+    p: &Arc<Pipeline>,
+    body: &[u8],
+    authorization: Option<&str>,
+) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let reqs: Vec<actcd_proto::etcdserverpb::LeaseKeepAliveRequest> =
         stream_requests(body, "LeaseKeepAliveRequest")?;
+    let mut probe = tonic::Request::new(());
+    GatewayAuth::from_header(p, authorization)
+        .await
+        .apply(&mut probe);
+    let creds = Arc::new(p.auth.credentials(&probe));
     let p = p.clone();
     let answers = futures::stream::iter(reqs).then(move |r| {
-        let p = p.clone();
+        let (p, creds) = (p.clone(), creds.clone());
         async move {
-            crate::lease::keep_alive_once(&p, r)
+            crate::lease::keep_alive_once(&p, &creds, r)
                 .await
                 .map_err(|e| e.to_status())
         }

@@ -142,6 +142,8 @@ impl Kv for KvService {
         req: Request<CompactionRequest>,
     ) -> Result<Response<CompactionResponse>, Status> {
         let who = self.pipeline.who(&req).await?;
+        // Root only with auth on (etcd 3.5.28+, GHSA-q8m4-xhhv-38mg; 3.5.1 let anyone compact).
+        self.pipeline.check_admin(who.clone()).await?;
         let r = InternalRaftRequest {
             compaction: Some(req.into_inner()),
             ..Default::default()

@@ -116,6 +116,7 @@ pub mod concurrency;
 pub mod election;
 pub mod exposition;
 pub mod gateway;
+mod guard;
 mod gojson;
 mod h2authority;
 pub mod health;

@@ -60,10 +60,18 @@ impl MaintenanceService {
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
-    /// Every alarm action goes through the log, as in etcd, so all members agree on them. Not
-    /// kept for admins: etcd 3.5.1 lets any user list and disarm alarms.
+    /// Every alarm action goes through the log, as in etcd, so all members agree on them. With
+    /// auth on, listing alarms needs a logged-in user and raising or disarming one the root
+    /// role (etcd 3.5.28+, GHSA-q8m4-xhhv-38mg: 3.5.1 let anyone raise NOSPACE, which stops
+    /// every write in the cluster).
     async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+        use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
         let who = self.pipeline.who(&req).await?;
+        if req.get_ref().action == AlarmAction::Get as i32 {
+            self.pipeline.require_user(&who)?;
+        } else {
+            self.pipeline.check_admin(who.clone()).await?;
+        }
         let r = InternalRaftRequest {
             alarm: Some(req.into_inner()),
             ..Default::default()
@@ -74,7 +82,13 @@ impl Maintenance for MaintenanceService {
         }
     }
 
-    async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+    /// With auth on, for logged-in users (etcd 3.5.28+; 3.5.1 answered anyone).
+    async fn status(
+        &self,
+        req: Request<StatusRequest>,
+    ) -> Result<Response<StatusResponse>, Status> {
+        let who = self.pipeline.who(&req).await?;
+        self.pipeline.require_user(&who)?;
         let raft = self.pipeline.raft_status().await?;
         let store = self.pipeline.store_status().await?;
         let alarms = self.pipeline.alarms().await?;

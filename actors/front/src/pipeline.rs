@@ -362,15 +362,9 @@ impl Pipeline {
         // With auth off nobody is identified: skip reading the credentials at all.
         let creds = self.auth.enabled().then(|| self.auth.credentials(req));
         async move {
-            let Some(creds) = creds else {
-                return Ok(AuthInfo::default());
-            };
-            match self.auth.identify(&creds) {
-                Err(EtcdError::InvalidAuthToken) if self.auth.may_be_unapplied(&creds) => {
-                    self.linearizable_barrier().await?;
-                    self.auth.identify(&creds)
-                }
-                other => other,
+            match creds {
+                Some(creds) => self.identify(&creds).await,
+                None => Ok(AuthInfo::default()),
             }
         }
     }

@@ -155,12 +155,11 @@ async fn refuse_watch(
     if key.is_empty() {
         key = vec![0];
     }
-    // etcd checks a from-key watch (`range_end` "\0") as the single key it starts at.
-    let range_end = if create.range_end == [0] {
-        Vec::new()
-    } else {
-        create.range_end.clone()
-    };
+    // A from-key watch (`range_end` "\0") is checked as the open range it watches: etcd up to
+    // 3.5.32 checked it as the single key it starts at, after rewriting the end, and sent a
+    // user allowed to read one key every key after it (GHSA-xg4h-6gfc-h4m8, fixed in
+    // 3.5.33 / 3.6.14 / 3.7.1).
+    let range_end = create.range_end.clone();
     let allowed = match p.auth.identify(creds) {
         Ok(who) => p.check_read(who, key, range_end).await.is_ok(),
         Err(_) => false,

@@ -1,5 +1,4 @@
 use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::{PutRequest, RequestOp, request_op};
 use actcd_types::{EtcdError, validate};
 use prost::Message;
 
@@ -28,27 +27,9 @@ impl Default for Limits {
     }
 }
 
-/// etcd's estimate of what a write adds to the backend: 256 bytes of overhead per put plus its
-/// key and value; for a txn, the larger branch (top-level puts only, as etcd counts). Requests
-/// that add nothing (deletes, compactions, reads) cost 0 and always pass the quota.
-pub fn quota_cost(req: &InternalRaftRequest) -> u64 {
-    const KV_OVERHEAD: usize = 256;
-    let put = |p: &PutRequest| KV_OVERHEAD + p.key.len() + p.value.len();
-    let branch = |ops: &[RequestOp]| -> usize {
-        ops.iter()
-            .map(|op| match &op.request {
-                Some(request_op::Request::RequestPut(p)) => put(p),
-                _ => 0,
-            })
-            .sum()
-    };
-    let cost = match (&req.put, &req.txn) {
-        (Some(p), _) => put(p),
-        (None, Some(t)) => branch(&t.success).max(branch(&t.failure)),
-        _ => 0,
-    };
-    cost as u64
-}
+/// etcd's estimate of what a write adds to the backend (nested txns' puts counted: see
+/// [`actcd_types::quota`]). Requests that add nothing cost 0 and always pass the quota.
+pub use actcd_types::quota::quota_cost;
 
 /// Whether a write of `cost` ([`quota_cost`]) fits given the backend's current size (etcd: size
 /// plus cost must stay below the quota; free writes always fit).
@@ -77,7 +58,9 @@ pub fn check_request(req: &InternalRaftRequest, limits: &Limits) -> Result<Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use actcd_proto::etcdserverpb::{DeleteRangeRequest, TxnRequest};
+    use actcd_proto::etcdserverpb::{
+        DeleteRangeRequest, PutRequest, RequestOp, TxnRequest, request_op,
+    };
 
     fn put_req(key: &[u8], value_len: usize) -> InternalRaftRequest {
         InternalRaftRequest {

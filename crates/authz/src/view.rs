@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use actcd_proto::actcdpb::InternalRaftRequest;
-use actcd_proto::etcdserverpb::{RequestOp, TxnRequest, request_op};
+use actcd_proto::etcdserverpb::{PutRequest, RequestOp, TxnRequest, request_op};
 use actcd_types::auth::{PermissionView, SharedView};
 use actcd_types::{AuthInfo, EtcdError};
 
@@ -141,22 +141,14 @@ impl AuthView {
             return Ok(());
         }
         if let Some(p) = &req.put {
-            self.check_range(who, &p.key, &[], Perm::Write)?;
-            if p.lease != 0 {
-                for k in lease_keys(p.lease) {
-                    self.check_range(who, &k, &[], Perm::Write)?;
-                }
-            }
-            if p.prev_kv {
-                self.check_range(who, &p.key, &[], Perm::Read)?;
-            }
+            self.check_put(who, p, lease_keys)?;
         } else if let Some(d) = &req.delete_range {
             self.check_range(who, &d.key, &d.range_end, Perm::Write)?;
             if d.prev_kv {
                 self.check_range(who, &d.key, &d.range_end, Perm::Read)?;
             }
         } else if let Some(t) = &req.txn {
-            self.check_txn(who, t)?;
+            self.check_txn(who, t, lease_keys)?;
         } else if let Some(r) = &req.lease_revoke {
             for k in lease_keys(r.id) {
                 self.check_range(who, &k, &[], Perm::Write)?;
@@ -167,24 +159,54 @@ impl AuthView {
         Ok(())
     }
 
-    fn check_txn(&self, who: &AuthInfo, t: &TxnRequest) -> Result<(), EtcdError> {
+    /// etcd's `checkPutAuth`, the same for a Put alone and one inside a Txn (etcd up to
+    /// 3.5.29 checked only the key inside a Txn, GHSA-x35m-3gp4-4fh5): write on the key; write
+    /// on every key the lease already holds (who can't revoke the lease mustn't extend it to
+    /// their key); read on the key when the previous value is asked for.
+    fn check_put(
+        &self,
+        who: &AuthInfo,
+        p: &PutRequest,
+        lease_keys: &dyn Fn(i64) -> Vec<Vec<u8>>,
+    ) -> Result<(), EtcdError> {
+        self.check_range(who, &p.key, &[], Perm::Write)?;
+        if p.lease != 0 {
+            for k in lease_keys(p.lease) {
+                self.check_range(who, &k, &[], Perm::Write)?;
+            }
+        }
+        if p.prev_kv {
+            self.check_range(who, &p.key, &[], Perm::Read)?;
+        }
+        Ok(())
+    }
+
+    fn check_txn(
+        &self,
+        who: &AuthInfo,
+        t: &TxnRequest,
+        lease_keys: &dyn Fn(i64) -> Vec<Vec<u8>>,
+    ) -> Result<(), EtcdError> {
         for c in &t.compare {
             self.check_range(who, &c.key, &c.range_end, Perm::Read)?;
         }
         t.success
             .iter()
             .chain(&t.failure)
-            .try_for_each(|op| self.check_op(who, op))
+            .try_for_each(|op| self.check_op(who, op, lease_keys))
     }
 
-    fn check_op(&self, who: &AuthInfo, op: &RequestOp) -> Result<(), EtcdError> {
+    fn check_op(
+        &self,
+        who: &AuthInfo,
+        op: &RequestOp,
+        lease_keys: &dyn Fn(i64) -> Vec<Vec<u8>>,
+    ) -> Result<(), EtcdError> {
         match &op.request {
             Some(request_op::Request::RequestRange(r)) => {
                 self.check_range(who, &r.key, &r.range_end, Perm::Read)
             }
-            Some(request_op::Request::RequestPut(p)) => {
-                self.check_range(who, &p.key, &[], Perm::Write)
-            }
+            Some(request_op::Request::RequestPut(p)) => self.check_put(who, p, lease_keys),
             Some(request_op::Request::RequestDeleteRange(d)) => {
                 if d.prev_kv {
                     self.check_range(who, &d.key, &d.range_end, Perm::Read)?;
@@ -192,7 +214,7 @@ impl AuthView {
                 self.check_range(who, &d.key, &d.range_end, Perm::Write)
             }
             // etcd 3.5.1 does not look inside nested txns; we do, so one can't smuggle a write.
-            Some(request_op::Request::RequestTxn(n)) => self.check_txn(who, n),
+            Some(request_op::Request::RequestTxn(n)) => self.check_txn(who, n, lease_keys),
             None => Ok(()),
         }
     }
