@@ -33,6 +33,7 @@ mod metrics;
 mod old_clients;
 mod range_stream;
 mod restart_memory;
+mod routes_audit;
 mod security;
 mod tls;
 mod tls_go;

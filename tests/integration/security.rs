@@ -166,9 +166,6 @@ async fn cast(srv: &Server) -> Cast {
 }
 
 impl As {
-    fn lease_client(&self) -> LeaseClient<tonic::transport::Channel> {
-        LeaseClient::new(self.channel.clone())
-    }
     fn maintenance(&self) -> MaintenanceClient<tonic::transport::Channel> {
         MaintenanceClient::new(self.channel.clone())
     }
@@ -177,7 +174,7 @@ impl As {
 /// The first answer of a keepalive stream for `id`.
 async fn keep_alive(who: &As, id: i64) -> String {
     let reqs = futures::stream::iter(vec![LeaseKeepAliveRequest { id }]);
-    let mut stream = match who.lease_client().lease_keep_alive(who.req(reqs)).await {
+    let mut stream = match who.lease().lease_keep_alive(who.req(reqs)).await {
         Ok(s) => s.into_inner(),
         Err(s) => return format!("{:?}: {}", s.code(), s.message()),
     };
@@ -265,7 +262,7 @@ async fn nothing_changed(c: &Cast) {
     assert!(alarms.alarms.is_empty(), "an alarm was raised: {alarms:?}");
     let ttl = c
         .root
-        .lease_client()
+        .lease()
         .lease_time_to_live(c.root.req(LeaseTimeToLiveRequest { id: L, keys: true }))
         .await
         .unwrap()
@@ -319,7 +316,7 @@ async fn lease_member_status_alarm_and_compact_calls_need_the_rights_current_etc
     // alice's own lease, holding one of her keys: hers to see and keep alive.
     let own = c
         .alice
-        .lease_client()
+        .lease()
         .lease_grant(c.alice.req(LeaseGrantRequest { ttl: 600, id: 0 }))
         .await
         .unwrap()
@@ -337,7 +334,7 @@ async fn lease_member_status_alarm_and_compact_calls_need_the_rights_current_etc
     let mut got = Vec::new();
     for (name, who) in [("nobody", &c.nobody), ("alice", &c.alice)] {
         let mut row = |call: &str, o: String| got.push(format!("{name:6} {call:28} {o}"));
-        let mut lease = who.lease_client();
+        let mut lease = who.lease();
         row(
             "lease grant",
             outcome(
@@ -546,7 +543,7 @@ async fn lease_member_status_alarm_and_compact_calls_need_the_rights_current_etc
     // Root may do all of it.
     let r = &c.root;
     assert_eq!(keep_alive(r, L).await, OK);
-    r.lease_client()
+    r.lease()
         .lease_leases(r.req(LeaseLeasesRequest {}))
         .await
         .unwrap();
@@ -590,7 +587,7 @@ async fn a_put_inside_a_txn_is_judged_as_a_plain_put() {
     };
     let own = c
         .alice
-        .lease_client()
+        .lease()
         .lease_grant(c.alice.req(LeaseGrantRequest { ttl: 600, id: 0 }))
         .await
         .unwrap()
@@ -677,7 +674,7 @@ async fn a_put_inside_a_txn_is_judged_as_a_plain_put() {
     // Root's lease still holds its one key; foo holds what bob was allowed to write.
     let ttl = c
         .root
-        .lease_client()
+        .lease()
         .lease_time_to_live(c.root.req(LeaseTimeToLiveRequest { id: L, keys: true }))
         .await
         .unwrap()

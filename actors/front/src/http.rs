@@ -217,6 +217,14 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
             "404 page not found\n".into(),
         );
     }
+    // Only what the authorization table (`routes.rs`) lists is served.
+    if crate::routes::http_needs(req.uri().path()).is_none() {
+        return reply(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "404 page not found\n".into(),
+        );
+    }
     match req.uri().path() {
         "/health" => {
             let (ok, reason) = health(p, &query).await;

@@ -177,6 +177,8 @@ pub async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Option<Respons
         Err(_) => Bytes::new(),
     };
     let path = percent_decode(&raw_path);
+    // Only what the authorization table (`routes.rs`) lists is served.
+    crate::routes::http_needs(&path)?;
     let r = V2Request {
         method,
         path,
