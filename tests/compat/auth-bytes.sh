@@ -35,9 +35,13 @@ ctl $'--user=root\xff:pw' defrag
 ctl "$A" defrag
 ctl "$A" endpoint hashkv
 ctl "$A" alarm list
-ctl "$A" alarm disarm
+# Security rule (SECURITY.md): etcd 3.5.28+ keeps alarm disarm and compaction for root
+# (GHSA-q8m4-xhhv-38mg); 3.5.1, the reference here, lets any user do both. actcd answers as
+# the fixed release, so these two steps are an accepted difference, not compared here:
+# tests/integration/security.rs asserts actcd's answer (`etcdserver: permission denied`).
+note 'accepted difference (security rule): alarm disarm as a non-root user'
 ctl "$A" member list -w json
-ctl "$A" compaction 2
+note 'accepted difference (security rule): compaction as a non-root user'
 ctl "$A" lease grant 100
 ctl "$A" lease list
 R=--user=root:rootpw
