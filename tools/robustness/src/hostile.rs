@@ -8,14 +8,13 @@
 //! example id printed beside each answer kind) names one request that
 //! `--hostile-show w3#1234 --seed S` prints again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::{
@@ -35,6 +34,8 @@ use tokio::net::TcpStream;
 
 use crate::Cli;
 use crate::cluster::{self, Cluster};
+use crate::hostile_auth::{self, Rooted, SharedTokens};
+use crate::hostile_raw;
 
 /// etcd's default `--max-request-bytes`.
 const MAX_REQUEST: usize = 1_572_864;
@@ -50,17 +51,32 @@ const STREAM_WINDOW: Duration = Duration::from_millis(100);
 /// RSS above the idle RSS that counts as unbounded.
 const RSS_SLACK_KIB: u64 = 256 * 1024;
 
-/// etcd's gRPC services on the client port.
-const SERVICES: &[&str] = &[
-    "etcdserverpb.KV",
-    "etcdserverpb.Watch",
-    "etcdserverpb.Lease",
-    "etcdserverpb.Cluster",
-    "etcdserverpb.Maintenance",
-    "etcdserverpb.Auth",
-    "v3lockpb.Lock",
-    "v3electionpb.Election",
+/// etcd's gRPC services on the client port, and the family their requests count in.
+const SERVICES: &[(&str, &str)] = &[
+    ("etcdserverpb.KV", "grpc KV"),
+    ("etcdserverpb.Watch", "grpc Watch"),
+    ("etcdserverpb.Lease", "grpc Lease"),
+    ("etcdserverpb.Cluster", "grpc Cluster"),
+    ("etcdserverpb.Maintenance", "grpc Maintenance"),
+    ("etcdserverpb.Auth", "grpc Auth"),
+    ("v3lockpb.Lock", "grpc Lock"),
+    ("v3electionpb.Election", "grpc Election"),
 ];
+
+/// The JSON gateway's family of a route (`/v3/kv/range` → `json kv`).
+fn json_family(path: &str) -> &'static str {
+    match path.split('/').nth(2).unwrap_or("") {
+        "kv" => "json kv",
+        "watch" => "json watch",
+        "lease" => "json lease",
+        "cluster" => "json cluster",
+        "maintenance" => "json maintenance",
+        "auth" => "json auth",
+        "lock" => "json lock",
+        "election" => "json election",
+        _ => "json other",
+    }
+}
 
 /// The JSON gateway's routes and their request messages.
 const ROUTES: &[(&str, &str)] = &[
@@ -173,6 +189,7 @@ fn weight(method: &str) -> f64 {
 struct Method {
     path: String,
     name: String,
+    family: &'static str,
     input: MessageDescriptor,
     streaming: bool,
 }
@@ -196,7 +213,7 @@ impl Schema {
         let pool = DescriptorPool::decode(actcd_proto::FILE_DESCRIPTOR_SET)
             .map_err(|e| format!("descriptors: {e}"))?;
         let mut methods = Vec::new();
-        for s in SERVICES {
+        for (s, family) in SERVICES {
             let svc = pool
                 .get_service_by_name(s)
                 .ok_or_else(|| format!("no service {s}"))?;
@@ -204,6 +221,7 @@ impl Schema {
                 methods.push(Method {
                     path: format!("/{}/{}", svc.full_name(), m.name()),
                     name: m.name().to_owned(),
+                    family,
                     input: m.input(),
                     // Lock and Campaign may wait (for a holder to go): treated as streams.
                     streaming: m.is_server_streaming()
@@ -259,14 +277,108 @@ enum Req {
     },
     /// A Watch stream: these requests, then half-close.
     Watch(Vec<WatchRequest>),
-    /// An HTTP/1.1 request (gateway or v2).
+    /// An HTTP/1.1 request (gateway, v2, health, metrics...).
     Http {
         method: &'static str,
         path: String,
         content_type: Option<&'static str>,
+        headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
         streaming: bool,
     },
+    /// Bytes written by hand on a fresh connection (`hostile_raw::CASES[case]`).
+    Raw { case: &'static str, bytes: Vec<u8> },
+}
+
+/// The credentials a request of the auth phase carries, resolved when it is sent (tokens
+/// are the run's, not the generator's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cred {
+    /// None at all.
+    Anon,
+    /// The narrow user's valid token.
+    User,
+    /// The user's token with one character changed.
+    Flipped(usize),
+    /// One of [`GARBAGE_TOKENS`].
+    Garbage(usize),
+    /// Basic credentials, one of [`BASIC`] (the gateway reads them; gRPC does not).
+    Basic(usize),
+}
+
+const GARBAGE_TOKENS: &[&str] = &[
+    "",
+    "x",
+    "root",
+    "hostile-user",
+    "abcdefghijklmnop.1",
+    "ABCDEFGHIJKLMNOP.99999999999999999999",
+    "aaaaaaaaaaaaaaaa.-1",
+    "eyJhbGciOiJub25lIn0.eyJ1c2VybmFtZSI6InJvb3QiLCJyZXZpc2lvbiI6MX0.",
+    "Bearer ",
+    "..",
+];
+
+/// hostile-user:hostile-pw, root:root, hostile-user:wrong, root:hostile-root-pw-no, u:u,
+/// not base64.
+const BASIC: &[&str] = &[
+    "Basic aG9zdGlsZS11c2VyOmhvc3RpbGUtcHc=",
+    "Basic cm9vdDpyb290",
+    "Basic aG9zdGlsZS11c2VyOndyb25n",
+    "Basic cm9vdDpob3N0aWxlLXJvb3QtcHctbm8=",
+    "Basic dTp1",
+    "Basic !!!",
+];
+
+impl Cred {
+    fn tag(self) -> &'static str {
+        match self {
+            Cred::Anon => "anon",
+            Cred::User => "user",
+            Cred::Flipped(_) => "flipped-token",
+            Cred::Garbage(_) => "bad-token",
+            Cred::Basic(0) => "basic-user",
+            Cred::Basic(_) => "basic-bad",
+        }
+    }
+
+    /// The token (or Basic header value) this credential stands for now.
+    fn value(self, tokens: &SharedTokens) -> Option<String> {
+        let user = || {
+            tokens
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .user
+                .clone()
+        };
+        match self {
+            Cred::Anon => None,
+            Cred::User => user(),
+            Cred::Flipped(i) => user().map(|t| {
+                let mut b = t.into_bytes();
+                if !b.is_empty() {
+                    let i = i % b.len();
+                    b[i] = if b[i] == b'a' { b'b' } else { b'a' };
+                }
+                String::from_utf8_lossy(&b).into_owned()
+            }),
+            Cred::Garbage(i) => Some(GARBAGE_TOKENS[i % GARBAGE_TOKENS.len()].to_owned()),
+            Cred::Basic(i) => Some(BASIC[i % BASIC.len()].to_owned()),
+        }
+    }
+}
+
+/// One generated request with what it counts as.
+#[derive(Debug)]
+struct Job {
+    /// The kind, for the histogram ([`LABELS`]).
+    label: &'static str,
+    /// The service or route family it goes to.
+    family: &'static str,
+    /// The method or route it aims at (before any path mangling), for coverage.
+    target: String,
+    cred: Cred,
+    req: Req,
 }
 
 /// Request kinds, for the histogram.
@@ -279,6 +391,8 @@ const LABELS: &[&str] = &[
     "watch",
     "json",
     "v2",
+    "http-routes",
+    "raw",
 ];
 
 struct Gen {
@@ -294,6 +408,8 @@ struct Gen {
     /// Values left for the message being made (nested lists would
     /// otherwise multiply).
     budget: u32,
+    /// The auth phase: each request also gets credentials ([`Cred`]).
+    auth: bool,
 }
 
 fn pick_weighted(rng: &mut StdRng, weights: &[f64]) -> usize {
@@ -352,7 +468,15 @@ impl Gen {
             etcd_safe: false,
             max_depth: 6,
             budget: 0,
+            auth: false,
         }
+    }
+
+    /// The generator of worker `worker` in the auth phase (its own stream: ids `aW#I`).
+    fn auth_phase(seed: u64, worker: usize, schema: Arc<Schema>) -> Gen {
+        let mut g = Gen::new(seed ^ 0xA17B_0000_0000_0001, worker, schema);
+        g.auth = true;
+        g
     }
 
     fn p(&mut self, p: f64) -> bool {
@@ -552,23 +676,59 @@ impl Gen {
     }
 
     /// One request, never depending on an answer.
-    fn next(&mut self) -> (&'static str, Req) {
+    fn next(&mut self) -> Job {
         let r = self.rng.random_range(0..100);
-        if r < 60 {
+        let (label, family, target, req) = if r < 56 {
             self.grpc()
-        } else if r < 65 {
-            ("watch", Req::Watch(self.watch()))
-        } else if r < 93 {
-            ("json", self.json())
+        } else if r < 61 {
+            let target = "/etcdserverpb.Watch/Watch (stream)".to_owned();
+            ("watch", "grpc Watch", target, Req::Watch(self.watch()))
+        } else if r < 85 {
+            let (family, target, req) = self.json();
+            ("json", family, target, req)
+        } else if r < 91 {
+            ("v2", "http v2-keys", "/v2/keys".to_owned(), self.v2())
+        } else if r < 97 {
+            let (family, target, req) = self.http_routes();
+            ("http-routes", family, target, req)
         } else {
-            ("v2", self.v2())
+            let case = self.rng.random_range(0..hostile_raw::CASES.len());
+            let name = hostile_raw::CASES[case];
+            let bytes = hostile_raw::generate(&mut self.rng, case);
+            let family = if name.starts_with("http1") {
+                "raw http1"
+            } else {
+                "raw h2"
+            };
+            let req = Req::Raw { case: name, bytes };
+            ("raw", family, format!("raw {name}"), req)
+        };
+        let cred = if !self.auth || matches!(label, "v2" | "http-routes" | "raw") {
+            Cred::Anon
+        } else {
+            match self.rng.random_range(0..100) {
+                0..35 => Cred::Anon,
+                35..45 => Cred::Garbage(self.rng.random_range(0..GARBAGE_TOKENS.len())),
+                45..50 => Cred::Flipped(self.rng.random_range(0..64)),
+                // Basic costs the member a bcrypt: rare.
+                50..52 if label == "json" => Cred::Basic(self.rng.random_range(0..BASIC.len())),
+                _ => Cred::User,
+            }
+        };
+        Job {
+            label,
+            family,
+            target,
+            cred,
+            req,
         }
     }
 
-    fn grpc(&mut self) -> (&'static str, Req) {
+    fn grpc(&mut self) -> (&'static str, &'static str, String, Req) {
         let schema = self.schema.clone();
         let i = pick_weighted(&mut self.rng, &schema.method_weights);
         let m = &schema.methods[i];
+        let (family, target) = (m.family, m.path.clone());
         let mut path = m.path.clone();
         let mut content_type = Some("application/grpc");
         let mut headers = Vec::new();
@@ -604,6 +764,8 @@ impl Gen {
         }
         (
             label,
+            family,
+            target,
             Req::Grpc {
                 path,
                 content_type,
@@ -842,7 +1004,7 @@ impl Gen {
             .collect()
     }
 
-    fn json(&mut self) -> Req {
+    fn json(&mut self) -> (&'static str, String, Req) {
         let schema = self.schema.clone();
         let i = pick_weighted(&mut self.rng, &schema.route_weights);
         let route = &schema.routes[i];
@@ -941,7 +1103,13 @@ impl Gen {
                 (0..n).map(|_| self.rng.random()).collect()
             }
         };
-        let (path, streaming) = if self.p(0.9) || route.path.ends_with("member/add") {
+        let family = json_family(route.path);
+        let mut target = route.path.to_owned();
+        let (path, streaming) = if self.p(0.15) {
+            // etcd 3.4's prefix, still served.
+            target = format!("/v3beta{}", &route.path[3..]);
+            (target.clone(), route.streaming)
+        } else if self.p(0.9) || route.path.ends_with("member/add") {
             (route.path.to_owned(), route.streaming)
         } else {
             let p = match self.rng.random_range(0..8) {
@@ -971,13 +1139,15 @@ impl Gen {
                 Some("application/x-www-form-urlencoded"),
             ])
         };
-        Req::Http {
+        let req = Req::Http {
             method,
             path,
             content_type,
+            headers: Vec::new(),
             body: raw,
             streaming,
-        }
+        };
+        (family, target, req)
     }
 
     fn v2(&mut self) -> Req {
@@ -1046,8 +1216,211 @@ impl Gen {
             method,
             path,
             content_type: Some("application/x-www-form-urlencoded"),
+            headers: Vec::new(),
             body,
             streaming: wait,
+        }
+    }
+
+    /// The other HTTP routes: `/v2/members`, `/v2/machines`, `/v2/stats/*`, `/v2/auth/*`,
+    /// `/v2/security/*`, `/health`, `/livez`, `/readyz`, `/version`, `/metrics`, and paths
+    /// nobody serves. Never a body that would add a voting member (a v2 member add has no
+    /// learner flag): only URLs etcd refuses.
+    fn http_routes(&mut self) -> (&'static str, String, Req) {
+        let mut headers = Vec::new();
+        if self.p(0.3) {
+            headers.push(("authorization", self.pick(BASIC).to_owned()));
+        }
+        let name = self.pick(&["u", "user", "guest", "root", "a%20b", "%2e%2e", "x", ""]);
+        let (family, target, method, path, body): (_, _, &'static str, String, Vec<u8>) =
+            match self.rng.random_range(0..20) {
+                0..3 => {
+                    let method = self.pick(&["GET", "GET", "POST", "PUT", "DELETE", "HEAD"]);
+                    let sub = match method {
+                        "GET" | "HEAD" => self
+                            .pick(&["", "/", "/leader", "/x", "/leader/x"])
+                            .to_owned(),
+                        "POST" => String::new(),
+                        _ => format!("/{:x}", self.rng.random::<u64>() | 1 << 62),
+                    };
+                    let body = if method == "GET" || method == "HEAD" {
+                        Vec::new()
+                    } else {
+                        self.pick(&[
+                            &br#"{"peerURLs":["not a url"]}"#[..],
+                            br#"{"peerURLs":["ftp://127.0.0.1:21"]}"#,
+                            br#"{"peerURLs":["http://127.0.0.1"]}"#,
+                            br#"{"peerURLs":["http://127.0.0.1:2380/path?q=1"]}"#,
+                            br#"{"peerURLs":[""]}"#,
+                            br#"{"peerURLs":"http://127.0.0.1:1"}"#,
+                            br#"{"peerURLs":[1]}"#,
+                            b"{",
+                            b"",
+                            b"\xff\xfe",
+                        ])
+                        .to_vec()
+                    };
+                    let path = format!("/v2/members{sub}");
+                    let target = "/v2/members".to_owned();
+                    ("http v2-members", target, method, path, body)
+                }
+                3 => {
+                    let sub = self.pick(&["/self", "/leader", "/store", "", "/x", "/self/"]);
+                    let method = self.pick(&["GET", "GET", "GET", "POST", "DELETE"]);
+                    let path = format!("/v2/stats{sub}");
+                    let target = "/v2/stats".to_owned();
+                    ("http v2-stats", target, method, path, Vec::new())
+                }
+                4 => {
+                    let method = self.pick(&["GET", "HEAD", "POST"]);
+                    let path = "/v2/machines".to_owned();
+                    ("http v2-stats", path.clone(), method, path, Vec::new())
+                }
+                5..8 => {
+                    // etcd's v2 auth API.
+                    let sub = match self.rng.random_range(0..6) {
+                        0 => "/enable".to_owned(),
+                        1 => "/users".to_owned(),
+                        2 => "/roles".to_owned(),
+                        3 => format!("/users/{name}"),
+                        4 => format!("/roles/{name}"),
+                        _ => format!("/{}", self.pick(&["", "x", "users/u/grant", "roles/r/x/y"])),
+                    };
+                    let method = self.pick(&["GET", "GET", "PUT", "DELETE", "HEAD", "POST"]);
+                    let body = self.v2_auth_body(name);
+                    let path = format!("/v2/auth{sub}");
+                    ("http v2-auth", "/v2/auth".to_owned(), method, path, body)
+                }
+                8..10 => {
+                    // The v2 auth RFC's API.
+                    let sub = match self.rng.random_range(0..7) {
+                        0 => "/users".to_owned(),
+                        1 => "/roles".to_owned(),
+                        2 => format!("/users/{name}"),
+                        3 => format!("/roles/{name}"),
+                        4 => format!(
+                            "/users/{name}/{}",
+                            self.pick(&["grant", "revoke", "password", "x"])
+                        ),
+                        5 => format!("/roles/{name}/update"),
+                        _ => self.pick(&["", "/", "/enable", "/users/a/b/c"]).to_owned(),
+                    };
+                    let method = self.pick(&["GET", "GET", "PUT", "DELETE", "HEAD", "POST"]);
+                    let body = self.v2_auth_body(name);
+                    let path = format!("/v2/security{sub}");
+                    let target = "/v2/security".to_owned();
+                    ("http v2-security", target, method, path, body)
+                }
+                10..13 => {
+                    let path = self.pick(&[
+                        "/health",
+                        "/health?serializable=true",
+                        "/health?serializable=false",
+                        "/health?exclude=NOSPACE",
+                        "/health?exclude=CORRUPT&serializable=maybe",
+                        "/health/",
+                        "/health?%zz",
+                    ]);
+                    let method = self.pick(&["GET", "GET", "GET", "HEAD", "POST", "PUT"]);
+                    let target = "/health".to_owned();
+                    ("http health", target, method, path.to_owned(), Vec::new())
+                }
+                13..16 => {
+                    let path = self.pick(&[
+                        "/livez",
+                        "/livez/serializable_read",
+                        "/livez/nope",
+                        "/livez?verbose",
+                        "/livez?exclude=serializable_read",
+                        "/livez/",
+                        "/readyz",
+                        "/readyz/linearizable_read",
+                        "/readyz/data_corruption",
+                        "/readyz/non_learner",
+                        "/readyz/serializable_read",
+                        "/readyz?verbose&exclude=linearizable_read",
+                        "/readyz?exclude=nope&exclude=",
+                        "/readyz/nope/x",
+                    ]);
+                    let method = self.pick(&["GET", "GET", "GET", "HEAD", "POST"]);
+                    let target = if path.starts_with("/livez") {
+                        "/livez"
+                    } else {
+                        "/readyz"
+                    };
+                    let target = target.to_owned();
+                    ("http health", target, method, path.to_owned(), Vec::new())
+                }
+                16 => {
+                    let method = self.pick(&["GET", "GET", "HEAD", "POST", "DELETE"]);
+                    let path = self.pick(&["/version", "/version/", "/version?x=1"]);
+                    let target = "/version".to_owned();
+                    ("http version", target, method, path.to_owned(), Vec::new())
+                }
+                17 => {
+                    let method = self.pick(&["GET", "GET", "HEAD", "POST"]);
+                    let path = self.pick(&["/metrics", "/metrics?x=1", "/metrics/"]);
+                    let target = "/metrics".to_owned();
+                    ("http metrics", target, method, path.to_owned(), Vec::new())
+                }
+                _ => {
+                    let path = match self.rng.random_range(0..10) {
+                        0 => format!("/{}", "q".repeat(self.rng.random_range(1..20_000))),
+                        1 => "/v2".to_owned(),
+                        2 => "/v2/".to_owned(),
+                        3 => "/v3".to_owned(),
+                        4 => "/debug/vars".to_owned(),
+                        5 => "/debug/pprof/".to_owned(),
+                        6 => "/config/local/log".to_owned(),
+                        7 => "/%00".to_owned(),
+                        8 => "/v2/keys/../../metrics".to_owned(),
+                        _ => "/".to_owned(),
+                    };
+                    let method = self.pick(&["GET", "POST", "OPTIONS", "TRACE", "DELETE"]);
+                    let target = "(other paths)".to_owned();
+                    ("http other", target, method, path, Vec::new())
+                }
+            };
+        let content_type = if family.starts_with("http v2-") && method != "GET" {
+            self.pick(&[
+                Some("application/json"),
+                Some("application/json"),
+                Some("text/plain"),
+                None,
+            ])
+        } else {
+            None
+        };
+        let req = Req::Http {
+            method,
+            path,
+            content_type,
+            headers,
+            body,
+            streaming: false,
+        };
+        (family, target, req)
+    }
+
+    fn v2_auth_body(&mut self, name: &str) -> Vec<u8> {
+        let pw = self.pick(&["", "x", "root", "\u{e9}"]);
+        match self.rng.random_range(0..9) {
+            // A password costs the member a bcrypt: rare.
+            0 => format!(r#"{{"user":"{name}","password":"{pw}"}}"#).into_bytes(),
+            1 => format!(r#"{{"user":"{name}","roles":["root","guest"]}}"#).into_bytes(),
+            2 => format!(r#"{{"user":"{name}","grant":["root"],"revoke":["guest"]}}"#).into_bytes(),
+            3 => format!(
+                r#"{{"role":"{name}","permissions":{{"kv":{{"read":["/*"],"write":["/h/*"]}}}}}}"#
+            )
+            .into_bytes(),
+            4 => format!(
+                r#"{{"role":"{name}","grant":{{"kv":{{"read":["*"]}}}},"revoke":{{"kv":{{"write":null}}}}}}"#
+            )
+            .into_bytes(),
+            5 => b"{\"user\":".to_vec(),
+            6 => br#"{"user":1,"roles":{},"password":[]}"#.to_vec(),
+            7 => b"\xff\xfe{}".to_vec(),
+            _ => Vec::new(),
         }
     }
 }
@@ -1302,10 +1675,18 @@ async fn grpc_call(
     }
 }
 
-async fn watch_call(ch: &tonic::transport::Channel, reqs: Vec<WatchRequest>) -> Answer {
+async fn watch_call(
+    ch: &tonic::transport::Channel,
+    reqs: Vec<WatchRequest>,
+    token: Option<String>,
+) -> Answer {
     let mut client = WatchClient::new(ch.clone()).max_decoding_message_size(64 << 20);
+    let mut req = tonic::Request::new(futures::stream::iter(reqs));
+    if let Some(v) = token.and_then(|t| t.parse().ok()) {
+        req.metadata_mut().insert("token", v);
+    }
     let run = async {
-        let mut stream = match client.watch(futures::stream::iter(reqs)).await {
+        let mut stream = match client.watch(req).await {
             Ok(s) => s.into_inner(),
             Err(s) => return Err(s),
         };
@@ -1343,12 +1724,14 @@ async fn watch_call(ch: &tonic::transport::Channel, reqs: Vec<WatchRequest>) -> 
 
 type Http1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
+#[allow(clippy::too_many_arguments)]
 async fn http_call(
     send: &mut Option<Http1>,
     addr: &str,
     method: &str,
     path: &str,
     content_type: Option<&str>,
+    headers: &[(&'static str, String)],
     body: Vec<u8>,
     streaming: bool,
 ) -> Answer {
@@ -1374,6 +1757,9 @@ async fn http_call(
             .header("host", addr);
         if let Some(ct) = content_type {
             req = req.header("content-type", ct);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, v.as_str());
         }
         let req = req
             .body(Full::new(Bytes::from(body)))
@@ -1523,6 +1909,28 @@ impl Stats {
     }
 }
 
+/// Counts shared by the workers while the run goes on (the progress lines).
+#[derive(Default)]
+struct Tally {
+    families: BTreeMap<&'static str, u64>,
+    /// Answer classes: the gRPC code, the HTTP status, the h2 end (`[cred]` first in the
+    /// auth phase).
+    classes: BTreeMap<String, u64>,
+    /// Requests per method or route aimed at.
+    targets: BTreeMap<String, u64>,
+}
+
+/// The class of an answer: its outcome up to the first `:` or `;`, or up to the first `,`
+/// for a raw connection.
+fn class(label: &str, outcome: &str) -> String {
+    let cut: &[char] = if label == "raw" {
+        &[':', ';', ',']
+    } else {
+        &[':', ';']
+    };
+    outcome.split(cut).next().unwrap_or("").trim().to_owned()
+}
+
 /// What every worker shares.
 #[derive(Clone)]
 struct Shared {
@@ -1536,9 +1944,11 @@ struct Shared {
     base: Instant,
     /// Millis after `base` of the last answer the member gave.
     last_answer: Arc<AtomicU64>,
+    tally: Arc<Mutex<Tally>>,
+    tokens: SharedTokens,
 }
 
-async fn worker(sh: Shared, w: usize, count: u64) -> Stats {
+async fn worker(sh: Shared, w: usize, count: u64, auth: bool) -> Stats {
     let Shared {
         seed,
         schema,
@@ -1548,9 +1958,16 @@ async fn worker(sh: Shared, w: usize, count: u64) -> Stats {
         etcd,
         base,
         last_answer,
+        tally,
+        tokens,
     } = sh;
-    let mut g = Gen::new(seed, w, schema);
+    let mut g = if auth {
+        Gen::auth_phase(seed, w, schema)
+    } else {
+        Gen::new(seed, w, schema)
+    };
     g.etcd_safe = etcd;
+    let prefix = if auth { 'a' } else { 'w' };
     let mut stats = Stats::default();
     let mut h2c = None;
     let mut h1 = None;
@@ -1559,16 +1976,31 @@ async fn worker(sh: Shared, w: usize, count: u64) -> Stats {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let (label, req) = g.next();
+        let Job {
+            label,
+            family,
+            target,
+            cred,
+            req,
+        } = g.next();
+        let credential = cred.value(&tokens);
         let t = Instant::now();
-        let a = match req {
+        let mut a = match req {
             Req::Grpc {
                 path,
                 content_type,
-                headers,
+                mut headers,
                 body,
                 streaming,
             } => {
+                if let Some(c) = credential {
+                    let key = if matches!(cred, Cred::Basic(_)) {
+                        "authorization"
+                    } else {
+                        "token"
+                    };
+                    headers.push((key, c));
+                }
                 grpc_call(
                     &mut h2c,
                     &addr,
@@ -1580,18 +2012,49 @@ async fn worker(sh: Shared, w: usize, count: u64) -> Stats {
                 )
                 .await
             }
-            Req::Watch(reqs) => watch_call(&ch, reqs).await,
+            Req::Watch(reqs) => watch_call(&ch, reqs, credential).await,
             Req::Http {
                 method,
                 path,
                 content_type,
+                mut headers,
                 body,
                 streaming,
-            } => http_call(&mut h1, &addr, method, &path, content_type, body, streaming).await,
+            } => {
+                if let Some(c) = credential {
+                    // The gateway takes a token bare or as a Bearer one.
+                    let c = if matches!(cred, Cred::User) && i % 5 == 0 {
+                        format!("Bearer {c}")
+                    } else {
+                        c
+                    };
+                    headers.push(("authorization", c));
+                }
+                http_call(
+                    &mut h1,
+                    &addr,
+                    method,
+                    &path,
+                    content_type,
+                    &headers,
+                    body,
+                    streaming,
+                )
+                .await
+            }
+            Req::Raw { bytes, .. } => match hostile_raw::call(&addr, bytes).await {
+                Ok(s) => Answer::new(s),
+                Err(e) => {
+                    let mut a = Answer::new(normalize(&e));
+                    a.bad = true;
+                    a
+                }
+            },
         };
         let dead = [
             "connect failed",
             "http: connect",
+            "raw: connect",
             "no answer",
             "watch: no end",
         ]
@@ -1600,26 +2063,50 @@ async fn worker(sh: Shared, w: usize, count: u64) -> Stats {
         if !dead {
             last_answer.fetch_max(base.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
-        stats.add(label, a, t.elapsed(), || format!("w{w}#{i}"));
+        let mut cls = class(label, &a.outcome);
+        if auth {
+            cls = format!("[{}] {cls}", cred.tag());
+            a.outcome = format!("[{}] {}", cred.tag(), a.outcome);
+        }
+        {
+            let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+            *t.families.entry(family).or_default() += 1;
+            *t.classes.entry(cls).or_default() += 1;
+            *t.targets.entry(target).or_default() += 1;
+        }
+        stats.add(label, a, t.elapsed(), || format!("{prefix}{w}#{i}"));
         done.fetch_add(1, Ordering::Relaxed);
     }
     stats
 }
 
-/// `--hostile-show w3#1234`: the request that id names.
+/// `--hostile-show w3#1234` (or `a3#1234`, a request of the auth phase): the request that
+/// id names.
 pub fn show(seed: u64, id: &str, etcd: bool) -> Result<String, String> {
+    let auth = id.starts_with('a');
     let (w, i) = id
-        .trim_start_matches('w')
+        .trim_start_matches(['w', 'a'])
         .split_once('#')
         .and_then(|(w, i)| Some((w.parse::<usize>().ok()?, i.parse::<u64>().ok()?)))
-        .ok_or("expected wN#I")?;
-    let mut g = Gen::new(seed, w, Arc::new(Schema::load()?));
+        .ok_or("expected wN#I or aN#I")?;
+    let schema = Arc::new(Schema::load()?);
+    let mut g = if auth {
+        Gen::auth_phase(seed, w, schema)
+    } else {
+        Gen::new(seed, w, schema)
+    };
     g.etcd_safe = etcd;
     for _ in 0..i {
         g.next();
     }
-    let (label, req) = g.next();
-    let mut s = format!("{label}: ");
+    let Job {
+        label,
+        family,
+        target,
+        cred,
+        req,
+    } = g.next();
+    let mut s = format!("{label} ({family}, {target}, credentials {cred:?}): ");
     let dump = |b: &[u8]| {
         let mut h = String::new();
         for x in b.iter().take(512) {
@@ -1647,10 +2134,14 @@ pub fn show(seed: u64, id: &str, etcd: bool) -> Result<String, String> {
         Req::Watch(reqs) => {
             let _ = write!(s, "{reqs:#?}");
         }
+        Req::Raw { case, bytes } => {
+            let _ = write!(s, "raw case {case}\nbytes {}", dump(&bytes));
+        }
         Req::Http {
             method,
             path,
             content_type,
+            headers,
             body,
             ..
         } => {
@@ -1665,7 +2156,7 @@ pub fn show(seed: u64, id: &str, etcd: bool) -> Result<String, String> {
             };
             let _ = write!(
                 s,
-                "{method} {path} content-type {content_type:?}\nbody {b:?}\nhex {}",
+                "{method} {path} content-type {content_type:?} headers {headers:?}\nbody {b:?}\nhex {}",
                 dump(&body)
             );
         }
@@ -1690,13 +2181,31 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 /// Keeps the member writable while the stream runs: compacts to the newest
 /// revision every 2 s (random writes pile up revisions) and disarms the
-/// alarms random Alarm calls raise.
-async fn upkeep(url: String, stop: Arc<AtomicBool>) {
-    let mut kv = KvClient::new(cluster::channel(&url));
-    let mut m = MaintenanceClient::new(cluster::channel(&url));
+/// alarms random Alarm calls raise. In the auth phase it acts as root, and an
+/// alarm found raised is a violation (only root may raise one).
+async fn upkeep(
+    url: String,
+    stop: Arc<AtomicBool>,
+    tokens: SharedTokens,
+    auth_on: Arc<AtomicBool>,
+    violations: Arc<Mutex<Vec<String>>>,
+) {
+    let mut kv = hostile_auth::kv(&url, &tokens);
+    let mut m = maintenance(&url, &tokens);
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), disarm(&mut m)).await;
+        let auth = auth_on.load(Ordering::Relaxed);
+        let n = tokio::time::timeout(Duration::from_secs(5), disarm(&mut m))
+            .await
+            .unwrap_or(0);
+        if auth && n > 0 && auth_on.load(Ordering::Relaxed) {
+            violations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(format!(
+                    "write past auth: {n} alarm(s) raised during the auth phase (only root may)"
+                ));
+        }
         let range = kv.range(RangeRequest {
             key: SENTINEL.to_vec(),
             serializable: true,
@@ -1714,8 +2223,12 @@ async fn upkeep(url: String, stop: Arc<AtomicBool>) {
     }
 }
 
+fn maintenance(url: &str, tokens: &SharedTokens) -> MaintenanceClient<Rooted> {
+    MaintenanceClient::with_interceptor(cluster::channel(url), hostile_auth::AsRoot(tokens.clone()))
+}
+
 /// Deactivates every raised alarm; returns how many.
-async fn disarm(m: &mut MaintenanceClient<tonic::transport::Channel>) -> usize {
+async fn disarm(m: &mut MaintenanceClient<Rooted>) -> usize {
     let Ok(r) = m
         .alarm(AlarmRequest {
             action: alarm_request::AlarmAction::Get as i32,
@@ -1748,8 +2261,288 @@ async fn within<T>(
         .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer within 10 s")))
 }
 
+/// How a hostile run is sized.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub requests: u64,
+    pub workers: usize,
+    /// A checkpoint (put/get, sentinel, RSS, progress) every this many requests; 0: none.
+    pub check_every: u64,
+    /// The share of the requests sent last, with auth enabled (0: no auth phase).
+    pub auth_share: f64,
+}
+
+/// The checkpoints' probe key: below every generated key, like the sentinel.
+const PROBE: &[u8] = b"\x00hostile-probe";
+
+/// A put and a linearizable get of the probe, and the sentinel read; as root in the auth
+/// phase (logging in again once if root's token was refused).
+async fn checkpoint(
+    url: &str,
+    tokens: &SharedTokens,
+    n: u64,
+    sentinel: &[u8],
+) -> Result<Duration, String> {
+    let t = Instant::now();
+    let value = format!("checkpoint-{n}").into_bytes();
+    let mut last = String::new();
+    for attempt in 0..2 {
+        let mut kv = hostile_auth::kv(url, tokens);
+        let put = within(kv.put(PutRequest {
+            key: PROBE.to_vec(),
+            value: value.clone(),
+            ..Default::default()
+        }))
+        .await;
+        let get = within(kv.range(RangeRequest {
+            key: PROBE.to_vec(),
+            ..Default::default()
+        }))
+        .await;
+        let sent = within(kv.range(RangeRequest {
+            key: SENTINEL.to_vec(),
+            ..Default::default()
+        }))
+        .await;
+        match (&put, &get, &sent) {
+            (Ok(_), Ok(g), Ok(s))
+                if g.get_ref().kvs.first().is_some_and(|k| k.value == value)
+                    && s.get_ref().kvs.first().is_some_and(|k| k.value == sentinel) =>
+            {
+                return Ok(t.elapsed());
+            }
+            (Ok(_), Ok(_), Ok(s))
+                if s.get_ref().kvs.first().is_none_or(|k| k.value != sentinel) =>
+            {
+                return Err(format!("sentinel changed or gone: {:?}", s.get_ref().kvs));
+            }
+            _ => {}
+        }
+        last = format!("put {put:?}, get {get:?}, sentinel {sent:?}");
+        let refused = [&put.err(), &get.err(), &sent.err()].iter().any(|e| {
+            e.as_ref().is_some_and(|s| {
+                s.code() == tonic::Code::Unauthenticated || s.message().contains("token")
+            })
+        });
+        let rooted = tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .root
+            .is_some();
+        if attempt == 0 && refused && rooted {
+            let _ = hostile_auth::refresh(url, tokens).await;
+        } else {
+            break;
+        }
+    }
+    Err(last)
+}
+
+/// What the monitor watches and where it reports.
+struct Monitor {
+    url: String,
+    pid: u32,
+    idle: u64,
+    total: u64,
+    sentinel: Vec<u8>,
+    check_every: u64,
+    done: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    max_rss: Arc<AtomicU64>,
+    tally: Arc<Mutex<Tally>>,
+    tokens: SharedTokens,
+    violations: Arc<Mutex<Vec<String>>>,
+}
+
+fn top<K: std::fmt::Display>(m: &BTreeMap<K, u64>, n: usize) -> String {
+    let mut rows: Vec<_> = m.iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(*r.1));
+    let mut s: Vec<String> = rows
+        .iter()
+        .take(n)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if rows.len() > n {
+        s.push(format!("(+{} more)", rows.len() - n));
+    }
+    s.join(", ")
+}
+
+/// Samples the RSS every 250 ms, prints a line every 10 s, and every `check_every`
+/// requests runs a checkpoint and prints the counts by family and answer class. Three
+/// failed checkpoints in a row, or an RSS over the bound, stop the run.
+async fn monitor(m: Monitor) {
+    let start = Instant::now();
+    let mut last_print = Instant::now();
+    let mut next_check = m.check_every;
+    let mut failures = 0;
+    let bound = m.idle + RSS_SLACK_KIB;
+    let mut over = false;
+    while !m.stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let Some(r) = rss_kib(m.pid) else {
+            continue;
+        };
+        m.max_rss.fetch_max(r, Ordering::Relaxed);
+        let n = m.done.load(Ordering::Relaxed);
+        if r > bound && !over {
+            over = true;
+            m.violations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(format!(
+                    "memory: RSS {} MiB after {n} requests > idle {} MiB + {} MiB; stream stopped",
+                    r / 1024,
+                    m.idle / 1024,
+                    RSS_SLACK_KIB / 1024
+                ));
+            m.stop.store(true, Ordering::Relaxed);
+        }
+        if m.check_every > 0 && n >= next_check {
+            while next_check <= n {
+                next_check += m.check_every;
+            }
+            let rate = n as f64 / start.elapsed().as_secs_f64();
+            let res = checkpoint(&m.url, &m.tokens, n, &m.sentinel).await;
+            let rss = rss_kib(m.pid).unwrap_or(0);
+            let auth = m
+                .tokens
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .root
+                .is_some();
+            let what = match &res {
+                Ok(d) => {
+                    failures = 0;
+                    format!("put/get ok in {} ms, sentinel intact", d.as_millis())
+                }
+                Err(e) => {
+                    failures += 1;
+                    let v = format!("checkpoint at {n} requests: {}", normalize_long(e));
+                    m.violations
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(v);
+                    format!("FAILED ({failures} in a row): {}", normalize_long(e))
+                }
+            };
+            println!(
+                "hostile: checkpoint {n}/{} ({:.0} %) at {:.0} s, {rate:.0}/s{}: {what}; RSS {} MiB (max {}, bound {})",
+                m.total,
+                n as f64 * 100.0 / m.total.max(1) as f64,
+                start.elapsed().as_secs_f64(),
+                if auth { ", auth on" } else { "" },
+                rss / 1024,
+                m.max_rss.load(Ordering::Relaxed) / 1024,
+                bound / 1024
+            );
+            {
+                let t = m.tally.lock().unwrap_or_else(|p| p.into_inner());
+                println!("hostile:   by family: {}", top(&t.families, 64));
+                println!("hostile:   answer classes: {}", top(&t.classes, 40));
+            }
+            if failures >= 3 {
+                m.violations
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push("three checkpoints in a row failed; stream stopped".to_owned());
+                m.stop.store(true, Ordering::Relaxed);
+            }
+            last_print = Instant::now();
+        }
+        if last_print.elapsed() >= Duration::from_secs(10) {
+            last_print = Instant::now();
+            println!(
+                "hostile: {n} requests, {:.0}/s, RSS {} MiB (max {})",
+                n as f64 / start.elapsed().as_secs_f64(),
+                r / 1024,
+                m.max_rss.load(Ordering::Relaxed) / 1024
+            );
+        }
+    }
+}
+
+fn normalize_long(s: &str) -> String {
+    s.chars().take(600).collect()
+}
+
+/// One phase: `requests` over `workers` workers (open, or with auth enabled); stops early
+/// if the member exits or goes silent for 30 s. Returns the exit seen and whether it went
+/// silent.
+async fn phase(
+    sh: &Shared,
+    cl: &mut Cluster,
+    requests: u64,
+    workers: usize,
+    auth: bool,
+    stats: &mut Stats,
+) -> (Option<(String, String)>, bool) {
+    let mut handles = Vec::new();
+    sh.last_answer
+        .fetch_max(sh.base.elapsed().as_millis() as u64, Ordering::Relaxed);
+    for w in 0..workers {
+        let count = requests / workers as u64 + u64::from((w as u64) < requests % workers as u64);
+        handles.push(tokio::spawn(worker(sh.clone(), w, count, auth)));
+    }
+    let mut exited = None;
+    let mut unresponsive = false;
+    for h in handles {
+        loop {
+            if let Some(e) = cl.exited().into_iter().next() {
+                exited = Some(e);
+                sh.stop.store(true, Ordering::Relaxed);
+            }
+            let silent = (sh.base.elapsed().as_millis() as u64)
+                .saturating_sub(sh.last_answer.load(Ordering::Relaxed));
+            if silent > 30_000 && !unresponsive {
+                unresponsive = true;
+                sh.stop.store(true, Ordering::Relaxed);
+            }
+            if h.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if let Ok(s) = h.await {
+            stats.merge(s);
+        }
+    }
+    (exited, unresponsive)
+}
+
+/// Every method and route the generator aims at (for the coverage line).
+fn all_targets(schema: &Schema) -> Vec<String> {
+    let mut t: Vec<String> = schema.methods.iter().map(|m| m.path.clone()).collect();
+    t.push("/etcdserverpb.Watch/Watch (stream)".to_owned());
+    for r in &schema.routes {
+        t.push(r.path.to_owned());
+        t.push(format!("/v3beta{}", &r.path[3..]));
+    }
+    for p in [
+        "/v2/keys",
+        "/v2/members",
+        "/v2/stats",
+        "/v2/machines",
+        "/v2/auth",
+        "/v2/security",
+        "/health",
+        "/livez",
+        "/readyz",
+        "/version",
+        "/metrics",
+        "(other paths)",
+    ] {
+        t.push(p.to_owned());
+    }
+    for c in hostile_raw::CASES {
+        t.push(format!("raw {c}"));
+    }
+    t
+}
+
 /// The hostile run: returns 0 (clean), 1 (a violation) or 2 (setup).
-pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize) -> u8 {
+pub async fn run(cli: &Cli, seed: u64, dir: &Path, opts: &Opts) -> u8 {
+    let requests = opts.requests;
     if let Err(e) = std::fs::create_dir_all(dir) {
         eprintln!("hostile: cannot create {}: {e}", dir.display());
         return 2;
@@ -1775,7 +2568,8 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
     let url = cl.members[0].url();
     let addr = url.trim_start_matches("http://").to_owned();
     let pid = cl.members[0].pid().unwrap_or(0);
-    let mut kv = KvClient::new(cluster::channel(&url));
+    let tokens = SharedTokens::default();
+    let mut kv = hostile_auth::kv(&url, &tokens);
     let t0 = Instant::now();
     let sentinel = format!("sentinel-{seed}").into_bytes();
     loop {
@@ -1797,43 +2591,43 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = rss_kib(pid).unwrap_or(0);
+    let workers = opts.workers.max(1);
+    let auth_n = ((requests as f64) * opts.auth_share.clamp(0.0, 1.0)).round() as u64;
+    let open_n = requests - auth_n;
     println!(
-        "hostile: seed {seed}, {requests} requests over {workers} workers (one h2, one HTTP/1.1 connection and one Watch channel each) against {url}, pid {pid}, idle RSS {} MiB",
-        idle / 1024
+        "hostile: seed {seed}, {requests} requests ({open_n} open, then {auth_n} with auth on) over {workers} workers (one h2, one HTTP/1.1 connection and one Watch channel each) against {url}, pid {pid}, idle RSS {} MiB; checkpoint every {} requests",
+        idle / 1024,
+        opts.check_every
     );
 
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let max_rss = Arc::new(AtomicU64::new(idle));
-    let sampler = {
-        let (stop, done, max_rss) = (stop.clone(), done.clone(), max_rss.clone());
-        tokio::spawn(async move {
-            let start = Instant::now();
-            let mut last_print = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                let Some(r) = rss_kib(pid) else {
-                    continue;
-                };
-                max_rss.fetch_max(r, Ordering::Relaxed);
-                if last_print.elapsed() >= Duration::from_secs(10) {
-                    last_print = Instant::now();
-                    let n = done.load(Ordering::Relaxed);
-                    println!(
-                        "hostile: {n} requests, {:.0}/s, RSS {} MiB (max {})",
-                        n as f64 / start.elapsed().as_secs_f64(),
-                        r / 1024,
-                        max_rss.load(Ordering::Relaxed) / 1024
-                    );
-                }
-            }
-        })
-    };
-    let upkeeper = tokio::spawn(upkeep(url.clone(), stop.clone()));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let auth_on = Arc::new(AtomicBool::new(false));
+    let monitor_task = tokio::spawn(monitor(Monitor {
+        url: url.clone(),
+        pid,
+        idle,
+        total: requests,
+        sentinel: sentinel.clone(),
+        check_every: opts.check_every,
+        done: done.clone(),
+        stop: stop.clone(),
+        max_rss: max_rss.clone(),
+        tally: tally.clone(),
+        tokens: tokens.clone(),
+        violations: violations.clone(),
+    }));
+    let upkeeper = tokio::spawn(upkeep(
+        url.clone(),
+        stop.clone(),
+        tokens.clone(),
+        auth_on.clone(),
+        violations.clone(),
+    ));
     let start = Instant::now();
-    let last_answer = Arc::new(AtomicU64::new(0));
-    let mut handles = Vec::new();
-    let workers = workers.max(1);
     let shared = Shared {
         seed,
         schema: schema.clone(),
@@ -1842,45 +2636,72 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
         stop: stop.clone(),
         etcd: is_etcd(&cli.server),
         base: start,
-        last_answer: last_answer.clone(),
+        last_answer: Arc::new(AtomicU64::new(0)),
+        tally: tally.clone(),
+        tokens: tokens.clone(),
     };
-    for w in 0..workers {
-        let count = requests / workers as u64 + u64::from((w as u64) < requests % workers as u64);
-        handles.push(tokio::spawn(worker(shared.clone(), w, count)));
-    }
-    // Stop early if the member dies.
     let mut stats = Stats::default();
-    let mut exited = None;
-    let mut unresponsive = false;
-    for h in handles {
-        loop {
-            if let Some(e) = cl.exited().into_iter().next() {
-                exited = Some(e);
-                stop.store(true, Ordering::Relaxed);
+    let (mut exited, mut unresponsive) =
+        phase(&shared, &mut cl, open_n, workers, false, &mut stats).await;
+    let mut auth_elapsed = Duration::ZERO;
+    if auth_n > 0 && exited.is_none() && !unresponsive && !stop.load(Ordering::Relaxed) {
+        // Alarms the open phase raised are its own; from here on only root may raise one.
+        let mut m = maintenance(&url, &tokens);
+        let _ = tokio::time::timeout(Duration::from_secs(10), disarm(&mut m)).await;
+        let t = Instant::now();
+        match hostile_auth::setup(&url, &tokens).await {
+            Err(e) => violations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(format!("auth phase: setup failed: {e}")),
+            Ok(before) => {
+                println!(
+                    "hostile: auth on in {:.1} s (root, and {} with read/write on [{}, {}) only; {} keys outside it guarded); {auth_n} requests with no, bad, and the user's credentials",
+                    t.elapsed().as_secs_f64(),
+                    hostile_auth::USER,
+                    String::from_utf8_lossy(hostile_auth::PREFIX),
+                    String::from_utf8_lossy(hostile_auth::PREFIX_END),
+                    before.keys.len()
+                );
+                auth_on.store(true, Ordering::Relaxed);
+                let t = Instant::now();
+                (exited, unresponsive) =
+                    phase(&shared, &mut cl, auth_n, workers, true, &mut stats).await;
+                auth_elapsed = t.elapsed();
+                auth_on.store(false, Ordering::Relaxed);
+                if exited.is_none() && !unresponsive {
+                    let v = hostile_auth::check(&url, &tokens, &before).await;
+                    if v.is_empty() {
+                        println!(
+                            "hostile: auth phase clean: no key outside [{}, {}) written, no user, role, permission or member changed, auth still on",
+                            String::from_utf8_lossy(hostile_auth::PREFIX),
+                            String::from_utf8_lossy(hostile_auth::PREFIX_END)
+                        );
+                    }
+                    violations
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .extend(v);
+                    if let Err(e) = hostile_auth::disable(&url, &tokens).await {
+                        violations
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(format!("auth phase: root cannot disable auth: {e}"));
+                    }
+                }
             }
-            let silent = start.elapsed().as_millis() as u64 - last_answer.load(Ordering::Relaxed);
-            if silent > 30_000 && !unresponsive {
-                unresponsive = true;
-                stop.store(true, Ordering::Relaxed);
-            }
-            if h.is_finished() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        if let Ok(s) = h.await {
-            stats.merge(s);
         }
     }
     let elapsed = start.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let _ = sampler.await;
+    let _ = monitor_task.await;
     let _ = upkeeper.await;
     if exited.is_none() {
         exited = cl.exited().into_iter().next();
     }
 
-    let mut violations: Vec<String> = Vec::new();
+    let mut violations: Vec<String> =
+        std::mem::take(&mut *violations.lock().unwrap_or_else(|p| p.into_inner()));
     if let Some((name, st)) = &exited {
         violations.push(format!("exited: {name} {st}"));
     }
@@ -1889,7 +2710,7 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
     }
     // After the storm: alarms off, a put and a get work, the sentinel is intact.
     if exited.is_none() {
-        let mut m = MaintenanceClient::new(cluster::channel(&url));
+        let mut m = maintenance(&url, &tokens);
         let n = tokio::time::timeout(Duration::from_secs(10), disarm(&mut m))
             .await
             .unwrap_or(0);
@@ -1923,7 +2744,7 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
         }
     }
     let max = max_rss.load(Ordering::Relaxed);
-    if max > idle + RSS_SLACK_KIB {
+    if max > idle + RSS_SLACK_KIB && !violations.iter().any(|v| v.starts_with("memory")) {
         violations.push(format!(
             "memory: max RSS {} MiB > idle {} MiB + {} MiB",
             max / 1024,
@@ -1939,10 +2760,12 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
 
     // The report.
     println!(
-        "hostile: {} requests in {:.1} s: {:.0} requests/s; RSS idle {} MiB, max {} MiB",
+        "hostile: {} requests in {:.1} s: {:.0} requests/s ({} with auth on, in {:.1} s); RSS idle {} MiB, max {} MiB",
         stats.total,
         elapsed.as_secs_f64(),
         stats.total as f64 / elapsed.as_secs_f64(),
+        auth_n,
+        auth_elapsed.as_secs_f64(),
         idle / 1024,
         max / 1024
     );
@@ -1951,6 +2774,24 @@ pub async fn run(cli: &Cli, seed: u64, dir: &Path, requests: u64, workers: usize
         .map(|l| format!("{l} {}", stats.per_label.get(l).copied().unwrap_or(0)))
         .collect();
     println!("hostile: by kind: {}", per.join(", "));
+    {
+        let t = tally.lock().unwrap_or_else(|p| p.into_inner());
+        println!("hostile: by family: {}", top(&t.families, 64));
+        println!("hostile: answer classes: {}", top(&t.classes, 80));
+        let missed: Vec<String> = all_targets(&schema)
+            .into_iter()
+            .filter(|k| !t.targets.contains_key(k))
+            .collect();
+        println!(
+            "hostile: {} methods, routes and raw cases aimed at; not reached: {}",
+            t.targets.len(),
+            if missed.is_empty() {
+                "none".to_owned()
+            } else {
+                missed.join(", ")
+            }
+        );
+    }
     let mut rows: Vec<_> = stats.hist.iter().collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.1.0));
     println!(

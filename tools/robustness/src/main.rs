@@ -201,7 +201,8 @@
 //! log's entries since its last compaction stay in memory, in etcd too: with
 //! the default 100,000 the accepted 1.5 MiB Puts made a 1M-request run's RSS
 //! climb past 380 MiB; with 5,000 it stays near 130) and sends `--requests N`
-//! (default 10,000) generated requests over `--hostile-workers` (8) workers,
+//! (default 10,000; `--hostile-profile long`: 1,000,000) generated requests over
+//! `--hostile-workers` (8) workers,
 //! each with its own HTTP/2 connection (raw gRPC frames with `h2`), HTTP/1.1
 //! connection and Watch channel, from a PRNG seeded from `--seed` and the
 //! worker's index, never from an answer: `--hostile-show w3#1234 --seed S`
@@ -220,7 +221,30 @@
 //! cancel and progress requests; 28 % JSON gateway bodies to every `/v3/...`
 //! route (valid JSON of the message, wrong types, invalid base64, nesting to
 //! 100,000 levels, invalid UTF-8, truncation, trailing garbage, oversized, odd
-//! methods and paths); 7 % `/v2/keys` requests (methods, query flags, forms).
+//! methods and paths; 15 % under `/v3beta/`); 6 % `/v2/keys` requests (methods, query
+//! flags, forms); 6 % the other HTTP routes (`/v2/members` with only URLs etcd refuses,
+//! `/v2/machines`, `/v2/stats/*`, `/v2/auth/*` and `/v2/security/*` with and without Basic
+//! credentials, `/health`, `/livez`, `/readyz` and their checks, `/version`, `/metrics`,
+//! unserved paths); 3 % raw sockets (module `hostile_raw`): HTTP/2 frames written by hand
+//! (no preface, oversize and unknown frames, bad SETTINGS, zero WINDOW_UPDATE, even stream
+//! ids, garbage HPACK, CONTINUATION floods, rapid resets, PING floods, DATA on stream 0 or
+//! past the window, uppercase or connection headers, client trailers) and malformed HTTP/1.1
+//! (huge headers and request lines, bad chunking, Content-Length with Transfer-Encoding,
+//! HTTP/0.9 and 9.9, h2c upgrade, pipelining). RangeStream is one of KV's methods.
+//!
+//! The last `--hostile-auth-share` (0.2) of the requests run with auth on (module
+//! `hostile_auth`): the open phase's users, roles, leases and keys are cleared, the 200
+//! `h/N` keys written afresh, root (with a password) and `hostile-user` (read/write on
+//! `[h/1, h/2)` only) created and auth enabled; requests then carry no credentials, garbage
+//! or altered tokens, Basic credentials (gateway), or the user's token (ids `aW#I`). After
+//! it, as root: no key outside that prefix may have been created, changed or deleted, no
+//! user, role, permission or member changed, auth still on, and no alarm raised meanwhile;
+//! then root disables auth. Every `--hostile-check-every` requests (50,000; 2,500 up to
+//! 10,000) a checkpoint puts and reads back a probe key (as root with auth on), reads the
+//! sentinel and the RSS, and prints the counts by family (service or route group) and by
+//! answer class (gRPC code, HTTP status, h2 end; `[credentials]` first with auth on);
+//! three failed checkpoints in a row or an RSS past the bound stop the stream. The report
+//! ends with the methods, routes and raw cases never aimed at.
 //! MemberAdd always asks for a learner (a voting member added to a single
 //! member takes its quorum away, as etcd allows on purpose), names are never
 //! `root` (so auth is never enabled), and a side task compacts every 2 s and
@@ -255,6 +279,8 @@
 mod cluster;
 mod faults;
 mod hostile;
+mod hostile_auth;
+mod hostile_raw;
 mod lose;
 mod proxy;
 mod recheck;
@@ -336,9 +362,22 @@ pub struct Cli {
     /// seeded stream of random and malformed requests.
     #[arg(long)]
     hostile: bool,
-    /// Requests in the hostile phase (the long profile sends at least 10⁶).
-    #[arg(long, default_value_t = 10_000)]
-    requests: u64,
+    /// Requests in the hostile phase (default 10,000; 1,000,000 with
+    /// `--hostile-profile long`; the long profile sends at least 10⁶).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// The hostile phase's size: short (10,000 requests, CI) or long (1,000,000).
+    #[arg(long, value_enum)]
+    hostile_profile: Option<Profile>,
+    /// A hostile checkpoint (put/get, sentinel, RSS, counts by family and answer class)
+    /// every this many requests; 0: none (default 50,000, or 2,500 with 10,000 or fewer).
+    #[arg(long)]
+    hostile_check_every: Option<u64>,
+    /// The share of the hostile requests sent last with auth enabled (root with a
+    /// password, a user with read/write on `h/1` only): none, bad and that user's
+    /// credentials; nothing outside that prefix may change.
+    #[arg(long, default_value_t = 0.2)]
+    hostile_auth_share: f64,
     /// Concurrent hostile workers (one connection of each kind each).
     #[arg(long, default_value_t = 8)]
     hostile_workers: usize,
@@ -469,16 +508,30 @@ fn main() -> ExitCode {
         }
     }
     // The hostile phase: alone with --hostile, after the runs in the long profile.
+    let sized = cli.requests.unwrap_or(match cli.hostile_profile {
+        Some(Profile::Long) => 1_000_000,
+        _ => 10_000,
+    });
     let hostile = match (cli.hostile, cli.profile) {
-        (true, _) => Some(cli.requests),
-        (false, Some(Profile::Long)) => Some(cli.requests.max(1_000_000)),
+        (true, _) => Some(sized),
+        (false, Some(Profile::Long)) => Some(sized.max(1_000_000)),
         _ => None,
     };
     if let Some(n) = hostile
         && worst < 2
     {
         let dir = work.join("hostile");
-        let code = rt.block_on(hostile::run(&cli, seed, &dir, n, cli.hostile_workers));
+        let opts = hostile::Opts {
+            requests: n,
+            workers: cli.hostile_workers,
+            check_every: cli.hostile_check_every.unwrap_or(if n <= 10_000 {
+                2_500
+            } else {
+                50_000
+            }),
+            auth_share: cli.hostile_auth_share,
+        };
+        let code = rt.block_on(hostile::run(&cli, seed, &dir, &opts));
         worst = worst.max(code);
     }
     if worst == 0 {
