@@ -6,7 +6,7 @@
 //! an etcd 3.5.1 binary is found (as `auth.rs` finds it) the one-member sweep runs against it
 //! too, so the expectations cannot drift from etcd's. etcdctl 3.4 is the one that found the
 //! `:authority` bug (its maintenance calls carry `:authority: http://host:port`, which h2
-//! refuses; see `actors/front/src/h2authority.rs`). A missing etcdctl skips its part with a
+//! refuses; see `crates/h2authority`). A missing etcdctl skips its part with a
 //! note, as the other etcdctl tests do; CI installs both.
 
 use std::io::Write;

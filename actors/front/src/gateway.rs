@@ -1,7 +1,7 @@
 //! etcd's JSON gateway (grpc-gateway) on the client port: `POST /v3/<service>/<method>` (or
 //! `/v3beta/…`, the same routes, as etcd 3.4 and 3.5 serve them) with a JSON body in, the gRPC
 //! method's answer as JSON out. Bodies are decoded as etcd's Go gateway decodes them, refusals
-//! in Go's words (`gojson.rs`); answers are proto3 JSON as etcd's gateway writes it: original
+//! in Go's words (`actcd_gojson`); answers are proto3 JSON as etcd's gateway writes it: original
 //! (snake_case) field names, 64-bit integers as strings, bytes in base64, enums by name, default
 //! values left out. Each call runs the same service code as its gRPC twin, so errors, auth and
 //! limits are the same; the `Authorization` header carries the token, as etcd's gateway passes
@@ -109,10 +109,10 @@ fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, Status> {
 }
 
 /// Decodes a JSON body into the request message `name` as etcd's gateway decodes a unary
-/// call's body (`gojson.rs`): its first JSON value, an empty body an empty request; a refusal
+/// call's body (`actcd_gojson`): its first JSON value, an empty body an empty request; a refusal
 /// is `InvalidArgument` with Go's words.
 fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
-    let value = crate::gojson::Decoder::new(body)
+    let value = actcd_gojson::Decoder::new(body)
         .next_value()
         .map_err(Status::invalid_argument)?;
     from_value(value.unwrap_or(b"null"), name).map_err(Status::invalid_argument)
@@ -121,7 +121,7 @@ fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, 
 /// One JSON value (its text) as the message `name`, or Go's refusal.
 fn from_value<M: prost::Message + Default>(value: &[u8], name: &str) -> Result<M, String> {
     let desc = descriptor(name).map_err(|s| s.message().to_string())?;
-    let dynamic = crate::gojson::decode_message(&desc, value)?;
+    let dynamic = actcd_gojson::decode_message(&desc, value)?;
     M::decode(prost::Message::encode_to_vec(&dynamic).as_slice()).map_err(|e| e.to_string())
 }
 
@@ -445,7 +445,7 @@ where
 /// is); a later one ends the requests, and what came before is served, with nothing said about
 /// it in the stream (etcd 3.5.1 writes nothing for it either).
 fn stream_requests<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<Vec<M>, Answer> {
-    let mut decoder = crate::gojson::Decoder::new(body);
+    let mut decoder = actcd_gojson::Decoder::new(body);
     let mut out = Vec::new();
     loop {
         let next = decoder

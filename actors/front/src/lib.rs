@@ -67,10 +67,12 @@
 //!   (`health.rs`), `/version`, `/metrics` (`exposition.rs`: etcd's series, from front
 //!   counters, status replies and the samples each actor returns with its mailbox probe), and
 //!   etcd's JSON gateway (`gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go
-//!   gateway decodes them: `gojson.rs`), which runs the same service code as gRPC behind the same learner gate.
-//! - Old Go clients (`h2authority.rs`): every HTTP/2 connection is read through a layer that
-//!   rewrites a URL `:authority` (etcdctl 3.4's maintenance calls send `http://host:port`,
-//!   which h2 refuses) to its `host:port`, following the client's HPACK state.
+//!   gateway decodes them, by the `actcd-gojson` crate), which runs the same service code as
+//!   gRPC behind the same learner gate.
+//! - Old Go clients (the `actcd-h2authority` crate): every HTTP/2 connection is read through
+//!   a layer that rewrites a URL `:authority` (etcdctl 3.4's maintenance calls send
+//!   `http://host:port`, which h2 refuses) to its `host:port`, following the client's HPACK
+//!   state.
 //! - Maintenance's Snapshot asks the store for its chunks (`SnapshotStream` → `SnapshotChunks`:
 //!   etcd's bbolt file in 32 KiB pieces, then its SHA-256, made on a blocking thread from a read
 //!   transaction) and forwards them as they come; Defragment asks the store.
@@ -103,11 +105,13 @@
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
 //! · `tls/verify.rs` both ports' rustls configurations (Go-compatible certificate verification,
 //! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
-//! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`,
-//! `gojson.rs` HTTP and the JSON gateway · `metrics.rs` the accounting layer (per-method
-//! atomics) and client byte counts · `exposition.rs` the `/metrics` page · `health.rs` the
-//! `/livez` and `/readyz` checks · `auth.rs` Auth · `authn.rs` the authenticator chain ·
-//! `h2authority.rs` the `:authority` rewriting for old Go clients, `h2authority/hpack.rs` its HPACK decoder.
+//! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`
+//! HTTP and the JSON gateway (its bodies decoded by `actcd-gojson`) · `metrics.rs` the
+//! accounting layer (per-method atomics) and client byte counts · `exposition.rs` the
+//! `/metrics` page · `health.rs` the `/livez` and `/readyz` checks · `auth.rs` Auth ·
+//! `authn.rs` the authenticator chain. The
+//! `:authority` rewriting for old Go clients and its HPACK decoder are the `actcd-h2authority`
+//! crate, wrapped around each connection in `server.rs`.
 
 mod auth;
 pub mod authn;
@@ -116,9 +120,7 @@ pub mod concurrency;
 pub mod election;
 pub mod exposition;
 pub mod gateway;
-mod gojson;
 mod guard;
-mod h2authority;
 pub mod health;
 pub mod http;
 mod kv;

@@ -90,7 +90,7 @@ pub async fn serve(
         .add_service(lock)
         .add_service(election);
     // Every HTTP/2 connection passes through `AuthorityFix`, for etcd 3.4's Go client.
-    use crate::h2authority::AuthorityFix;
+    use actcd_h2authority::AuthorityFix;
     use futures::StreamExt;
     match tls {
         None => {

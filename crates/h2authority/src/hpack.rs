@@ -1,6 +1,6 @@
 //! The HPACK decoder (RFC 7541) that follows a client's encoder: integers, string literals
 //! (raw or Huffman-coded), the static table and the client's dynamic table. Written for
-//! [`super::AuthorityRewriter`], which decodes every header block a client sends, so the
+//! [`crate::AuthorityRewriter`], which decodes every header block a client sends, so the
 //! ordinary path allocates only for entries added to the dynamic table and Huffman decoding
 //! walks a canonical code (no table built per string).
 
@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::LazyLock;
 
 /// HPACK's static table (RFC 7541, Appendix A); entry `i` has index `i + 1`.
-pub(super) const STATIC_TABLE: [(&str, &str); 61] = [
+pub(crate) const STATIC_TABLE: [(&str, &str); 61] = [
     (":authority", ""),
     (":method", "GET"),
     (":method", "POST"),
@@ -123,7 +123,7 @@ static HUFFMAN: LazyLock<Canonical> = LazyLock::new(|| {
 
 /// A header block HTTP/2 must refuse (a COMPRESSION_ERROR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Malformed;
+pub struct Malformed;
 
 /// Appends the Huffman-decoded `coded` to `out` (RFC 7541, 5.2): padding of at most 7 bits,
 /// all ones; EOS never inside.
@@ -192,7 +192,7 @@ fn string<'a>(buf: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<(&'a [u8], usiz
 type Entry = (Box<[u8]>, Box<[u8]>);
 
 /// The decoding side of one connection's HPACK context.
-pub(super) struct Decoder {
+pub struct Decoder {
     /// The dynamic table, newest entry first.
     dynamic: VecDeque<Entry>,
     /// Its size as HPACK counts it (each entry: name, value and 32).
@@ -207,7 +207,7 @@ pub(super) struct Decoder {
 
 impl Decoder {
     /// A decoder whose dynamic table starts at, and may grow to, `allowed` bytes.
-    pub(super) fn new(allowed: usize) -> Self {
+    pub fn new(allowed: usize) -> Self {
         Decoder {
             dynamic: VecDeque::new(),
             size: 0,
@@ -255,7 +255,7 @@ impl Decoder {
 
     /// Decodes header block `block`, calling `field` with each name and value in order and
     /// updating the dynamic table as the client's encoder did.
-    pub(super) fn decode(
+    pub fn decode(
         &mut self,
         block: &[u8],
         mut field: impl FnMut(&[u8], &[u8]),

@@ -1,3 +1,5 @@
+//! # actcd-h2authority — a URL `:authority` from old Go clients, rewritten before h2 reads it
+//!
 //! Old Go clients' `:authority`: etcd's Go client 3.4 (etcdctl 3.4) dials some calls
 //! (Maintenance: `endpoint status`, `hashkv`, `defrag`, `move-leader`) with the endpoint URL as
 //! gRPC target, so its HTTP/2 requests carry `:authority: http://127.0.0.1:2379`. That is no
@@ -27,6 +29,25 @@
 //!   does not decode) goes on untouched and the layer steps aside for the rest of the
 //!   connection: h2 answers it as it would have. Once re-encoding, stepping aside would feed
 //!   h2 references to entries it never saw, so the connection is closed instead.
+//!
+//! ## What it refuses, and its bounds
+//! Every byte it reads comes from an unauthenticated client before h2 has checked anything,
+//! so no input may make it panic, loop or hold memory without bound: a held header block is
+//! at most [`MAX_BLOCK`] bytes, a frame it holds at most 16384, a decoded header list is
+//! copied up to [`MAX_HEADER_LIST`], the HPACK dynamic table stays within 4096 bytes, and an
+//! HPACK integer is at most 4 continuation bytes. It refuses nothing itself beyond closing a
+//! re-encoding connection it can no longer follow: every other refusal is h2's.
+//!
+//! ## How it is checked
+//! The unit tests below put real h2 servers and clients on either side and check the HPACK
+//! decoder against loona-hpack (every octet Huffman-coded as h2 codes it). Two fuzz targets
+//! (`fuzz/fuzz_targets/h2authority.rs`, `hpack.rs`, run by `fuzz/run.sh` in CI) feed
+//! arbitrary client byte streams through [`AuthorityRewriter`] and [`AuthorityFix`] in
+//! arbitrary read sizes, and arbitrary header blocks through [`hpack::Decoder`], from the
+//! seeds in `fuzz/seeds/` (a Go client's connection opening with a URL authority).
+//!
+//! ## Features
+//! `tonic` (on in the front): `tonic::transport::server::Connected` for [`AuthorityFix`].
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -35,7 +56,7 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-mod hpack;
+pub mod hpack;
 
 const PREFACE_LEN: usize = 24;
 const FRAME_HEADER_LEN: usize = 9;
@@ -144,7 +165,7 @@ impl FieldList {
 }
 
 /// The client's bytes turned into what h2 reads; see the module doc.
-pub(crate) struct AuthorityRewriter {
+pub struct AuthorityRewriter {
     /// Bytes still to pass untouched (the preface, a passed frame's payload); `usize::MAX`
     /// once stepped aside.
     through: usize,
@@ -176,12 +197,12 @@ fn lost_track() -> std::io::Error {
 
 impl AuthorityRewriter {
     /// Bytes that may go on untouched before anything needs looking at.
-    pub(crate) fn through(&self) -> usize {
+    pub fn through(&self) -> usize {
         self.through
     }
 
     /// Counts `n` bytes passed on untouched (at most [`Self::through`]) by the caller.
-    pub(crate) fn passed(&mut self, n: usize) {
+    pub fn passed(&mut self, n: usize) {
         if self.through != usize::MAX {
             self.through -= n;
         }
@@ -189,7 +210,7 @@ impl AuthorityRewriter {
 
     /// Moves from `input` to `out` all that can go on now; what stays in `input` waits for
     /// more bytes. An error means the connection must be closed.
-    pub(crate) fn process(
+    pub fn process(
         &mut self,
         input: &mut BytesMut,
         out: &mut VecDeque<Bytes>,
@@ -496,7 +517,7 @@ fn put_frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream_i
 /// [`AuthorityRewriter`]; writes pass untouched. A read that the rewriter need not look at
 /// (within a large DATA payload, or everything once stepped aside) goes straight into the
 /// reader's buffer; other bytes are read into `input` (no zeroing) and handed on from `out`.
-pub(crate) struct AuthorityFix<IO> {
+pub struct AuthorityFix<IO> {
     inner: IO,
     rewriter: AuthorityRewriter,
     /// Read from `inner`, not yet taken by the rewriter.
@@ -508,7 +529,8 @@ pub(crate) struct AuthorityFix<IO> {
 }
 
 impl<IO> AuthorityFix<IO> {
-    pub(crate) fn new(inner: IO) -> Self {
+    /// Reads `inner` (a client's HTTP/2 connection) through a fresh [`AuthorityRewriter`].
+    pub fn new(inner: IO) -> Self {
         AuthorityFix {
             inner,
             rewriter: AuthorityRewriter::default(),
@@ -603,6 +625,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for AuthorityFix<IO> {
     }
 }
 
+#[cfg(feature = "tonic")]
 impl<IO: tonic::transport::server::Connected> tonic::transport::server::Connected
     for AuthorityFix<IO>
 {
