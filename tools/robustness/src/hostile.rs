@@ -2042,8 +2042,8 @@ async fn worker(sh: Shared, w: usize, count: u64, auth: bool) -> Stats {
                 )
                 .await
             }
-            Req::Raw { bytes, .. } => match hostile_raw::call(&addr, bytes).await {
-                Ok(s) => Answer::new(s),
+            Req::Raw { case, bytes } => match hostile_raw::call(&addr, bytes).await {
+                Ok(s) => Answer::new(format!("{s} ({case})")),
                 Err(e) => {
                     let mut a = Answer::new(normalize(&e));
                     a.bad = true;

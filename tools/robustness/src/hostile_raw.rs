@@ -376,11 +376,12 @@ fn describe(got: &[u8], closed: bool) -> String {
         let line = got.split(|&c| c == b'\r').next().unwrap_or(got);
         let status = String::from_utf8_lossy(&line[line.len().min(9)..line.len().min(12)]);
         let n = got.windows(5).filter(|w| w == b"HTTP/").count();
-        return format!(
-            "http1 {status} ({} answer{}), {end}",
-            n,
-            if n == 1 { "" } else { "s" }
-        );
+        let n = if n == 1 {
+            "one answer"
+        } else {
+            "pipelined answers"
+        };
+        return format!("http1 {status} ({n}), {end}");
     }
     let (mut i, mut goaway, mut rst, mut headers) = (0, None, Vec::new(), 0u32);
     while i + 9 <= got.len() {
