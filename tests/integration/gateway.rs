@@ -24,9 +24,34 @@ async fn send(
     body: &[u8],
     until: Option<&str>,
 ) -> (u16, String, String) {
+    let done = |raw: &str| until.is_some_and(|u| raw.contains(u));
+    send_as(
+        addr,
+        method,
+        path,
+        body,
+        None,
+        &done,
+        Duration::from_secs(10),
+    )
+    .await
+}
+
+/// [`send`] with an `Authorization` header, reading until `done` says the answer so far is
+/// enough, the end, or `wait`.
+pub(crate) async fn send_as(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    authorization: Option<&str>,
+    done: &dyn Fn(&str) -> bool,
+    wait: Duration,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
+    let auth = authorization.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
     let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -41,12 +66,12 @@ async fn send(
                 break;
             }
             raw.extend_from_slice(&buf[..n]);
-            if until.is_some_and(|u| String::from_utf8_lossy(&raw).contains(u)) {
+            if done(&String::from_utf8_lossy(&raw)) {
                 break;
             }
         }
     };
-    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+    let _ = tokio::time::timeout(wait, read).await;
     let text = String::from_utf8_lossy(&raw).to_string();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head

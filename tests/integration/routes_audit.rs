@@ -24,8 +24,6 @@ use actcd_proto::v3electionpb::{
 };
 use actcd_proto::v3lockpb::lock_client::LockClient;
 use actcd_proto::v3lockpb::{LockRequest, UnlockRequest};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tonic::Status;
 use tonic::transport::Channel;
 
@@ -778,7 +776,7 @@ fn gateway_body(method: &str, w: &World, tag: &str) -> String {
     }
 }
 
-/// One HTTP request: (status, body). Streams are read for up to 3 s.
+/// One HTTP request: (status, body). A stream is read up to its first answer, or for 3 s.
 async fn http(
     srv: &Server,
     method: &str,
@@ -786,37 +784,16 @@ async fn http(
     body: &str,
     token: Option<&str>,
 ) -> (u16, String) {
-    let addr = srv.endpoint();
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    let read = async {
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = s.read(&mut buf).await.unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            raw.extend_from_slice(&buf[..n]);
-            // A stream's first answer is all the audit needs.
-            let text = String::from_utf8_lossy(&raw);
-            if text.contains("chunked") && text.matches("\r\n").count() > 8 {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(3), read).await;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, rest.to_string())
+    let first_answer = |raw: &str| raw.contains("chunked") && raw.matches("\r\n").count() > 8;
+    let (status, _, body) = crate::gateway::send_as(
+        &srv.endpoint(),
+        method,
+        path,
+        body.as_bytes(),
+        token,
+        &first_answer,
+        Duration::from_secs(3),
+    )
+    .await;
+    (status, body)
 }

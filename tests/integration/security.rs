@@ -15,8 +15,6 @@ use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::Server;
 use crate::auth::{As, channel, outcome};
@@ -196,37 +194,18 @@ async fn gateway(
     token: Option<&str>,
     until: Option<&str>,
 ) -> (u16, String) {
-    let addr = srv.endpoint();
-    let mut s = TcpStream::connect(&addr).await.unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    let read = async {
-        let mut buf = [0u8; 8192];
-        loop {
-            let n = s.read(&mut buf).await.unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            raw.extend_from_slice(&buf[..n]);
-            if until.is_some_and(|u| String::from_utf8_lossy(&raw).contains(u)) {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, rest.to_string())
+    let done = |raw: &str| until.is_some_and(|u| raw.contains(u));
+    let (status, _, body) = crate::gateway::send_as(
+        &srv.endpoint(),
+        "POST",
+        path,
+        body.as_bytes(),
+        token,
+        &done,
+        Duration::from_secs(10),
+    )
+    .await;
+    (status, body)
 }
 
 /// A gateway answer in the matrix's words: `ok`, or the HTTP status and etcd's message.

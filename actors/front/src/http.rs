@@ -171,10 +171,17 @@ where
         let p = pipeline.clone();
         async move { Ok::<_, std::convert::Infallible>(access_controlled(&p, port, req).await) }
     });
+    // etcd's ReadHeaderTimeout (5 minutes, 3.5.33 / 3.6.14 / 3.7.1): a client that trickles
+    // its headers is cut off. hyper keeps no such timeout without a timer.
     let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(READ_HEADER_TIMEOUT)
         .serve_connection(TokioIo::new(stream), service)
         .await;
 }
+
+/// How long a client may take to send a request's headers (etcd's `ReadHeaderTimeout`).
+pub const READ_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Every response body: whole, or streamed (the gateway's watch).
 pub type Body = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;

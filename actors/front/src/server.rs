@@ -1,3 +1,5 @@
+//! The client port: the tonic router of every service, the HTTP/1.1 side beside it on the same
+//! port (plain and TLS), and the metrics listener.
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -24,6 +26,9 @@ use crate::pipeline::Pipeline;
 use crate::tls::ClientTls;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
+
+/// How long an accept loop waits after a failed accept (the peer port's pause).
+const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Serves the client API on an already bound listener until `shutdown` resolves: over TLS with
 /// `tls` (an `https://` URL), else plain. Either way gRPC and HTTP/1.1 share the port, as on
@@ -257,7 +262,11 @@ where
                     Some(Ok(stream)) => {
                         tokio::spawn(route(stream, tx.clone()));
                     }
-                    Some(Err(_)) => continue,
+                    Some(Err(_)) => {
+                    // Out of file descriptors, say: pause as the peer port does, not spin.
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
                     None => break,
                 },
             }
@@ -399,7 +408,11 @@ pub async fn serve_metrics(
                         crate::http::Port::Metrics,
                     ));
                 }
-                Some(Err(_)) => continue,
+                Some(Err(_)) => {
+                    // Out of file descriptors, say: pause as the peer port does, not spin.
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
                 None => return,
             },
         }
