@@ -152,7 +152,7 @@ pub(crate) fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> String
     }
 }
 
-async fn login(ch: &Channel, name: &str, password: &str) -> Result<As, tonic::Status> {
+pub(crate) async fn login(ch: &Channel, name: &str, password: &str) -> Result<As, tonic::Status> {
     let resp = AuthClient::new(ch.clone())
         .authenticate(AuthenticateRequest {
             name: name.into(),

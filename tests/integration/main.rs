@@ -35,6 +35,7 @@ mod range_stream;
 mod restart_memory;
 mod routes_audit;
 mod security;
+mod security_kept;
 mod tls;
 mod tls_go;
 mod upgrade;

@@ -203,7 +203,7 @@ async fn a_big_unary_range_is_the_paginated_one() {
 
 /// `VmRSS` and `VmHWM` of `pid`, in bytes.
 #[cfg(target_os = "linux")]
-fn rss_and_peak(pid: u32) -> (u64, u64) {
+pub(crate) fn rss_and_peak(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |name: &str| -> u64 {
         status

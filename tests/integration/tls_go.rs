@@ -20,20 +20,20 @@ use crate::cluster::{Member, leader_index, put_eventually};
 use crate::free_port;
 
 /// A certificate and its key.
-struct Issued {
-    cert: rcgen::Certificate,
-    key: KeyPair,
+pub(crate) struct Issued {
+    pub(crate) cert: rcgen::Certificate,
+    pub(crate) key: KeyPair,
 }
 
 /// What a test certificate looks like; `Default` is a client leaf with CN `leaf`.
 #[derive(Clone)]
-struct Spec {
-    cn: &'static str,
-    ca: bool,
-    eku: Vec<ExtendedKeyUsagePurpose>,
-    sans: Vec<SanType>,
-    validity: Option<(i32, i32)>,
-    serial: Option<u8>,
+pub(crate) struct Spec {
+    pub(crate) cn: &'static str,
+    pub(crate) ca: bool,
+    pub(crate) eku: Vec<ExtendedKeyUsagePurpose>,
+    pub(crate) sans: Vec<SanType>,
+    pub(crate) validity: Option<(i32, i32)>,
+    pub(crate) serial: Option<u8>,
 }
 
 impl Default for Spec {
@@ -49,7 +49,7 @@ impl Default for Spec {
     }
 }
 
-fn issue(spec: &Spec, issuer: Option<&Issued>) -> Issued {
+pub(crate) fn issue(spec: &Spec, issuer: Option<&Issued>) -> Issued {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.distinguished_name = DistinguishedName::new();
@@ -75,7 +75,7 @@ fn issue(spec: &Spec, issuer: Option<&Issued>) -> Issued {
     Issued { cert, key }
 }
 
-fn ca(cn: &'static str) -> Issued {
+pub(crate) fn ca(cn: &'static str) -> Issued {
     issue(
         &Spec {
             cn,
@@ -95,7 +95,7 @@ fn localhost() -> Vec<SanType> {
 }
 
 /// A server's (or a member's) certificate for 127.0.0.1.
-fn server_cert(cn: &'static str, by: &Issued) -> Issued {
+pub(crate) fn server_cert(cn: &'static str, by: &Issued) -> Issued {
     issue(
         &Spec {
             cn,
@@ -110,7 +110,7 @@ fn server_cert(cn: &'static str, by: &Issued) -> Issued {
     )
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
@@ -160,7 +160,11 @@ fn etcdctl_reads(bin: &Path, endpoint: &str, tls: &[String]) -> bool {
 }
 
 /// Whether etcd-client (rustls) reads over TLS from `endpoint` with the CA and the identity.
-async fn client_reads(endpoint: &str, ca_pem: &str, identity: Option<(&str, &str)>) -> bool {
+pub(crate) async fn client_reads(
+    endpoint: &str,
+    ca_pem: &str,
+    identity: Option<(&str, &str)>,
+) -> bool {
     let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(ca_pem));
     if let Some((cert, key)) = identity {
         tls = tls.identity(Identity::from_pem(cert, key));
@@ -176,7 +180,7 @@ async fn client_reads(endpoint: &str, ca_pem: &str, identity: Option<(&str, &str
 }
 
 /// Waits until a TCP connection to `port` opens.
-async fn listening(port: u16) {
+pub(crate) async fn listening(port: u16) {
     for _ in 0..400 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
