@@ -599,6 +599,11 @@ struct Reader<'a> {
     data: &'a [u8],
     page_size: usize,
     high_water: u64,
+    /// Every page id taken so far, overflow pages included: in a bbolt tree each page has
+    /// one parent, so a page met twice is a cycle or a shared subtree, refused (a file of a
+    /// few pages would otherwise make the walk exponential: a branch page listing itself
+    /// thirty times).
+    taken: std::cell::RefCell<HashSet<u64>>,
 }
 
 impl<'a> Reader<'a> {
@@ -614,9 +619,18 @@ impl<'a> Reader<'a> {
         let len = (overflow as usize + 1)
             .checked_mul(self.page_size)
             .ok_or_else(|| bad("page length overflows"))?;
-        self.data
+        let page = self
+            .data
             .get(start..start + len)
-            .ok_or_else(|| bad(format!("page {id} beyond the end of the file")))
+            .ok_or_else(|| bad(format!("page {id} beyond the end of the file")))?;
+        // Within the file, so at most `data.len() / page_size` ids in all.
+        let mut taken = self.taken.borrow_mut();
+        for pgid in id..=id + u64::from(overflow) {
+            if !taken.insert(pgid) {
+                return Err(bad(format!("page {pgid} is reached twice")));
+            }
+        }
+        Ok(page)
     }
 
     /// Visits every leaf element under the page at `page` (an inline page when `id` is None),
@@ -698,6 +712,7 @@ pub fn read(data: &[u8]) -> Result<BoltDb, EtcdSnapshotError> {
         data,
         page_size: meta.page_size,
         high_water: meta.high_water,
+        taken: Default::default(),
     };
     if (data.len() / meta.page_size) < meta.high_water as usize {
         return Err(bad(format!(
@@ -708,6 +723,16 @@ pub fn read(data: &[u8]) -> Result<BoltDb, EtcdSnapshotError> {
     }
     let mut buckets = Vec::new();
     let mut seen = HashSet::new();
+    // Bytes copied out: names, keys and values never overlap in a bbolt file, so they add up
+    // to less than the file; elements of a damaged page that point at the same bytes could
+    // otherwise copy a page's worth thousands of times.
+    let mut budget = data.len();
+    let mut spend = |n: usize| {
+        budget = budget
+            .checked_sub(n)
+            .ok_or_else(|| bad("elements overlap (more bytes in them than in the file)"))?;
+        Ok::<_, EtcdSnapshotError>(())
+    };
     let root = reader.page(meta.root)?;
     reader.walk(root, 0, &mut |flags, name, header| {
         if flags & BUCKET_LEAF == 0 {
@@ -716,12 +741,14 @@ pub fn read(data: &[u8]) -> Result<BoltDb, EtcdSnapshotError> {
         if !seen.insert(name) {
             return Err(bad("two buckets with one name"));
         }
+        spend(name.len())?;
         let mut pairs = Vec::new();
         let page = reader.bucket_page(header)?;
         reader.walk(page, 1, &mut |flags, k, v| {
             if flags & BUCKET_LEAF != 0 {
                 return Err(bad("nested buckets are not supported"));
             }
+            spend(k.len() + v.len())?;
             pairs.push((k.to_vec(), v.to_vec()));
             Ok(())
         })?;
@@ -979,5 +1006,96 @@ mod etcd_file {
             read(&write(&db.buckets).unwrap()).unwrap().buckets,
             db.buckets
         );
+    }
+
+    /// A 512-byte-page file: two metas (root at page 2), then `pages` from page 2 on, each
+    /// `(flags, elements)` with elements written as given and `tail` bytes after them.
+    fn hand_made(pages: &[(u16, u16, Vec<u8>)]) -> Vec<u8> {
+        const SIZE: usize = 512;
+        let high_water = 2 + pages.len() as u64;
+        let mut out = Vec::new();
+        for id in 0..2u64 {
+            let mut page = vec![0u8; SIZE];
+            page[..8].copy_from_slice(&id.to_le_bytes());
+            page[8..10].copy_from_slice(&META.to_le_bytes());
+            let m = &mut page[HEADER..];
+            m[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+            m[4..8].copy_from_slice(&VERSION.to_le_bytes());
+            m[8..12].copy_from_slice(&(SIZE as u32).to_le_bytes());
+            m[16..24].copy_from_slice(&2u64.to_le_bytes());
+            m[40..48].copy_from_slice(&high_water.to_le_bytes());
+            m[48..56].copy_from_slice(&id.to_le_bytes());
+            out.extend(page);
+        }
+        for (i, (flags, count, body)) in pages.iter().enumerate() {
+            let mut page = vec![0u8; SIZE];
+            page[..8].copy_from_slice(&(2 + i as u64).to_le_bytes());
+            page[8..10].copy_from_slice(&flags.to_le_bytes());
+            page[10..12].copy_from_slice(&count.to_le_bytes());
+            page[HEADER..HEADER + body.len()].copy_from_slice(body);
+            out.extend(page);
+        }
+        out
+    }
+
+    fn leaf_element(flags: u32, pos: u32, ksize: u32, vsize: u32) -> Vec<u8> {
+        [flags, pos, ksize, vsize]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect()
+    }
+
+    /// The root leaf: one bucket `b` whose tree starts at page 3.
+    fn root_with_bucket_at_3() -> (u16, u16, Vec<u8>) {
+        let mut body = leaf_element(BUCKET_LEAF, ELEMENT as u32, 1, 16);
+        body.push(b'b');
+        body.extend(3u64.to_le_bytes());
+        body.extend(0u64.to_le_bytes());
+        (LEAF, 1, body)
+    }
+
+    /// Found by the `snapshot` fuzz target's kind of input: a branch page that lists itself
+    /// thirty times made the walk take 30^64 steps before the depth limit; every page may now
+    /// be reached once.
+    #[test]
+    fn a_page_reached_twice_is_refused_at_once() {
+        let mut branch = Vec::new();
+        for _ in 0..30 {
+            branch.extend(0u32.to_le_bytes());
+            branch.extend(0u32.to_le_bytes());
+            branch.extend(3u64.to_le_bytes());
+        }
+        let file = hand_made(&[root_with_bucket_at_3(), (BRANCH, 30, branch)]);
+        let started = std::time::Instant::now();
+        let err = read(&file).unwrap_err().to_string();
+        assert!(err.contains("page 3 is reached twice"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    /// Leaf elements that all point at the same large value would copy it once each: a
+    /// 1 MiB file could ask for 16 GiB (4096 elements of a 1 MiB page each). Reading
+    /// copies no more bytes than the file holds.
+    #[test]
+    fn overlapping_elements_cannot_copy_more_than_the_file() {
+        let count = 20u16;
+        let mut leaf = Vec::new();
+        for i in 0..u32::from(count) {
+            // Each element's key is the first byte after the element array, its value the
+            // rest of the page: 20 copies of 171 bytes out of a 2048-byte file.
+            let pos = (u32::from(count) - i) * ELEMENT as u32;
+            leaf.extend(leaf_element(0, pos, 1, 170));
+        }
+        leaf.extend([b'k'; 171]);
+        let file = hand_made(&[root_with_bucket_at_3(), (LEAF, count, leaf)]);
+        let err = read(&file).unwrap_err().to_string();
+        assert!(err.contains("elements overlap"), "{err}");
+        // The same page with its elements apart reads.
+        let mut apart = Vec::new();
+        for i in 0..2u32 {
+            apart.extend(leaf_element(0, (2 - i) * ELEMENT as u32 + i * 41, 1, 40));
+        }
+        apart.extend([b'k'; 82]);
+        let db = read(&hand_made(&[root_with_bucket_at_3(), (LEAF, 2, apart)])).unwrap();
+        assert_eq!(db.buckets[0].1.len(), 2);
     }
 }

@@ -32,6 +32,9 @@
 //!   against the plan, and a source that changed is an error, never a wrong file. A read
 //!   transaction never changes, so the Snapshot RPC never meets it.
 //! - Reading never panics on a damaged file: every offset is checked, damage is an error.
+//!   Nor does it take more than the file's size in time or memory: each page may be reached
+//!   once, and no more bytes are copied out than the file holds. The fuzz target `snapshot`
+//!   (`fuzz/`) reads arbitrary files and whole-store blobs.
 //! - Errors are [`EtcdSnapshotError`]: `bolt: …` for the file format, `snapshot: …` for
 //!   records that are not what etcd's layout holds, the storage error as it came.
 //!
