@@ -511,6 +511,14 @@ fn consensus(
         PeerRoutes {
             step: a.raft.clone().recipient(),
             snapshot: Some(a.raft.clone().recipient()),
+            // A store copy can outgrow the quota a little (deletes and compactions still run
+            // under NOSPACE): twice it, and 256 MiB more, bounds it without refusing a real one.
+            snapshot_limit: usize::try_from(
+                cfg.quota_bytes()
+                    .saturating_mul(2)
+                    .saturating_add(256 << 20),
+            )
+            .unwrap_or(usize::MAX),
             members: Some(a.applier.clone().recipient()),
             renew_lease: Some(lessor.clone().recipient()),
             lease_ttl: Some(lessor.clone().recipient()),

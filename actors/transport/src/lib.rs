@@ -652,6 +652,10 @@ pub struct PeerRoutes {
     pub step: Recipient<Step>,
     /// Snapshot messages with their store copies.
     pub snapshot: Option<Recipient<StepSnapshot>>,
+    /// The most bytes of store copy one snapshot may carry (the wiring sets it from the backend
+    /// quota): a snapshot is received whole in memory, one at a time, so this bounds what a
+    /// sender can make the member hold (SECURITY.md; etcd streams its snapshots to disk).
+    pub snapshot_limit: usize,
     /// The applied membership, for members joining an existing cluster.
     pub members: Option<Recipient<GetMembers>>,
     /// The lessor, for keepalives and TTL questions followers forward to the leader.
@@ -672,6 +676,8 @@ fn lease_status(e: EtcdError) -> Status {
 pub struct PeerService {
     pub routes: PeerRoutes,
     pub cluster_id: u64,
+    /// One snapshot received at a time.
+    pub receiving: Arc<tokio::sync::Semaphore>,
 }
 
 impl PeerService {
@@ -823,6 +829,12 @@ impl RaftPeer for PeerService {
         let Some(deliver) = &self.routes.snapshot else {
             return Err(Status::unavailable("snapshots are not taken here"));
         };
+        // One at a time: a second sender waits, holding nothing but its stream.
+        let _one = self
+            .receiving
+            .acquire()
+            .await
+            .map_err(|_| Status::unavailable("server stopping"))?;
         let mut inbound = req.into_inner();
         let mut msg = Vec::new();
         let mut data = Vec::new();
@@ -831,6 +843,16 @@ impl RaftPeer for PeerService {
             let chunk = chunk?;
             if !chunk.raft_message.is_empty() {
                 msg = chunk.raft_message;
+            }
+            if data.len().saturating_add(chunk.data.len()) > self.routes.snapshot_limit {
+                tracing::warn!(
+                    limit = self.routes.snapshot_limit,
+                    "refused a snapshot larger than this member's store may be"
+                );
+                return Err(Status::resource_exhausted(format!(
+                    "snapshot larger than {} bytes",
+                    self.routes.snapshot_limit
+                )));
             }
             data.extend_from_slice(&chunk.data);
             if chunk.last {
@@ -875,8 +897,12 @@ pub async fn serve_peers(
     tls: Option<&PeerTls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let service = RaftPeerServer::new(PeerService { routes, cluster_id })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let service = RaftPeerServer::new(PeerService {
+        routes,
+        cluster_id,
+        receiving: Arc::new(tokio::sync::Semaphore::new(1)),
+    })
+    .max_decoding_message_size(MAX_MESSAGE_BYTES);
     tls::server(tls)?
         .add_service(service)
         .serve_with_incoming_shutdown(
@@ -894,6 +920,7 @@ mod tests {
         PeerRoutes {
             step: sink.recipient(),
             snapshot: None,
+            snapshot_limit: usize::MAX,
             members: None,
             renew_lease: None,
             lease_ttl: None,
@@ -1085,6 +1112,76 @@ mod tests {
                 }),
             }
         }
+    }
+
+    struct Snapshots(tokio::sync::mpsc::UnboundedSender<usize>);
+    impl Actor for Snapshots {
+        type Context = Context<Self>;
+    }
+    impl Handler<StepSnapshot> for Snapshots {
+        type Result = ();
+        fn handle(&mut self, msg: StepSnapshot, _: &mut Self::Context) {
+            let _ = self.0.send(msg.data.len());
+        }
+    }
+
+    /// A snapshot stream past the member's limit is refused at the chunk that crosses it (the
+    /// member never holds more than the limit), and one within it is delivered.
+    #[actix::test]
+    async fn a_snapshot_past_the_limit_is_refused_before_it_is_held() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (got_tx, mut got) = tokio::sync::mpsc::unbounded_channel();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let routes = PeerRoutes {
+            snapshot: Some(Snapshots(got_tx).start().recipient()),
+            snapshot_limit: 3 * 1024 * 1024,
+            ..sink_routes(Sink(tx).start())
+        };
+        actix::spawn(async move {
+            let _ = serve_peers(listener, routes, 7, None, std::future::pending()).await;
+        });
+        let send = |megabytes: usize| async move {
+            let data = vec![7u8; megabytes * 1024 * 1024];
+            let mut chunks = vec![SnapshotChunk {
+                raft_message: vec![1],
+                ..Default::default()
+            }];
+            chunks.extend(data.chunks(SNAPSHOT_CHUNK).map(|c| SnapshotChunk {
+                data: c.to_vec(),
+                ..Default::default()
+            }));
+            chunks.push(SnapshotChunk {
+                last: true,
+                crc32c: crc32c::crc32c(&data),
+                ..Default::default()
+            });
+            let mut req = Request::new(futures::stream::iter(chunks));
+            req.metadata_mut()
+                .insert(CLUSTER_ID_HEADER, "7".parse().unwrap());
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            RaftPeerClient::new(channel)
+                .max_encoding_message_size(usize::MAX)
+                .snapshot(req)
+                .await
+                .map(|_| ())
+        };
+        let refused = send(8).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            tonic::Code::ResourceExhausted,
+            "{refused:?}"
+        );
+        send(2).await.unwrap();
+        assert_eq!(got.recv().await, Some(2 * 1024 * 1024));
+        assert!(
+            got.try_recv().is_err(),
+            "the refused snapshot was delivered"
+        );
     }
 
     #[actix::test]
