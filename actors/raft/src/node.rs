@@ -354,9 +354,17 @@ impl RaftNode {
         self.raw.report_snapshot(to, status);
     }
 
+    /// A peer's message as the transport hands it on (the `data` of its `RaftMessage`, or
+    /// the `raft_message` of a snapshot's first chunk) decoded as raft's `Message`; `None`
+    /// for bytes that are not one. The one decode of what peers send ([`Self::step`],
+    /// [`Self::snapshot_index`]); the fuzz target `raft_envelope` drives it.
+    pub fn decode_peer_message(bytes: &[u8]) -> Option<Message> {
+        Message::parse_from_bytes(bytes).ok()
+    }
+
     /// The snapshot index a snapshot message carries (`None` if it is not one).
     pub fn snapshot_index(msg: &[u8]) -> Option<u64> {
-        let m = Message::parse_from_bytes(msg).ok()?;
+        let m = Self::decode_peer_message(msg)?;
         (m.get_msg_type() == MessageType::MsgSnapshot)
             .then(|| m.get_snapshot().get_metadata().index)
     }
@@ -393,7 +401,7 @@ impl RaftNode {
     /// Steps a peer's message in; returns its sender and whether it answers a heartbeat (for
     /// the peer metrics).
     pub fn step(&mut self, bytes: &[u8]) -> Option<(u64, bool)> {
-        let m = Message::parse_from_bytes(bytes).ok()?;
+        let m = Self::decode_peer_message(bytes)?;
         let seen = (
             m.from,
             m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeatResponse,

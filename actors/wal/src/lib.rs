@@ -150,7 +150,7 @@ mod wal;
 pub use actcd_types::msg::{HardState, WalEntry};
 pub use actor::{INLINE_MAX_ENTRIES, WalActor};
 pub use error::WalError;
-pub use wal::{DEFAULT_SEGMENT_SIZE, Wal};
+pub use wal::{DEFAULT_SEGMENT_SIZE, Wal, replay_segments};
 
 /// A snapshot mark: the state machine durably covers the log up to `index`.
 #[derive(Debug, Clone, PartialEq, Eq)]
