@@ -78,7 +78,15 @@ fn open_backend(
         path: path.display().to_string(),
         reason: e.to_string(),
     };
-    std::fs::create_dir_all(&member_dir).map_err(|e| backend_error(&member_dir, &e))?;
+    // 0700, as etcd makes them (CVE-2020-15113); a wider existing one is reported, as etcd
+    // 3.4.13+ reports it, and kept.
+    for dir in [&cfg.data_dir, &member_dir] {
+        match actcd_types::private_fs::touch_private_dir(dir) {
+            Ok(None) => {}
+            Ok(Some(warning)) => tracing::warn!(error = %warning, "check file permission"),
+            Err(e) => return Err(backend_error(dir, &e)),
+        }
+    }
     // The map is address space only; keep it well above the quota.
     let map_size =
         BackendOptions::DEFAULT_MAP_SIZE.max((cfg.quota_bytes() as usize).saturating_mul(2));

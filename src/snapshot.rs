@@ -276,7 +276,8 @@ async fn save(file: &Path, target: &Target<'_>) -> Result<(), String> {
     let part = PathBuf::from(format!("{}.part", file.display()));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
-        let mut f = std::fs::File::create(&part)?;
+        // 0600, as etcdutl writes it: the file holds every value and the auth tables.
+        let mut f = actcd_types::private_fs::create_private_file(&part, true)?;
         f.write_all(&data)?;
         f.sync_all()?;
         std::fs::rename(&part, file)

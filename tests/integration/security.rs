@@ -848,3 +848,79 @@ async fn a_put_nested_in_txns_is_charged_against_the_quota() {
     assert_eq!(alarms.alarms.len(), 1, "{alarms:?}");
     assert_eq!(alarms.alarms[0].alarm, AlarmType::Nospace as i32);
 }
+
+/// CVE-2020-15113 (GHSA-chh6-ppwq-jh92, etcd 3.4.10; a warning since 3.4.13): a member makes its
+/// data directory and everything under it readable by its own user only (directories 0700,
+/// files 0600), and reports a data directory that already exists with a wider permission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_directory_is_the_members_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let srv = Server::start(&data);
+    let mut c = srv.client().await;
+    c.put("k", "v", None).await.unwrap();
+    let mut wide = Vec::new();
+    let mut seen = 0;
+    let mut dirs = vec![data.clone()];
+    while let Some(dir) = dirs.pop() {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        if mode != 0o700 {
+            wide.push(format!("{} {mode:o}", dir.display()));
+        }
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            seen += 1;
+            if path.is_dir() {
+                dirs.push(path);
+            } else if std::fs::metadata(&path).unwrap().permissions().mode() & 0o077 != 0 {
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                wide.push(format!("{} {mode:o}", path.display()));
+            }
+        }
+    }
+    assert!(seen >= 4, "the data directory holds only {seen} entries");
+    assert!(wide.is_empty(), "readable by others: {wide:?}");
+    drop(c);
+    drop(srv);
+
+    // An existing data directory of mode 0755 is reported, as etcd reports it, and kept.
+    let existing = root.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--data-dir")
+        .arg(&existing)
+        .args([
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{}", crate::free_port()),
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{}", crate::free_port()),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("check file permission") || l.contains("ready to serve"))
+    });
+    let line = tokio::time::timeout(Duration::from_secs(30), lines)
+        .await
+        .expect("the member logs")
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("a log line");
+    assert!(
+        line.contains("check file permission")
+            && line.contains("drwxr-xr-x")
+            && line.contains("-rwx------"),
+        "{line}"
+    );
+    let mode = std::fs::metadata(&existing).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+}

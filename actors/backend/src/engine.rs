@@ -187,9 +187,12 @@ impl LmdbEngine {
     /// One environment per directory per process: opening a directory this process already has
     /// open fails (heed refuses it; two handles would break LMDB's locking).
     pub fn open(dir: &Path, opts: BackendOptions) -> Result<Self, BackendError> {
-        fs::create_dir_all(dir).map_err(|source| BackendError::CreateDir {
-            path: dir.to_owned(),
-            source,
+        // 0700 (etcd's `PrivateDirMode`); the member's start reports a wider data directory.
+        actcd_types::private_fs::touch_private_dir(dir).map_err(|source| {
+            BackendError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            }
         })?;
         // Leftovers of a defragmentation that crashed before its swap.
         for leftover in [DEFRAG_FILE, "data.mdb.defrag.tmp"] {

@@ -48,6 +48,7 @@ pub mod ids;
 pub mod key_record;
 pub mod meter;
 pub mod msg;
+pub mod private_fs;
 pub mod quota;
 pub mod revision;
 pub mod storage;

@@ -90,7 +90,10 @@ impl Wal {
                 metadata.len()
             )));
         }
-        fs::create_dir_all(dir).map_err(WalError::io("create directory", dir))?;
+        // 0700, the segments 0600 (etcd's private modes, CVE-2020-15113): the log holds every
+        // value and the auth entries.
+        actcd_types::private_fs::touch_private_dir(dir)
+            .map_err(WalError::io("create directory", dir))?;
         // The directory itself may be new: make its entry in the parent durable too.
         if let Some(parent) = dir.parent() {
             let parent = if parent.as_os_str().is_empty() {
@@ -585,11 +588,7 @@ fn write_segment_header(
 
     let tmp = dir.join(name.tmp_file_name());
     let path = dir.join(name.file_name());
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
+    let mut file = actcd_types::private_fs::create_private_file(&tmp, true)
         .map_err(WalError::io("create", &tmp))?;
     file.write_all(&buf)
         .and_then(|()| preallocate(&file, segment_size))

@@ -882,3 +882,21 @@ fn replay_segments_reads_what_open_reads() {
     let err = replay_segments(&gap).unwrap_err().to_string();
     assert!(err.contains("CRC chain broken"), "{err}");
 }
+
+/// The log's directory is 0700 and its segments 0600 (etcd's private modes, CVE-2020-15113).
+#[test]
+fn the_log_is_readable_by_the_member_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("member/wal");
+    let wal = wal_with(&dir, 3, 64 * 1024);
+    drop(wal);
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&root.path().join("member")), 0o700);
+    let files = segments(&dir);
+    assert!(!files.is_empty());
+    for f in files {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+}
