@@ -171,13 +171,19 @@ where
         let p = pipeline.clone();
         async move { Ok::<_, std::convert::Infallible>(access_controlled(&p, port, req).await) }
     });
-    // etcd's ReadHeaderTimeout (5 minutes, 3.5.33 / 3.6.14 / 3.7.1): a client that trickles
-    // its headers is cut off. hyper keeps no such timeout without a timer.
-    let _ = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(READ_HEADER_TIMEOUT)
+    let _ = http1()
         .serve_connection(TokioIo::new(stream), service)
         .await;
+}
+
+/// The HTTP/1.1 server every client-port connection gets: etcd's ReadHeaderTimeout (5 minutes,
+/// 3.5.33 / 3.6.14 / 3.7.1) cuts off a client that trickles its headers. hyper keeps no such
+/// timeout without a timer.
+fn http1() -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(READ_HEADER_TIMEOUT);
+    b
 }
 
 /// How long a client may take to send a request's headers (etcd's `ReadHeaderTimeout`).
@@ -385,6 +391,38 @@ async fn livez_readyz(
 
 #[cfg(test)]
 mod tests {
+    /// A client that sends half its headers is cut off once the header read timeout has passed
+    /// (on the paused clock), and not before.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_trickling_its_headers_is_cut_off() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(4096);
+        let service = hyper::service::service_fn(|_req| async {
+            Ok::<_, std::convert::Infallible>(hyper::Response::new(String::new()))
+        });
+        let conn = tokio::spawn(
+            super::http1().serve_connection(hyper_util::rt::TokioIo::new(server), service),
+        );
+        client
+            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        tokio::time::sleep(super::READ_HEADER_TIMEOUT - std::time::Duration::from_secs(1)).await;
+        assert!(!conn.is_finished(), "cut off before the timeout");
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        // Without a timer hyper would wait forever: bounded here, so the test fails instead.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let mut rest = Vec::new();
+            let _ = client.read_to_end(&mut rest).await;
+            conn.await.unwrap()
+        })
+        .await;
+        assert!(
+            matches!(ended, Ok(Err(_))),
+            "the connection was not cut off: {ended:?}"
+        );
+    }
+
     use super::*;
 
     #[test]
