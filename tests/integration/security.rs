@@ -924,3 +924,49 @@ async fn the_data_directory_is_the_members_alone() {
     let mode = std::fs::metadata(&existing).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o755);
 }
+
+/// Found by the hostile run's long profile: a `/v2/members` body with a number among its peer
+/// URLs added a voting member (the number was dropped, the rest taken), and a one-member
+/// cluster lost its quorum. Bodies etcd refuses are refused with etcd's (Go's) words and change
+/// nothing. Also: `/health` stays healthy with v3 auth on (its anonymous probe is refused,
+/// which etcd counts as the member answering).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_member_bodies_change_nothing_and_health_holds_with_auth_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(dir.path(), &["--enable-v2"]);
+    let mut c = srv.client().await;
+    let addr = srv.endpoint();
+    for (body, want) in [
+        (
+            r#"{"peerURLs":["http://127.0.0.1:1",1]}"#,
+            "json: cannot unmarshal number into Go struct field .peerURLs of type string",
+        ),
+        (
+            r#"{"peerURLs":[true]}"#,
+            "json: cannot unmarshal bool into Go struct field .peerURLs of type string",
+        ),
+        (
+            r#"{"peerURLs":"http://127.0.0.1:1"}"#,
+            "json: cannot unmarshal string into Go struct field .peerURLs of type []string",
+        ),
+        (r#"{}"#, "no valid URLs given"),
+        (r#"{"peerURLs":[]}"#, "no valid URLs given"),
+    ] {
+        let (status, out) = crate::http::request(&addr, "POST", "/v2/members", body, None).await;
+        assert_eq!(status, 400, "{body}: {out}");
+        assert!(out.contains(want), "{body}: {out}");
+    }
+    let members = c.member_list().await.unwrap();
+    assert_eq!(members.members().len(), 1, "a member was added");
+    c.put("still", "writable", None).await.unwrap();
+
+    // /health with v3 auth on.
+    c.user_add("root", "rootpw", None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.auth_enable().await.unwrap();
+    let (status, out) = crate::http::get(&addr, "/health").await;
+    assert_eq!(
+        (status, out.as_str()),
+        (200, r#"{"health":"true","reason":""}"#)
+    );
+}

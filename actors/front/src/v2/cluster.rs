@@ -260,17 +260,57 @@ fn peer_urls(r: &V2Request) -> Result<Vec<String>, (StatusCode, String)> {
     }
     let v: serde_json::Value = serde_json::from_slice(&r.body)
         .map_err(|_| (StatusCode::BAD_REQUEST, go_json_error(&r.body)))?;
-    let urls: Vec<String> = match v.get("peerURLs") {
+    // Go's encoding/json: the exact field name first, then any case; a value of another type
+    // is refused with Go's words (the hostile run found a list with a number in it adding a
+    // voting member: every non-string was dropped and the rest taken).
+    let field = v.get("peerURLs").or_else(|| {
+        v.as_object()?
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("peerURLs"))
+            .map(|(_, v)| v)
+    });
+    let refuse = |what: &serde_json::Value, of: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!(
+                "json: cannot unmarshal {} into Go struct field .peerURLs of type {of}",
+                go_kind(what)
+            ),
+        )
+    };
+    let urls: Vec<String> = match field {
+        None | Some(serde_json::Value::Null) => Vec::new(),
         Some(serde_json::Value::Array(a)) => a
             .iter()
-            .filter_map(|u| u.as_str().map(str::to_string))
-            .collect(),
-        _ => Vec::new(),
+            .map(|u| match u {
+                serde_json::Value::String(s) => Ok(s.clone()),
+                // Go leaves a string it reads null into empty.
+                serde_json::Value::Null => Ok(String::new()),
+                other => Err(refuse(other, "string")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(refuse(other, "[]string")),
     };
+    // etcd's `types.NewURLs`.
+    if urls.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "no valid URLs given".into()));
+    }
     for u in &urls {
         check_url(u).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
     }
     Ok(urls)
+}
+
+/// How Go's encoding/json names a JSON value's kind in its type errors.
+fn go_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
 }
 
 /// etcd's `types.NewURLs` checks.
