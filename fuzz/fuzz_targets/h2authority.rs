@@ -80,7 +80,10 @@ fn in_pieces(input: &[u8], seed: u8) -> Option<Vec<u8>> {
         match Pin::new(&mut fix).poll_read(&mut cx, &mut buf) {
             Poll::Pending => {
                 pending += 1;
-                assert!(pending < 3, "AuthorityFix pending without reading the socket");
+                assert!(
+                    pending < 3,
+                    "AuthorityFix pending without reading the socket"
+                );
                 continue;
             }
             Poll::Ready(Err(_)) => return None,
@@ -88,7 +91,12 @@ fn in_pieces(input: &[u8], seed: u8) -> Option<Vec<u8>> {
             Poll::Ready(Ok(())) => read.extend_from_slice(buf.filled()),
         }
         pending = 0;
-        assert!(read.len() <= bound(input.len()), "{} bytes out of {}", read.len(), input.len());
+        assert!(
+            read.len() <= bound(input.len()),
+            "{} bytes out of {}",
+            read.len(),
+            input.len()
+        );
     }
 }
 
@@ -115,6 +123,11 @@ fuzz_target!(|data: &[u8]| {
         ),
     }
     if let Some(out) = whole {
-        assert!(out.len() <= bound(input.len()), "{} bytes out of {}", out.len(), input.len());
+        assert!(
+            out.len() <= bound(input.len()),
+            "{} bytes out of {}",
+            out.len(),
+            input.len()
+        );
     }
 });

@@ -19,7 +19,10 @@ fuzz_target!(|data: &[u8]| {
         let bound = 4096 + block.len() * 8 / 5 + 64;
         let mut fields = 0usize;
         let decoded = decoder.decode(block, |name, value| {
-            assert!(name.len() <= bound && value.len() <= bound, "field larger than its sources");
+            assert!(
+                name.len() <= bound && value.len() <= bound,
+                "field larger than its sources"
+            );
             fields += 1;
         });
         // Every field takes at least one byte of the block.

@@ -17,9 +17,15 @@ fuzz_target!(|data: &[u8]| {
             let copied: usize = db
                 .buckets
                 .iter()
-                .map(|(n, pairs)| n.len() + pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>())
+                .map(|(n, pairs)| {
+                    n.len() + pairs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+                })
                 .sum();
-            assert!(copied <= file.len(), "{copied} bytes read out of a {}-byte file", file.len());
+            assert!(
+                copied <= file.len(),
+                "{copied} bytes read out of a {}-byte file",
+                file.len()
+            );
             let _ = from_etcd_buckets(&db.buckets);
         }
     } else {

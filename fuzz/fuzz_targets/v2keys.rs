@@ -25,6 +25,9 @@ fuzz_target!(|data: &[u8]| {
     );
     if let Ok(req) = parse_key_request(method, path, &params, now) {
         let _ = (req.is_watch(), req.is_local_read(), req.needs_proposal());
-        assert!(req.request.path.starts_with('/'), "a parsed key is absolute");
+        assert!(
+            req.request.path.starts_with('/'),
+            "a parsed key is absolute"
+        );
     }
 });
