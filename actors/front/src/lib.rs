@@ -47,6 +47,11 @@
 //!   member may hold wrongly.
 //! - Learners (`learner.rs`): a tower layer in front of every service refuses what etcd's
 //!   learners refuse (all but Status and serializable Range).
+//! - With auth on, what each route requires is one table (`routes.rs`), walked by the
+//!   route audit test; the services enforce it, with current etcd's rules where they differ
+//!   from 3.5.1's (SECURITY.md: lease calls, member list, Status and alarm lists for logged-in
+//!   users, alarm changes and compaction for root, a lease's keys for its keepalive, its keys
+//!   and the lease list).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
 //!   auth store actor; passwords are bcrypt-hashed by it (`HashPassword`, on its blocking pool)
 //!   first. Authenticate has the auth store check the password (`CheckPassword`) and draft a
@@ -109,7 +114,10 @@
 //! HTTP and the JSON gateway (its bodies decoded by `actcd-gojson`) · `metrics.rs` the
 //! accounting layer (per-method atomics) and client byte counts · `exposition.rs` the
 //! `/metrics` page · `health.rs` the `/livez` and `/readyz` checks · `auth.rs` Auth ·
-//! `authn.rs` the authenticator chain. The
+//! `authn.rs` the authenticator chain · `routes.rs` the authorization table (what every gRPC
+//! method, gateway path and HTTP route requires with auth on; the HTTP side serves nothing it
+//! lacks) · `guard.rs` the checks current etcd added after 3.5.1 (a logged-in user; the keys a
+//! lease holds). The
 //! `:authority` rewriting for old Go clients and its HPACK decoder are the `actcd-h2authority`
 //! crate, wrapped around each connection in `server.rs`.
 
