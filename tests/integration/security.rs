@@ -970,3 +970,53 @@ async fn malformed_member_bodies_change_nothing_and_health_holds_with_auth_on() 
         (200, r#"{"health":"true","reason":""}"#)
     );
 }
+
+/// GHSA-528j-9r78-wffx (etcd 3.4.10: credentials in clear in the WAL at each login) and
+/// CVE-2021-28235 (3.5.8: a login's password in the log): passwords reach neither the log nor
+/// any file of the data directory — a user added, its password changed, logins with right and
+/// wrong passwords, over gRPC and the gateway; the member then killed so nothing is compacted
+/// away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_never_reach_the_data_directory() {
+    const FIRST: &str = "first-Pa55word-in-clear";
+    const SECOND: &str = "second-Pa55word-in-clear";
+    const WRONG: &str = "wrong-Pa55word-in-clear";
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.user_add("root", FIRST, None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.user_add("alice", FIRST, None).await.unwrap();
+    c.user_change_password("alice", SECOND).await.unwrap();
+    c.auth_enable().await.unwrap();
+    let ch = channel(srv.port).await;
+    for (name, pw) in [("root", FIRST), ("alice", SECOND), ("alice", WRONG)] {
+        let _ = actcd_proto::etcdserverpb::auth_client::AuthClient::new(ch.clone())
+            .authenticate(AuthenticateRequest {
+                name: name.into(),
+                password: pw.into(),
+            })
+            .await;
+        let body = format!(r#"{{"name":"{name}","password":"{pw}"}}"#);
+        let _ = gateway(&srv, "/v3/auth/authenticate", &body, None, None).await;
+    }
+    srv.kill();
+    let mut files = vec![dir.path().to_path_buf()];
+    let mut read = 0;
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let bytes = std::fs::read(&p).unwrap();
+        read += bytes.len();
+        for pw in [FIRST, SECOND, WRONG] {
+            assert!(
+                !bytes.windows(pw.len()).any(|w| w == pw.as_bytes()),
+                "{pw} in {}",
+                p.display()
+            );
+        }
+    }
+    assert!(read > 0);
+}
