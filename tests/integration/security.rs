@@ -1020,3 +1020,28 @@ async fn passwords_never_reach_the_data_directory() {
     }
     assert!(read > 0);
 }
+
+/// GHSA-pm3m-32r3-7mfh (etcd 3.3.23 / 3.4.10): a negative `--auto-compaction-retention` made
+/// etcd's compactor loop; actcd refuses to start with one, in either mode.
+#[test]
+fn a_negative_compaction_retention_stops_the_start() {
+    for mode in ["periodic", "revision"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .args([
+                "--auto-compaction-mode",
+                mode,
+                "--auto-compaction-retention=-1",
+            ])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{mode}: started");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("invalid auto-compaction-retention \"-1\""),
+            "{mode}: {err}"
+        );
+    }
+}

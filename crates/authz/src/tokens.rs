@@ -480,6 +480,62 @@ mod tests {
     }
 
     #[test]
+    /// etcd #15677 (3.4.25 / 3.5.8): a JWT signed with the right key but without `username`
+    /// or `revision`, or with them of the wrong type, made etcd panic; here it is refused like
+    /// any token that names nobody.
+    fn a_signed_jwt_missing_its_claims_is_refused() {
+        #[derive(Serialize)]
+        struct Odd {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            username: Option<serde_json::Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            revision: Option<serde_json::Value>,
+            exp: u64,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = b"a shared secret of some length";
+        let path = write(dir.path(), "hs.key", secret);
+        let p = TokenProvider::parse(
+            &format!("jwt,priv-key={path},sign-method=HS256"),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        let book = p.publish();
+        let exp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 300;
+        let key = EncodingKey::from_secret(secret);
+        let s = |v: &str| Some(serde_json::Value::from(v));
+        let n = |v: i64| Some(serde_json::Value::from(v));
+        for (username, revision) in [
+            (None, n(1)),
+            (s("carol"), None),
+            (None, None),
+            (n(7), n(1)),
+            (s("carol"), s("1")),
+            (s("carol"), n(-1)),
+        ] {
+            let claims = Odd {
+                username,
+                revision,
+                exp,
+            };
+            let t = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
+            assert!(
+                book.info(&t, 1).is_none(),
+                "{:?} / {:?}",
+                claims.username,
+                claims.revision
+            );
+        }
+        // The same key signs a whole token that works: the refusals are the claims'.
+        let t = p.signer().unwrap().sign(b"carol", 1).unwrap();
+        assert!(book.info(&t, 1).is_some());
+    }
+
+    #[test]
     fn jwt_round_trips_and_refuses_forgeries() {
         let dir = tempfile::tempdir().unwrap();
         let ec = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
