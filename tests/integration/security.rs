@@ -1045,3 +1045,91 @@ fn a_negative_compaction_retention_stops_the_start() {
         );
     }
 }
+
+/// etcd #21993 (3.5.32: an unparsable JWT written whole into a warning), #20943 (3.5.26: log
+/// lines carrying tokens) and CVE-2021-28235 (3.5.8: a login's password in the debug log): with
+/// `--log-level debug`, a member that hands out tokens, is sent them back, a forged JWT, a
+/// wrong password and a right one, never writes a token or a password to its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_passwords_stay_out_of_the_log() {
+    const PASSWORD: &str = "Pa55word-that-must-not-be-logged";
+    const FORGED: &str = "eyJhbGciOiJIUzI1NiJ9.eyJ1c2VybmFtZSI6InJvb3QifQ.Zm9yZ2VkLXNpZ25hdHVyZQ";
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args([
+            "--listen-client-urls",
+            &format!("http://127.0.0.1:{port}"),
+            "--advertise-client-urls",
+            &format!("http://127.0.0.1:{port}"),
+            "--listen-peer-urls",
+            &format!("http://127.0.0.1:{}", crate::free_port()),
+            "--log-level",
+            "debug",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ch = channel(port).await;
+    let nobody = As {
+        channel: ch.clone(),
+        token: None,
+    };
+    let mut a = nobody.auth();
+    a.user_add(AuthUserAddRequest {
+        name: "root".into(),
+        password: PASSWORD.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    a.user_grant_role(AuthUserGrantRoleRequest {
+        user: "root".into(),
+        role: "root".into(),
+    })
+    .await
+    .unwrap();
+    a.auth_enable(AuthEnableRequest {}).await.unwrap();
+    let mut tokens = Vec::new();
+    for pw in [PASSWORD, "wrong-Pa55word-not-logged"] {
+        if let Ok(r) = a
+            .authenticate(AuthenticateRequest {
+                name: "root".into(),
+                password: pw.into(),
+            })
+            .await
+        {
+            tokens.push(r.into_inner().token);
+        }
+    }
+    assert_eq!(tokens.len(), 1);
+    for token in [tokens[0].as_str(), FORGED, "simple.token.99"] {
+        let who = As {
+            channel: ch.clone(),
+            token: Some(token.into()),
+        };
+        let _ = who
+            .kv()
+            .range(who.req(RangeRequest {
+                key: b"k".to_vec(),
+                ..Default::default()
+            }))
+            .await;
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(log.contains("DEBUG"), "no debug log to check: {log}");
+    let token = &tokens[0];
+    for secret in [PASSWORD, "wrong-Pa55word-not-logged", token, FORGED] {
+        assert!(!log.contains(secret), "{secret} in the log");
+    }
+}
