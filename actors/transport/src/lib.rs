@@ -1184,6 +1184,51 @@ mod tests {
         );
     }
 
+    /// etcd #22161 (3.5.33: the peer lease handler read a body of any size): a peer call past
+    /// `MAX_MESSAGE_BYTES` is refused by the decoder before it is read into a request.
+    #[actix::test]
+    async fn a_peer_call_past_the_message_limit_is_refused() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let routes = sink_routes(Sink(tx).start());
+        actix::spawn(async move {
+            let _ = serve_peers(listener, routes, 7, None, std::future::pending()).await;
+        });
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel).max_encoding_message_size(usize::MAX);
+        grpc.ready().await.unwrap();
+        // A body of an unknown field, one byte past the limit, sent as a LeaseRenew.
+        let big = SnapshotChunk {
+            data: vec![0; MAX_MESSAGE_BYTES + 1],
+            ..Default::default()
+        };
+        let mut req = Request::new(big);
+        req.metadata_mut()
+            .insert(CLUSTER_ID_HEADER, "7".parse().unwrap());
+        let codec: tonic_prost::ProstCodec<SnapshotChunk, LeaseRenewReply> =
+            tonic_prost::ProstCodec::default();
+        let refused = grpc
+            .unary(
+                req,
+                http::uri::PathAndQuery::from_static("/actcdpb.RaftPeer/LeaseRenew"),
+                codec,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                refused.code(),
+                tonic::Code::ResourceExhausted | tonic::Code::OutOfRange
+            ),
+            "{refused:?}"
+        );
+    }
+
     #[actix::test]
     async fn peers_answer_hash_kv_to_members_of_their_cluster_only() {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
