@@ -1114,3 +1114,92 @@ async fn forged_and_expired_jwts_are_refused() {
     assert!(now > exp, "refused at {now}, before its exp {exp}");
     assert_eq!(read_secret(&short_ch, &token).await, INVALID_TOKEN);
 }
+
+/// GHSA-h6xx-pmxh-3wgp (CVE-2018-16886, etcd 3.2.26 / 3.3.11): with `--client-cert-auth` and
+/// auth on, etcd's gateway authenticated every REST request as the name in the certificate it
+/// dialled with. Here a gRPC caller is the user its own verified certificate names, as in etcd,
+/// but a gateway request carries no certificate identity: presenting `root`'s certificate over
+/// HTTPS without a token is `user name is empty`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_request_is_not_the_user_its_certificate_names() {
+    use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+    let pki = tempfile::tempdir().unwrap();
+    let dir = pki.path();
+    let authority = ca("root-ca");
+    let ca_pem = authority.cert.pem();
+    let ca_file = write(dir, "ca.pem", &ca_pem);
+    let server = server_cert("server", &authority);
+    let server_pem = write(dir, "server.pem", &server.cert.pem());
+    let server_key = write(dir, "server.key", &server.key.serialize_pem());
+    let root_cert = issue(
+        &Spec {
+            cn: "root",
+            serial: Some(20),
+            ..Spec::default()
+        },
+        Some(&authority),
+    );
+    let data = tempfile::tempdir().unwrap();
+    let mut srv = Server {
+        child: None,
+        dir: data.path().join("member"),
+        port: free_port(),
+        peer_port: free_port(),
+        extra: Vec::new(),
+        env: Vec::new(),
+        scheme: "https",
+    };
+    srv.extra = [
+        "--listen-client-urls",
+        &format!("https://127.0.0.1:{}", srv.port),
+        "--cert-file",
+        &server_pem,
+        "--key-file",
+        &server_key,
+        "--trusted-ca-file",
+        &ca_file,
+        "--client-cert-auth",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    srv.spawn();
+    listening(srv.port).await;
+    let tls = TlsOptions::new()
+        .ca_certificate(Certificate::from_pem(&ca_pem))
+        .identity(Identity::from_pem(
+            root_cert.cert.pem(),
+            root_cert.key.serialize_pem(),
+        ));
+    let opts = ConnectOptions::new()
+        .with_tls(tls)
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(10));
+    let mut c = Client::connect([format!("https://127.0.0.1:{}", srv.port)], Some(opts))
+        .await
+        .unwrap();
+    c.user_add("root", "rootpw", None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.auth_enable().await.unwrap();
+    // gRPC: the certificate's name is the user, as in etcd.
+    c.put("by-grpc", "v", None).await.unwrap();
+    // The gateway: the same certificate, no token — nobody.
+    let body = format!(
+        r#"{{"key":"{}","value":"{}"}}"#,
+        b64(b"by-gateway"),
+        b64(b"v")
+    );
+    let (status, out) = https(
+        srv.port,
+        &authority,
+        Some(&root_cert),
+        "POST",
+        "/v3/kv/put",
+        &body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 400, "{out}");
+    assert!(out.contains("etcdserver: user name is empty"), "{out}");
+    assert!(c.get("by-gateway", None).await.unwrap().kvs().is_empty());
+}
