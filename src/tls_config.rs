@@ -400,7 +400,10 @@ fn self_cert(dir: &Path, urls: &[String], years: u32) -> Result<(Vec<u8>, Vec<u8
     params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
     let (y, m, d) = today_utc();
     params.not_before = rcgen::date_time_ymd(y, m, d);
-    params.not_after = rcgen::date_time_ymd(y + years as i32, m, d.min(28));
+    // etcd's `selfSignedCertValidity`: `years` × 365 days from the start (a calendar date a
+    // year on was one day short from the 29th of a month on, clamped to the 28th).
+    params.not_after =
+        params.not_before + std::time::Duration::from_secs(u64::from(years) * 365 * 86_400);
     let key = rcgen::KeyPair::generate().map_err(|e| fail(e.to_string()))?;
     let cert = params.self_signed(&key).map_err(|e| fail(e.to_string()))?;
     let (cert_pem, key_pem) = (cert.pem(), key.serialize_pem());
