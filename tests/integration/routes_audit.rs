@@ -25,10 +25,10 @@ use actcd_proto::v3electionpb::{
 use actcd_proto::v3lockpb::lock_client::LockClient;
 use actcd_proto::v3lockpb::{LockRequest, UnlockRequest};
 use tonic::Status;
-use tonic::transport::Channel;
 
 use crate::Server;
 use crate::auth::{As, channel};
+use crate::security::{b64, login};
 
 /// Whether an answer is an auth refusal.
 fn refused(text: &str) -> bool {
@@ -55,30 +55,6 @@ struct World {
     /// alice's lease, holding `a/leased`.
     lease: i64,
     member_id: u64,
-}
-
-fn b64(b: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(b)
-}
-
-async fn login(ch: &Channel, name: &str) -> (As, String) {
-    let token = actcd_proto::etcdserverpb::auth_client::AuthClient::new(ch.clone())
-        .authenticate(AuthenticateRequest {
-            name: name.into(),
-            password: format!("{name}-pw").into_bytes(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .token;
-    (
-        As {
-            channel: ch.clone(),
-            token: Some(token.clone()),
-        },
-        token,
-    )
 }
 
 async fn world(srv: &Server) -> World {

@@ -38,12 +38,15 @@ struct Cast {
     carol_token: String,
 }
 
-fn b64(b: &[u8]) -> String {
+/// Base64, as the gateway carries bytes.
+pub(crate) fn b64(b: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(b)
 }
 
-async fn login(ch: &tonic::transport::Channel, name: &str) -> (As, String) {
+/// Logs `name` in with the password `<name>-pw`: a client carrying its token, and the token
+/// for the gateway's `Authorization` header.
+pub(crate) async fn login(ch: &tonic::transport::Channel, name: &str) -> (As, String) {
     let resp = actcd_proto::etcdserverpb::auth_client::AuthClient::new(ch.clone())
         .authenticate(AuthenticateRequest {
             name: name.into(),
