@@ -60,6 +60,7 @@ pub mod listen;
 pub mod log_outputs;
 pub mod logging;
 pub mod node;
+mod serve;
 pub mod snapshot;
 pub mod supervisor;
 pub mod ticker;

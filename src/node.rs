@@ -7,14 +7,10 @@
 
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::Duration;
 
 use actcd_applier::Membership;
 use actcd_auth::AuthActor;
 use actcd_backend::{BackendOptions, LmdbEngine};
-use actcd_corrupt::InitialCheck;
-use actcd_front::authn::AuthGate;
-use actcd_front::{FrontConfig, Pipeline, PipelineRoutes};
 use actcd_mvcc::Store;
 use actcd_raft::{NodeConfig, RaftNode, Recovered};
 use actcd_types::MemberIdentity;
@@ -25,7 +21,6 @@ use actix::prelude::*;
 
 use crate::config::Config;
 use crate::supervisor::{StopActors, Supervisor};
-use crate::wiring::{front_threads, now_ms};
 
 /// The etcd API level actcd implements, as Status reports it.
 pub const API_VERSION: &str = "3.5.13";
@@ -477,7 +472,7 @@ pub fn run_until(
             _ = actors_done_rx => tracing::warn!("the actors stopped; shutting down"),
         }
     };
-    let served = serve_clients(
+    let served = crate::serve::serve_clients(
         &cfg,
         (routes, initial_check),
         stop,
@@ -614,223 +609,6 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
             is_learner: m.is_learner,
         })
         .collect())
-}
-
-/// Serves the client API on the tokio runtime until a signal asks to stop.
-fn serve_clients(
-    cfg: &Config,
-    (routes, initial_check): (PipelineRoutes, actix::Recipient<InitialCheck>),
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-    actors: actix::ArbiterHandle,
-) -> Result<(), StartError> {
-    let threads = front_threads();
-    let mut builder = if threads == 0 {
-        // Only the signal handler and the shutdown wait run here.
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
-        b
-    };
-    let rt = builder
-        .enable_all()
-        .thread_name("front")
-        .build()
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let front_cfg = FrontConfig {
-        identity: MemberIdentity {
-            cluster_id: cfg.cluster_id,
-            member_id: cfg.member_id,
-        },
-        request_timeout: cfg.request_timeout(),
-        election_timeout: Duration::from_millis(cfg.flags.election_timeout),
-        version: API_VERSION.to_string(),
-        max_txn_ops: cfg.flags.max_txn_ops,
-        max_recv_bytes: cfg.flags.max_request_bytes + 512 * 1024,
-        debug_stale_reads: std::env::var_os("ACTCD_DEBUG_STALE_READS").is_some_and(|v| v == "1"),
-        strict_reconfig_check: cfg.flags.strict_reconfig_check,
-        grpc_keepalive: Some((
-            cfg.flags.grpc_keepalive_interval,
-            cfg.flags.grpc_keepalive_timeout,
-        ))
-        .filter(|(interval, timeout)| !interval.is_zero() && !timeout.is_zero()),
-        max_concurrent_streams: cfg.flags.max_concurrent_streams,
-        grpc_gateway: cfg.flags.enable_grpc_gateway,
-        access: actcd_front::http::AccessControl {
-            cors: crate::config::comma_list(&cfg.flags.cors),
-            host_whitelist: crate::config::comma_list(&cfg.flags.host_whitelist),
-        },
-    };
-    if front_cfg.debug_stale_reads {
-        tracing::warn!(
-            "ACTCD_DEBUG_STALE_READS=1: linearizable reads skip ReadIndex and may be stale (a \
-             deliberately broken member for the robustness suite's control run)"
-        );
-    }
-    let client_cert_auth = cfg
-        .client_tls
-        .as_ref()
-        .is_some_and(|t| t.client_cert_auth());
-    let gate = AuthGate::new(client_cert_auth);
-    let pipeline = Pipeline::new(routes, front_cfg, gate, now_ms());
-    pipeline
-        .requests
-        .set_extensive(cfg.flags.metrics == "extensive");
-    rt.block_on(async move {
-        // etcd's InitialCheck: the peer port already serves (peers checking themselves ask
-        // it), clients not yet.
-        if cfg.flags.experimental_initial_corrupt_check {
-            initial_check
-                .send(InitialCheck)
-                .await
-                .map_err(|e| StartError::Runtime(e.to_string()))?
-                .map_err(|e| StartError::Corrupt(e.to_string()))?;
-        }
-        pipeline.follow_auth();
-        let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
-        let mut servers = Vec::new();
-        for url in &cfg.client_urls {
-            let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
-                url: url.clone(),
-                reason: "not an http(s)://host:port URL".into(),
-            })?;
-            // Config holds TLS settings whenever a URL is https.
-            let tls = if url.starts_with("https://") {
-                cfg.client_tls.clone()
-            } else {
-                None
-            };
-            let secure = tls.is_some();
-            let listener =
-                crate::listen::listen(addr, cfg.flags.socket_reuse_port).map_err(|e| {
-                    StartError::Listen {
-                        url: url.clone(),
-                        reason: e.to_string(),
-                    }
-                })?;
-            let mut stop = stop_tx.subscribe();
-            let shutdown = async move {
-                let _ = stop.recv().await;
-            };
-            if threads == 0 {
-                let std_listener = listener.into_std().map_err(|e| StartError::Listen {
-                    url: url.clone(),
-                    reason: e.to_string(),
-                })?;
-                let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-                let p = pipeline.clone();
-                actors.spawn(async move {
-                    if let Ok(l) = tokio::net::TcpListener::from_std(std_listener) {
-                        let _ = actcd_front::serve(l, p, tls, shutdown).await;
-                    }
-                    let _ = done_tx.send(());
-                });
-                servers.push(tokio::spawn(async move {
-                    let _ = done_rx.await;
-                    Ok(())
-                }));
-            } else {
-                servers.push(tokio::spawn(actcd_front::serve(
-                    listener,
-                    pipeline.clone(),
-                    tls,
-                    shutdown,
-                )));
-            }
-            if secure {
-                tracing::info!(address = %addr, "serving client traffic securely");
-            } else {
-                tracing::info!(address = %addr, "serving client traffic insecurely");
-            }
-        }
-        // `--listen-metrics-urls`: `/metrics`, `/health` and friends on a port of their own.
-        for url in cfg
-            .flags
-            .listen_metrics_urls
-            .iter()
-            .flat_map(|u| u.split(','))
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-        {
-            let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
-                url: url.to_string(),
-                reason: "not an http://host:port URL".into(),
-            })?;
-            let listener =
-                crate::listen::listen(addr, cfg.flags.socket_reuse_port).map_err(|e| {
-                    StartError::Listen {
-                        url: url.to_string(),
-                        reason: e.to_string(),
-                    }
-                })?;
-            let mut stop = stop_tx.subscribe();
-            let p = pipeline.clone();
-            tokio::spawn(actcd_front::serve_metrics(listener, p, async move {
-                let _ = stop.recv().await;
-            }));
-            tracing::info!(address = %addr, "serving metrics");
-        }
-        tracing::info!("ready to serve client requests");
-        let publishing = tokio::spawn(publish_attributes(
-            pipeline.clone(),
-            cfg.member_id,
-            cfg.flags.name.clone(),
-            cfg.advertise_client_urls.clone(),
-        ));
-        stop.await;
-        publishing.abort();
-        tracing::info!("shutting down");
-        pipeline.close_streams();
-        let _ = stop_tx.send(());
-        for s in servers {
-            // Streams that never end must not hold shutdown hostage.
-            let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
-        }
-        Ok(())
-    })
-}
-
-/// etcd's `publish`: once it serves, a member proposes its name and client URLs through the
-/// log, so every member's Cluster service lists them (and `endpoint status --cluster` finds
-/// it). Retried until applied; skipped when the applied state already says the same.
-async fn publish_attributes(
-    pipeline: Arc<Pipeline>,
-    member_id: u64,
-    name: String,
-    client_urls: Vec<String>,
-) {
-    use actcd_proto::actcdpb::{InternalRaftRequest, MemberAttributes};
-    loop {
-        if let Ok(members) = pipeline.members().await {
-            match members.iter().find(|m| m.id == member_id) {
-                Some(m) if m.name == name && m.client_urls == client_urls => return,
-                // Not (or no longer) a member: nothing to publish.
-                None => return,
-                Some(_) => {}
-            }
-        }
-        let req = InternalRaftRequest {
-            member_attr_set: Some(MemberAttributes {
-                member_id,
-                name: name.clone(),
-                client_urls: client_urls.clone(),
-            }),
-            ..Default::default()
-        };
-        let attempt = tokio::time::timeout(
-            pipeline.config.request_timeout,
-            pipeline.write_internal(req),
-        );
-        match attempt.await {
-            Ok(Ok(_)) => {
-                tracing::info!(%name, "published local member attributes to the cluster");
-                return;
-            }
-            Ok(Err(e)) => tracing::debug!(error = %e, "publishing member attributes; will retry"),
-            Err(_) => tracing::debug!("publishing member attributes timed out; will retry"),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 async fn wait_for_signal() {

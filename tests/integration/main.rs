@@ -32,6 +32,7 @@ mod memory;
 mod metrics;
 mod old_clients;
 mod range_stream;
+mod ready;
 mod restart_memory;
 mod routes_audit;
 mod security;
