@@ -54,7 +54,9 @@ impl Member {
             .args(["--listen-peer-urls", &peer])
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", initial_cluster])
-            .args(["--heartbeat-interval", "20", "--election-timeout", "200"])
+            // Short, but not so short that a member starved of CPU for a fifth of a second on a
+            // loaded 2-core CI machine loses its leadership mid-test (CI failed that way).
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
             .args(extra)
             .env(
                 "RUST_LOG",

@@ -158,7 +158,7 @@ async fn a_member_without_quorum_is_not_ready_but_live_and_publishes_at_every_st
         &initial,
         &["--listen-metrics-urls", &metrics],
     );
-    // Alone of three: elections time out (200 ms) again and again, and it never says ready.
+    // Alone of three: elections time out again and again, and it never says ready.
     let mut seen = Vec::new();
     assert!(
         !wait_line(
