@@ -521,6 +521,12 @@ fn expected() -> Vec<(&'static str, &'static str, &'static str)> {
     const CREATED: &str = "created";
     const EMPTY: &str = "InvalidArgument: etcdserver: user name is empty";
     const BAD: &str = "Unauthenticated: etcdserver: invalid auth token";
+    // A refused watch names the failure since etcd 3.5.6 (#14547); 3.5.1 said "permission
+    // denied" for all (see `fixed_since_3_5_1`).
+    const W_EMPTY: &str =
+        "canceled: rpc error: code = InvalidArgument desc = etcdserver: user name is empty";
+    const W_BAD: &str =
+        "canceled: rpc error: code = Unauthenticated desc = etcdserver: invalid auth token";
     // (user, answers in run_matrix's order)
     let table: [(&str, &[&str]); 9] = [
         (
@@ -577,8 +583,8 @@ fn expected() -> Vec<(&'static str, &'static str, &'static str)> {
                 DENIED, OK, OK, OK, DENIED,
             ],
         ),
-        ("(no token)", &[EMPTY, EMPTY, W_DENIED]),
-        ("(bad token)", &[BAD, BAD, W_DENIED]),
+        ("(no token)", &[EMPTY, EMPTY, W_EMPTY]),
+        ("(bad token)", &[BAD, BAD, W_BAD]),
     ];
     for (user, answers) in table {
         for (i, a) in answers.iter().enumerate() {
@@ -597,12 +603,18 @@ fn expected() -> Vec<(&'static str, &'static str, &'static str)> {
 /// Where actcd answers as the etcd release that fixed a security problem, not as 3.5.1 (the
 /// rule in SECURITY.md): compaction is root's since etcd 3.5.28 (GHSA-q8m4-xhhv-38mg); 3.5.1
 /// let any logged-in user compact.
+/// And a watch refused for a missing or bad token says so, as etcd 3.5.6 on (#14547); 3.5.1
+/// said "permission denied".
 fn fixed_since_3_5_1(actcd: &str, etcd: &str) -> bool {
     let op = |line: &str| line.get(12..57).map(str::trim).map(str::to_string);
-    op(actcd) == op(etcd)
-        && op(actcd).as_deref() == Some("compact")
+    let compact = op(actcd).as_deref() == Some("compact")
         && actcd.ends_with("PermissionDenied: etcdserver: permission denied")
-        && etcd.ends_with(" ok")
+        && etcd.ends_with(" ok");
+    let watch = etcd.ends_with(
+        "canceled: rpc error: code = PermissionDenied desc = etcdserver: permission denied",
+    ) && (actcd.ends_with("desc = etcdserver: user name is empty")
+        || actcd.ends_with("desc = etcdserver: invalid auth token"));
+    op(actcd) == op(etcd) && (compact || watch)
 }
 
 fn render(rows: &[(String, &str, String)]) -> String {

@@ -19,6 +19,7 @@ mod corruption;
 mod elections;
 mod failpoints;
 mod fatal;
+mod fixes_3_5;
 mod flags;
 mod gateway;
 mod hostile;

@@ -151,6 +151,10 @@ async fn refuse_watch(
     let Some(watch_request::RequestUnion::CreateRequest(create)) = &request.request_union else {
         return None;
     };
+    // etcd refuses a negative start before it looks at permissions: the hub answers it.
+    if create.start_revision < 0 {
+        return None;
+    }
     let mut key = create.key.clone();
     if key.is_empty() {
         key = vec![0];
@@ -160,24 +164,32 @@ async fn refuse_watch(
     // user allowed to read one key every key after it (GHSA-xg4h-6gfc-h4m8, fixed in
     // 3.5.33 / 3.6.14 / 3.7.1).
     let range_end = create.range_end.clone();
-    let allowed = match p.auth.identify(creds) {
-        Ok(who) => p.check_read(who, key, range_end).await.is_ok(),
-        Err(_) => false,
+    let refused = match p.auth.identify(creds) {
+        Ok(who) => p.check_read(who, key, range_end).await.err()?,
+        Err(e) => e,
     };
-    if allowed {
-        return None;
-    }
     let header = p.recent_header().await.ok();
+    // etcd 3.5.6 (#14547, #14563): watch id -1 (the client's own id, 0 when the server picks,
+    // would close a live watch of that id), and the reason names the failure, as the gRPC
+    // error's Go rendering.
+    let cancel_reason = match refused {
+        EtcdError::InvalidAuthToken => {
+            "rpc error: code = Unauthenticated desc = etcdserver: invalid auth token"
+        }
+        EtcdError::AuthOldRevision => {
+            "rpc error: code = InvalidArgument desc = etcdserver: revision of auth store is old"
+        }
+        EtcdError::UserEmpty | EtcdError::AuthStoreUserEmpty => {
+            "rpc error: code = InvalidArgument desc = etcdserver: user name is empty"
+        }
+        _ => "rpc error: code = PermissionDenied desc = etcdserver: permission denied",
+    };
     Some(WatchResponse {
         header,
-        watch_id: create.watch_id,
+        watch_id: actcd_types::watch::INVALID_WATCH_ID,
         created: true,
         canceled: true,
-        // etcd puts the gRPC error's Go rendering here.
-        cancel_reason: format!(
-            "rpc error: code = PermissionDenied desc = {}",
-            EtcdError::PermissionDenied
-        ),
+        cancel_reason: cancel_reason.into(),
         ..Default::default()
     })
 }

@@ -9,6 +9,9 @@ pub enum WatchError {
     /// The client chose a watch id already in use on its stream.
     #[error("mvcc: duplicate watch ID provided on the WatchStream")]
     DuplicateId,
+    /// A negative `start_revision` (etcd 3.5.24, #20709: the text of `rpctypes.ErrCompacted`).
+    #[error("etcdserver: mvcc: required revision has been compacted")]
+    NegativeRevision,
 }
 
 #[cfg(test)]
@@ -29,6 +32,10 @@ mod tests {
             Case {
                 err: WatchError::DuplicateId,
                 want: "mvcc: duplicate watch ID provided on the WatchStream",
+            },
+            Case {
+                err: WatchError::NegativeRevision,
+                want: "etcdserver: mvcc: required revision has been compacted",
             },
         ];
         for c in cases {

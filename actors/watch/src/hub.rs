@@ -115,6 +115,10 @@ struct Watcher {
     progress_notify: bool,
     /// No events went out since the last progress tick (etcd's `progress[id]`).
     progress_due: bool,
+    /// The `start_revision` the client asked for (0 = from now). Until the store reaches it,
+    /// no progress report goes out for this watcher or its stream: it would name a revision
+    /// below the watch's start (etcd 3.5.22, #20290).
+    start_rev: i64,
     /// The lowest revision this watcher has not been sent yet.
     min_rev: i64,
     state: State,
@@ -235,10 +239,13 @@ impl<S: StreamSink> WatchHub<S> {
 
     /// Refuse a create request the front would not allow (permissions, a bad token), with
     /// `reason` (etcd's error text, e.g. `etcdserver: permission denied`), in stream order.
+    /// The response carries watch id -1, as etcd's since 3.5.6 (#14547): the client's own id (0
+    /// when it let the server choose) would close a live watch of that id on the client.
     pub fn reject_create(&mut self, stream: StreamId, watch_id: WatchId, reason: String) {
+        let _ = watch_id;
         let resp = WatchResponse {
             header: Some(self.header(self.current_rev)),
-            watch_id,
+            watch_id: INVALID_WATCH_ID,
             created: true,
             canceled: true,
             cancel_reason: reason,
@@ -382,7 +389,7 @@ impl<S: StreamSink> WatchHub<S> {
         let header = self.header(self.current_rev);
         for w in self.watchers.values_mut().filter(|w| w.progress_notify) {
             let due = std::mem::replace(&mut w.progress_due, true);
-            if !due || w.state != State::Synced {
+            if !due || w.state != State::Synced || self.current_rev < w.start_rev {
                 continue;
             }
             let Some(st) = self.streams.get_mut(&w.stream) else {
@@ -449,6 +456,12 @@ impl<S: StreamSink> WatchHub<S> {
             cancel_reason: reason.to_string(),
             ..Default::default()
         };
+        // etcd 3.5.24 (#20709): a negative start would read the history from its beginning;
+        // refused as if it were compacted, before anything else is looked at.
+        if req.start_revision < 0 {
+            let resp = refuse(WatchError::NegativeRevision);
+            return self.send_control(sid, resp);
+        }
         let keys = match WatchKeys::from_request(&req.key, &req.range_end) {
             Ok(k) => k,
             Err(_) => {
@@ -488,8 +501,8 @@ impl<S: StreamSink> WatchHub<S> {
             fragment: req.fragment,
             progress_notify: req.progress_notify,
             progress_due: true,
-            // Revisions start at 1; etcd reads a negative start as "from the beginning".
-            min_rev: start.max(1),
+            start_rev: req.start_revision,
+            min_rev: start,
             state: if synced {
                 State::Synced
             } else {
@@ -844,11 +857,13 @@ impl<S: StreamSink> WatchHub<S> {
                 self.progress_waiting.remove(&sid);
                 continue;
             };
-            // Compacted watchers get nothing more, so they don't hold the answer back.
-            let behind = st
-                .ids
-                .values()
-                .any(|h| matches!(self.watchers[h].state, State::Unsynced | State::Victim));
+            // Compacted watchers get nothing more, so they don't hold the answer back; a
+            // watcher whose start the store has not reached yet does (etcd's progressIfSync).
+            let behind = st.ids.values().any(|h| {
+                let w = &self.watchers[h];
+                matches!(w.state, State::Unsynced | State::Victim)
+                    || w.state == State::Synced && self.current_rev < w.start_rev
+            });
             if st.closed || behind {
                 continue;
             }

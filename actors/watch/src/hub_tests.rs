@@ -566,8 +566,31 @@ fn reject_create_answers_in_stream_order() {
         .reject_create(s, 9, "etcdserver: permission denied".into());
     assert_eq!(
         shows(&sink.drain()),
-        vec!["id=9 rev=4 created canceled reason=\"etcdserver: permission denied\""]
+        vec!["id=-1 rev=4 created canceled reason=\"etcdserver: permission denied\""],
+        "etcd 3.5.6 (#14547): watch id -1, never the client's id"
     );
+}
+
+#[test]
+fn a_negative_start_revision_is_refused_as_compacted() {
+    let mut f = Fixture::new(4);
+    let (s, sink) = f.open(100);
+    let mut c = create("k", "");
+    c.start_revision = -1;
+    c.watch_id = 3;
+    f.request(s, req_create(c));
+    assert_eq!(
+        shows(&sink.drain()),
+        vec![
+            "id=-1 rev=4 created canceled reason=\"etcdserver: mvcc: required revision has been compacted\""
+        ]
+    );
+    assert_eq!(f.hub.stats().watchers, 0);
+    // The id was never taken: the same create without the negative start is served.
+    let mut c = create("k", "");
+    c.watch_id = 3;
+    f.request(s, req_create(c));
+    assert_eq!(shows(&sink.drain()), vec!["id=3 rev=4 created"]);
 }
 
 // ---------------------------------------------------------------- catch-up
@@ -895,6 +918,48 @@ fn progress_requests_answer_once_every_watcher_is_synced() {
     assert_eq!(
         shows(&sink.drain()),
         vec!["id=0 rev=3 put:k@1 put:k@2 put:k@3", "id=-1 rev=3"]
+    );
+}
+
+/// etcd 3.5.22 (#20290): a watch that starts above the store's revision is synced at once, but
+/// no progress report (periodic or requested) names a revision below its start: the client
+/// would take it as "nothing happened up to R" for revisions it never asked about.
+#[test]
+fn future_watchers_hold_back_progress_until_the_store_reaches_their_start() {
+    let mut f = Fixture::new(2);
+    let (s, sink) = f.open(100);
+    let mut c = create("k", "");
+    c.start_revision = 5;
+    c.progress_notify = true;
+    f.request(s, req_create(c));
+    assert_eq!(shows(&sink.drain()), vec!["id=0 rev=2 created"]);
+    assert_eq!(f.hub.stats().synced, 1);
+
+    f.hub.progress_tick();
+    f.request(s, req_progress());
+    assert!(sink.drain().is_empty(), "nothing at revision 2 < 5");
+    f.write(vec![put("other", 3)]);
+    f.write(vec![put("k", 4)]);
+    f.hub.progress_tick();
+    assert!(
+        sink.drain().is_empty(),
+        "no event below the start, no progress at 4"
+    );
+    // The store reaches the start: the waiting request is answered, then the event follows.
+    f.write(vec![put("other", 5)]);
+    assert_eq!(shows(&sink.drain()), vec!["id=-1 rev=5"]);
+    f.hub.progress_tick();
+    assert_eq!(shows(&sink.drain()), vec!["id=0 rev=5"]);
+    f.write(vec![put("k", 6)]);
+    assert_eq!(shows(&sink.drain()), vec!["id=0 rev=6 put:k@6"]);
+
+    // A watch from now (start 0) never holds anything back.
+    let (s2, sink2) = f.open(100);
+    f.request(s2, req_create(create("k", "")));
+    f.request(s2, req_progress());
+    assert_eq!(
+        shows(&sink2.drain()),
+        vec!["id=0 rev=6 created", "id=-1 rev=6"]
     );
 }
 

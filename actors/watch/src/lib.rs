@@ -52,13 +52,16 @@
 //! - The hub must start at the store's current revision (`WatchHubActor::new`), before the store
 //!   sends its first `Notify`; `Notify` events at or below the hub's revision are ignored.
 //!
-//! ## What clients see (etcd 3.5.1's server, `v3rpc/watch.go` and `mvcc/watchable_store.go`)
+//! ## What clients see (etcd 3.5's server, `v3rpc/watch.go` and `mvcc/watchable_store.go`)
+//! etcd 3.5.1's answers, with the later 3.5 fixes that `docs/etcd-changes/3.5.md` lists.
 //! - Nothing is sent on a stream until the client asks. A create is answered
 //!   `{created, watch_id, header.revision = current}`; a watch with `start_revision` 0 starts at
 //!   current + 1. Ids are the client's (non-zero) or assigned per stream from 0, skipping ids in
 //!   use. Errors come in-band, as `{created, canceled, watch_id: -1, cancel_reason}` with
 //!   `mvcc: watcher range is empty` (`range_end` not above `key`) or
-//!   `mvcc: duplicate watch ID provided on the WatchStream`. An empty key means `"\0"`;
+//!   `mvcc: duplicate watch ID provided on the WatchStream`; a negative `start_revision` gets
+//!   `etcdserver: mvcc: required revision has been compacted` (3.5.24). A create the front
+//!   refuses ([`RejectWatch`]) is answered the same way, watch id -1 (3.5.6). An empty key means `"\0"`;
 //!   `range_end == "\0"` watches every key from `key` on.
 //! - A cancel of a known id is answered `{canceled, watch_id, header.revision = current}`; an
 //!   unknown id gets no answer.
@@ -69,17 +72,20 @@
 //!   covers (etcd: the store's revision at the read, the same when the read reaches it).
 //!   Filters (NOPUT, NODELETE) drop events; a response left empty is not sent.
 //! - `progress_notify`: each tick, every synced watcher that was sent no events since the
-//!   previous tick gets `{watch_id, header.revision = current}`, skipped if its stream is full.
-//! - `progress_request`: `{watch_id: -1, header.revision = current}`.
+//!   previous tick gets `{watch_id, header.revision = current}`, skipped if its stream is full,
+//!   and skipped while current is below the watch's `start_revision` (3.5.22).
+//! - `progress_request`: `{watch_id: -1, header.revision = current}` once every watcher of the
+//!   stream is synced and has reached its `start_revision` (3.5.8, 3.5.22).
 //! - `fragment`: a response of at least `max_request_bytes` + 512 KiB (encoded) with two or more
 //!   events is split, pieces flagged `fragment` but the last.
 //!
 //! Where we differ, on purpose:
 //! - etcd 3.5.1 answers a progress request at once, even while some of the stream's watchers
 //!   are behind, so the client can be told revision R before it got events below R (fixed in
-//!   3.5.8, which drops the request instead). We answer once every watcher of the stream is
-//!   synced (at once if it has none), one answer for any number of waiting requests.
-//!   Compacted watchers don't hold it back.
+//!   3.5.8, which drops the request instead, and in 3.5.22 also while a watcher's start is
+//!   ahead). We answer once every watcher of the stream is synced and has reached its start
+//!   (at once if it has none), one answer for any number of waiting requests. Compacted
+//!   watchers don't hold it back.
 //! - Catch-up batches are bounded by events (`history_batch_events`), not etcd's 1000
 //!   revisions per watcher, and etcd reads the whole backlog in one go. A chunk is handed out
 //!   one watcher at a time while that watcher's stream has room; the rest of a full stream
@@ -101,7 +107,6 @@
 //! - One progress ticker for the hub rather than one per stream with random jitter.
 //! - etcd blocks a stream's receive loop when its control responses can't be sent; we hold them
 //!   and close the stream past `max_backlog`.
-//! - A negative `start_revision` reads from revision 1.
 //! - Fragments are sized before the front fills `prev_kv` (etcd sizes after), and without
 //!   `raft_term` in the header.
 //!
