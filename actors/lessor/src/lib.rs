@@ -33,7 +33,11 @@
 //! ## Messages sent
 //! - `ProposeLeaseOps{revokes, checkpoints}` to the `Recipient` given at construction, at most
 //!   one per tick and only when non-empty; the taker proposes LeaseRevoke / LeaseCheckpoint
-//!   entries. Checkpoints are `(id, remaining TTL)`, a remaining TTL of 0 clearing one.
+//!   entries. Checkpoints are `(id, remaining TTL)`, a remaining TTL of 0 clearing one. They are
+//!   proposed only while this member leads raft (`Propose{leader_only}`): a revoke handed out
+//!   just before a demotion reached this actor is dropped by the raft node, never forwarded to
+//!   the new leader (etcd 3.5.13, #17425 / issue #15247: an old leader revoked leases the new
+//!   one was keeping alive).
 //!
 //! ## Invariants
 //! - **Only the primary expires.** A follower's leases have no expiry ("forever", as in etcd);

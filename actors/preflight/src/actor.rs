@@ -90,6 +90,7 @@ impl PreflightActor {
         Propose {
             data: alarm.encode_to_vec(),
             deadline: None,
+            leader_only: false,
         }
     }
 }
@@ -177,7 +178,14 @@ impl Handler<Submit> for PreflightActor {
                 id,
                 reply: msg.reply,
             });
-            let answer = peers.propose.send(Propose { data, deadline }).await;
+            let answer = peers
+                .propose
+                .send(Propose {
+                    data,
+                    deadline,
+                    leader_only: false,
+                })
+                .await;
             cancel_if_refused(&peers, id, answer)
         })
     }
@@ -262,9 +270,13 @@ impl Handler<ProposeLeaseOps> for PreflightActor {
             ..Default::default()
         });
         for req in revokes.chain(checkpoint) {
+            // Only as leader (etcd 3.5.13's ensureLeadership before revoking): a proposal
+            // forwarded by a member that just lost leadership would revoke a lease the new
+            // leader is keeping alive.
             self.peers.propose.do_send(Propose {
                 data: req.encode_to_vec(),
                 deadline: None,
+                leader_only: true,
             });
         }
     }

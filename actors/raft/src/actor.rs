@@ -557,6 +557,16 @@ impl Handler<Propose> for RaftActor {
 
     fn handle(&mut self, msg: Propose, ctx: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("Propose");
+        if msg.leader_only && self.node.leader() != self.node.id() {
+            // etcd 3.5.13 (#17425): "Ignore the lease revoking request because current member
+            // isn't a leader". Proposed now it would be forwarded to the new leader, or kept
+            // for the next one, and revoke a lease someone else has been keeping alive.
+            tracing::warn!(
+                leader = self.node.leader(),
+                "ignoring a leader-only proposal: this member is not the leader"
+            );
+            return Err(EtcdError::NotLeader);
+        }
         if self.node.leader() == 0 {
             if self.waiting_for_leader.len() >= MAX_WAITING_FOR_LEADER {
                 return Err(EtcdError::NoLeader);
@@ -874,6 +884,15 @@ mod tests {
     }
 
     fn start_with(snapshot_count: u64, failing_wal: bool) -> (Addr<RaftActor>, Recorder) {
+        start_voters(snapshot_count, failing_wal, vec![1])
+    }
+
+    /// Member 1 of `voters`; with others it never hears from, it never leads.
+    fn start_voters(
+        snapshot_count: u64,
+        failing_wal: bool,
+        voters: Vec<u64>,
+    ) -> (Addr<RaftActor>, Recorder) {
         let rec = Recorder {
             failing_wal,
             ..Recorder::default()
@@ -889,7 +908,7 @@ mod tests {
         let fake = rec.start();
         let cfg = NodeConfig {
             id: 1,
-            voters: vec![1],
+            voters,
             learners: vec![],
             election_tick: 10,
             fixed_election_timeout: None,
@@ -933,6 +952,7 @@ mod tests {
             raft.send(Propose {
                 data: vec![i],
                 deadline: None,
+                leader_only: false,
             })
             .await
             .unwrap()
@@ -959,6 +979,37 @@ mod tests {
         assert_eq!((status.leader, status.commit), (1, 4));
     }
 
+    /// etcd 3.5.13 (#17425, issue #15247): the lessor's revokes are proposed only by the
+    /// leader. A member without leadership refuses them at once: it neither forwards them nor
+    /// keeps them until a leader is known, as it does a client's write.
+    #[actix_rt::test]
+    async fn lease_ops_are_dropped_unless_this_member_leads() {
+        let propose = |leader_only| Propose {
+            data: vec![9],
+            deadline: None,
+            leader_only,
+        };
+        let (follower, seen) = start_voters(1000, false, vec![1, 2]);
+        settle().await;
+        assert_eq!(
+            follower.send(propose(true)).await.unwrap(),
+            Err(EtcdError::NotLeader)
+        );
+        assert_eq!(
+            follower.send(propose(false)).await.unwrap(),
+            Ok(()),
+            "a client's write waits for a leader"
+        );
+        settle().await;
+        assert!(seen.applied.lock().unwrap().is_empty());
+
+        let (leader, seen) = start(1000);
+        settle().await;
+        assert_eq!(leader.send(propose(true)).await.unwrap(), Ok(()));
+        settle().await;
+        assert!(seen.applied.lock().unwrap().contains(&vec![9]));
+    }
+
     #[actix_rt::test]
     async fn read_index_answers_the_commit_index_once_applied() {
         let (raft, seen) = start(1000);
@@ -966,6 +1017,7 @@ mod tests {
         raft.send(Propose {
             data: vec![7],
             deadline: None,
+            leader_only: false,
         })
         .await
         .unwrap()
@@ -1018,7 +1070,8 @@ mod tests {
         assert!(
             raft.send(Propose {
                 data: vec![1],
-                deadline: None
+                deadline: None,
+                leader_only: false,
             })
             .await
             .is_err(),
@@ -1053,6 +1106,7 @@ mod tests {
             raft.send(Propose {
                 data: vec![i],
                 deadline: None,
+                leader_only: false,
             })
             .await
             .unwrap()

@@ -26,6 +26,11 @@ pub struct Propose {
     /// When the client stops waiting (its gRPC deadline), if it said: a proposal that must wait
     /// for a leader is dropped then, never proposed after its client gave up.
     pub deadline: Option<tokio::time::Instant>,
+    /// Proposed only if this member leads raft right now: never forwarded to another leader,
+    /// never kept for the next one (`Err(NotLeader)` instead). The lessor's revokes and
+    /// checkpoints go this way: a member that lost leadership without noticing must not revoke
+    /// leases the new leader keeps alive (etcd 3.5.13, #17425 / #15247).
+    pub leader_only: bool,
 }
 
 /// Ask for a read index: the reply is a commit index confirmed by a quorum after the request
