@@ -89,6 +89,10 @@
 //! ## Invariants
 //! - Entries reach the applier in log order, each exactly once per process run.
 //! - A Ready's persisted messages are sent only after its WAL append is durable.
+//! - No read-index context reaches raft twice: a read asked again goes under a new context, and
+//!   the leader gives each read another member forwards a context of its own (raft-rs keys
+//!   pending reads by context; a context confirmed, forgotten and sent again could be confirmed
+//!   by heartbeat answers older than the reads queued before it: etcd-io/raft#397, etcd #20418).
 //! - Raft messages come only from authenticated peers; raft-rs's protobuf 2 codec has a recursion
 //!   advisory on hostile input, so peer messages are size-bounded by the transport before decoding.
 //!
@@ -100,6 +104,8 @@
 mod actor;
 mod log;
 mod node;
+#[cfg(test)]
+mod read_index_tests;
 #[cfg(test)]
 mod sim_tests;
 

@@ -70,15 +70,51 @@ pub struct RaftNode {
     raw: RawNode<MemStorage>,
     id: u64,
     leader: u64,
-    /// Read requests not answered yet, by context, with the ticks since last asked. raft-rs
-    /// drops a read index asked of a leader that has not committed an entry in its term yet
-    /// (and a follower's forwarded one with it) without a word, so unanswered reads are asked
-    /// again every [`READ_RETRY_TICKS`], as etcd re-sends its read index.
-    pending_reads: std::collections::HashMap<Vec<u8>, u32>,
+    /// Read requests not answered yet, by context. raft-rs drops a read index asked of a
+    /// leader that has not committed an entry in its term yet (and a follower's forwarded one
+    /// with it) without a word, so unanswered reads are asked again every
+    /// [`READ_RETRY_TICKS`], as etcd re-sends its read index: each time under a context never
+    /// sent before (see [`retry_context`]), as etcd 3.6.9 does (#21417, issue #20418).
+    pending_reads: std::collections::HashMap<Vec<u8>, PendingRead>,
+    /// Read-index requests other members forwarded to this leader, by the context raft was
+    /// given for them (one of this node's own, never given before) → the context the member
+    /// sent, put back into the answer. See [`RaftNode::step`].
+    forwarded_reads: std::collections::HashMap<Vec<u8>, Vec<u8>>,
+    next_forwarded: u64,
+}
+
+/// A read request not answered yet.
+#[derive(Debug, Clone, Copy, Default)]
+struct PendingRead {
+    /// Ticks since it was last asked.
+    age: u32,
+    /// How many times it was asked again.
+    retries: u32,
 }
 
 /// Ticks an unanswered read index waits before it is asked again.
 pub const READ_RETRY_TICKS: u32 = 5;
+
+/// Marks a retry context: the round's context, this byte, the retry number (4 bytes).
+const RETRY_MARK: u8 = 0xfe;
+/// Marks a forwarded request's context on the leader: this byte, then a counter (8 bytes).
+const FORWARDED_MARK: u8 = 0xff;
+
+/// The context a read round is asked again under: never one sent before.
+///
+/// raft-rs's leader keys pending read-index requests by their context (the `readOnly` of etcd's
+/// raft before etcd-io/raft#397). A context it has confirmed and forgotten, sent to it again (a
+/// retry), is a new request to it; heartbeat answers still in flight from the first round
+/// carry that context and confirm the new one, and with it every read queued before it, without
+/// a quorum round after those were asked: on a leader already deposed, a stale read. A context
+/// is therefore sent once, and the answer to any of a round's contexts answers the round.
+fn retry_context(round: &[u8], retries: u32) -> Vec<u8> {
+    let mut ctx = Vec::with_capacity(round.len() + 5);
+    ctx.extend_from_slice(round);
+    ctx.push(RETRY_MARK);
+    ctx.extend_from_slice(&retries.to_be_bytes());
+    ctx
+}
 
 fn to_raft_hs(hs: &HardState) -> RaftHardState {
     RaftHardState {
@@ -218,6 +254,8 @@ impl RaftNode {
             id: cfg.id,
             leader: 0,
             pending_reads: std::collections::HashMap::new(),
+            forwarded_reads: std::collections::HashMap::new(),
+            next_forwarded: 0,
         })
     }
 
@@ -237,15 +275,28 @@ impl RaftNode {
             return;
         }
         let mut again = Vec::new();
-        for (ctx, age) in &mut self.pending_reads {
-            *age += 1;
-            if *age >= READ_RETRY_TICKS {
-                *age = 0;
-                again.push(ctx.clone());
+        for (round, pending) in &mut self.pending_reads {
+            pending.age += 1;
+            if pending.age >= READ_RETRY_TICKS {
+                pending.age = 0;
+                pending.retries += 1;
+                again.push(retry_context(round, pending.retries));
             }
         }
         for ctx in again {
             self.raw.read_index(ctx);
+        }
+    }
+
+    /// The read round a read state answers: its own context, or the round a retry context
+    /// was made from.
+    fn read_round(&self, ctx: Vec<u8>) -> Vec<u8> {
+        if self.pending_reads.contains_key(&ctx) {
+            return ctx;
+        }
+        match ctx.len().checked_sub(5) {
+            Some(n) if ctx[n] == RETRY_MARK => ctx[..n].to_vec(),
+            _ => ctx,
         }
     }
 
@@ -268,7 +319,8 @@ impl RaftNode {
         if self.raw.raft.leader_id == raft::INVALID_ID {
             return Err(EtcdError::NoLeader);
         }
-        self.pending_reads.insert(ctx.clone(), 0);
+        self.pending_reads
+            .insert(ctx.clone(), PendingRead::default());
         self.raw.read_index(ctx);
         Ok(())
     }
@@ -400,14 +452,51 @@ impl RaftNode {
     /// A peer's message; malformed bytes are dropped (peers are trusted but not infallible).
     /// Steps a peer's message in; returns its sender and whether it answers a heartbeat (for
     /// the peer metrics).
+    ///
+    /// A read-index request another member forwards to this leader reaches raft under a
+    /// context of this node's own, never given before, and the answer goes back under the
+    /// member's context ([`Self::ready`]): raft-rs then never holds one context twice, whatever
+    /// the member sends (an older member re-sends a read under the same context), which is
+    /// what etcd-io/raft#397 makes raft itself tolerate (see [`retry_context`]).
     pub fn step(&mut self, bytes: &[u8]) -> Option<(u64, bool)> {
-        let m = Self::decode_peer_message(bytes)?;
+        let mut m = Self::decode_peer_message(bytes)?;
         let seen = (
             m.from,
             m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeatResponse,
         );
+        if m.get_msg_type() == MessageType::MsgReadIndex
+            && m.from != self.id
+            && m.entries.len() == 1
+            && self.is_leader()
+            && self.raw.raft.commit_to_current_term()
+        {
+            self.next_forwarded += 1;
+            let mut own = vec![FORWARDED_MARK];
+            own.extend_from_slice(&self.next_forwarded.to_be_bytes());
+            let theirs = std::mem::replace(&mut m.entries[0].data, own.clone().into());
+            self.forwarded_reads.insert(own, theirs.to_vec());
+        }
         let _ = self.raw.step(m);
         Some(seen)
+    }
+
+    /// Puts back the member's own context into the answers to the read requests it forwarded
+    /// (see [`Self::step`]), and forgets the ones raft no longer holds.
+    fn answer_forwarded_reads(&mut self, msgs: &mut [Message]) {
+        if self.forwarded_reads.is_empty() {
+            return;
+        }
+        for m in msgs.iter_mut() {
+            if m.get_msg_type() == MessageType::MsgReadIndexResp
+                && m.entries.len() == 1
+                && let Some(theirs) = self.forwarded_reads.remove(m.entries[0].data.as_ref())
+            {
+                m.entries[0].data = theirs.into();
+            }
+        }
+        let pending = &self.raw.raft.read_only.pending_read_index;
+        self.forwarded_reads
+            .retain(|own, _| pending.contains_key(own));
     }
 
     pub fn on_persisted(&mut self, number: u64) {
@@ -444,10 +533,13 @@ impl RaftNode {
             self.leader = ss.leader_id;
             out.leader_changed = Some(ss.leader_id);
         }
-        let (snaps, msgs): (Vec<Message>, Vec<Message>) = rd
+        let (snaps, mut msgs): (Vec<Message>, Vec<Message>) = rd
             .take_messages()
             .into_iter()
             .partition(|m| m.get_msg_type() == MessageType::MsgSnapshot);
+        let mut persisted = rd.take_persisted_messages();
+        self.answer_forwarded_reads(&mut msgs);
+        self.answer_forwarded_reads(&mut persisted);
         out.messages = encode_messages(msgs);
         for m in snaps {
             let index = m.get_snapshot().get_metadata().index;
@@ -495,7 +587,7 @@ impl RaftNode {
         out.reads = rd
             .take_read_states()
             .into_iter()
-            .map(|r| (r.request_ctx, r.index))
+            .map(|r| (self.read_round(r.request_ctx), r.index))
             .collect();
         for (ctx, _) in &out.reads {
             self.pending_reads.remove(ctx);
@@ -525,7 +617,7 @@ impl RaftNode {
             });
         }
         out.must_sync = rd.must_sync();
-        out.persisted_messages = encode_messages(rd.take_persisted_messages());
+        out.persisted_messages = encode_messages(persisted);
         self.raw.advance_append_async(rd);
         Ok(Some(out))
     }

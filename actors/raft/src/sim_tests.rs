@@ -814,18 +814,15 @@ fn chaos_keeps_the_invariants() {
     }
 }
 
-/// Why read-index contexts must be unique across members and restarts (the raft actor draws
-/// them from an id generator seeded with the member id and its start time): the leader keeps
-/// one pending read per context and drops a second under a context it already holds — another
-/// member counting from the same number, or a member that restarted and counts from 1 again.
-/// The dropped read is not answered with the round that answers the first; distinct contexts
-/// are answered together.
+/// raft-rs's leader keeps one pending read per context and drops a second under a context it
+/// already holds (another member counting from the same number, or one that restarted and
+/// counts from 1 again), and a context it holds twice over time can be confirmed by stale
+/// heartbeat answers (etcd-io/raft#397). So the leader gives each read another member forwards
+/// a context of its own (`RaftNode::step`), and a follower's read under the very context of a
+/// read the leader is holding is answered with the same round, as one under a distinct context.
 #[test]
-fn a_read_under_a_context_the_leader_already_holds_is_dropped() {
-    for (ctx_leader, ctx_follower, want_both) in [
-        (&b"same"[..], &b"same"[..], false),
-        (&b"lead-1"[..], &b"foll-1"[..], true),
-    ] {
+fn a_read_under_a_context_the_leader_already_holds_is_answered_in_the_same_round() {
+    for (ctx_leader, ctx_follower) in [(&b"same"[..], &b"same"[..]), (b"lead-1", b"foll-1")] {
         let mut sim = Sim::new(5, 7, Faults::default());
         let (leader, _) = elect(&mut sim, 60);
         sim.run(10);
@@ -852,10 +849,9 @@ fn a_read_under_a_context_the_leader_already_holds_is_dropped() {
         let (Some(leader_at), Some(follower_at)) = at else {
             panic!("both reads are answered in the end: {at:?}");
         };
-        // The same round answers both, or the follower's waits for it to ask again.
-        assert_eq!(
+        // The same round answers both: the follower's does not wait for it to ask again.
+        assert!(
             follower_at <= leader_at + 1,
-            want_both,
             "contexts {ctx_leader:?} and {ctx_follower:?}: answered at {at:?}"
         );
     }
