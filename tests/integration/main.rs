@@ -20,6 +20,7 @@ mod elections;
 mod failpoints;
 mod fatal;
 mod fixes_3_5;
+mod fixes_3_6;
 mod flags;
 mod gateway;
 mod hostile;
