@@ -195,3 +195,36 @@ async fn progress_requests_answer_at_the_revision_every_watcher_reached() {
         "every event up to the reported revision came first"
     );
 }
+
+/// etcd 3.5.8 (#15619): RoleGrantPermission refuses a range that holds no key; 3.5.1 stored
+/// it. Prefixes and from-key ranges still go in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_permission_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.role_add("r").await.unwrap();
+    for (what, perm) in [
+        ("end below key", Permission::read("b").with_range_end("a")),
+        ("end at key", Permission::read("a").with_range_end("a")),
+        ("no key", Permission::read("")),
+    ] {
+        match c.role_grant_permission("r", perm).await {
+            Err(etcd_client::Error::GRpcStatus(s)) => {
+                assert_eq!(format!("{:?}", s.code()), "InvalidArgument", "{what}");
+                assert_eq!(s.message(), "etcdserver: invalid auth management", "{what}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    for perm in [
+        Permission::read("a"),
+        Permission::read("a").with_range_end("b"),
+        Permission::read("p/").with_prefix(),
+        Permission::read("f").with_from_key(),
+    ] {
+        c.role_grant_permission("r", perm).await.unwrap();
+    }
+    let role = c.role_get("r").await.unwrap();
+    assert_eq!(role.permissions().len(), 4);
+}

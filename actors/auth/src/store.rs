@@ -512,6 +512,9 @@ impl AuthStore {
                 let Some(perm) = r.perm else {
                     return refuse(EtcdError::PermissionNotGiven);
                 };
+                if !valid_permission_range(&perm.key, &perm.range_end) {
+                    return refuse(EtcdError::InvalidAuthMgmt);
+                }
                 let Some(mut role) = self.roles.get(&r.name).cloned() else {
                     return refuse(EtcdError::RoleNotFound);
                 };
@@ -552,6 +555,12 @@ impl AuthStore {
 
 /// The stored password: the base64 bcrypt hash the front proposed, or (an entry written by an
 /// older proposer) a clear password hashed here, as etcd's `selectPassword` does.
+/// etcd's `isValidPermissionRange` (3.5.8, #15619): a permission names a key, and a range end,
+/// if any, above it or `"\0"` (every key from `key` on).
+fn valid_permission_range(key: &[u8], range_end: &[u8]) -> bool {
+    !key.is_empty() && (range_end.is_empty() || key < range_end || range_end == [0])
+}
+
 fn select_password(password: &[u8], hashed: &str) -> Result<Vec<u8>, EtcdError> {
     if !password.is_empty() && hashed.is_empty() {
         return crate::password::hash_password(password, crate::password::DEFAULT_COST)
@@ -692,6 +701,25 @@ mod tests {
                     perm: None,
                 }),
                 Err(PermissionNotGiven),
+                6,
+            ),
+            // etcd 3.5.8 (#15619): a range that holds no key is refused; 3.5.1 stored it.
+            (
+                "an empty range",
+                grant("app", "b", b"a", Type::Read),
+                Err(InvalidAuthMgmt),
+                6,
+            ),
+            (
+                "a range ending at its key",
+                grant("app", "a", b"a", Type::Read),
+                Err(InvalidAuthMgmt),
+                6,
+            ),
+            (
+                "no key",
+                grant("app", "", b"", Type::Read),
+                Err(InvalidAuthMgmt),
                 6,
             ),
             (
