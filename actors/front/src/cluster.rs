@@ -115,9 +115,11 @@ fn connected(voters: &[u64], me: u64, activity: &HashMap<u64, Duration>) -> usiz
         .count()
 }
 
-/// etcd's `mayAddMember` health rule: every voter is connected.
+/// etcd's `mayAddMember` health rule since 3.5.30 (#21669): counting the new member as down,
+/// the connected voters still make a quorum of the grown cluster (3.5.1 asked for every voter,
+/// so one member down blocked every add). A one-member cluster may always grow.
 pub fn healthy_to_add(voters: &[u64], me: u64, activity: &HashMap<u64, Duration>) -> bool {
-    connected(voters, me, activity) == voters.len()
+    voters.len() == 1 || connected(voters, me, activity) > (voters.len() + 1) / 2
 }
 
 /// etcd's `mayRemoveMember` health rule: a member that is down may go; otherwise the connected
@@ -386,7 +388,12 @@ mod tests {
         // Just started: the streams are younger than the health interval.
         assert!(!healthy_to_add(&voters, 1, &up(&[(2, 1), (3, 1)])));
         assert!(healthy_to_add(&voters, 1, &up(&[(2, 5), (3, 9)])));
+        // One of three down: two of four would be no quorum.
         assert!(!healthy_to_add(&voters, 1, &up(&[(2, 5)])));
+        // One of four down: three of five are (etcd 3.5.30, #21669; 3.5.1 refused).
+        assert!(healthy_to_add(&[1, 2, 3, 4], 1, &up(&[(2, 5), (3, 5)])));
+        assert!(!healthy_to_add(&[1, 2, 3, 4], 1, &up(&[(2, 5)])));
+        assert!(healthy_to_add(&[1], 1, &up(&[])));
         // A member that is down may be removed; a connected one only if a quorum stays.
         assert!(healthy_to_remove(&voters, 1, 3, &up(&[(2, 9)])));
         assert!(healthy_to_remove(&voters, 1, 3, &up(&[(2, 9), (3, 9)])));
