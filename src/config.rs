@@ -38,6 +38,10 @@ pub struct Flags {
         default_value = "http://localhost:2379"
     )]
     pub listen_client_urls: String,
+    /// URLs to listen on for HTTP-only client traffic (the JSON gateway, `/health`,
+    /// `/metrics`, `/v2`…); given, `--listen-client-urls` serve gRPC only (etcd 3.5.8+).
+    #[arg(long, env = "ETCD_LISTEN_CLIENT_HTTP_URLS", default_value = "")]
+    pub listen_client_http_urls: String,
     /// Client URLs advertised to the rest of the cluster.
     #[arg(
         long,
@@ -905,6 +909,8 @@ pub struct Config {
     pub cluster_id: u64,
     pub members: Vec<InitialMember>,
     pub client_urls: Vec<String>,
+    /// `--listen-client-http-urls`.
+    pub client_http_urls: Vec<String>,
     pub advertise_client_urls: Vec<String>,
     /// What `https://` client URLs serve; `Some` whenever there is one.
     pub client_tls: Option<ClientTls>,
@@ -1109,7 +1115,9 @@ impl TryFrom<Flags> for Config {
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.actcd", flags.name)));
         let client_urls = split_urls(&flags.listen_client_urls);
-        let client_tls = crate::tls_config::client_tls(&flags.tls, &client_urls, &data_dir)?;
+        let client_http_urls = split_urls(&flags.listen_client_http_urls);
+        let all_client_urls = [client_urls.as_slice(), &client_http_urls].concat();
+        let client_tls = crate::tls_config::client_tls(&flags.tls, &all_client_urls, &data_dir)?;
         let peer_urls: Vec<String> = split_urls(&flags.listen_peer_urls)
             .into_iter()
             .chain(members.iter().flat_map(|m| m.peer_urls.clone()))
@@ -1139,6 +1147,7 @@ impl TryFrom<Flags> for Config {
         })?;
         let cfg = Config {
             client_urls,
+            client_http_urls,
             client_tls,
             peer_tls,
             auto_compaction,

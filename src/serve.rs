@@ -70,13 +70,16 @@ pub(crate) fn serve_clients(
             ) => true,
         };
         let mut servers = Vec::new();
+        let ports: Vec<ClientPort> = client_listeners.iter().map(|b| b.port.clone()).collect();
         if published {
-            for (url, listener) in client_listeners {
+            for bound in client_listeners {
                 servers.push(serve_one(
-                    &url, listener, cfg, &pipeline, &stop_tx, threads, &actors,
+                    bound, cfg, &pipeline, &stop_tx, threads, &actors,
                 )?);
             }
             stop.await;
+        } else {
+            drop(client_listeners);
         }
         tracing::info!("shutting down");
         pipeline.close_streams();
@@ -85,6 +88,7 @@ pub(crate) fn serve_clients(
             // Streams that never end must not hold shutdown hostage.
             let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
         }
+        remove_sockets(&ports);
         Ok(())
     })
 }
@@ -133,23 +137,142 @@ fn pipeline(cfg: &Config, routes: PipelineRoutes) -> Arc<Pipeline> {
     pipeline
 }
 
-/// Binds every `--listen-client-urls` address (nothing is accepted yet).
-fn bind_clients(cfg: &Config) -> Result<Vec<(String, TcpListener)>, StartError> {
-    cfg.client_urls
+/// One client listener: every client URL of one address, as etcd's `configureClientListeners`
+/// groups them into a `serveCtx` (`http://` and `https://` on one port make one listener that
+/// serves both), and what it serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientPort {
+    /// `host:port`, or a unix socket's path.
+    pub address: String,
+    pub unix: bool,
+    /// Serves plain connections (an `http://` or `unix://` URL).
+    pub insecure: bool,
+    /// Serves TLS (an `https://` or `unixs://` URL).
+    pub secure: bool,
+    pub traffic: actcd_front::Traffic,
+    /// The URLs, for messages.
+    pub urls: Vec<String>,
+}
+
+/// etcd's `resolveUrl`: the address a client URL listens on, whether it is TLS, whether it is
+/// a unix socket. A unix URL's socket is the file its host (and path) names, relative to the
+/// working directory: `unix://localhost:2379` listens on `./localhost:2379`. The URL is checked
+/// as etcd's URL flags check it, with etcd's words.
+pub(crate) fn resolve_url(url: &str) -> Result<(String, bool, bool), String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    if !matches!(scheme, "http" | "https" | "unix" | "unixs") {
+        return Err(format!(
+            "URL scheme must be http, https, unix, or unixs: {url}"
+        ));
+    }
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let port_ok = host
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.chars().all(|c| c.is_ascii_digit()));
+    if !port_ok {
+        return Err(format!(
+            "URL address does not have the form \"host:port\": {url}"
+        ));
+    }
+    if !path.is_empty() {
+        return Err(format!("URL must not contain a path: {url}"));
+    }
+    let secure = matches!(scheme, "https" | "unixs");
+    let unix = matches!(scheme, "unix" | "unixs");
+    Ok((host.to_string(), secure, unix))
+}
+
+/// etcd's `configureClientListeners`: one listener per distinct address of
+/// `--listen-client-urls` and `--listen-client-http-urls`. With HTTP URLs given, the client
+/// URLs serve gRPC only and the HTTP URLs HTTP only; one address cannot be both.
+pub(crate) fn client_ports(
+    client_urls: &[String],
+    http_urls: &[String],
+) -> Result<Vec<ClientPort>, String> {
+    use actcd_front::Traffic;
+    let mut ports: Vec<ClientPort> = Vec::new();
+    let split = !http_urls.is_empty();
+    for (url, http_only) in client_urls
         .iter()
-        .map(|url| {
-            let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
-                url: url.clone(),
-                reason: "not an http(s)://host:port URL".into(),
-            })?;
-            let listener =
-                crate::listen::listen(addr, cfg.flags.socket_reuse_port).map_err(|e| {
-                    StartError::Listen {
-                        url: url.clone(),
-                        reason: e.to_string(),
+        .map(|u| (u, false))
+        .chain(http_urls.iter().map(|u| (u, true)))
+    {
+        let (address, secure, unix) = resolve_url(url)?;
+        let traffic = match (split, http_only) {
+            (false, _) => Traffic::GrpcAndHttp,
+            (true, false) => Traffic::Grpc,
+            (true, true) => Traffic::Http,
+        };
+        let port = match ports.iter_mut().find(|p| p.address == address) {
+            Some(p) => {
+                if http_only && p.traffic != Traffic::Http {
+                    // etcd 3.5's words (3.6 spells the flags --listen-client-urls and
+                    // --listen-client-http-urls).
+                    return Err(format!(
+                        "cannot bind both --client-listen-urls and --client-listen-http-urls on the same url {url}"
+                    ));
+                }
+                p
+            }
+            None => {
+                ports.push(ClientPort {
+                    address,
+                    unix,
+                    insecure: false,
+                    secure: false,
+                    traffic,
+                    urls: Vec::new(),
+                });
+                ports.last_mut().ok_or("no port")?
+            }
+        };
+        port.secure |= secure;
+        port.insecure |= !secure;
+        port.unix = unix;
+        port.urls.push(url.clone());
+    }
+    Ok(ports)
+}
+
+/// A bound client listener, not yet accepting.
+pub(crate) struct BoundPort {
+    port: ClientPort,
+    listener: actcd_front::ClientListener,
+}
+
+/// Binds every client listener (nothing is accepted yet). A unix socket's file is removed
+/// first if it exists, as etcd's `NewUnixListener` removes it (a stale socket of a member that
+/// did not stop cleanly), and again when the member stops.
+fn bind_clients(cfg: &Config) -> Result<Vec<BoundPort>, StartError> {
+    let ports =
+        client_ports(&cfg.client_urls, &cfg.client_http_urls).map_err(StartError::Runtime)?;
+    ports
+        .into_iter()
+        .map(|port| {
+            let failed = |reason: String| StartError::Listen {
+                url: port.urls.join(","),
+                reason,
+            };
+            let listener = if port.unix {
+                match std::fs::remove_file(&port.address) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(failed(e.to_string()));
                     }
-                })?;
-            Ok((url.clone(), listener))
+                    _ => {}
+                }
+                actcd_front::ClientListener::Unix(
+                    tokio::net::UnixListener::bind(&port.address)
+                        .map_err(|e| failed(e.to_string()))?,
+                )
+            } else {
+                let addr = actcd_front::parse_url(&port.address)
+                    .ok_or_else(|| failed("not a host:port address".into()))?;
+                actcd_front::ClientListener::Tcp(
+                    crate::listen::listen(addr, cfg.flags.socket_reuse_port)
+                        .map_err(|e| failed(e.to_string()))?,
+                )
+            };
+            Ok(BoundPort { port, listener })
         })
         .collect()
 }
@@ -157,39 +280,48 @@ fn bind_clients(cfg: &Config) -> Result<Vec<(String, TcpListener)>, StartError> 
 /// Starts accepting clients on one bound listener: on the front's runtime, or on the actors'
 /// thread when the front shares it (`front_threads() == 0`).
 fn serve_one(
-    url: &str,
-    listener: TcpListener,
+    bound: BoundPort,
     cfg: &Config,
     pipeline: &Arc<Pipeline>,
     stop_tx: &tokio::sync::broadcast::Sender<()>,
     threads: usize,
     actors: &actix::ArbiterHandle,
 ) -> Result<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>, StartError> {
-    // Config holds TLS settings whenever a URL is https.
-    let tls = if url.starts_with("https://") {
-        cfg.client_tls.clone()
-    } else {
-        None
+    let BoundPort { port, listener } = bound;
+    // Config holds TLS settings whenever a URL is https or unixs.
+    let listening = actcd_front::Listening {
+        insecure: port.insecure,
+        tls: cfg.client_tls.clone().filter(|_| port.secure),
+        traffic: port.traffic,
     };
-    let secure = tls.is_some();
-    let addr = listener.local_addr().map_err(|e| StartError::Listen {
-        url: url.to_string(),
-        reason: e.to_string(),
-    })?;
+    let address = listener.address();
     let mut stop = stop_tx.subscribe();
     let shutdown = async move {
         let _ = stop.recv().await;
     };
     let server = if threads == 0 {
-        let std_listener = listener.into_std().map_err(|e| StartError::Listen {
-            url: url.to_string(),
+        // Moved to the actors' runtime through its std form.
+        let std_listener = match listener {
+            actcd_front::ClientListener::Tcp(l) => l.into_std().map(StdListener::Tcp),
+            actcd_front::ClientListener::Unix(l) => l.into_std().map(StdListener::Unix),
+        }
+        .map_err(|e| StartError::Listen {
+            url: port.urls.join(","),
             reason: e.to_string(),
         })?;
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let p = pipeline.clone();
         actors.spawn(async move {
-            if let Ok(l) = TcpListener::from_std(std_listener) {
-                let _ = actcd_front::serve(l, p, tls, shutdown).await;
+            let l = match std_listener {
+                StdListener::Tcp(l) => {
+                    TcpListener::from_std(l).map(actcd_front::ClientListener::Tcp)
+                }
+                StdListener::Unix(l) => {
+                    tokio::net::UnixListener::from_std(l).map(actcd_front::ClientListener::Unix)
+                }
+            };
+            if let Ok(l) = l {
+                let _ = actcd_front::serve(l, p, listening, shutdown).await;
             }
             let _ = done_tx.send(());
         });
@@ -201,17 +333,37 @@ fn serve_one(
         tokio::spawn(actcd_front::serve(
             listener,
             pipeline.clone(),
-            tls,
+            listening,
             shutdown,
         ))
     };
-    tracing::info!(address = %addr, "ready to serve client requests");
-    if secure {
-        tracing::info!(address = %addr, "serving client traffic securely");
-    } else {
-        tracing::info!(address = %addr, "serving client traffic insecurely");
+    tracing::info!(address = %address, "ready to serve client requests");
+    let traffic = port.traffic.name();
+    if port.insecure {
+        tracing::info!(
+            address = %address,
+            traffic,
+            "serving client traffic insecurely; this is strongly discouraged!"
+        );
+    }
+    if port.secure {
+        tracing::info!(address = %address, traffic, "serving client traffic securely");
     }
     Ok(server)
+}
+
+/// A listener on its way to another runtime.
+enum StdListener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// Removes the unix sockets' files once their listeners are closed, as etcd's unix listener
+/// does on close.
+fn remove_sockets(ports: &[ClientPort]) {
+    for p in ports.iter().filter(|p| p.unix) {
+        let _ = std::fs::remove_file(&p.address);
+    }
 }
 
 /// `--listen-metrics-urls`: `/metrics`, `/health` and friends on a port of their own, served
@@ -296,5 +448,96 @@ async fn publish_attributes(
             ),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_front::Traffic;
+
+    fn urls(s: &[&str]) -> Vec<String> {
+        s.iter().map(|u| u.to_string()).collect()
+    }
+
+    #[test]
+    fn client_urls_of_one_address_make_one_listener() {
+        let ports = client_ports(
+            &urls(&[
+                "http://127.0.0.1:2379",
+                "https://127.0.0.1:2379",
+                "unix://localhost:2381",
+                "unixs://localhost:2382",
+            ]),
+            &[],
+        )
+        .unwrap();
+        let summary: Vec<_> = ports
+            .iter()
+            .map(|p| (p.address.as_str(), p.unix, p.insecure, p.secure, p.traffic))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("127.0.0.1:2379", false, true, true, Traffic::GrpcAndHttp),
+                ("localhost:2381", true, true, false, Traffic::GrpcAndHttp),
+                ("localhost:2382", true, false, true, Traffic::GrpcAndHttp),
+            ]
+        );
+    }
+
+    #[test]
+    fn http_urls_split_the_traffic() {
+        let ports = client_ports(
+            &urls(&["https://127.0.0.1:2379"]),
+            &urls(&["http://127.0.0.1:2380", "https://127.0.0.1:2380"]),
+        )
+        .unwrap();
+        let summary: Vec<_> = ports
+            .iter()
+            .map(|p| (p.address.as_str(), p.insecure, p.secure, p.traffic))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("127.0.0.1:2379", false, true, Traffic::Grpc),
+                ("127.0.0.1:2380", true, true, Traffic::Http),
+            ]
+        );
+        assert_eq!(
+            client_ports(
+                &urls(&["http://127.0.0.1:2379"]),
+                &urls(&["https://127.0.0.1:2379"])
+            ),
+            Err(
+                "cannot bind both --client-listen-urls and --client-listen-http-urls on the same \
+                 url https://127.0.0.1:2379"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn client_urls_are_checked_with_etcds_words() {
+        for (url, want) in [
+            (
+                "ftp://127.0.0.1:1",
+                "URL scheme must be http, https, unix, or unixs: ftp://127.0.0.1:1",
+            ),
+            (
+                "unix:///tmp/etcd.sock",
+                "URL address does not have the form \"host:port\": unix:///tmp/etcd.sock",
+            ),
+            (
+                "http://127.0.0.1:1/x",
+                "URL must not contain a path: http://127.0.0.1:1/x",
+            ),
+        ] {
+            assert_eq!(resolve_url(url), Err(want.to_string()), "{url}");
+        }
+        assert_eq!(
+            resolve_url("unix://localhost:2379"),
+            Ok(("localhost:2379".to_string(), false, true))
+        );
     }
 }

@@ -209,7 +209,10 @@ pub(crate) fn client_tls(
     let (cert_file, key_file) = (path_flag(&flags.cert_file), path_flag(&flags.key_file));
     let trusted_ca_file = path_flag(&flags.trusted_ca_file);
     let key_pair_given = cert_file.is_some() || key_file.is_some();
-    for url in client_urls.iter().filter(|u| u.starts_with("http://")) {
+    for url in client_urls
+        .iter()
+        .filter(|u| u.starts_with("http://") || u.starts_with("unix://"))
+    {
         if key_pair_given {
             tracing::warn!(
                 client_url = %url,
@@ -223,7 +226,10 @@ pub(crate) fn client_tls(
             );
         }
     }
-    let Some(https) = client_urls.iter().find(|u| u.starts_with("https://")) else {
+    let Some(https) = client_urls
+        .iter()
+        .find(|u| u.starts_with("https://") || u.starts_with("unixs://"))
+    else {
         return Ok(None);
     };
     if flags.auto_tls && key_pair_given {

@@ -27,6 +27,7 @@ mod hostile;
 mod http;
 mod lease;
 mod linearizability;
+mod listeners;
 mod lock;
 mod maintenance;
 mod membership;

@@ -5,7 +5,6 @@
 //! JSON gateway body, and forged or expired JWTs.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -415,57 +414,14 @@ where
     }
 }
 
-/// etcd's separate HTTP listener, where GHSA-3wh4-j44w-pg92's bypass lived, is not a flag of
-/// actcd: start-up stops on `--listen-client-http-urls`. Should the flag ever be added, this
-/// fails, so that whoever adds it also tries the CRL on the listener it opens.
-async fn listen_client_http_urls_is_refused(data: &Path) {
-    let (client, peer, http) = (free_port(), free_port(), free_port());
-    let client = format!("http://127.0.0.1:{client}");
-    let peer = format!("http://127.0.0.1:{peer}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
-        .arg("--data-dir")
-        .arg(data)
-        .args(["--listen-client-urls", &client])
-        .args(["--advertise-client-urls", &client])
-        .args(["--listen-peer-urls", &peer])
-        .args(["--initial-advertise-peer-urls", &peer])
-        .args(["--initial-cluster", &format!("default={peer}")])
-        .args([
-            "--listen-client-http-urls",
-            &format!("https://127.0.0.1:{http}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "actcd now runs with --listen-client-http-urls: try a revoked certificate on \
-                 that listener in a_revoked_client_certificate_is_refused_on_every_client_listener"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(!status.success(), "{err}");
-    assert!(err.contains("--listen-client-http-urls"), "{err}");
-}
-
 /// GHSA-3wh4-j44w-pg92: with `--listen-client-http-urls` set, etcd's gRPC listener was built
 /// without the `--client-crl-file` check, so a revoked client certificate still reached gRPC.
-/// actcd has no such flag (checked: start-up refuses it); every `--listen-client-urls` listener
-/// serves gRPC and HTTP/1.1 behind the one TLS configuration. With `--client-cert-auth`,
-/// `--trusted-ca-file` and a CRL revoking bob's certificate, on both of two https client
-/// URLs: alice's certificate works for gRPC and for HTTP/1.1 (`/health`, the gateway); bob's,
-/// and none at all, get no answer from either.
+/// actcd's client listeners, gRPC-only and HTTP-only ones too, all run their handshakes through
+/// one verifier that reads the CRL (the split listeners are tried in
+/// `listeners::split_listeners_keep_tls_client_cert_auth_and_the_crl`). Here, with
+/// `--client-cert-auth`, `--trusted-ca-file` and a CRL revoking bob's certificate, on both of
+/// two https client URLs: alice's certificate works for gRPC and for HTTP/1.1 (`/health`, the
+/// gateway); bob's, and none at all, get no answer from either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_client_certificate_is_refused_on_every_client_listener() {
     let pki = tempfile::tempdir().unwrap();
@@ -510,7 +466,6 @@ async fn a_revoked_client_certificate_is_refused_on_every_client_listener() {
     let crl_file = write(dir, "crl.pem", &crl.pem().unwrap());
 
     let data = tempfile::tempdir().unwrap();
-    listen_client_http_urls_is_refused(&data.path().join("refused")).await;
 
     let mut srv = Server {
         child: None,

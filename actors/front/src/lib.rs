@@ -142,6 +142,7 @@ mod pipeline;
 mod range_route;
 pub mod routes;
 mod server;
+mod socket;
 mod tls;
 pub mod v2;
 mod watch;
@@ -150,6 +151,7 @@ mod watch_route;
 pub use cluster::check_peer_urls;
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve, serve_metrics};
+pub use socket::{ClientListener, Listening, Socket, Traffic};
 pub use tls::{
     ClientTls, NOT_ALLOWED, PemInput, ServerCheck, TlsError, TlsOptions, check_client_san,
     client_common_name, client_config, server_config,

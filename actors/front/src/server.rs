@@ -1,5 +1,6 @@
-//! The client port: the tonic router of every service, the HTTP/1.1 side beside it on the same
-//! port (plain and TLS), and the metrics listener.
+//! The client port: the tonic router of every service, the HTTP side beside it on the same
+//! port, plain and TLS on one port routed by each connection's first bytes, and the metrics
+//! listener.
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::lease_server::LeaseServer;
 use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
@@ -23,6 +24,8 @@ use crate::lock::LockService;
 use crate::maintenance::MaintenanceService;
 use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
+use crate::socket::{ClientListener, Listening, Socket};
+#[cfg(test)]
 use crate::tls::ClientTls;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
@@ -30,17 +33,19 @@ use actcd_proto::v3lockpb::lock_server::LockServer;
 /// How long an accept loop waits after a failed accept (the peer port's pause).
 const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Serves the client API on an already bound listener until `shutdown` resolves: over TLS with
-/// `tls` (an `https://` URL), else plain. Either way gRPC and HTTP/1.1 share the port, as on
-/// etcd's: plain connections are routed by [`sniffed`], TLS ones by [`decrypted`], which runs
-/// the handshake itself so that it can route what it decrypts (tonic's own TLS would take every
-/// connection as HTTP/2). The tonic server therefore never has a TLS config of its own.
+/// Serves the client API on an already bound listener until `shutdown` resolves, as etcd's
+/// `serveCtx.serve` does: plain, TLS, or both on one port (`listening`), and gRPC, HTTP or
+/// both (`listening.traffic`). Every connection is routed by its first bytes in [`routed`]: a
+/// TLS handshake record is TLS (whose handshake is run here, so that what it decrypts can be
+/// routed too: tonic's own TLS would take every connection as HTTP/2), HTTP/2's preface is
+/// gRPC, anything else HTTP/1.1. The tonic server therefore never has a TLS config of its own.
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Into<ClientListener>,
     pipeline: Arc<Pipeline>,
-    tls: Option<ClientTls>,
+    listening: Listening,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
+    let listener = listener.into();
     let limit = pipeline.config.max_recv_bytes;
     let kv = KvServer::new(KvService {
         pipeline: pipeline.clone(),
@@ -73,8 +78,11 @@ pub async fn serve(
         stats: pipeline.requests.clone(),
         learner: pipeline.routes.learner.clone(),
     };
-    let http = pipeline.clone();
-    let counters = pipeline.counters.clone();
+    let routing = Routing {
+        counters: pipeline.counters.clone(),
+        http: Some(pipeline.clone()),
+        listening,
+    };
     let (keepalive, max_streams) = (
         pipeline.config.grpc_keepalive,
         pipeline.config.max_concurrent_streams,
@@ -84,7 +92,7 @@ pub async fn serve(
         .http2_keepalive_interval(keepalive.map(|(interval, _)| interval))
         .http2_keepalive_timeout(keepalive.map(|(_, timeout)| timeout))
         .max_concurrent_streams(max_streams)
-        .layer(tower_layer::layer_fn(|inner| TlsPeerAddr { inner }))
+        .layer(tower_layer::layer_fn(|inner| PeerInfo { inner }))
         .layer(front_layer)
         .add_service(kv)
         .add_service(maintenance)
@@ -97,145 +105,283 @@ pub async fn serve(
     // Every HTTP/2 connection passes through `AuthorityFix`, for etcd 3.4's Go client.
     use actcd_h2authority::AuthorityFix;
     use futures::StreamExt;
-    match tls {
-        None => {
-            let incoming = sniffed(listener, http).map(|conn| conn.map(AuthorityFix::new));
-            router
-                .serve_with_incoming_shutdown(incoming, shutdown)
-                .await
-        }
-        Some(tls) => {
-            let incoming = decrypted(listener, tls, counters, Some(http))
-                .map(|conn| conn.map(AuthorityFix::new));
-            router
-                .serve_with_incoming_shutdown(incoming, shutdown)
-                .await
+    let incoming = routed(listener, routing).map(|conn| conn.map(AuthorityFix::new));
+    router
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}
+
+/// How long a connection may take to send the first bytes that [`routed`] looks at.
+const SNIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The first byte of every TLS connection: a handshake record (ClientHello).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// A connection as tonic gets it: plain, or TLS (decrypted here), each with the first bytes
+/// read to route it read again first. The byte count is taken under TLS, so handshakes and
+/// record overhead count as they did when tonic ran the handshake on a counted socket.
+pub(crate) enum Conn {
+    Plain(Rewound<Counted<Socket>>),
+    Tls(Box<TlsConn>),
+}
+
+/// A decrypted connection for tonic.
+pub(crate) type TlsConn = Rewound<tokio_rustls::server::TlsStream<Rewound<Counted<Socket>>>>;
+
+/// What tonic puts in a request's extensions for a [`Conn`]; [`PeerInfo`] turns it into the
+/// `TcpConnectInfo` and `TlsConnectInfo` the services read.
+#[derive(Clone)]
+pub(crate) enum ConnInfo {
+    Plain(TcpConnectInfo),
+    Tls(TlsConnectInfo<TcpConnectInfo>),
+}
+
+impl Connected for Conn {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        match self {
+            Conn::Plain(s) => ConnInfo::Plain(s.connect_info()),
+            Conn::Tls(s) => ConnInfo::Tls(s.connect_info()),
         }
     }
 }
 
-/// How long a connection may take to send the first bytes that [`route`] looks at.
-const SNIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Accepted plain-TCP connections for tonic. Each connection's first bytes are looked at first,
-/// on a task of its own: HTTP/2 (gRPC) goes to tonic, anything else is served as HTTP/1.1
-/// (`/health`, `/metrics`…), as etcd serves both on its client port. Every connection counts
-/// its bytes into the front's counters.
-fn sniffed(
-    listener: TcpListener,
-    pipeline: Arc<Pipeline>,
-) -> impl futures::Stream<Item = std::io::Result<Counted<TcpStream>>> {
-    per_connection(listener, move |stream, to_grpc| {
-        let pipeline = pipeline.clone();
-        async move {
-            let mut first = [0u8; 3];
-            let peeked = tokio::time::timeout(SNIFF_TIMEOUT, async {
-                loop {
-                    match stream.peek(&mut first).await {
-                        Ok(n) if n >= first.len() => return true,
-                        Ok(0) | Err(_) => return false,
-                        Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
-                    }
-                }
-            })
-            .await;
-            let stream = Counted::new(stream, &pipeline.counters);
-            match peeked {
-                Ok(true) if crate::http::is_http2_preface(&first) => {
-                    let _ = to_grpc.send(Ok(stream)).await;
-                }
-                Ok(true) => {
-                    crate::http::serve_connection(stream, pipeline, crate::http::Port::Plain).await
-                }
-                _ => {}
-            }
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => std::pin::Pin::new(&mut **s).poll_read(cx, buf),
         }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => std::pin::Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => std::pin::Pin::new(&mut **s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => std::pin::Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => std::pin::Pin::new(&mut **s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// How [`routed`] routes one listener's connections.
+#[derive(Clone)]
+struct Routing {
+    counters: Arc<crate::metrics::FrontCounters>,
+    /// Where HTTP (not gRPC) connections are served; `None` (tests): every connection that
+    /// gets through goes to tonic.
+    http: Option<Arc<Pipeline>>,
+    listening: Listening,
+}
+
+/// Accepted connections for tonic, each routed by its first bytes on a task of its own (a slow
+/// or silent client holds only its own task), as etcd's cmux routes them:
+/// - a TLS handshake record (`0x16`), when the listener serves TLS: the handshake, with the
+///   rules of [`ClientTls`] (a failed one drops the connection), then by the ALPN protocol
+///   agreed — `h2` is HTTP/2; none or `http/1.1` is routed by its first decrypted bytes;
+/// - otherwise, when the listener serves plain connections: HTTP/2's preface is gRPC,
+///   anything else HTTP/1.1 (`/health`, `/metrics`, the gateway…);
+/// - otherwise (plain bytes on a TLS-only listener) the connection is closed without a word,
+///   as etcd's TLS listener closes it: no TLS alert, which such a client could not read.
+///
+/// Then by the listener's traffic (`--listen-client-http-urls`): HTTP/2 goes to tonic where
+/// gRPC is served; on an HTTP-only listener HTTP/2 over TLS is served by the HTTP handler (a
+/// gRPC call there is answered 404, as etcd's HTTP server answers it) and plain HTTP/2 is
+/// closed (etcd's cmux matches HTTP/1 only there); on a gRPC-only listener HTTP/1.1 is closed
+/// unanswered, as grpc-go closes a connection that does not open with HTTP/2's preface.
+/// Every connection counts its bytes into the front's counters.
+fn routed(
+    listener: ClientListener,
+    routing: Routing,
+) -> impl futures::Stream<Item = std::io::Result<Conn>> {
+    per_connection(listener, move |socket, to_grpc| {
+        route(socket, routing.clone(), to_grpc)
     })
 }
 
-/// A TLS connection as tonic gets it: the first bytes [`decrypted`] read to route it, then the
-/// rest of the decrypted stream. The byte count is taken under TLS, so handshakes and record
-/// overhead count as they did when tonic ran the handshake on a counted socket.
-pub(crate) type TlsConn = Rewound<tokio_rustls::server::TlsStream<Counted<TcpStream>>>;
+/// Routes one connection (see [`routed`]).
+async fn route(
+    socket: Socket,
+    r: Routing,
+    to_grpc: tokio::sync::mpsc::Sender<std::io::Result<Conn>>,
+) {
+    let mut stream = Counted::new(socket, &r.counters);
+    let mut first = Vec::with_capacity(3);
+    if !read_at_least(&mut stream, &mut first, 1).await {
+        return;
+    }
+    let traffic = r.listening.traffic;
+    let tls = r
+        .listening
+        .tls
+        .as_ref()
+        .filter(|_| first[0] == TLS_HANDSHAKE_RECORD);
+    if let Some(tls) = tls {
+        let Ok(mut stream) = tls.accept(Rewound::new(first, stream)).await else {
+            return;
+        };
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(crate::tls::ALPN_H2);
+        let Some(pipeline) = r.http else {
+            let _ = to_grpc
+                .send(Ok(Conn::Tls(Box::new(Rewound::new(Vec::new(), stream)))))
+                .await;
+            return;
+        };
+        if h2 {
+            let stream = Rewound::new(Vec::new(), stream);
+            if traffic.grpc() {
+                let _ = to_grpc.send(Ok(Conn::Tls(Box::new(stream)))).await;
+            } else {
+                crate::http::serve_http2_connection(stream, pipeline, crate::http::Port::Tls).await;
+            }
+            return;
+        }
+        let mut first = Vec::with_capacity(3);
+        if !read_at_least(&mut stream, &mut first, 3).await {
+            return;
+        }
+        let preface = crate::http::is_http2_preface(&first);
+        let stream = Rewound::new(first, stream);
+        match (preface, traffic.grpc(), traffic.http()) {
+            (true, true, _) => {
+                let _ = to_grpc.send(Ok(Conn::Tls(Box::new(stream)))).await;
+            }
+            (false, _, true) => {
+                crate::http::serve_connection(stream, pipeline, crate::http::Port::Tls).await
+            }
+            _ => close_quietly(stream).await,
+        }
+        return;
+    }
+    if !r.listening.insecure {
+        close_quietly(stream).await;
+        return;
+    }
+    if !read_at_least(&mut stream, &mut first, 3).await {
+        return;
+    }
+    let preface = crate::http::is_http2_preface(&first);
+    let stream = Rewound::new(first, stream);
+    match (&r.http, preface, traffic.grpc(), traffic.http()) {
+        (None, ..) | (_, true, true, _) => {
+            let _ = to_grpc.send(Ok(Conn::Plain(stream))).await;
+        }
+        (Some(pipeline), false, _, true) => {
+            crate::http::serve_connection(stream, pipeline.clone(), crate::http::Port::Plain).await
+        }
+        _ => close_quietly(stream).await,
+    }
+}
 
-/// Accepted TLS connections for tonic. Each connection's handshake runs on a task of its own
-/// (a slow or silent client holds only its own task, for at most the handshake timeout), with
-/// the rules of [`ClientTls`]; a failed handshake drops the connection. Then, by the ALPN
-/// protocol agreed: `h2` goes to tonic; none or `http/1.1` is routed by its first decrypted
-/// bytes as [`sniffed`] routes plain ones — HTTP/2's preface to tonic, anything else to the
-/// HTTP/1.1 handler. With no `http1` (tests), every connection goes to tonic.
-///
-/// tonic gets the `TlsStream` itself (inside [`Rewound`], which passes its connection info
-/// through), for which it implements `Connected` with `TlsConnectInfo`: so
-/// `Request::peer_certs`, and with it `--client-cert-auth`, work as with tonic's own TLS.
-/// The first byte of every TLS connection: a handshake record (ClientHello).
-const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+/// Reads until `buf` holds at least `n` bytes, within [`SNIFF_TIMEOUT`]; false when the
+/// connection ends, fails or stays silent first.
+async fn read_at_least<IO: AsyncRead + Unpin>(
+    stream: &mut IO,
+    buf: &mut Vec<u8>,
+    n: usize,
+) -> bool {
+    tokio::time::timeout(SNIFF_TIMEOUT, async {
+        let mut chunk = [0u8; 3];
+        while buf.len() < n {
+            let want = (n - buf.len()).min(chunk.len());
+            match stream.read(&mut chunk[..want]).await {
+                Ok(0) | Err(_) => return false,
+                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            }
+        }
+        true
+    })
+    .await
+    .unwrap_or(false)
+}
 
+/// Closes a connection this listener does not serve without answering it. What it sent is
+/// read first (for a moment), so the close is a clean one: unread bytes would turn it into a
+/// reset.
+async fn close_quietly<IO: AsyncRead + AsyncWrite + Unpin>(mut stream: IO) {
+    use tokio::io::AsyncWriteExt;
+    let mut sink = [0u8; 4096];
+    while let Ok(Ok(n)) =
+        tokio::time::timeout(std::time::Duration::from_millis(50), stream.read(&mut sink)).await
+    {
+        if n == 0 {
+            break;
+        }
+    }
+    let _ = stream.shutdown().await;
+}
+
+/// Accepted TLS connections for tonic (tests of the handshake rules): a TLS-only listener of
+/// [`routed`], every decrypted connection to tonic.
+#[cfg(test)]
 pub(crate) fn decrypted(
     listener: TcpListener,
     tls: ClientTls,
     counters: Arc<crate::metrics::FrontCounters>,
-    http1: Option<Arc<Pipeline>>,
 ) -> impl futures::Stream<Item = std::io::Result<TlsConn>> {
-    per_connection(listener, move |mut stream, to_grpc| {
-        let (tls, counters, http1) = (tls.clone(), counters.clone(), http1.clone());
-        async move {
-            // A connection that does not open with a TLS handshake record (plain HTTP sent to
-            // the https port) is closed without a word, as etcd's listener closes it: no TLS
-            // alert, which such a client could not read anyway.
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(SNIFF_TIMEOUT, stream.peek(&mut first)).await {
-                Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
-                Ok(Ok(1)) => {
-                    // Read what it sent before closing, so the close is a clean one (unread
-                    // bytes would turn it into a reset).
-                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                    let mut sink = [0u8; 4096];
-                    while let Ok(Ok(n)) = tokio::time::timeout(
-                        std::time::Duration::from_millis(50),
-                        stream.read(&mut sink),
-                    )
-                    .await
-                    {
-                        if n == 0 {
-                            break;
-                        }
-                    }
-                    let _ = stream.shutdown().await;
-                    return;
-                }
-                _ => return,
-            }
-            let Ok(mut stream) = tls.accept(Counted::new(stream, &counters)).await else {
-                return;
-            };
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(crate::tls::ALPN_H2);
-            let Some(pipeline) = http1.filter(|_| !h2) else {
-                let _ = to_grpc.send(Ok(Rewound::new(Vec::new(), stream))).await;
-                return;
-            };
-            let mut first = [0u8; 3];
-            let read = tokio::time::timeout(SNIFF_TIMEOUT, async {
-                let mut n = 0;
-                while n < first.len() {
-                    match stream.read(&mut first[n..]).await {
-                        Ok(0) | Err(_) => return false,
-                        Ok(k) => n += k,
-                    }
-                }
-                true
-            })
-            .await;
-            if read != Ok(true) {
-                return;
-            }
-            let stream = Rewound::new(first.to_vec(), stream);
-            if crate::http::is_http2_preface(&first) {
-                let _ = to_grpc.send(Ok(stream)).await;
-            } else {
-                crate::http::serve_connection(stream, pipeline, crate::http::Port::Tls).await;
-            }
-        }
+    use futures::StreamExt;
+    let routing = Routing {
+        counters,
+        http: None,
+        listening: Listening {
+            insecure: false,
+            tls: Some(tls),
+            traffic: crate::socket::Traffic::Grpc,
+        },
+    };
+    routed(ClientListener::Tcp(listener), routing).filter_map(|conn| {
+        std::future::ready(match conn {
+            Ok(Conn::Tls(s)) => Some(Ok(*s)),
+            Ok(Conn::Plain(_)) => None,
+            Err(e) => Some(Err(e)),
+        })
     })
 }
 
@@ -243,31 +389,27 @@ pub(crate) fn decrypted(
 /// meant for tonic down the channel it gets, whose other end is the returned stream. Accepting
 /// stops, closing the listener, once tonic has dropped that stream (at shutdown).
 fn per_connection<IO, F, Fut>(
-    listener: TcpListener,
+    listener: ClientListener,
     route: F,
 ) -> impl futures::Stream<Item = std::io::Result<IO>>
 where
     IO: Send + 'static,
-    F: Fn(TcpStream, tokio::sync::mpsc::Sender<std::io::Result<IO>>) -> Fut + Send + 'static,
+    F: Fn(Socket, tokio::sync::mpsc::Sender<std::io::Result<IO>>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    use futures::StreamExt;
     let (tx, rx) = tokio::sync::mpsc::channel(128);
     tokio::spawn(async move {
-        let mut accepted = incoming(listener);
         loop {
             tokio::select! {
                 () = tx.closed() => break,
-                conn = accepted.next() => match conn {
-                    Some(Ok(stream)) => {
+                conn = listener.accept() => match conn {
+                    Ok(stream) => {
                         tokio::spawn(route(stream, tx.clone()));
                     }
-                    Some(Err(_)) => {
-                    // Out of file descriptors, say: pause as the peer port does, not spin.
-                    tokio::time::sleep(ACCEPT_RETRY).await;
-                    continue;
-                }
-                    None => break,
+                    Err(_) => {
+                        // Out of file descriptors, say: pause as the peer port does, not spin.
+                        tokio::time::sleep(ACCEPT_RETRY).await;
+                    }
                 },
             }
         }
@@ -353,15 +495,16 @@ impl<IO: Connected> Connected for Rewound<IO> {
     }
 }
 
-/// Puts a TLS connection's `TcpConnectInfo` in the request's extensions beside its
-/// `TlsConnectInfo`, as tonic's own TLS did, so what reads the peer's address from
-/// `TcpConnectInfo` (the front's request log) finds it over TLS too.
+/// Turns a connection's [`ConnInfo`] into what the services read from a request's
+/// extensions, as tonic's own TLS put it there: `TcpConnectInfo` always (the front's request
+/// log reads the peer's address from it, over TLS too), and `TlsConnectInfo` for a TLS
+/// connection (`Request::peer_certs`, and with it `--client-cert-auth`).
 #[derive(Clone)]
-struct TlsPeerAddr<S> {
+struct PeerInfo<S> {
     inner: S,
 }
 
-impl<S, B> tower_service::Service<http::Request<B>> for TlsPeerAddr<S>
+impl<S, B> tower_service::Service<http::Request<B>> for PeerInfo<S>
 where
     S: tower_service::Service<http::Request<B>>,
 {
@@ -377,12 +520,15 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        let tcp = req
-            .extensions()
-            .get::<TlsConnectInfo<TcpConnectInfo>>()
-            .map(|tls| tls.get_ref().clone());
-        if let Some(tcp) = tcp {
-            req.extensions_mut().insert(tcp);
+        match req.extensions_mut().remove::<ConnInfo>() {
+            Some(ConnInfo::Plain(tcp)) => {
+                req.extensions_mut().insert(tcp);
+            }
+            Some(ConnInfo::Tls(tls)) => {
+                req.extensions_mut().insert(tls.get_ref().clone());
+                req.extensions_mut().insert(tls);
+            }
+            None => {}
         }
         self.inner.call(req)
     }

@@ -485,7 +485,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         let router = Server::builder().add_service(ClusterServer::new(WhoAmI));
         let counters = Arc::new(crate::metrics::FrontCounters::default());
-        let incoming = crate::server::decrypted(listener, tls, counters, None);
+        let incoming = crate::server::decrypted(listener, tls, counters);
         tokio::spawn(router.serve_with_incoming(incoming));
         port
     }
