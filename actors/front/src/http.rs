@@ -219,9 +219,18 @@ fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Body>
         .unwrap_or_default()
 }
 
-/// Query parameters as (name, value) pairs, unescaped as Go's `r.URL.Query()` reads them.
+/// Query parameters as (name, value) pairs.
 fn params(req: &Request<Incoming>) -> Vec<(String, String)> {
-    crate::health::go_query(req.uri().query().unwrap_or(""))
+    req.uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => (p.to_string(), String::new()),
+        })
+        .collect()
 }
 
 async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
