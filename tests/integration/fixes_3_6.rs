@@ -38,7 +38,13 @@ async fn a_txn_reading_a_compacted_or_future_revision_writes_on_no_member() {
     for i in 0..5 {
         c.put("k1", format!("v{i}"), None).await.unwrap();
     }
-    let rev = c.put("k1", "last", None).await.unwrap().header().unwrap().revision();
+    let rev = c
+        .put("k1", "last", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
     c.compact(rev - 1, None).await.unwrap();
 
     for (read_at, want) in [
@@ -56,7 +62,13 @@ async fn a_txn_reading_a_compacted_or_future_revision_writes_on_no_member() {
         assert!(err.to_string().contains(want), "{err}");
     }
     // A later write, so every member is known to have applied past both Txns.
-    let barrier = c.put("barrier", "x", None).await.unwrap().header().unwrap().revision();
+    let barrier = c
+        .put("barrier", "x", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
     assert_eq!(barrier, rev + 1, "neither Txn took a revision");
     for m in &members {
         let mut mc = m.client().await;
@@ -66,5 +78,33 @@ async fn a_txn_reading_a_compacted_or_future_revision_writes_on_no_member() {
             "member {} wrote k2",
             m.name
         );
+    }
+}
+
+/// etcd 3.6's `/livez` and `/readyz` read their query with Go's `r.URL.Query()`: escapes and
+/// `+` are decoded, a pair holding `;` is dropped, an empty `exclude` excludes nothing, and any
+/// `verbose` (with or without a value) asks for every check's line. (`metrics::livez_and_readyz_
+/// run_etcd_36s_named_checks` has the rest: names, sub-paths, GET only, failures.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn livez_and_readyz_read_their_query_as_go_does() {
+    use crate::http::get;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start(dir.path());
+    let _ = srv.client().await;
+    let a = srv.endpoint();
+    let all = "[+]data_corruption ok\n[+]serializable_read ok\n[+]linearizable_read ok\n[+]non_learner ok\nok\n";
+    for (path, body) in [
+        (
+            "/readyz?verbose&exclude=linearizable%5Fread&exclude=non%5flearner",
+            "[+]data_corruption ok\n[+]serializable_read ok\nok\n",
+        ),
+        ("/readyz?verbose=false&exclude=&exclude=x+y", all),
+        ("/readyz?verb%6Fse", all),
+        ("/readyz?verbose;x", "ok\n"),
+        ("/readyz?verbose&exclude=data_corruption;x", all),
+        ("/readyz?verbose&exclude=%zz", all),
+        ("/livez?verbose&exclude=serializable%5Fread", "ok\n"),
+    ] {
+        assert_eq!(get(&a, path).await, (200, body.to_string()), "{path}");
     }
 }

@@ -9,7 +9,8 @@
 //! `[+]name ok` line per check; a failing one answers 503 with every check's line, failures as
 //! `[-]name failed: reason`, and an empty line (Go's `http.Error` adds a newline). The root path
 //! takes `?exclude=name` (repeatable; unknown names are ignored, as etcd does for version
-//! compatibility). Only GET is served. etcd runs the checks in Go map order (random); here
+//! compatibility); the query is read as Go's `url.ParseQuery` reads it ([`go_query`]). Only
+//! GET is served. etcd runs the checks in Go map order (random); here
 //! they run in the order above. Each run is counted in etcd 3.6's
 //! `etcd_server_healthcheck{type,name}` and `etcd_server_healthchecks_total{type,name,status}`.
 
@@ -95,6 +96,42 @@ pub fn answer(outcomes: &[(&str, Result<(), String>)], verbose: bool) -> Answer 
     let mut body = if verbose { lines } else { String::new() };
     body.push_str("ok\n");
     Answer { ok: true, body }
+}
+
+/// A query string as Go's `url.ParseQuery` reads it (what etcd's `r.URL.Query()` hands its
+/// health handlers): pairs split on `&`, empty ones skipped, a pair holding a `;` dropped (Go
+/// 1.17 and later refuse `;` as a separator), name and value split at the first `=`, and both
+/// unescaped as `url.QueryUnescape` does (`+` is a space, `%XX` a byte); a pair with a bad
+/// escape is dropped. So `?exclude=data%5Fcorruption` excludes `data_corruption`, as in etcd.
+pub fn go_query(raw: &str) -> Vec<(String, String)> {
+    raw.split('&')
+        .filter(|pair| !pair.is_empty() && !pair.contains(';'))
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            Some((query_unescape(k)?, query_unescape(v)?))
+        })
+        .collect()
+}
+
+/// Go's `url.QueryUnescape`: `None` for a `%` not followed by two hex digits.
+fn query_unescape(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The checks to run for a request: the one a sub-path names, or the family's minus every
@@ -207,6 +244,31 @@ mod tests {
             failed.body,
             "[+]data_corruption ok\n[-]linearizable_read failed: etcdserver: no leader\n\n"
         );
+    }
+
+    /// etcd's handlers read `r.URL.Query()`: Go's `url.ParseQuery`.
+    #[test]
+    fn queries_are_read_as_gos_url_parse_query_reads_them() {
+        let q = |raw| go_query(raw);
+        assert_eq!(
+            q("exclude=data%5Fcorruption&exclude=non%5flearner&verbose"),
+            [
+                ("exclude".into(), "data_corruption".into()),
+                ("exclude".into(), "non_learner".into()),
+                ("verbose".into(), String::new()),
+            ]
+        );
+        assert_eq!(
+            q("a+b=c+d&&x=%7A"),
+            [("a b".into(), "c d".into()), ("x".into(), "z".into())]
+        );
+        // A bad escape drops its pair; so does a `;` (Go 1.17+), even inside a value.
+        assert_eq!(q("exclude=%zz&verbose;x&exclude=%4"), []);
+        assert_eq!(
+            q("verbose=1;2&exclude=a=b"),
+            [("exclude".into(), "a=b".into())]
+        );
+        assert_eq!(q(""), []);
     }
 
     #[test]
