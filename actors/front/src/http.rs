@@ -176,6 +176,24 @@ where
         .await;
 }
 
+/// Serves one HTTP/2 connection with the same handler until the client closes it: TLS
+/// connections that agree on `h2` on an HTTP-only listener (`--listen-client-http-urls`), as
+/// etcd's HTTPS server serves them there (a gRPC call is then just a path it does not know:
+/// 404).
+pub async fn serve_http2_connection<IO>(stream: IO, pipeline: Arc<Pipeline>, port: Port)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let p = pipeline.clone();
+        async move { Ok::<_, std::convert::Infallible>(access_controlled(&p, port, req).await) }
+    });
+    let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
 /// The HTTP/1.1 server every client-port connection gets: etcd's ReadHeaderTimeout (5 minutes,
 /// 3.5.33 / 3.6.14 / 3.7.1) cuts off a client that trickles its headers. hyper keeps no such
 /// timeout without a timer.
