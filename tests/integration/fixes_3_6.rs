@@ -108,3 +108,105 @@ async fn livez_and_readyz_read_their_query_as_go_does() {
         assert_eq!(get(&a, path).await, (200, body.to_string()), "{path}");
     }
 }
+
+async fn maintenance37(
+    endpoint: &str,
+) -> actcd_etcd37_client::etcdserverpb::maintenance_client::MaintenanceClient<
+    tonic::transport::Channel,
+> {
+    actcd_etcd37_client::etcdserverpb::maintenance_client::MaintenanceClient::connect(format!(
+        "http://{endpoint}"
+    ))
+    .await
+    .unwrap()
+}
+
+/// etcd 3.6's StatusResponse fields, read through a client built from etcd 3.7's proto:
+/// `storageVersion` (#13773), `dbSizeQuota` (#17877, the effective quota since #20790: 2 GiB
+/// when `--quota-backend-bytes` is 0) and `downgradeInfo` (#19471, always sent), as etcd 3.6
+/// fills them for a 3.5-schema backend; and HashKV's `hash_revision` (#14537).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_hash_kv_carry_etcd_36s_fields() {
+    use actcd_etcd37_client::etcdserverpb::{DowngradeInfo, HashKvRequest, StatusRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start(dir.path());
+    let mut c = srv.client().await;
+    let mut m = maintenance37(&srv.endpoint()).await;
+    let s = m.status(StatusRequest {}).await.unwrap().into_inner();
+    assert_eq!(s.storage_version, "3.5.0");
+    assert_eq!(s.db_size_quota, 2 * 1024 * 1024 * 1024);
+    assert_eq!(
+        s.downgrade_info,
+        Some(DowngradeInfo {
+            enabled: false,
+            target_version: String::new()
+        })
+    );
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+
+    for i in 0..3 {
+        c.put(format!("k{i}"), "v", None).await.unwrap();
+    }
+    let rev = c
+        .put("k", "v", None)
+        .await
+        .unwrap()
+        .header()
+        .unwrap()
+        .revision();
+    let h = m
+        .hash_kv(HashKvRequest { revision: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((h.hash_revision, h.header.unwrap().revision), (rev, rev));
+    let h = m
+        .hash_kv(HashKvRequest { revision: rev - 2 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (h.hash_revision, h.header.unwrap().revision),
+        (rev - 2, rev)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start_with(dir.path(), &["--quota-backend-bytes", "123456789"]);
+    let _ = srv.client().await;
+    let s = maintenance37(&srv.endpoint())
+        .await
+        .status(StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(s.db_size_quota, 123_456_789);
+}
+
+/// Status says `etcdserver: no leader` first in `errors` while the member knows no leader, as
+/// etcd 3.5 and 3.6 do (then the alarms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_errors_say_when_there_is_no_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut members, _, leader) = running_cluster(dir.path(), &[]).await;
+    let survivor = (leader + 1) % 3;
+    let mut c = members[survivor].client().await;
+    assert!(c.status().await.unwrap().errors().is_empty());
+    for (i, m) in members.iter_mut().enumerate() {
+        if i != survivor {
+            m.kill();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = c.status().await.unwrap();
+        if s.leader() == 0 {
+            assert_eq!(s.errors(), ["etcdserver: no leader"]);
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the survivor never lost its leader"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
-    AlarmRequest, AlarmResponse, AlarmType, DefragmentRequest, DefragmentResponse,
+    AlarmRequest, AlarmResponse, AlarmType, DefragmentRequest, DefragmentResponse, DowngradeInfo,
     DowngradeRequest, DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse,
     MoveLeaderRequest, MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse,
     StatusRequest, StatusResponse,
@@ -29,6 +29,17 @@ fn is_downgrade_version(v: &str) -> bool {
         && parts
             .iter()
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The storage schema etcd 3.6 reports for a backend of this API version's layout, which
+/// records none: `major.minor.0` (`3.5.0`), as `schema.DetectSchemaVersion` answers for a 3.5
+/// backend.
+fn storage_version(api_version: &str) -> String {
+    let mut parts = api_version.split('.');
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => format!("{major}.{minor}.0"),
+        _ => api_version.to_string(),
+    }
 }
 
 fn alarm_name(alarm: i32) -> &'static str {
@@ -82,7 +93,12 @@ impl Maintenance for MaintenanceService {
         }
     }
 
-    /// With auth on, for logged-in users (etcd 3.5.28+; 3.5.1 answered anyone).
+    /// With auth on, for logged-in users (etcd 3.5.28+; 3.5.1 answered anyone). `errors` starts
+    /// with `etcdserver: no leader` while no leader is known, then the alarms, as in etcd 3.5
+    /// and 3.6. etcd 3.6's fields are filled as etcd 3.6 fills them on a 3.5-schema backend
+    /// in a 3.5 cluster: `storageVersion` the storage schema (`3.5.0`), `dbSizeQuota` the
+    /// effective `--quota-backend-bytes` (2 GiB for 0, etcd #20790), `downgradeInfo` always
+    /// present, disabled (actcd never downgrades).
     async fn status(
         &self,
         req: Request<StatusRequest>,
@@ -106,13 +122,24 @@ impl Maintenance for MaintenanceService {
             raft_index: raft.commit,
             raft_term: raft.term,
             raft_applied_index: raft.applied,
-            errors: alarms
-                .iter()
+            errors: (raft.leader == 0)
+                .then(|| EtcdError::NoLeader.to_string())
+                .into_iter()
                 // etcd's entries are the alarm's protobuf text form, trailing space included.
-                .map(|a| format!("memberID:{} alarm:{} ", a.member_id, alarm_name(a.alarm)))
+                .chain(
+                    alarms.iter().map(|a| {
+                        format!("memberID:{} alarm:{} ", a.member_id, alarm_name(a.alarm))
+                    }),
+                )
                 .collect(),
             db_size_in_use: store.db_size_in_use as i64,
             is_learner: raft.is_learner,
+            storage_version: storage_version(&self.pipeline.config.version),
+            db_size_quota: i64::try_from(self.pipeline.config.quota_bytes).unwrap_or(i64::MAX),
+            downgrade_info: Some(DowngradeInfo {
+                enabled: false,
+                target_version: String::new(),
+            }),
         }))
     }
 
@@ -184,6 +211,11 @@ impl Maintenance for MaintenanceService {
             }),
             hash: r.hash,
             compact_revision: r.compact_revision,
+            // etcd 3.6: the revision hashed up to, the one asked for or else the current one.
+            hash_revision: match req.get_ref().revision {
+                0 => r.revision,
+                asked => asked,
+            },
         }))
     }
 
@@ -210,6 +242,8 @@ impl Maintenance for MaintenanceService {
                     header: None,
                     remaining_bytes: c.remaining_bytes,
                     blob: c.blob,
+                    // etcd 3.6 sends the file's recorded storage version: none in a 3.5 file.
+                    version: String::new(),
                 })
                 .map_err(Status::from)
         });

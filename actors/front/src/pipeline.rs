@@ -54,6 +54,9 @@ pub struct FrontConfig {
     pub access: crate::http::AccessControl,
     /// `--enable-grpc-gateway`: serve the JSON gateway (`/v3/...`) on the client ports.
     pub grpc_gateway: bool,
+    /// The backend quota in effect (`--quota-backend-bytes`, or etcd's default for 0), which
+    /// Status reports as `dbSizeQuota`.
+    pub quota_bytes: u64,
 }
 
 /// The actors the front talks to.

@@ -11,7 +11,8 @@ pub mod mvccpb {
     tonic::include_proto!("mvccpb");
 }
 
-/// The KV service's `Range` and `RangeStream` (client only) and their messages.
+/// The KV service's `Range` and `RangeStream`, the Maintenance service's `Status` and `HashKV`
+/// (clients only), and their messages.
 pub mod etcdserverpb {
     tonic::include_proto!("etcdserverpb");
 }
