@@ -210,3 +210,20 @@ async fn status_errors_say_when_there_is_no_leader() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// etcd 3.6's `/version` names the storage schema too (#13772): a 3.5 layout here, as Status's
+/// `storageVersion` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_names_the_storage_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start(dir.path());
+    let _ = srv.client().await;
+    let (status, body) = crate::http::get(&srv.endpoint(), "/version").await;
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let server = v["etcdserver"].as_str().unwrap();
+    assert!(server.starts_with("3.5."), "{body}");
+    assert_eq!(v["etcdcluster"], "3.5.0", "{body}");
+    assert_eq!(v["storage"], "3.5.0", "{body}");
+    assert_eq!(v.as_object().unwrap().len(), 3, "{body}");
+}

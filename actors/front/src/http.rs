@@ -268,12 +268,15 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
             // etcd writes no content type: Go's server sniffs the body as text.
             reply(status, "text/plain; charset=utf-8", body)
         }
+        // etcd 3.6 adds the storage schema (#13772): 3.5's layout, `major.minor.0` as the
+        // cluster version, what Status reports as `storageVersion`.
         "/version" => reply(
             StatusCode::OK,
             "application/json",
             format!(
-                "{{\"etcdserver\":\"{}\",\"etcdcluster\":\"{}\"}}",
+                "{{\"etcdserver\":\"{}\",\"etcdcluster\":\"{}\",\"storage\":\"{}\"}}",
                 p.config.version,
+                cluster_version(&p.config.version),
                 cluster_version(&p.config.version)
             ),
         ),
