@@ -227,3 +227,51 @@ async fn version_names_the_storage_schema() {
     assert_eq!(v["storage"], "3.5.0", "{body}");
     assert_eq!(v.as_object().unwrap().len(), 3, "{body}");
 }
+
+/// etcd 3.7.0 (#20802): AuthStatus needs no root, nor a login (`etcdctl auth status` works for
+/// anyone); a bad token is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_status_answers_anyone() {
+    use actcd_proto::etcdserverpb::AuthStatusRequest;
+
+    use crate::auth::{As, channel, login};
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.user_add("root", "rootpw", None).await.unwrap();
+    c.user_grant_role("root", "root").await.unwrap();
+    c.user_add("alice", "alicepw", None).await.unwrap();
+    c.auth_enable().await.unwrap();
+
+    let ch = channel(srv.port).await;
+    let nobody = As {
+        channel: ch.clone(),
+        token: None,
+    };
+    let bad = As {
+        channel: ch.clone(),
+        token: Some("not-a-token".into()),
+    };
+    let alice = login(&ch, "alice", "alicepw").await.unwrap();
+    for who in [&nobody, &alice] {
+        let s = who
+            .auth()
+            .auth_status(who.req(AuthStatusRequest {}))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(s.enabled);
+        assert!(s.auth_revision > 1);
+    }
+    let refused = bad
+        .auth()
+        .auth_status(bad.req(AuthStatusRequest {}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.message(), "etcdserver: invalid auth token");
+
+    let (status, body) =
+        crate::http::request(&srv.endpoint(), "POST", "/v3/auth/status", "{}", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"enabled\":true"), "{body}");
+}

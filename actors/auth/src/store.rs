@@ -99,9 +99,11 @@ impl AuthRequest {
     }
 
     /// etcd's `needAdminPermission`: requests only the root role may make.
+    /// Every auth request but a login, a user's or role's own get (judged as applied) and,
+    /// since etcd 3.7.0 (#20802), AuthStatus, which anyone may ask.
     fn needs_admin(&self) -> bool {
         use AuthRequest::*;
-        !matches!(self, Authenticate { .. } | UserGet(_) | RoleGet(_))
+        !matches!(self, Authenticate { .. } | UserGet(_) | RoleGet(_) | Status)
     }
 }
 

@@ -168,7 +168,8 @@ pub const GRPC: &[GrpcRoute] = &[
         Root,
         &["/v3/auth/disable"],
     ),
-    g("/etcdserverpb.Auth/AuthStatus", Root, &["/v3/auth/status"]),
+    // Anyone since etcd 3.7.0 (#20802): whether auth is on is no secret.
+    g("/etcdserverpb.Auth/AuthStatus", Anyone, &["/v3/auth/status"]),
     g(
         "/etcdserverpb.Auth/Authenticate",
         Anyone,
