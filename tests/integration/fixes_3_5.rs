@@ -228,3 +228,72 @@ async fn an_empty_permission_range_is_refused() {
     let role = c.role_get("r").await.unwrap();
     assert_eq!(role.permissions().len(), 4);
 }
+
+/// The events of a watch of `key` from `rev`: its first response after the created one.
+async fn watch_from(c: &mut Client, key: &str, rev: i64) -> WatchResponse {
+    let mut w = c
+        .watch(key, Some(WatchOptions::new().with_start_revision(rev)))
+        .await
+        .unwrap();
+    let r = next(&mut w).await;
+    if r.created() && r.events().is_empty() && !r.canceled() {
+        return next(&mut w).await;
+    }
+    r
+}
+
+/// etcd 3.5.16 and 3.5.18 (#18474, #19249): compacting at a delete's revision keeps its
+/// DELETE, so a watch from the compaction revision gets it, also after a restart (the key
+/// index is rebuilt from the lone tombstone). 3.5.1 deleted the tombstone: nothing came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_the_compaction_revision_gets_the_delete_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    assert_eq!(put(&mut c, "a").await, 2);
+    let del = c.delete("a", None).await.unwrap();
+    assert_eq!(del.header().unwrap().revision(), 3);
+    c.compact(
+        3,
+        Some(etcd_client::CompactionOptions::new().with_physical()),
+    )
+    .await
+    .unwrap();
+    let delete_at_3 = |r: &WatchResponse| {
+        let e: Vec<_> = r
+            .events()
+            .iter()
+            .map(|e| {
+                let kv = e.kv().unwrap();
+                (e.event_type(), kv.key().to_vec(), kv.mod_revision())
+            })
+            .collect();
+        assert_eq!(
+            e,
+            [(etcd_client::EventType::Delete, b"a".to_vec(), 3)],
+            "{r:?}"
+        );
+    };
+    delete_at_3(&watch_from(&mut c, "a", 3).await);
+    let r = watch_from(&mut c, "a", 2).await;
+    assert!(r.canceled() && r.compact_revision() == 3, "{r:?}");
+
+    srv.restart();
+    let mut c = srv.client().await;
+    delete_at_3(&watch_from(&mut c, "a", 3).await);
+    // Only the tombstone at the compaction revision is left, and HashKV leaves it out: the
+    // hash of an empty store, crc32c("key"), as etcd 3.5.1 (which deleted it) answers.
+    let h = c.hash_kv(0).await.unwrap();
+    assert_eq!((h.hash(), h.compact_version()), (1_084_519_789, 3), "{h:?}");
+    assert!(c.get("a", None).await.unwrap().kvs().is_empty());
+    // The next compaction drops the tombstone.
+    assert_eq!(put(&mut c, "b").await, 4);
+    c.compact(
+        4,
+        Some(etcd_client::CompactionOptions::new().with_physical()),
+    )
+    .await
+    .unwrap();
+    let r = watch_from(&mut c, "a", 3).await;
+    assert!(r.canceled() && r.compact_revision() == 4, "{r:?}");
+}

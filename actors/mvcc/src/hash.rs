@@ -3,7 +3,9 @@
 //! compacted revision counts only if a compaction at the hashed revision would keep it (etcd's
 //! rule, so members that compacted at different moments agree). The record bytes are etcd's
 //! (revision keys, protobuf `KeyValue` values, key-only tombstones), so the hash equals etcd's
-//! for the same history.
+//! for the same history. A tombstone exactly at the compacted revision never counts: etcd
+//! 3.5.16 (#18474) keeps it through compaction where older members dropped it, and leaves it
+//! out of the hash so that both agree.
 
 use actcd_types::key_record;
 use actcd_types::msg::HashKvResult;
@@ -34,7 +36,10 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
         let mut damaged = None;
         self.txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
             let counts = match Revision::from_bytes(k) {
-                Some((r, _)) => r.main > compacted || keep.is_empty() || keep.contains(&r),
+                Some((r, tombstone)) => {
+                    (r.main > compacted || keep.is_empty() || keep.contains(&r))
+                        && !(tombstone && r.main == compacted)
+                }
                 None => true,
             };
             if counts {
@@ -89,7 +94,7 @@ mod tests {
     use actcd_proto::etcdserverpb::PutRequest;
     use actcd_types::MemberIdentity;
     use actcd_types::msg::CompactionHashed;
-    use actcd_types::storage::MemEngine;
+    use actcd_types::storage::{KvEngine, MemEngine, ReadEngine};
 
     use super::*;
 
@@ -149,6 +154,59 @@ mod tests {
         );
         assert_eq!(s.hash_kv(0).unwrap().hash, want);
         assert_eq!(s.hash_kv(3).unwrap_err(), EtcdError::Compacted);
+    }
+
+    #[test]
+    fn a_tombstone_kept_at_the_compaction_revision_is_not_hashed() {
+        // etcd #18474: since 3.5.16 compaction keeps a tombstone at its revision, which etcd
+        // ≤ 3.5.15 (and actcd before) deleted; HashKV leaves it out so that both agree.
+        let del = |k: &str| InternalRaftRequest {
+            delete_range: Some(actcd_proto::etcdserverpb::DeleteRangeRequest {
+                key: k.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let compact = InternalRaftRequest {
+            compaction: Some(actcd_proto::etcdserverpb::CompactionRequest {
+                revision: 3,
+                physical: true,
+            }),
+            ..Default::default()
+        };
+        let hashes: Vec<(u32, usize)> = [false, true]
+            .into_iter()
+            .map(|as_before| {
+                let engine = Arc::new(MemEngine::new());
+                let mut s = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
+                // a@2 deleted at 3, compacted at 3; b@4 deleted at 5: nothing live, so
+                // HashKV at 5 keeps nothing and hashes every record left.
+                s.apply_batch(1, 1, vec![put("a", "1"), del("a")]).unwrap();
+                s.apply_batch(2, 1, vec![compact.clone()]).unwrap();
+                s.apply_batch(3, 1, vec![put("b", "1"), del("b")]).unwrap();
+                s.sync().unwrap();
+                let tomb = Revision::new(3, 0).to_bytes(true);
+                if as_before {
+                    let mut w = engine.write().unwrap();
+                    w.delete(Table::Key, &tomb).unwrap();
+                    w.commit().unwrap();
+                    s = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
+                }
+                let mut records = 0;
+                engine
+                    .begin_read()
+                    .unwrap()
+                    .scan(Table::Key, &[], None, &mut |_, _| {
+                        records += 1;
+                        true
+                    })
+                    .unwrap();
+                (s.hash_kv(0).unwrap().hash, records)
+            })
+            .collect();
+        assert_eq!(hashes[0].1, 3, "the tombstone at 3 is kept");
+        assert_eq!(hashes[1].1, 2);
+        assert_eq!(hashes[0].0, hashes[1].0);
     }
 
     /// Keeps every compaction hash it is sent.

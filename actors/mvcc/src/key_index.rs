@@ -182,6 +182,16 @@ impl KeyIndex {
         ki
     }
 
+    /// A key index rebuilt from a tombstone that is the oldest record left for a key (its puts
+    /// were compacted away, the tombstone kept at the compaction revision): one generation of
+    /// the tombstone alone, its creation unknown, then an empty one (etcd's `restoreTombstone`,
+    /// #19249).
+    pub fn restore_tombstone(rev: Revision) -> Self {
+        let mut ki = Self::restore(Revision::default(), rev, 1);
+        ki.generations_mut().push(Generation::default());
+        ki
+    }
+
     /// [`Self::restore`] of a record that names `lease`.
     pub fn restore_leased(created: Revision, modified: Revision, version: i64, lease: i64) -> Self {
         Self {
@@ -298,10 +308,12 @@ impl KeyIndex {
         })
     }
 
-    /// Drops every revision that no read at or above `at_rev` can see, adding the revisions
-    /// still needed to `keep`. Per generation the greatest revision ≤ `at_rev` stays (unless it
-    /// is the generation's tombstone); older ones go, and so do whole generations whose
-    /// tombstone is ≤ `at_rev`. The key index may end up empty (see [`Self::is_empty`]).
+    /// Drops every revision that no read or watch at or above `at_rev` can see, adding the
+    /// revisions still needed to `keep`: in the first generation whose tombstone is ≥ `at_rev`
+    /// (or the live one) the greatest revision ≤ `at_rev` stays, older ones go, and so do the
+    /// generations before it. A tombstone exactly at `at_rev` stays, alone in its generation,
+    /// so that a watch from `at_rev` still gets the DELETE (etcd 3.5.16's #18474); a later
+    /// compaction drops it. The key index may end up empty (see [`Self::is_empty`]).
     pub fn compact(&mut self, at_rev: i64, keep: &mut HashSet<Revision>) {
         let Hist::Many(gs) = &mut self.hist else {
             // One live revision: nothing to drop, and it stays if it is visible at `at_rev`.
@@ -310,10 +322,17 @@ impl KeyIndex {
         let Some(last) = gs.len().checked_sub(1) else {
             return;
         };
-        // The first generation that is still alive at `at_rev` (or the live one).
+        // The first generation not deleted before `at_rev` (or the live one): etcd's
+        // `doCompact`, `tomb >= atRev`. A generation deleted at `at_rev` and re-created at the
+        // same revision (a txn's delete and put) is superseded all the same: the put is the
+        // write to keep.
         let mut first = 0;
         while first < last {
-            let ended_before = gs[first].revs.last().is_none_or(|t| t.main <= at_rev);
+            let ended_before = gs[first].revs.last().is_none_or(|t| {
+                t.main < at_rev
+                    || (t.main == at_rev
+                        && gs[first + 1].revs.first().is_some_and(|r| r.main <= at_rev))
+            });
             if !ended_before {
                 break;
             }
@@ -324,18 +343,15 @@ impl KeyIndex {
             keep.insert(g.revs[n]);
             g.revs.drain(..n);
         }
-        // Only a tombstone left: nothing of this generation is visible at `at_rev` or later.
-        if g.revs.len() == 1 && first != last {
-            keep.remove(&g.revs[0]);
-            first += 1;
-        }
         gs.drain(..first);
         self.normalize();
     }
 
-    /// The revisions a compaction at `at_rev` would keep, without compacting (etcd's `keep`):
-    /// the greatest revision ≤ `at_rev` of the first generation alive at `at_rev`, unless it is
-    /// that generation's tombstone.
+    /// The revisions a compaction at `at_rev` would keep, without compacting (etcd's `keep`,
+    /// which HashKV uses): the greatest revision ≤ `at_rev` of the first generation alive at
+    /// `at_rev`, unless it is that generation's tombstone. Unlike [`Self::compact`] it leaves
+    /// out a tombstone at `at_rev`, as etcd does, so that the hash is the same as that of a
+    /// member which dropped it (etcd ≤ 3.5.15, and actcd before).
     pub fn keep(&self, at_rev: i64, keep: &mut HashSet<Revision>) {
         let gs = match &self.hist {
             Hist::One(o) => {

@@ -165,11 +165,12 @@ fn compact_keeps_what_reads_at_or_above_the_revision_need() {
             want_empty: false,
         },
         Case {
-            name: "generation ending at the revision is dropped",
+            // etcd 3.5.16 (#18474): a tombstone at the revision stays, alone.
+            name: "generation ending at the revision keeps its tombstone",
             ops: ETCD_EXAMPLE,
             at: 3,
-            want_keep: &[],
-            want_shape: &[&[4, 5], &[]],
+            want_keep: &[3],
+            want_shape: &[&[3], &[4, 5], &[]],
             want_empty: false,
         },
         Case {
@@ -181,12 +182,12 @@ fn compact_keeps_what_reads_at_or_above_the_revision_need() {
             want_empty: false,
         },
         Case {
-            name: "compact at the last tombstone empties the key",
+            name: "compact at the last tombstone keeps it alone",
             ops: ETCD_EXAMPLE,
             at: 5,
-            want_keep: &[],
-            want_shape: &[&[]],
-            want_empty: true,
+            want_keep: &[5],
+            want_shape: &[&[5], &[]],
+            want_empty: false,
         },
         Case {
             name: "compact past the last tombstone empties the key",
@@ -210,6 +211,15 @@ fn compact_keeps_what_reads_at_or_above_the_revision_need() {
             at: 3,
             want_keep: &[3],
             want_shape: &[&[3, 4]],
+            want_empty: false,
+        },
+        Case {
+            // A txn's delete and put of the key at the revision: the put supersedes the DELETE.
+            name: "deleted and re-created at the revision keeps the put",
+            ops: &[Op::Put(2, 0), Op::Del(4, 0), Op::Put(4, 1)],
+            at: 4,
+            want_keep: &[4],
+            want_shape: &[&[4]],
             want_empty: false,
         },
         Case {
@@ -408,11 +418,63 @@ fn tree_compaction_drops_empty_keys_and_returns_keep_set() {
     t.put(b"live", r(3));
     t.tombstone(b"gone", r(4)).unwrap();
     t.put(b"live", r(5));
+    // The tombstone at the compaction revision stays (etcd #18474), invisible to reads.
     let keep = t.compact(4);
-    assert_eq!(keep, HashSet::from([r(3)]));
+    assert_eq!(keep, HashSet::from([r(3), r(4)]));
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.live_len(), 1);
+    assert_eq!(t.get(b"gone", 4), None);
+    assert_eq!(t.count(KeyRange::FromKey(b""), 5), 1);
+    // The next compaction drops it and the key.
+    let keep = t.compact(5);
+    assert_eq!(keep, HashSet::from([r(5)]));
     assert_eq!(t.len(), 1);
     assert!(t.key_index(b"gone").is_none());
     assert_eq!(t.get(b"live", 5).map(|k| k.version), Some(2));
+}
+
+#[test]
+fn a_tombstone_at_the_compaction_revision_stays_until_the_next_one() {
+    // etcd's TestKeyIndexCompactAndKeep after #18474: compact(5) of put 1, 2, del 3, put 4,
+    // del 5 leaves {5(t)}, {}; `keep` (the hash's) still leaves the tombstone out.
+    let mut ki = build(ETCD_EXAMPLE);
+    let mut hashed = HashSet::new();
+    ki.keep(5, &mut hashed);
+    assert!(hashed.is_empty(), "{hashed:?}");
+    let mut kept = HashSet::new();
+    ki.compact(5, &mut kept);
+    assert_eq!(kept, HashSet::from([r(5)]));
+    assert_eq!(shape(&ki), vec![vec![5], vec![]]);
+    assert!(!ki.is_live());
+    assert!((0..8).all(|at| ki.get(at).is_none()));
+    // Compacting at the same revision again changes nothing.
+    let before = ki.clone();
+    ki.compact(5, &mut HashSet::new());
+    assert_eq!(ki, before);
+    // A re-creation starts a generation after it; the next compaction drops the tombstone.
+    ki.put(r(7));
+    let mut kept = HashSet::new();
+    ki.compact(6, &mut kept);
+    assert!(kept.is_empty(), "{kept:?}");
+    assert_eq!(shape(&ki), vec![vec![7]]);
+    assert_eq!(ki.get(7).map(|k| (k.created, k.version)), Some((r(7), 1)));
+}
+
+#[test]
+fn a_lone_tombstone_is_restored_as_compaction_left_it() {
+    // etcd's restoreTombstone (#19249): the same index as the compaction left, but for the
+    // generation's unknown creation.
+    let ki = KeyIndex::restore_tombstone(r(5));
+    assert_eq!(shape(&ki), vec![vec![5], vec![]]);
+    assert!(!ki.is_live() && !ki.is_empty());
+    assert_eq!(ki.modified(), r(5));
+    assert!((0..8).all(|at| ki.get(at).is_none()));
+    let mut re = ki.clone();
+    re.put(r(6));
+    assert_eq!(re.get(6).map(|k| (k.created, k.version)), Some((r(6), 1)));
+    let mut gone = ki;
+    gone.compact(6, &mut HashSet::new());
+    assert!(gone.is_empty());
 }
 
 #[test]

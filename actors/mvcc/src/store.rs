@@ -554,7 +554,7 @@ impl Store {
             term: self.term,
             db_size,
             db_size_in_use,
-            keys: self.index().len() as u64,
+            keys: self.index().live_len() as u64,
         })
     }
 
@@ -1226,8 +1226,12 @@ fn delete_compacted_slice<W: WriteTxn + ?Sized>(
         match key_record::open(k, v) {
             Ok(kv) => {
                 if let Some((crc, prev)) = hash {
+                    // etcd's HashKV rules (`hash.rs`), a tombstone at `prev` left out too.
                     let counts = match Revision::from_bytes(k) {
-                        Some((r, _)) => r.main > *prev || keep.is_empty() || keep.contains(&r),
+                        Some((r, tombstone)) => {
+                            (r.main > *prev || keep.is_empty() || keep.contains(&r))
+                                && !(tombstone && r.main == *prev)
+                        }
                         None => true,
                     };
                     if counts {
@@ -1385,9 +1389,12 @@ fn restore_record(
         return Some(rev.main);
     };
     if tombstone {
-        // A tombstone whose puts were compacted away (crash mid-compaction) names nothing.
-        if index.tombstone(kv.key, rev).is_err() {
-            tracing::warn!(revision = ?rev, "tombstone of a key not in the index");
+        if index.key_index(kv.key).is_none() {
+            // A tombstone whose puts were compacted away: kept at the compaction revision, so
+            // a watch from there still gets the DELETE (etcd's `restoreTombstone`, #19249).
+            index.insert(kv.key.to_vec(), KeyIndex::restore_tombstone(rev));
+        } else if index.tombstone(kv.key, rev).is_err() {
+            tracing::warn!(revision = ?rev, "tombstone of a key that is not live");
         }
     } else if index.key_index(kv.key).is_some() {
         index.put_leased(kv.key, rev, kv.lease);

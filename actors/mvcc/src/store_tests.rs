@@ -1865,29 +1865,30 @@ fn compaction_removes_superseded_records() {
         want_keys: &'static [&'static str],
     }
     let steps = [
+        // b's DELETE at the compaction revision stays until a later compaction (etcd #18474).
         Step {
             at: 5,
             want: Ok(()),
-            want_records: &[(3, 0, false), (6, 0, false), (7, 0, false)],
-            want_keys: &["a", "c"],
+            want_records: &[(3, 0, false), (5, 0, true), (6, 0, false), (7, 0, false)],
+            want_keys: &["a", "b", "c"],
         },
         Step {
             at: 5,
             want: Err(EtcdError::Compacted),
-            want_records: &[(3, 0, false), (6, 0, false), (7, 0, false)],
-            want_keys: &["a", "c"],
+            want_records: &[(3, 0, false), (5, 0, true), (6, 0, false), (7, 0, false)],
+            want_keys: &["a", "b", "c"],
         },
         Step {
             at: 4,
             want: Err(EtcdError::Compacted),
-            want_records: &[(3, 0, false), (6, 0, false), (7, 0, false)],
-            want_keys: &["a", "c"],
+            want_records: &[(3, 0, false), (5, 0, true), (6, 0, false), (7, 0, false)],
+            want_keys: &["a", "b", "c"],
         },
         Step {
             at: 8,
             want: Err(EtcdError::FutureRevision),
-            want_records: &[(3, 0, false), (6, 0, false), (7, 0, false)],
-            want_keys: &["a", "c"],
+            want_records: &[(3, 0, false), (5, 0, true), (6, 0, false), (7, 0, false)],
+            want_keys: &["a", "b", "c"],
         },
         Step {
             at: 7,
@@ -1912,7 +1913,7 @@ fn compaction_removes_superseded_records() {
             .collect();
         assert_eq!(
             index_keys, s.want_keys,
-            "compact {}: b is gone from the index",
+            "compact {}: b is gone from the index once its tombstone is compacted",
             s.at
         );
     }
@@ -1937,6 +1938,43 @@ fn compaction_removes_superseded_records() {
         }),
         Err(EtcdError::Compacted)
     );
+}
+
+#[test]
+fn a_delete_at_the_compaction_revision_outlives_it_and_a_restart() {
+    // etcd #18474 and #19249 (3.5.16, 3.5.18): the DELETE at the compaction revision stays,
+    // for a watch from that revision, and a restart indexes it again.
+    let mut h = Harness::new();
+    h.put("a", "1"); // 2
+    h.delete("a", ""); // 3
+    h.put("b", "1"); // 4
+    let keys_before = h.store.status().unwrap().keys;
+    h.compact(3).unwrap();
+    assert_eq!(h.records(), [(3, 0, true), (4, 0, false)]);
+    // Compaction changes no key count: live keys, as etcd's keysGauge.
+    assert_eq!((keys_before, h.store.status().unwrap().keys), (1, 1));
+    let lone = |created, version| {
+        vec![(
+            b"a".to_vec(),
+            vec![
+                (created, version, vec![Revision::new(3, 0)]),
+                (0, 0, vec![]),
+            ],
+        )]
+    };
+    assert_eq!(fingerprint(&h.store)[..1], lone(2, 2)[..]);
+    // Rebuilt with the same revisions; the generation's creation is unknown then (etcd's
+    // restoreTombstone), and never read: the key does not exist at any revision.
+    let reopened = h.reopen();
+    assert_eq!(fingerprint(&reopened)[..1], lone(0, 1)[..]);
+    assert_eq!(reopened.status().unwrap().keys, 1);
+    assert_eq!(reopened.range(&rr("a", "")).unwrap().kvs, vec![]);
+    // The next compaction drops it.
+    h.put("c", "1"); // 5
+    h.compact(5).unwrap();
+    assert_eq!(h.records(), [(4, 0, false), (5, 0, false)]);
+    assert!(h.store.index().key_index(b"a").is_none());
+    assert_eq!(h.store.status().unwrap().keys, 2);
 }
 
 #[test]
@@ -2036,16 +2074,18 @@ fn reopen_finishes_an_interrupted_compaction() {
         want_current: i64,
     }
     let cases = [
+        // b's DELETE at the compaction revision stays (etcd #18474); with b's put already
+        // gone it is indexed alone (#19249).
         Case {
             name: "nothing deleted yet",
             pre_deleted: &[],
-            want_records: &[(3, 0, false), (6, 0, false)],
+            want_records: &[(3, 0, false), (5, 0, true), (6, 0, false)],
             want_current: 6,
         },
         Case {
             name: "half deleted",
             pre_deleted: &[(2, false), (4, false)],
-            want_records: &[(3, 0, false), (6, 0, false)],
+            want_records: &[(3, 0, false), (5, 0, true), (6, 0, false)],
             want_current: 6,
         },
     ];
@@ -2069,7 +2109,9 @@ fn reopen_finishes_an_interrupted_compaction() {
         assert_eq!(s.current_revision(), c.want_current, "{}", c.name);
         assert_eq!(h.records(), c.want_records, "{}", c.name);
         assert_eq!(h.meta(META_FINISHED_COMPACT), Some(5), "{}", c.name);
-        assert!(s.index().key_index(b"b").is_none(), "{}", c.name);
+        let b = s.index().key_index(b"b").map(|ki| ki.generations().len());
+        assert_eq!(b, Some(2), "{}: b's lone tombstone, then nothing", c.name);
+        assert!(s.index().get(b"b", 6).is_none(), "{}", c.name);
         assert_eq!(
             s.range(&RangeRequest {
                 revision: 4,

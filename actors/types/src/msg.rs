@@ -735,7 +735,8 @@ pub struct StoreStatus {
     pub term: u64,
     pub db_size: u64,
     pub db_size_in_use: u64,
-    /// Keys in the index (live, or with history not yet compacted away).
+    /// Keys live at the current revision (etcd's `keysGauge`: a put creating a key adds one,
+    /// a delete takes one; compaction changes nothing).
     pub keys: u64,
 }
 
