@@ -117,9 +117,10 @@ pub struct Flags {
     /// How much history auto-compaction keeps; 0 turns it off.
     #[arg(long, env = "ETCD_AUTO_COMPACTION_RETENTION", default_value = "0")]
     pub auto_compaction_retention: String,
-    /// Log lines as `text` (human-readable) or `json` (one object a line: level, ts, caller,
-    /// msg, then the event's fields, as etcd's zap logger writes them).
-    #[arg(long, env = "ETCD_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    /// Log lines as `text` (human-readable; etcd 3.6 calls it `console`, also taken) or `json`
+    /// (one object a line: level, ts, caller, msg, then the event's fields, as etcd's zap
+    /// logger writes them).
+    #[arg(long, env = "ETCD_LOG_FORMAT", default_value = "text", value_parser = ["text", "console", "json"])]
     pub log_format: String,
     /// Log level: debug, info, warn, error.
     #[arg(long, env = "ETCD_LOG_LEVEL", default_value = "info")]
@@ -334,6 +335,11 @@ pub struct Flags {
         value_parser = parse_go_bool
     )]
     pub strict_reconfig_check: bool,
+    /// etcd 3.6's `--max-learners`: how many learners the membership may hold. A member add
+    /// past it is refused (`etcdserver: too many learner members in cluster`), and a member
+    /// whose cluster already holds more does not start.
+    #[arg(long, env = "ETCD_MAX_LEARNERS", default_value_t = 1)]
+    pub max_learners: usize,
     /// Run Raft's pre-vote phase before an election.
     #[arg(
         long,

@@ -319,6 +319,11 @@ pub fn run_until(
         let commit = recovered.hard_state.commit;
         recovered.entries.retain(|e| e.index <= commit);
     }
+    // etcd 3.6's `ValidateMaxLearnerConfig`: no start with more learners than `--max-learners`.
+    let membership = membership.with_max_learners(cfg.flags.max_learners);
+    membership
+        .check_max_learners()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
     let store = Store::open(engine.clone() as Arc<dyn KvEngine>, identity).map_err(|e| {
         StartError::Backend {
             path: snap_dir.display().to_string(),

@@ -275,3 +275,71 @@ async fn auth_status_answers_anyone() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"enabled\":true"), "{body}");
 }
+
+/// etcd 3.6's `--max-learners` (default 1, as 3.5's fixed limit): a learner add past it is
+/// refused, and a member whose membership holds more learners than its limit does not start
+/// (`ValidateMaxLearnerConfig`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_learners_bounds_learner_adds_and_start_up() {
+    use etcd_client::MemberAddOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let mut srv = crate::Server::start_with(dir.path(), &["--max-learners", "2"]);
+    let mut c = srv.client().await;
+    let learner = || Some(MemberAddOptions::new().with_is_learner());
+    for i in 1..=2 {
+        c.member_add([format!("http://127.0.0.1:{}", 1000 + i)], learner())
+            .await
+            .unwrap();
+    }
+    let err = c
+        .member_add(["http://127.0.0.1:1003"], learner())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("etcdserver: too many learner members in cluster"),
+        "{err}"
+    );
+    assert_eq!(c.member_list().await.unwrap().members().len(), 3);
+
+    // Two learners recorded: with the default limit of 1 the member refuses to start.
+    srv.stop();
+    srv.extra.clear();
+    let out = srv.command().output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("etcdserver: too many learner members in cluster"),
+        "{stderr}"
+    );
+    srv.extra = vec!["--max-learners".into(), "2".into()];
+    srv.spawn();
+    let mut c = srv.client().await;
+    assert_eq!(c.member_list().await.unwrap().members().len(), 3);
+
+    // The default: a second learner is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start(dir.path());
+    let mut c = srv.client().await;
+    c.member_add(["http://127.0.0.1:1001"], learner())
+        .await
+        .unwrap();
+    let err = c
+        .member_add(["http://127.0.0.1:1002"], learner())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("too many learner members"),
+        "{err}"
+    );
+}
+
+/// etcd 3.6's `--log-format` takes `json` and `console`; actcd's human-readable format, `text`,
+/// answers to `console` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_format_takes_etcds_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = crate::Server::start_with(dir.path(), &["--log-format", "console"]);
+    let mut c = srv.client().await;
+    c.put("k", "v", None).await.unwrap();
+}

@@ -267,7 +267,7 @@ impl Handler<InstallSnapshot> for ApplierActor {
                 act.replace_leases(leases);
             }
             if let Some(members) = members {
-                act.members = members;
+                act.members = members.with_max_learners(act.members.max_learners());
                 if let Some(raft) = &act.peers.conf_sync {
                     raft.do_send(SyncConf {
                         members: act.members.list(),

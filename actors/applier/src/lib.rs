@@ -115,4 +115,6 @@ pub use alarms::Alarms;
 pub use applier::{Applier, Item, Prepared};
 pub use dispatch::{ChainPeers, ChainState, Failure, LessorLink};
 pub use leases::{Lease, Leases, MAX_LEASE_TTL};
-pub use members::{Applied as MemberApplied, ConfOrder, MAX_LEARNERS, Membership, member_to_pb};
+pub use members::{
+    Applied as MemberApplied, ConfOrder, DEFAULT_MAX_LEARNERS, Membership, member_to_pb,
+};

@@ -20,13 +20,25 @@ use actcd_types::msg::{ConfChangeKind, MemberRecord};
 use actcd_types::storage::{Op, ReadTxn, StorageError, Table};
 use prost::Message;
 
-/// etcd's limit on learners in a cluster.
-pub const MAX_LEARNERS: usize = 1;
+/// etcd's default limit on learners in a cluster (`--max-learners`, etcd 3.6).
+pub const DEFAULT_MAX_LEARNERS: usize = 1;
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Membership {
     members: BTreeMap<u64, MemberRecord>,
     removed: BTreeSet<u64>,
+    /// `--max-learners` (etcd 3.6): learners the membership may hold.
+    max_learners: usize,
+}
+
+impl Default for Membership {
+    fn default() -> Self {
+        Self {
+            members: BTreeMap::new(),
+            removed: BTreeSet::new(),
+            max_learners: DEFAULT_MAX_LEARNERS,
+        }
+    }
 }
 
 /// What a change asks of raft's configuration once applied.
@@ -106,6 +118,26 @@ impl Membership {
         self.members.is_empty()
     }
 
+    /// With `--max-learners` set to `max` (etcd 3.6; [`DEFAULT_MAX_LEARNERS`] otherwise).
+    pub fn with_max_learners(mut self, max: usize) -> Self {
+        self.max_learners = max;
+        self
+    }
+
+    pub fn max_learners(&self) -> usize {
+        self.max_learners
+    }
+
+    /// etcd 3.6's `ValidateMaxLearnerConfig` at start-up: a membership holding more learners
+    /// than `--max-learners` allows is refused (a member restarted, or joining, with a lower
+    /// limit than its cluster needs).
+    pub fn check_max_learners(&self) -> Result<(), EtcdError> {
+        if self.members.values().filter(|m| m.is_learner).count() > self.max_learners {
+            return Err(EtcdError::TooManyLearners);
+        }
+        Ok(())
+    }
+
     /// Every member, by id.
     pub fn list(&self) -> Vec<MemberRecord> {
         self.members.values().cloned().collect()
@@ -163,7 +195,7 @@ impl Membership {
                 if self.peer_urls_taken(&change.peer_urls, 0) {
                     Err(EtcdError::PeerUrlExist)
                 } else if learner
-                    && self.members.values().filter(|m| m.is_learner).count() >= MAX_LEARNERS
+                    && self.members.values().filter(|m| m.is_learner).count() >= self.max_learners
                 {
                     Err(EtcdError::TooManyLearners)
                 } else {
@@ -265,6 +297,37 @@ mod tests {
             member_id: id,
             peer_urls: urls.iter().map(|u| u.to_string()).collect(),
         }
+    }
+
+    /// etcd 3.6's `--max-learners`: learner adds past the limit are refused, and a membership
+    /// already past a lower limit is refused at start-up.
+    #[test]
+    fn max_learners_bounds_the_learners() {
+        let mut ops = Vec::new();
+        let mut m = Membership::default().with_max_learners(2);
+        m.bootstrap(
+            vec![MemberRecord {
+                id: 1,
+                peer_urls: vec!["http://a:2380".into()],
+                ..Default::default()
+            }],
+            &mut ops,
+        );
+        for (id, want) in [
+            (2, Ok(Some(ConfChangeKind::AddLearner))),
+            (3, Ok(Some(ConfChangeKind::AddLearner))),
+            (4, Err(EtcdError::TooManyLearners)),
+        ] {
+            let url = format!("http://{id}:2380");
+            let got = m
+                .apply(&change(Kind::AddLearner, id, &[url.as_str()]), &mut ops)
+                .map(|a| a.order.map(|o| o.kind));
+            assert_eq!(got, want, "learner {id}");
+        }
+        assert_eq!(m.check_max_learners(), Ok(()));
+        let m = m.with_max_learners(1);
+        assert_eq!(m.check_max_learners(), Err(EtcdError::TooManyLearners));
+        assert_eq!(Membership::default().max_learners(), DEFAULT_MAX_LEARNERS);
     }
 
     #[test]
