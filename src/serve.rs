@@ -115,6 +115,7 @@ fn pipeline(cfg: &Config, routes: PipelineRoutes) -> Arc<Pipeline> {
         max_concurrent_streams: cfg.flags.max_concurrent_streams,
         grpc_gateway: cfg.flags.enable_grpc_gateway,
         quota_bytes: cfg.quota_bytes(),
+        feature_gates: cfg.gates.metric_rows(),
         access: actcd_front::http::AccessControl {
             cors: crate::config::comma_list(&cfg.flags.cors),
             host_whitelist: crate::config::comma_list(&cfg.flags.host_whitelist),
@@ -156,15 +157,26 @@ pub(crate) struct ClientPort {
 }
 
 /// etcd's `resolveUrl`: the address a client URL listens on, whether it is TLS, whether it is
-/// a unix socket. A unix URL's socket is the file its host (and path) names, relative to the
-/// working directory: `unix://localhost:2379` listens on `./localhost:2379`. The URL is checked
-/// as etcd's URL flags check it, with etcd's words.
+/// a unix socket. A unix URL's socket is the file its host and path name, relative to the
+/// working directory unless absolute: `unix://localhost:2379` listens on `./localhost:2379`,
+/// `unix:///run/etcd.sock` on `/run/etcd.sock`. The URL is checked as etcd's URL flags check
+/// it, with etcd's words: since 3.5.10 (#15940) a unix URL need not be `host:port` and may
+/// have a path; an http(s) URL must be `host:port` and must not.
 pub(crate) fn resolve_url(url: &str) -> Result<(String, bool, bool), String> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    if !matches!(scheme, "http" | "https" | "unix" | "unixs") {
-        return Err(format!(
-            "URL scheme must be http, https, unix, or unixs: {url}"
-        ));
+    let (secure, unix) = match scheme {
+        "http" => (false, false),
+        "https" => (true, false),
+        "unix" => (false, true),
+        "unixs" => (true, true),
+        _ => {
+            return Err(format!(
+                "URL scheme must be http, https, unix, or unixs: {url}"
+            ));
+        }
+    };
+    if unix {
+        return Ok((rest.to_string(), secure, unix));
     }
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let port_ok = host
@@ -175,11 +187,9 @@ pub(crate) fn resolve_url(url: &str) -> Result<(String, bool, bool), String> {
             "URL address does not have the form \"host:port\": {url}"
         ));
     }
-    if !path.is_empty() {
+    if !path.is_empty() || rest.contains('/') {
         return Err(format!("URL must not contain a path: {url}"));
     }
-    let secure = matches!(scheme, "https" | "unixs");
-    let unix = matches!(scheme, "unix" | "unixs");
     Ok((host.to_string(), secure, unix))
 }
 
@@ -526,8 +536,12 @@ mod tests {
                 "URL scheme must be http, https, unix, or unixs: ftp://127.0.0.1:1",
             ),
             (
-                "unix:///tmp/etcd.sock",
-                "URL address does not have the form \"host:port\": unix:///tmp/etcd.sock",
+                "http://127.0.0.1",
+                "URL address does not have the form \"host:port\": http://127.0.0.1",
+            ),
+            (
+                "http://127.0.0.1:1/",
+                "URL must not contain a path: http://127.0.0.1:1/",
             ),
             (
                 "http://127.0.0.1:1/x",
@@ -536,9 +550,17 @@ mod tests {
         ] {
             assert_eq!(resolve_url(url), Err(want.to_string()), "{url}");
         }
-        assert_eq!(
-            resolve_url("unix://localhost:2379"),
-            Ok(("localhost:2379".to_string(), false, true))
-        );
+        for (url, want) in [
+            ("unix://localhost:2379", ("localhost:2379", false, true)),
+            ("unixs:///run/etcd.sock", ("/run/etcd.sock", true, true)),
+            ("unix://run/etcd.sock", ("run/etcd.sock", false, true)),
+            ("https://[::1]:2379", ("[::1]:2379", true, false)),
+        ] {
+            assert_eq!(
+                resolve_url(url),
+                Ok((want.0.to_string(), want.1, want.2)),
+                "{url}"
+            );
+        }
     }
 }

@@ -482,9 +482,10 @@ async fn http_and_https_share_one_port() {
 }
 
 /// `unix://localhost:<port>` and `unixs://localhost:<port>` listen on the socket files
-/// `localhost:<port>` in the member's working directory (etcd takes the URL's host as the
-/// file's name); a file already there (a stale socket) is removed first, and the sockets are
-/// gone once the member has stopped. etcdctl reaches the member through both (its unix
+/// `localhost:<port>` in the member's working directory (etcd takes the URL's host and path as
+/// the file's name), `unix:///<dir>/etcd.sock` on that absolute path (etcd 3.5.10+, #15940); a
+/// file already there (a stale socket) is removed first, and the sockets are gone once the
+/// member has stopped. etcdctl reaches the member through both (its unix
 /// endpoints resolve in its own working directory) and finds the unix URL advertised in the
 /// member list; HTTP/1.1, the gateway included, is served over both sockets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -502,9 +503,12 @@ async fn unix_and_unixs_sockets_serve_grpc_and_http() {
         cwd.join(format!("localhost:{p2}")),
     );
     std::fs::write(&plain_sock, "a stale socket's name").unwrap();
+    // etcd 3.5.10+ (#15940): a unix URL may name an absolute path.
+    let abs_sock = cwd.join("etcd.sock");
+    let abs = format!("unix://{}", abs_sock.display());
     let mut args = strings(&[
         "--listen-client-urls",
-        &format!("{plain},{tls}"),
+        &format!("{plain},{tls},{abs}"),
         "--advertise-client-urls",
         &plain,
     ]);
@@ -525,6 +529,10 @@ async fn unix_and_unixs_sockets_serve_grpc_and_http() {
             &pki.etcdctl_args(None),
             &["get", "k", "--print-value-only"]
         ),
+        "v\n"
+    );
+    assert_eq!(
+        etcdctl_ok(cwd, &abs, &[], &["get", "k", "--print-value-only"]),
         "v\n"
     );
     assert!(found_k(
@@ -548,6 +556,7 @@ async fn unix_and_unixs_sockets_serve_grpc_and_http() {
     member.stop();
     assert!(!plain_sock.exists(), "{} left behind", plain_sock.display());
     assert!(!tls_sock.exists(), "{} left behind", tls_sock.display());
+    assert!(!abs_sock.exists(), "{} left behind", abs_sock.display());
 }
 
 /// `--listen-client-http-urls`, from a YAML config file's `listen-client-http-urls` key: the

@@ -5,7 +5,9 @@
 //! gRPC target, so its HTTP/2 requests carry `:authority: http://127.0.0.1:2379`. That is no
 //! valid authority, and h2 (under hyper and tonic) resets such a stream with PROTOCOL_ERROR,
 //! where etcd's Go server takes it. [`AuthorityFix`] sits on a connection's client → server
-//! bytes before h2 reads them and rewrites such an authority to its `host:port`.
+//! bytes before h2 reads them and rewrites such an authority to its `host:port`. Likewise etcd's
+//! Go client 3.5 sends a `unix:///run/etcd.sock` endpoint's path as `:authority`; a path
+//! becomes `localhost` (what grpc-go itself sends for unix targets since 1.4x).
 //!
 //! How, in [`AuthorityRewriter`] (no I/O, fed bytes, hands bytes on):
 //! - The 24-byte preface and every frame that is not HEADERS or CONTINUATION pass untouched;
@@ -147,16 +149,24 @@ impl FieldList {
             .map(|&[n, n_end, v, v_end]| (&self.bytes[n..n_end], &self.bytes[v..v_end]))
     }
 
-    /// Narrows every URL `:authority` to its `host:port`; whether there was one.
+    /// Narrows every URL `:authority` to its `host:port`, and turns a unix socket's path into
+    /// `localhost`; whether there was one.
     fn rewrite_authority(&mut self) -> bool {
         let mut rewritten = false;
         for span in &mut self.spans {
             let [n, n_end, v, v_end] = *span;
-            if &self.bytes[n..n_end] == b":authority"
-                && let Some(host) = url_authority(&self.bytes[v..v_end])
-            {
+            if &self.bytes[n..n_end] != b":authority" {
+                continue;
+            }
+            if let Some(host) = url_authority(&self.bytes[v..v_end]) {
                 span[2] = v + host.start;
                 span[3] = v + host.end;
+                rewritten = true;
+            } else if socket_path_authority(&self.bytes[v..v_end]) {
+                let start = self.bytes.len();
+                self.bytes.extend_from_slice(UNIX_AUTHORITY);
+                span[2] = start;
+                span[3] = start + UNIX_AUTHORITY.len();
                 rewritten = true;
             }
         }
@@ -387,6 +397,17 @@ fn headers_fragment(flags: u8, payload: &[u8]) -> Option<(&[u8], Option<[u8; 5]>
     }
     let end = rest.len().checked_sub(pad)?;
     Some((&rest[..end], priority))
+}
+
+/// What a unix socket's path as `:authority` becomes: what grpc-go itself sends for unix
+/// targets since 1.4x.
+const UNIX_AUTHORITY: &[u8] = b"localhost";
+
+/// Whether an `:authority` is a unix socket's absolute path (`/run/etcd.sock`), as etcd's Go
+/// client 3.5 sends for a `unix:///run/etcd.sock` endpoint; no valid authority, which etcd's
+/// Go server takes and h2 refuses.
+pub(crate) fn socket_path_authority(value: &[u8]) -> bool {
+    value.first() == Some(&b'/') && http::uri::Authority::try_from(value).is_err()
 }
 
 /// Where the `host:port` is in an `:authority` that is no valid authority but a URL
@@ -812,6 +833,15 @@ mod tests {
             let got = url_authority(case.value.as_bytes()).map(|r| &case.value[r]);
             assert_eq!(got, case.want, "{}", case.value);
         }
+        for (value, path) in [
+            ("/run/etcd.sock", true),
+            ("/tmp/.tmpxu8YW0/etcd.sock", true),
+            ("localhost:2379", false),
+            ("run/etcd.sock", false),
+            ("", false),
+        ] {
+            assert_eq!(socket_path_authority(value.as_bytes()), path, "{value}");
+        }
     }
 
     #[test]
@@ -858,6 +888,18 @@ mod tests {
         assert_eq!(
             h2_sees(input).await,
             [("127.0.0.1:23790".to_string(), "v".to_string())]
+        );
+    }
+
+    #[tokio::test]
+    async fn h2_takes_a_socket_path_authority_as_localhost() {
+        let mut encoder = loona_hpack::Encoder::new();
+        let mut input = opening();
+        let block = encoded(&mut encoder, &request("/run/etcd.sock", "v"));
+        input.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &block));
+        assert_eq!(
+            h2_sees(input).await,
+            [("localhost".to_string(), "v".to_string())]
         );
     }
 
