@@ -458,8 +458,20 @@ impl RaftNode {
     /// member's context ([`Self::ready`]): raft-rs then never holds one context twice, whatever
     /// the member sends (an older member re-sends a read under the same context), which is
     /// what etcd-io/raft#397 makes raft itself tolerate (see [`retry_context`]).
+    ///
+    /// A message addressed to another member id is dropped, as etcd 3.5.14's `Process` does
+    /// (#17813): a peer that still takes this address for a member since removed and re-added
+    /// under a new id must not move this member's raft.
     pub fn step(&mut self, bytes: &[u8]) -> Option<(u64, bool)> {
         let mut m = Self::decode_peer_message(bytes)?;
+        if m.to != self.id {
+            tracing::warn!(
+                local_member_id = %format_args!("{:x}", self.id),
+                mismatch_member_id = %format_args!("{:x}", m.to),
+                "rejected Raft message to mismatch member"
+            );
+            return None;
+        }
         let seen = (
             m.from,
             m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeatResponse,
@@ -768,6 +780,39 @@ mod tests {
         };
         assert!(asks_within_three_ticks(8) >= 2, "pre-votes to both peers");
         assert_eq!(asks_within_three_ticks(0), 0);
+    }
+
+    /// etcd 3.5.14 (#17813): a message addressed to another member id is not stepped.
+    #[test]
+    fn a_message_to_another_member_id_is_dropped() {
+        let cfg = NodeConfig {
+            id: 1,
+            voters: vec![1, 2, 3],
+            learners: vec![],
+            election_tick: 10,
+            fixed_election_timeout: Some(10),
+            heartbeat_tick: 1,
+            pre_vote: true,
+            applied: 0,
+        };
+        let mut n = RaftNode::new(&cfg, Recovered::default()).unwrap();
+        let start = n.term();
+        let heartbeat = |to: u64| {
+            let mut m = Message::default();
+            m.set_msg_type(MessageType::MsgHeartbeat);
+            (m.from, m.to, m.term) = (2, to, start + 3);
+            m.write_to_bytes().unwrap()
+        };
+        assert_eq!(n.step(&heartbeat(3)), None);
+        drive(&mut n);
+        assert_eq!(
+            n.term(),
+            start,
+            "a heartbeat to member 3 moved member 1's term"
+        );
+        assert_eq!(n.step(&heartbeat(1)), Some((2, false)));
+        drive(&mut n);
+        assert_eq!(n.term(), start + 3, "member 2's leadership is heard");
     }
 
     #[test]
