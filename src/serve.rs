@@ -160,7 +160,7 @@ pub(crate) struct ClientPort {
 /// a unix socket. A unix URL's socket is the file its host and path name, relative to the
 /// working directory unless absolute: `unix://localhost:2379` listens on `./localhost:2379`,
 /// `unix:///run/etcd.sock` on `/run/etcd.sock`. The URL is checked as etcd's URL flags check
-/// it, with etcd's words: since 3.5.10 (#15940) a unix URL need not be `host:port` and may
+/// it, with etcd's words: since 3.5.13 (#15940) a unix URL need not be `host:port` and may
 /// have a path; an http(s) URL must be `host:port` and must not.
 pub(crate) fn resolve_url(url: &str) -> Result<(String, bool, bool), String> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));

@@ -483,7 +483,7 @@ async fn http_and_https_share_one_port() {
 
 /// `unix://localhost:<port>` and `unixs://localhost:<port>` listen on the socket files
 /// `localhost:<port>` in the member's working directory (etcd takes the URL's host and path as
-/// the file's name), `unix:///<dir>/etcd.sock` on that absolute path (etcd 3.5.10+, #15940); a
+/// the file's name), `unix:///<dir>/etcd.sock` on that absolute path (etcd 3.5.13+, #15940); a
 /// file already there (a stale socket) is removed first, and the sockets are gone once the
 /// member has stopped. etcdctl reaches the member through both (its unix
 /// endpoints resolve in its own working directory) and finds the unix URL advertised in the
@@ -503,7 +503,7 @@ async fn unix_and_unixs_sockets_serve_grpc_and_http() {
         cwd.join(format!("localhost:{p2}")),
     );
     std::fs::write(&plain_sock, "a stale socket's name").unwrap();
-    // etcd 3.5.10+ (#15940): a unix URL may name an absolute path.
+    // etcd 3.5.13+ (#15940): a unix URL may name an absolute path.
     let abs_sock = cwd.join("etcd.sock");
     let abs = format!("unix://{}", abs_sock.display());
     let mut args = strings(&[
