@@ -119,7 +119,8 @@ fn connected(voters: &[u64], me: u64, activity: &HashMap<u64, Duration>) -> usiz
 /// the connected voters still make a quorum of the grown cluster (3.5.1 asked for every voter,
 /// so one member down blocked every add). A one-member cluster may always grow.
 pub fn healthy_to_add(voters: &[u64], me: u64, activity: &HashMap<u64, Duration>) -> bool {
-    voters.len() == 1 || connected(voters, me, activity) > (voters.len() + 1) / 2
+    let grown = voters.len() + 1;
+    voters.len() == 1 || connected(voters, me, activity) > grown / 2
 }
 
 /// etcd's `mayRemoveMember` health rule: a member that is down may go; otherwise the connected
