@@ -9,7 +9,10 @@
 //! - `restore <file> --data-dir …` checks the checksum (unless `--skip-hash-check`) and makes a
 //!   new data dir holding the file's keys, leases, auth state and alarms as the first member of
 //!   a new cluster (`--name`, `--initial-cluster`, `--initial-cluster-token`,
-//!   `--initial-advertise-peer-urls`, as etcdutl takes them).
+//!   `--initial-advertise-peer-urls`, as etcdutl takes them). With `--bump-revision N
+//!   --mark-compacted` (etcdutl 3.5.10, #16165; one needs the other) the revision jumps N past
+//!   the file's latest and everything up to there is compacted, so the watches of clients that
+//!   knew the old cluster are answered "compacted" instead of missing what happened since.
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +79,13 @@ pub enum Command {
         /// Accept a file without a checksum (a backend copied out of a data dir).
         #[arg(long)]
         skip_hash_check: bool,
+        /// How much to increase the latest revision after restore
+        #[arg(long, default_value_t = 0)]
+        bump_revision: u64,
+        /// Mark the latest revision after restore as the point of scheduled compaction
+        /// (required if --bump-revision > 0, disallowed otherwise)
+        #[arg(long)]
+        mark_compacted: bool,
     },
 }
 
@@ -288,6 +298,39 @@ async fn save(file: &Path, target: &Target<'_>) -> Result<(), String> {
     })
 }
 
+/// etcdutl's `--bump-revision` and `--mark-compacted` (#16165): a record of no key at the
+/// file's latest revision plus `amount` (sub 0), as etcdutl's `unsafeBumpRevision` writes it,
+/// and the scheduled compaction set there, which opening the store then carries out.
+fn bump_revision(records: &mut Vec<actcd_etcd_snapshot::OwnedRecord>, amount: u64) {
+    use actcd_etcd_snapshot::META_SCHEDULED_COMPACT;
+    use actcd_types::Revision;
+    use actcd_types::storage::Table;
+    let latest = records
+        .iter()
+        .filter(|(t, _, _)| *t == Table::Key)
+        .filter_map(|(_, k, _)| Revision::from_bytes(k).map(|(r, _)| r))
+        .max()
+        .unwrap_or_default();
+    let bumped = latest.main.saturating_add(amount as i64);
+    tracing::info!(
+        latest_revision = latest.main,
+        bump_amount = amount,
+        new_latest_revision = bumped,
+        "bumping latest revision"
+    );
+    let k = Revision::new(bumped, 0).to_bytes(false);
+    let v = actcd_types::key_record::seal(&k, &[]);
+    records.push((Table::Key, k, v));
+    tracing::info!(revision = bumped, "marking revision compacted");
+    records.retain(|(t, k, _)| !(*t == Table::Meta && k == META_SCHEDULED_COMPACT));
+    records.push((
+        Table::Meta,
+        META_SCHEDULED_COMPACT.to_vec(),
+        bumped.to_be_bytes().to_vec(),
+    ));
+}
+
+#[allow(clippy::too_many_arguments)]
 fn restore(
     file: &Path,
     data_dir: Option<PathBuf>,
@@ -296,6 +339,7 @@ fn restore(
     token: &str,
     peer_urls: &str,
     skip_hash_check: bool,
+    bump: u64,
 ) -> Result<(), String> {
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(format!("{name}.etcd")));
     let mut args = vec![
@@ -316,7 +360,11 @@ fn restore(
     let cfg = Config::try_from(flags).map_err(|e| e.to_string())?;
     let data = read_file(file)?;
     let db = bolt::read(checked_db(&data, skip_hash_check)?).map_err(|e| e.to_string())?;
-    let records = actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).map_err(|e| e.to_string())?;
+    let mut records =
+        actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).map_err(|e| e.to_string())?;
+    if bump > 0 {
+        bump_revision(&mut records, bump);
+    }
     crate::node::restore(&cfg, &records).map_err(|e| e.to_string())?;
     tracing::info!(
         path = %file.display(),
@@ -373,15 +421,24 @@ pub fn run(cli: SnapshotCli) -> Result<(), String> {
             initial_cluster_token,
             initial_advertise_peer_urls,
             skip_hash_check,
-        } => restore(
-            &file,
-            data_dir,
-            &name,
-            initial_cluster,
-            &initial_cluster_token,
-            &initial_advertise_peer_urls,
-            skip_hash_check,
-        ),
+            bump_revision,
+            mark_compacted,
+        } => {
+            // etcdutl's check and words (its flag is --bump-revision).
+            if (bump_revision == 0) == mark_compacted {
+                return Err("--mark-compacted required if --revision-bump > 0".into());
+            }
+            restore(
+                &file,
+                data_dir,
+                &name,
+                initial_cluster,
+                &initial_cluster_token,
+                &initial_advertise_peer_urls,
+                skip_hash_check,
+                bump_revision,
+            )
+        }
     }
 }
 
@@ -393,6 +450,33 @@ mod tests {
     /// prints as `{"hash":1802528434,"revision":5,"totalKey":10,"totalSize":24576}`.
     const ETCD: &[u8] =
         include_bytes!("../crates/etcd-snapshot/tests/fixtures/etcd-3.5.1-snapshot.db");
+
+    /// etcdutl's `modifyLatestRevision`: a keyless record at latest + N, and the scheduled
+    /// compaction moved there (whatever the file said).
+    #[test]
+    fn bumping_adds_a_record_past_the_latest_and_schedules_its_compaction() {
+        use actcd_etcd_snapshot::META_SCHEDULED_COMPACT;
+        use actcd_types::Revision;
+        use actcd_types::storage::Table;
+        let db = bolt::read(checked_db(ETCD, false).unwrap()).unwrap();
+        let mut records = actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).unwrap();
+        let before = records.len();
+        bump_revision(&mut records, 100);
+        let added = Revision::new(5 + 100, 0).to_bytes(false);
+        let keyed: Vec<_> = records
+            .iter()
+            .filter(|(t, k, _)| *t == Table::Key && *k == added)
+            .map(|(_, k, v)| actcd_types::key_record::open(k, v).unwrap().to_vec())
+            .collect();
+        assert_eq!(keyed, [Vec::<u8>::new()]);
+        let scheduled: Vec<_> = records
+            .iter()
+            .filter(|(t, k, _)| *t == Table::Meta && k == META_SCHEDULED_COMPACT)
+            .map(|(_, _, v)| v.clone())
+            .collect();
+        assert_eq!(scheduled, [105i64.to_be_bytes().to_vec()]);
+        assert!(records.len() <= before + 2);
+    }
 
     #[test]
     fn status_is_etcdutls() {

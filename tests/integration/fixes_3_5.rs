@@ -297,3 +297,100 @@ async fn a_watch_from_the_compaction_revision_gets_the_delete_there() {
     let r = watch_from(&mut c, "a", 3).await;
     assert!(r.canceled() && r.compact_revision() == 4, "{r:?}");
 }
+
+/// etcd 3.5.10 (#16165): `snapshot restore --bump-revision N --mark-compacted`, as etcdutl's:
+/// the restored member starts N revisions past the file's latest, compacted there, so a watch
+/// from an old revision is answered "compacted"; one flag without the other is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_can_bump_the_revision_and_mark_it_compacted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = Server::start(&tmp.path().join("a"));
+    let mut c = a.client().await;
+    put(&mut c, "k").await;
+    let latest = put(&mut c, "k").await;
+    let file = tmp.path().join("snap.db");
+    let file_s = file.to_str().unwrap();
+    let actcd = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run actcd")
+    };
+    let out = actcd(&["snapshot", "save", file_s, "--endpoints", &a.endpoint()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(a);
+
+    let peer = crate::free_port();
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let cluster = format!("default={peer_url}");
+    let restore = |dir: &str, extra: &[&str]| {
+        let mut args = vec![
+            "snapshot",
+            "restore",
+            file_s,
+            "--data-dir",
+            dir,
+            "--initial-cluster",
+            &cluster,
+            "--initial-advertise-peer-urls",
+            &peer_url,
+        ];
+        args.extend(extra);
+        actcd(&args)
+    };
+    let dir = tmp.path().join("b");
+    let dir_s = dir.to_str().unwrap();
+    for half in [&["--bump-revision", "5"][..], &["--mark-compacted"]] {
+        let out = restore(dir_s, half);
+        assert!(!out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim(),
+            "Error: --mark-compacted required if --revision-bump > 0"
+        );
+        assert!(!dir.exists(), "nothing restored");
+    }
+    let out = restore(dir_s, &["--bump-revision", "1000", "--mark-compacted"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut b = Server {
+        child: None,
+        dir: dir.clone(),
+        port: crate::free_port(),
+        peer_port: peer,
+        extra: Vec::new(),
+        env: Vec::new(),
+        scheme: "http",
+    };
+    b.spawn();
+    let mut c = b.client().await;
+    let bumped = latest + 1000;
+    let h = c.hash_kv(0).await.unwrap();
+    assert_eq!(
+        (h.header().unwrap().revision(), h.compact_version()),
+        (bumped, bumped)
+    );
+    let got = c.get("k", None).await.unwrap();
+    assert_eq!(
+        got.kvs()[0].mod_revision(),
+        latest,
+        "the keys are the file's"
+    );
+    // A watch from a revision the old cluster served, or from just below the bump.
+    for from in [latest, bumped - 1] {
+        let r = watch_from(&mut c, "k", from).await;
+        assert!(r.canceled() && r.compact_revision() == bumped, "{r:?}");
+    }
+    assert_eq!(put(&mut c, "k").await, bumped + 1);
+    let r = watch_from(&mut c, "k", bumped).await;
+    assert_eq!(r.events().len(), 1, "{r:?}");
+    assert_eq!(r.events()[0].kv().unwrap().mod_revision(), bumped + 1);
+}
