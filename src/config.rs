@@ -76,8 +76,9 @@ pub struct Flags {
         default_value = "etcd-cluster"
     )]
     pub initial_cluster_token: String,
-    /// Applied entries between raft log compactions.
-    #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 100_000)]
+    /// Applied entries between raft log compactions (etcd 3.6's default, #15408; 3.5's was
+    /// 100,000).
+    #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 10_000)]
     pub snapshot_count: u64,
     /// Entries kept in memory after a log compaction, for slow followers.
     #[arg(long, env = "ETCD_SNAPSHOT_CATCHUP_ENTRIES", default_value_t = 5000)]
@@ -997,10 +998,87 @@ impl Config {
     }
 }
 
-/// A URL with `localhost` read as `127.0.0.1` and no trailing slash, for comparisons.
+/// A URL with `localhost` read as `127.0.0.1`, an IP address in its canonical spelling (etcd
+/// 3.7's `normalizeHost`, #20365: `[0:0::1]` is `[::1]`, an IPv4-mapped address is the IPv4
+/// one), and no trailing slash, for comparisons. (etcd also resolves host names; actcd does
+/// not.)
 fn normal_url(u: &str) -> String {
-    u.trim_end_matches('/')
-        .replace("://localhost:", "://127.0.0.1:")
+    let u = u
+        .trim_end_matches('/')
+        .replace("://localhost:", "://127.0.0.1:");
+    let Some((scheme, rest)) = u.split_once("://") else {
+        return u;
+    };
+    let (host_port, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let (host, port) = match host_port.rsplit_once(':') {
+        Some((h, p)) if h.ends_with(']') || !h.contains(':') => (h, Some(p)),
+        _ => (host_port, None),
+    };
+    let Ok(ip) = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+    else {
+        return u;
+    };
+    let ip = match ip {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    let host = match ip {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+    };
+    match port {
+        Some(p) => format!("{scheme}://{host}:{p}{path}"),
+        None => format!("{scheme}://{host}{path}"),
+    }
+}
+
+#[cfg(test)]
+mod etcd_36_tests {
+    use clap::Parser;
+
+    use super::{Flags, same_urls};
+
+    /// etcd 3.6's defaults and values where they moved: `--snapshot-count` 10,000 (#15408),
+    /// `--max-learners` 1, `--log-format console`.
+    #[test]
+    fn flags_default_as_etcd_36s() {
+        let f = Flags::parse_from(["actcd"]);
+        assert_eq!((f.snapshot_count, f.max_learners), (10_000, 1));
+        let f = Flags::parse_from(["actcd", "--log-format", "console", "--max-learners", "3"]);
+        assert_eq!((f.log_format.as_str(), f.max_learners), ("console", 3));
+    }
+
+    fn urls(u: &[&str]) -> Vec<String> {
+        u.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// etcd compares `--initial-advertise-peer-urls` with `--initial-cluster` by address: two
+    /// spellings of one IP address match (3.7 normalizes them, #20365; 3.5 resolved them).
+    #[test]
+    fn spellings_of_one_address_match() {
+        for (a, b) in [
+            ("http://[::1]:2380", "http://[0:0:0:0:0:0:0:1]:2380"),
+            ("http://[::ffff:127.0.0.1]:2380", "http://127.0.0.1:2380"),
+            ("http://localhost:2380/", "http://127.0.0.1:2380"),
+            ("https://[FE80::1]:2380", "https://[fe80:0::1]:2380"),
+            ("http://node-a:2380", "http://node-a:2380"),
+        ] {
+            assert!(same_urls(&urls(&[a]), &urls(&[b])), "{a} {b}");
+        }
+        for (a, b) in [
+            ("http://[::1]:2380", "http://[::1]:2381"),
+            ("http://[::1]:2380", "https://[::1]:2380"),
+            ("http://[::2]:2380", "http://[::1]:2380"),
+            ("http://node-a:2380", "http://node-b:2380"),
+        ] {
+            assert!(!same_urls(&urls(&[a]), &urls(&[b])), "{a} {b}");
+        }
+    }
 }
 
 /// Whether two URL lists name the same URLs (in any order).

@@ -416,6 +416,18 @@ mod tests {
                 change: change(Kind::Update, 9, &["http://z:2380"]),
                 want: Err(EtcdError::MemberNotFound),
             },
+            // etcd 3.6.1 (#20051): a promotion of a member that is not there (a log replayed
+            // after --force-new-cluster removed it) panicked; here it is refused.
+            Case {
+                name: "promote an unknown member",
+                change: change(Kind::Promote, 9, &[]),
+                want: Err(EtcdError::MemberNotFound),
+            },
+            Case {
+                name: "promote a removed member",
+                change: change(Kind::Promote, 2, &[]),
+                want: Err(EtcdError::MemberRemoved),
+            },
         ];
         for c in cases {
             let before = (m.clone(), ops.len());
