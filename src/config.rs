@@ -16,6 +16,9 @@ use std::time::Duration;
 use actcd_front::ClientTls;
 use clap::Parser;
 
+#[path = "config_gates.rs"]
+pub mod gates;
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "actcd",
@@ -80,8 +83,10 @@ pub struct Flags {
     /// 100,000).
     #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 10_000)]
     pub snapshot_count: u64,
-    /// Entries kept in memory after a log compaction, for slow followers.
-    #[arg(long, env = "ETCD_SNAPSHOT_CATCHUP_ENTRIES", default_value_t = 5000)]
+    /// Entries kept in memory after a log compaction, for slow followers:
+    /// `--snapshot-catchup-entries` (`--experimental-snapshot-catchup-entries` in etcd 3.5). In
+    /// effect once [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = 5000u64)]
     pub snapshot_catchup_entries: u64,
     /// Time (ms) of a heartbeat interval (one raft tick).
     #[arg(long, env = "ETCD_HEARTBEAT_INTERVAL", default_value_t = 100)]
@@ -126,64 +131,39 @@ pub struct Flags {
     /// Log level: debug, info, warn, error.
     #[arg(long, env = "ETCD_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
-    /// How often watchers that asked for progress notifications hear the current revision
-    /// (Go duration: `10m`, `30s`, `500ms`).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL",
-        default_value = "10m",
-        value_parser = actcd_types::duration::parse_go_duration
-    )]
+    /// How often watchers that asked for progress notifications hear the current revision:
+    /// `--watch-progress-notify-interval` (`--experimental-…` in etcd 3.5). In effect once
+    /// [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = Duration::from_secs(600))]
     pub experimental_watch_progress_notify_interval: Duration,
-    /// Before serving clients, compare this member's HashKV with every reachable peer's at
-    /// this member's revision and refuse to start on a mismatch (etcd's flag; its default is
-    /// off, actcd's is on: corruption is to be found, not served).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        value_parser = parse_go_bool
-    )]
+    /// Before serving clients, compare this member's HashKV with every reachable peer's at this
+    /// member's revision and refuse to start on a mismatch: the `InitialCorruptCheck` gate
+    /// (`--experimental-initial-corrupt-check` in etcd 3.5; etcd's default is off, actcd's is on:
+    /// corruption is to be found, not served). In effect once [`Flags::resolve`] has run; the flags
+    /// are in [`RenamedFlags`].
+    #[arg(skip = true)]
     pub experimental_initial_corrupt_check: bool,
-    /// How often the leader compares its HashKV with every peer's and raises the CORRUPT alarm
-    /// on a mismatch (Go duration; 0 turns it off, etcd's default). On by default here, every
-    /// 5 minutes: each check scans the whole key table once on every member and twice on the
-    /// leader, in the reader that also serves watchers' history, so its cost grows with the
-    /// store; every 5 minutes keeps that to a small share of a member's time even for stores
-    /// that take seconds to scan, while bounding how long a diverged member goes unnoticed.
-    /// The compact hash check (every minute, no scan) covers each compaction sooner.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME",
-        default_value = "5m",
-        value_parser = actcd_types::duration::parse_go_duration
-    )]
+    /// How often the leader compares its HashKV with every peer's and raises the CORRUPT alarm on a
+    /// mismatch: `--corrupt-check-time` (`--experimental-…` in etcd 3.5; 0 turns it off, etcd's
+    /// default). On by default here, every 5 minutes: each check scans the whole key table once on
+    /// every member and twice on the leader, in the reader that also serves watchers' history, so
+    /// its cost grows with the store; every 5 minutes keeps that to a small share of a member's
+    /// time even for stores that take seconds to scan, while bounding how long a diverged member
+    /// goes unnoticed. The compact hash check (every minute, no scan) covers each compaction
+    /// sooner. In effect once [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = Duration::from_secs(300))]
     pub experimental_corrupt_check_time: Duration,
     /// After each compaction every member remembers its HashKV at the compacted revision; the
-    /// leader compares the peers' with its own every `--experimental-compact-hash-check-time`
-    /// and raises CORRUPT on a mismatch (etcd 3.5's flag, off there by default; on here).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        value_parser = parse_go_bool
-    )]
+    /// leader compares the peers' with its own every `--compact-hash-check-time` and raises CORRUPT
+    /// on a mismatch: the `CompactHashCheck` gate (`--experimental-compact-hash-check- enabled` in
+    /// etcd 3.5, off there by default; on here). In effect once [`Flags::resolve`] has run; the
+    /// flags are in [`RenamedFlags`].
+    #[arg(skip = true)]
     pub experimental_compact_hash_check_enabled: bool,
-    /// How often the leader runs the compact hash check (Go duration; etcd's default, 1m).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_TIME",
-        default_value = "1m",
-        value_parser = actcd_types::duration::parse_go_duration
-    )]
+    /// How often the leader runs the compact hash check: `--compact-hash-check-time`
+    /// (`--experimental-…` in etcd 3.5; etcd's default, 1m). In effect once [`Flags::resolve`] has
+    /// run; the flags are in [`RenamedFlags`].
+    #[arg(skip = Duration::from_secs(60))]
     pub experimental_compact_hash_check_time: Duration,
     /// Extra URLs serving `/metrics` and `/health` (plain HTTP/1.1); the client URLs serve
     /// them too.
@@ -407,38 +387,21 @@ pub struct Flags {
         default_value = DEFAULT_LOG_ROTATION_CONFIG
     )]
     pub log_rotation_config_json: String,
-    /// Enable OpenTelemetry distributed tracing (not in actcd).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_ENABLE_DISTRIBUTED_TRACING",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    /// `--enable-distributed-tracing` (`--experimental-…` in etcd 3.5; not in actcd). In effect
+    /// once [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = false)]
     pub experimental_enable_distributed_tracing: bool,
-    /// Distributed tracing collector address.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_ADDRESS",
-        default_value = "localhost:4317"
-    )]
+    /// `--distributed-tracing-address` (`--experimental-…` in etcd 3.5). In effect once
+    /// [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = String::from("localhost:4317"))]
     pub experimental_distributed_tracing_address: String,
-    /// Distributed tracing service name.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_SERVICE_NAME",
-        default_value = "etcd"
-    )]
+    /// `--distributed-tracing-service-name` (`--experimental-…` in etcd 3.5). In effect once
+    /// [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = String::from("etcd"))]
     pub experimental_distributed_tracing_service_name: String,
-    /// Distributed tracing instance id.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_INSTANCE_ID",
-        default_value = ""
-    )]
+    /// `--distributed-tracing-instance-id` (`--experimental-…` in etcd 3.5). In effect once
+    /// [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = String::new())]
     pub experimental_distributed_tracing_instance_id: String,
     /// v2 proxy mode: `off`, `readonly` or `on` (actcd has no proxy mode).
     #[arg(long, env = "ETCD_PROXY", default_value = "off", value_parser = one_of(&["off", "readonly", "on"]))]
@@ -461,72 +424,28 @@ pub struct Flags {
     /// Serve v2 requests through the v3 backend under this prefix (not in actcd).
     #[arg(long, env = "ETCD_EXPERIMENTAL_ENABLE_V2V3", default_value = "")]
     pub experimental_enable_v2v3: String,
-    /// The leader persists leases' remaining TTLs (lease checkpoints).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
-    pub experimental_enable_lease_checkpoint: bool,
-    /// Maximum revisions deleted in each compaction batch.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_COMPACTION_BATCH_LIMIT",
-        default_value_t = 1000,
-        allow_negative_numbers = true
-    )]
+    /// Maximum revisions deleted in each compaction batch: `--compaction-batch-limit`
+    /// (`--experimental-…` in etcd 3.5). In effect once [`Flags::resolve`] has run; the flags are
+    /// in [`RenamedFlags`].
+    #[arg(skip = 1000)]
     pub experimental_compaction_batch_limit: i64,
-    /// Warn when applying a request takes longer than this (Go duration).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_WARNING_APPLY_DURATION",
-        default_value = "100ms",
-        value_parser = actcd_types::duration::parse_go_duration
-    )]
+    /// Warn when applying a request takes longer than this: `--warning-apply-duration`
+    /// (`--experimental-…` in etcd 3.5). In effect once [`Flags::resolve`] has run; the flags are
+    /// in [`RenamedFlags`].
+    #[arg(skip = Duration::from_millis(100))]
     pub experimental_warning_apply_duration: Duration,
-    /// Write transactions share a buffer in their read-only checks (a bbolt detail).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_TXN_MODE_WRITE_WITH_SHARED_BUFFER",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        value_parser = parse_go_bool
-    )]
-    pub experimental_txn_mode_write_with_shared_buffer: bool,
-    /// Defragment at start-up when that frees at least this many megabytes (0: never).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_BOOTSTRAP_DEFRAG_THRESHOLD_MEGABYTES",
-        default_value_t = 0
-    )]
+    /// Defragment at start-up when that frees at least this many megabytes (0: never):
+    /// `--bootstrap-defrag-threshold-megabytes` (`--experimental-…` in etcd 3.5). In effect once
+    /// [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = 0u64)]
     pub experimental_bootstrap_defrag_threshold_megabytes: u64,
-    /// mlock etcd's memory (not in actcd).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_MEMORY_MLOCK",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    /// mlock etcd's memory: `--memory-mlock` (`--experimental-…` in etcd 3.5; not in actcd). In
+    /// effect once [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = false)]
     pub experimental_memory_mlock: bool,
-    /// How often the downgrade status is checked (Go duration).
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_DOWNGRADE_CHECK_TIME",
-        default_value = "5s",
-        value_parser = actcd_types::duration::parse_go_duration
-    )]
+    /// How often the downgrade status is checked: `--downgrade-check-time` (`--experimental-…`
+    /// in etcd 3.5). In effect once [`Flags::resolve`] has run; the flags are in [`RenamedFlags`].
+    #[arg(skip = Duration::from_secs(5))]
     pub experimental_downgrade_check_time: Duration,
     /// Serve the gRPC gateway (JSON over HTTP, `/v3/...`) on the client URLs.
     #[arg(
@@ -564,6 +483,316 @@ pub struct Flags {
         value_parser = parse_go_bool
     )]
     pub unsafe_no_fsync: bool,
+    // etcd 3.6's server feature gates (`config_gates.rs`): each occurrence is one `Set`.
+    #[arg(
+        long,
+        env = "ETCD_FEATURE_GATES",
+        action = clap::ArgAction::Append,
+        value_parser = gates::parse_flag,
+        help = gates::flag_help()
+    )]
+    pub feature_gates: Vec<String>,
+    /// The `--experimental-*` flags etcd 3.6 renamed or turned into feature gates, under both
+    /// names.
+    #[command(flatten)]
+    pub renamed: RenamedFlags,
+}
+
+/// The `--experimental-*` flags etcd 3.6 renamed (`experimentalFlagMigrationMap`) or turned
+/// into feature gates (`ExperimentalFlagToFeatureMap`), under both names: the old ones are
+/// deprecated in 3.6 (with its warning) and gone in 3.7, and actcd, serving 3.5's users too,
+/// keeps them. `None` when not given (a flag or its `ETCD_*` variable), so [`Flags::resolve`]
+/// can apply etcd's rules: a renamed flag given under both names is refused, the old name
+/// wins over the new one's default; an old boolean given beside `--feature-gates` naming its
+/// gate is refused, else it sets the gate.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RenamedFlags {
+    /// How often the leader runs the compact hash check (Go duration) (default: 1m).
+    #[arg(
+        long,
+        env = "ETCD_COMPACT_HASH_CHECK_TIME",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub compact_hash_check_time: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--compact-hash-check-time`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_TIME",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_compact_hash_check_time: Option<Duration>,
+    /// How often the leader compares every member's HashKV (Go duration; 0: never) (default: 5m).
+    #[arg(
+        long,
+        env = "ETCD_CORRUPT_CHECK_TIME",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub corrupt_check_time: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--corrupt-check-time`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_corrupt_check_time: Option<Duration>,
+    /// Maximum revisions deleted in each compaction batch (default: 1000).
+    #[arg(
+        long,
+        env = "ETCD_COMPACTION_BATCH_LIMIT",
+        allow_negative_numbers = true
+    )]
+    pub compaction_batch_limit: Option<i64>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--compaction-batch-limit`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_COMPACTION_BATCH_LIMIT",
+        allow_negative_numbers = true
+    )]
+    pub experimental_compaction_batch_limit: Option<i64>,
+    /// How often watchers that asked for progress notifications hear the current revision (Go
+    /// duration) (default: 10m).
+    #[arg(
+        long,
+        env = "ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub watch_progress_notify_interval: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--watch-progress-notify-interval`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_watch_progress_notify_interval: Option<Duration>,
+    /// Warn when applying a request takes longer than this (Go duration) (default: 100ms).
+    #[arg(
+        long,
+        env = "ETCD_WARNING_APPLY_DURATION",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub warning_apply_duration: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--warning-apply-duration`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_WARNING_APPLY_DURATION",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_warning_apply_duration: Option<Duration>,
+    /// Defragment at start-up when that frees at least this many megabytes (0: never) (default: 0).
+    #[arg(long, env = "ETCD_BOOTSTRAP_DEFRAG_THRESHOLD_MEGABYTES")]
+    pub bootstrap_defrag_threshold_megabytes: Option<u64>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--bootstrap-defrag-threshold-megabytes`.
+    #[arg(long, env = "ETCD_EXPERIMENTAL_BOOTSTRAP_DEFRAG_THRESHOLD_MEGABYTES")]
+    pub experimental_bootstrap_defrag_threshold_megabytes: Option<u64>,
+    /// mlock the member's memory (not in actcd) (default: false).
+    #[arg(
+        long,
+        env = "ETCD_MEMORY_MLOCK",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub memory_mlock: Option<bool>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--memory-mlock`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_MEMORY_MLOCK",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_memory_mlock: Option<bool>,
+    /// Entries kept in memory after a log compaction, for slow followers (default: 5000).
+    #[arg(long, env = "ETCD_SNAPSHOT_CATCHUP_ENTRIES")]
+    pub snapshot_catchup_entries: Option<u64>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--snapshot-catchup-entries`.
+    #[arg(long, env = "ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES")]
+    pub experimental_snapshot_catchup_entries: Option<u64>,
+    /// Sleep between compaction batches (not in actcd: batches yield to writes instead) (default:
+    /// 0).
+    #[arg(
+        long,
+        env = "ETCD_COMPACTION_SLEEP_INTERVAL",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub compaction_sleep_interval: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--compaction-sleep-interval`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_COMPACTION_SLEEP_INTERVAL",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_compaction_sleep_interval: Option<Duration>,
+    /// How often the downgrade status is checked (not in actcd) (default: 5s).
+    #[arg(
+        long,
+        env = "ETCD_DOWNGRADE_CHECK_TIME",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub downgrade_check_time: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--downgrade-check-time`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_DOWNGRADE_CHECK_TIME",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_downgrade_check_time: Option<Duration>,
+    /// OpenTelemetry distributed tracing (not in actcd) (default: false).
+    #[arg(
+        long,
+        env = "ETCD_ENABLE_DISTRIBUTED_TRACING",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub enable_distributed_tracing: Option<bool>,
+    /// Skip the SAN check of peers' client certificates (default: false); its old name,
+    /// `--experimental-peer-skip-client-san-verification`, is with the TLS flags.
+    #[arg(
+        long,
+        env = "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub peer_skip_client_san_verification: Option<bool>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--enable-distributed-tracing`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_ENABLE_DISTRIBUTED_TRACING",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_enable_distributed_tracing: Option<bool>,
+    /// Distributed tracing collector address (default: localhost:4317).
+    #[arg(long, env = "ETCD_DISTRIBUTED_TRACING_ADDRESS")]
+    pub distributed_tracing_address: Option<String>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--distributed-tracing-address`.
+    #[arg(long, env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_ADDRESS")]
+    pub experimental_distributed_tracing_address: Option<String>,
+    /// Distributed tracing service name (default: etcd).
+    #[arg(long, env = "ETCD_DISTRIBUTED_TRACING_SERVICE_NAME")]
+    pub distributed_tracing_service_name: Option<String>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--distributed-tracing-service-name`.
+    #[arg(long, env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_SERVICE_NAME")]
+    pub experimental_distributed_tracing_service_name: Option<String>,
+    /// Distributed tracing instance id (default: "").
+    #[arg(long, env = "ETCD_DISTRIBUTED_TRACING_INSTANCE_ID")]
+    pub distributed_tracing_instance_id: Option<String>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--distributed-tracing-instance-id`.
+    #[arg(long, env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_INSTANCE_ID")]
+    pub experimental_distributed_tracing_instance_id: Option<String>,
+    /// Distributed tracing samples per million spans (default: 0).
+    #[arg(
+        long,
+        env = "ETCD_DISTRIBUTED_TRACING_SAMPLING_RATE",
+        allow_negative_numbers = true
+    )]
+    pub distributed_tracing_sampling_rate: Option<i64>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--distributed-tracing-sampling-rate`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_DISTRIBUTED_TRACING_SAMPLING_RATE",
+        allow_negative_numbers = true
+    )]
+    pub experimental_distributed_tracing_sampling_rate: Option<i64>,
+    /// Warn when a unary request takes longer than this (not in actcd) (default: 0).
+    #[arg(
+        long,
+        env = "ETCD_WARNING_UNARY_REQUEST_DURATION",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub warning_unary_request_duration: Option<Duration>,
+    /// Deprecated in etcd 3.6, removed in 3.7: `--warning-unary-request-duration`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_WARNING_UNARY_REQUEST_DURATION",
+        value_parser = actcd_types::duration::parse_go_duration
+    )]
+    pub experimental_warning_unary_request_duration: Option<Duration>,
+    /// Before serving clients, compare this member's hash with its peers'. Deprecated in etcd 3.6,
+    /// removed in 3.7: `--feature-gates=InitialCorruptCheck=…`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_initial_corrupt_check: Option<bool>,
+    /// The leader compares the peers' hashes at each compacted revision. Deprecated in etcd 3.6,
+    /// removed in 3.7: `--feature-gates=CompactHashCheck=…`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_compact_hash_check_enabled: Option<bool>,
+    /// Write transactions share a buffer in their read-only checks (a bbolt detail). Deprecated in
+    /// etcd 3.6, removed in 3.7: `--feature-gates=TxnModeWriteWithSharedBuffer=…`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_TXN_MODE_WRITE_WITH_SHARED_BUFFER",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_txn_mode_write_with_shared_buffer: Option<bool>,
+    /// The leader checkpoints leases' remaining TTLs (always on in actcd). Deprecated in etcd 3.6,
+    /// removed in 3.7: `--feature-gates=LeaseCheckpoint=…`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_enable_lease_checkpoint: Option<bool>,
+    /// Checkpointed remaining TTLs are persisted (always on in actcd). Deprecated in etcd 3.6,
+    /// removed in 3.7: `--feature-gates=LeaseCheckpointPersist=…`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT_PERSIST",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_enable_lease_checkpoint_persist: Option<bool>,
+    /// The gRPC health service reports NOT_SERVING during a defragmentation (not in actcd).
+    /// Deprecated in etcd 3.6, removed in 3.7: `--feature-gates=StopGRPCServiceOnDefrag=…`.
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_STOP_GRPC_SERVICE_ON_DEFRAG",
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = parse_go_bool
+    )]
+    pub experimental_stop_grpc_service_on_defrag: Option<bool>,
 }
 
 /// etcd's default `--log-rotation-config-json`.
@@ -680,6 +909,9 @@ pub enum ConfigError {
     /// etcd's message for flags that exclude each other.
     #[error("{0}")]
     Exclusive(&'static str),
+    /// etcd's messages for the renamed flags and the feature gates ([`Flags::resolve`]).
+    #[error("{0}")]
+    Flags(String),
     #[error("{flag} {path}: {reason}")]
     TlsFile {
         flag: &'static str,
@@ -709,7 +941,7 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
     IgnoredFlag {
         flag: "--experimental-txn-mode-write-with-shared-buffer",
         reason: "a bbolt read-buffer detail; LMDB write transactions read their own writes",
-        set: |f| !f.experimental_txn_mode_write_with_shared_buffer,
+        set: |f| f.renamed.experimental_txn_mode_write_with_shared_buffer == Some(false),
     },
     IgnoredFlag {
         flag: "--max-snapshots",
@@ -774,7 +1006,51 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
     IgnoredFlag {
         flag: "--experimental-enable-lease-checkpoint",
         reason: "remaining-TTL checkpoints are always on",
-        set: |f| f.experimental_enable_lease_checkpoint,
+        set: |f| f.renamed.experimental_enable_lease_checkpoint.is_some(),
+    },
+    IgnoredFlag {
+        flag: "--experimental-enable-lease-checkpoint-persist",
+        reason: "checkpointed remaining TTLs are always persisted",
+        set: |f| {
+            f.renamed
+                .experimental_enable_lease_checkpoint_persist
+                .is_some()
+        },
+    },
+    IgnoredFlag {
+        flag: "--experimental-stop-grpc-service-on-defrag",
+        reason: "there is no gRPC health service (grpc.health.v1) to report NOT_SERVING during a defragmentation",
+        set: |f| f.renamed.experimental_stop_grpc_service_on_defrag.is_some(),
+    },
+    IgnoredFlag {
+        flag: "--experimental-compaction-sleep-interval",
+        reason: "compaction batches are not spaced by a sleep",
+        set: |f| {
+            let r = &f.renamed;
+            r.experimental_compaction_sleep_interval
+                .or(r.compaction_sleep_interval)
+                .is_some_and(|d| !d.is_zero())
+        },
+    },
+    IgnoredFlag {
+        flag: "--experimental-distributed-tracing-sampling-rate",
+        reason: "there is no OpenTelemetry exporter",
+        set: |f| {
+            let r = &f.renamed;
+            r.experimental_distributed_tracing_sampling_rate
+                .or(r.distributed_tracing_sampling_rate)
+                .is_some_and(|n| n != 0)
+        },
+    },
+    IgnoredFlag {
+        flag: "--experimental-warning-unary-request-duration",
+        reason: "slow unary requests are not logged (slow applies are: --warning-apply-duration)",
+        set: |f| {
+            let r = &f.renamed;
+            r.experimental_warning_unary_request_duration
+                .or(r.warning_unary_request_duration)
+                .is_some_and(|d| !d.is_zero())
+        },
     },
     IgnoredFlag {
         flag: "--experimental-memory-mlock",
@@ -828,21 +1104,542 @@ pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
     },
 ];
 
+/// The flags etcd 3.6 renamed, `(old, new)` (its `experimentalFlagMigrationMap`, and the
+/// unary-request warning it handles apart).
+pub const RENAMED_FLAGS: &[(&str, &str)] = &[
+    (
+        "--experimental-compact-hash-check-time",
+        "--compact-hash-check-time",
+    ),
+    ("--experimental-corrupt-check-time", "--corrupt-check-time"),
+    (
+        "--experimental-compaction-batch-limit",
+        "--compaction-batch-limit",
+    ),
+    (
+        "--experimental-watch-progress-notify-interval",
+        "--watch-progress-notify-interval",
+    ),
+    (
+        "--experimental-warning-apply-duration",
+        "--warning-apply-duration",
+    ),
+    (
+        "--experimental-bootstrap-defrag-threshold-megabytes",
+        "--bootstrap-defrag-threshold-megabytes",
+    ),
+    ("--experimental-memory-mlock", "--memory-mlock"),
+    (
+        "--experimental-snapshot-catchup-entries",
+        "--snapshot-catchup-entries",
+    ),
+    (
+        "--experimental-compaction-sleep-interval",
+        "--compaction-sleep-interval",
+    ),
+    (
+        "--experimental-downgrade-check-time",
+        "--downgrade-check-time",
+    ),
+    (
+        "--experimental-peer-skip-client-san-verification",
+        "--peer-skip-client-san-verification",
+    ),
+    (
+        "--experimental-enable-distributed-tracing",
+        "--enable-distributed-tracing",
+    ),
+    (
+        "--experimental-distributed-tracing-address",
+        "--distributed-tracing-address",
+    ),
+    (
+        "--experimental-distributed-tracing-service-name",
+        "--distributed-tracing-service-name",
+    ),
+    (
+        "--experimental-distributed-tracing-instance-id",
+        "--distributed-tracing-instance-id",
+    ),
+    (
+        "--experimental-distributed-tracing-sampling-rate",
+        "--distributed-tracing-sampling-rate",
+    ),
+    (
+        "--experimental-warning-unary-request-duration",
+        "--warning-unary-request-duration",
+    ),
+];
+
 impl Flags {
-    /// The ignored flags this command line sets, each to be logged once at start-up.
+    /// The ignored flags this command line sets (judged on the values [`Self::resolve`] puts
+    /// in effect), each to be logged once at start-up.
     pub fn ignored_in_use(&self) -> Vec<&'static IgnoredFlag> {
-        IGNORED_FLAGS.iter().filter(|i| (i.set)(self)).collect()
+        let (f, _) = self.resolved();
+        IGNORED_FLAGS.iter().filter(|i| (i.set)(&f)).collect()
     }
 
-    /// Logs each ignored flag that is set, once, at warn level.
+    /// Logs, once each at start-up: etcd 3.6's warning for every deprecated flag given, the
+    /// feature gates `--feature-gates` set (etcd's `feature gates: …` line) and those of them
+    /// that change nothing here, and every ignored flag that is set.
     pub fn warn_ignored(&self) {
-        for i in self.ignored_in_use() {
+        let (f, resolution) = self.resolved();
+        if let Some(r) = &resolution {
+            for msg in &r.deprecated {
+                tracing::warn!("{msg}");
+            }
+            if !self.feature_gates.is_empty() {
+                tracing::info!("feature gates: {}", r.gates_given.set_string());
+            }
+            for (gate, value, reason) in r.gates_given.without_effect() {
+                tracing::warn!(
+                    gate,
+                    value,
+                    reason,
+                    "feature gate without effect in actcd: {reason}"
+                );
+            }
+        }
+        for i in IGNORED_FLAGS.iter().filter(|i| (i.set)(&f)) {
             tracing::warn!(
-                flag = i.flag,
+                flag = self.name_given(i),
                 reason = i.reason,
                 "flag ignored: {}",
                 i.reason
             );
+        }
+    }
+}
+
+/// etcd 3.6's warning for each deprecated `--experimental-*` flag given (`deprecatedFlags` in
+/// `server/etcdmain/config.go`), word for word.
+pub const DEPRECATED_FLAGS: &[(&str, &str)] = &[
+    (
+        "experimental-compact-hash-check-enabled",
+        "--experimental-compact-hash-check-enabled is deprecated in 3.6 and will be decommissioned in 3.7. Use '--feature-gates=CompactHashCheck=true' instead.",
+    ),
+    (
+        "experimental-compact-hash-check-time",
+        "--experimental-compact-hash-check-time is deprecated in 3.6 and will be decommissioned in 3.7. Use '--compact-hash-check-time' instead.",
+    ),
+    (
+        "experimental-txn-mode-write-with-shared-buffer",
+        "--experimental-txn-mode-write-with-shared-buffer is deprecated in v3.6 and will be decommissioned in v3.7. Use '--feature-gates=TxnModeWriteWithSharedBuffer=true' instead.",
+    ),
+    (
+        "experimental-corrupt-check-time",
+        "--experimental-corrupt-check-time is deprecated in v3.6 and will be decommissioned in v3.7. Use '--corrupt-check-time' instead.",
+    ),
+    (
+        "experimental-compaction-batch-limit",
+        "--experimental-compaction-batch-limit is deprecated in v3.6 and will be decommissioned in v3.7. Use '--compaction-batch-limit' instead.",
+    ),
+    (
+        "experimental-watch-progress-notify-interval",
+        "--experimental-watch-progress-notify-interval is deprecated in v3.6 and will be decommissioned in v3.7. Use '--watch-progress-notify-interval' instead.",
+    ),
+    (
+        "experimental-warning-apply-duration",
+        "--experimental-warning-apply-duration is deprecated in v3.6 and will be decommissioned in v3.7. Use '--warning-apply-duration' instead.",
+    ),
+    (
+        "experimental-bootstrap-defrag-threshold-megabytes",
+        "--experimental-bootstrap-defrag-threshold-megabytes is deprecated in v3.6 and will be decommissioned in v3.7. Use '--bootstrap-defrag-threshold-megabytes' instead.",
+    ),
+    (
+        "experimental-memory-mlock",
+        "--experimental-memory-mlock is deprecated in v3.6 and will be decommissioned in v3.7. Use '--memory-mlock' instead.",
+    ),
+    (
+        "experimental-snapshot-catchup-entries",
+        "--experimental-snapshot-catchup-entries is deprecated in v3.6 and will be decommissioned in v3.7. Use '--snapshot-catchup-entries' instead.",
+    ),
+    (
+        "experimental-compaction-sleep-interval",
+        "--experimental-compaction-sleep-interval is deprecated in v3.6 and will be decommissioned in v3.7. Use 'compaction-sleep-interval' instead.",
+    ),
+    (
+        "experimental-downgrade-check-time",
+        "--experimental-downgrade-check-time is deprecated in v3.6 and will be decommissioned in v3.7. Use '--downgrade-check-time' instead.",
+    ),
+    (
+        "experimental-enable-distributed-tracing",
+        "--experimental-enable-distributed-tracing is deprecated in 3.6 and will be decommissioned in 3.7. Use --enable-distributed-tracing instead.",
+    ),
+    (
+        "experimental-distributed-tracing-address",
+        "--experimental-distributed-tracing-address is deprecated in 3.6 and will be decommissioned in 3.7. Use --distributed-tracing-address instead.",
+    ),
+    (
+        "experimental-distributed-tracing-service-name",
+        "--experimental-distributed-tracing-service-name is deprecated in 3.6 and will be decommissioned in 3.7. Use --distributed-tracing-service-name instead.",
+    ),
+    (
+        "experimental-distributed-tracing-instance-id",
+        "--experimental-distributed-tracing-instance-id is deprecated in 3.6 and will be decommissioned in 3.7. Use --distributed-tracing-instance-id instead.",
+    ),
+    (
+        "experimental-distributed-tracing-sampling-rate",
+        "--experimental-distributed-tracing-sampling-rate is deprecated in 3.6 and will be decommissioned in 3.7. Use --distributed-tracing-sampling-rate instead.",
+    ),
+];
+
+/// etcd's warning when `--experimental-warning-unary-request-duration` is the one in effect.
+pub const DEPRECATED_UNARY_DURATION: &str = "--experimental-warning-unary-request-duration is deprecated, and will be decommissioned in v3.7. Use --warning-unary-request-duration instead.";
+
+/// What [`Flags::resolve`] found besides the values it put in effect.
+#[derive(Debug, Clone, Default)]
+pub struct Resolution {
+    /// The gates in effect: `--feature-gates`, then the deprecated booleans that name one.
+    pub gates: gates::FeatureGates,
+    /// The gates `--feature-gates` itself set (what its start-up notes speak of).
+    pub gates_given: gates::FeatureGates,
+    /// etcd's deprecation warnings, one per deprecated flag given, in [`DEPRECATED_FLAGS`]'s
+    /// order.
+    pub deprecated: Vec<&'static str>,
+}
+
+/// One renamed flag: the old name's value wins when given, the new name's else, then the
+/// default; both given is etcd's error (`Config.Validate`).
+fn renamed<T: Clone>(
+    old: (&str, &Option<T>),
+    new: (&str, &Option<T>),
+    default: T,
+) -> Result<T, ConfigError> {
+    match (old.1, new.1) {
+        (Some(_), Some(_)) => Err(ConfigError::Flags(format!(
+            "cannot set --{} and --{} at the same time, please use --{} only",
+            old.0, new.0, new.0
+        ))),
+        (Some(v), None) => Ok(v.clone()),
+        (None, v) => Ok(v.clone().unwrap_or(default)),
+    }
+}
+
+impl RenamedFlags {
+    /// The deprecated booleans given, with the gate each stands for (etcd's
+    /// `ExperimentalFlagToFeatureMap`).
+    fn gate_flags(&self) -> [(&'static str, &'static str, Option<bool>); 6] {
+        [
+            (
+                "experimental-stop-grpc-service-on-defrag",
+                gates::STOP_GRPC_SERVICE_ON_DEFRAG,
+                self.experimental_stop_grpc_service_on_defrag,
+            ),
+            (
+                "experimental-initial-corrupt-check",
+                gates::INITIAL_CORRUPT_CHECK,
+                self.experimental_initial_corrupt_check,
+            ),
+            (
+                "experimental-compact-hash-check-enabled",
+                gates::COMPACT_HASH_CHECK,
+                self.experimental_compact_hash_check_enabled,
+            ),
+            (
+                "experimental-txn-mode-write-with-shared-buffer",
+                gates::TXN_MODE_WRITE_WITH_SHARED_BUFFER,
+                self.experimental_txn_mode_write_with_shared_buffer,
+            ),
+            (
+                "experimental-enable-lease-checkpoint",
+                gates::LEASE_CHECKPOINT,
+                self.experimental_enable_lease_checkpoint,
+            ),
+            (
+                "experimental-enable-lease-checkpoint-persist",
+                gates::LEASE_CHECKPOINT_PERSIST,
+                self.experimental_enable_lease_checkpoint_persist,
+            ),
+        ]
+    }
+
+    /// Whether the deprecated flag `old` (its name without dashes) was given.
+    fn old_given(&self, old: &str) -> bool {
+        let r = self;
+        match old {
+            "experimental-compact-hash-check-time" => {
+                r.experimental_compact_hash_check_time.is_some()
+            }
+            "experimental-corrupt-check-time" => r.experimental_corrupt_check_time.is_some(),
+            "experimental-compaction-batch-limit" => {
+                r.experimental_compaction_batch_limit.is_some()
+            }
+            "experimental-watch-progress-notify-interval" => {
+                r.experimental_watch_progress_notify_interval.is_some()
+            }
+            "experimental-warning-apply-duration" => {
+                r.experimental_warning_apply_duration.is_some()
+            }
+            "experimental-bootstrap-defrag-threshold-megabytes" => r
+                .experimental_bootstrap_defrag_threshold_megabytes
+                .is_some(),
+            "experimental-memory-mlock" => r.experimental_memory_mlock.is_some(),
+            "experimental-snapshot-catchup-entries" => {
+                r.experimental_snapshot_catchup_entries.is_some()
+            }
+            "experimental-compaction-sleep-interval" => {
+                r.experimental_compaction_sleep_interval.is_some()
+            }
+            "experimental-downgrade-check-time" => r.experimental_downgrade_check_time.is_some(),
+            "experimental-enable-distributed-tracing" => {
+                r.experimental_enable_distributed_tracing.is_some()
+            }
+            "experimental-distributed-tracing-address" => {
+                r.experimental_distributed_tracing_address.is_some()
+            }
+            "experimental-distributed-tracing-service-name" => {
+                r.experimental_distributed_tracing_service_name.is_some()
+            }
+            "experimental-distributed-tracing-instance-id" => {
+                r.experimental_distributed_tracing_instance_id.is_some()
+            }
+            "experimental-distributed-tracing-sampling-rate" => {
+                r.experimental_distributed_tracing_sampling_rate.is_some()
+            }
+            "experimental-warning-unary-request-duration" => {
+                r.experimental_warning_unary_request_duration.is_some()
+            }
+            other => self
+                .gate_flags()
+                .iter()
+                .any(|(name, _, v)| *name == other && v.is_some()),
+        }
+    }
+}
+
+impl Flags {
+    /// Puts etcd 3.6's rules for the renamed flags and the feature gates into effect, as
+    /// etcd's `config.parse` and `Config.Validate` apply them, in their order:
+    /// 1. `--feature-gates`, each occurrence one `Set`;
+    /// 2. a deprecated boolean given beside `--feature-gates` that set its gate is refused
+    ///    (`cannot specify both flags: …`); given alone, it sets the gate;
+    /// 3. a renamed flag given under both names is refused (`cannot set --old and --new at the
+    ///    same time, …`); the old name's value wins over the new name's default;
+    /// 4. `LeaseCheckpointPersist` on needs `LeaseCheckpoint` on;
+    /// 5. `--experimental-warning-unary-request-duration` and `--warning-unary-request-duration`
+    ///    both non-zero are refused.
+    ///
+    /// The values in effect land in the fields the rest of the daemon reads (the old names').
+    /// Running it again gives the same result. etcd finds the gate named beside a deprecated
+    /// boolean by a substring search of `--feature-gates`'s value (so `LeaseCheckpointPersist`
+    /// there also counts as `LeaseCheckpoint`); actcd compares whole gate names.
+    pub fn resolve(&mut self) -> Result<Resolution, ConfigError> {
+        let mut fg = gates::FeatureGates::new();
+        for value in &self.feature_gates {
+            fg.set(value).map_err(|e| ConfigError::Invalid {
+                flag: "--feature-gates",
+                value: value.clone(),
+                reason: e,
+            })?;
+        }
+        let given = fg.clone();
+        let mut from_flags = Vec::new();
+        for (flag, gate, value) in self.renamed.gate_flags() {
+            let Some(v) = value else { continue };
+            if given.is_set(gate) {
+                let now = given.enabled(gate);
+                return Err(ConfigError::Flags(format!(
+                    "cannot specify both flags: --{flag}={v} and --feature-gates={gate}={now} at the same time, please just use --feature-gates={gate}={now}"
+                )));
+            }
+            from_flags.push((gate.to_string(), v));
+        }
+        fg.set_pairs(&from_flags);
+        let r = self.renamed.clone();
+        self.experimental_compact_hash_check_time = renamed(
+            (
+                "experimental-compact-hash-check-time",
+                &r.experimental_compact_hash_check_time,
+            ),
+            ("compact-hash-check-time", &r.compact_hash_check_time),
+            Duration::from_secs(60),
+        )?;
+        self.experimental_corrupt_check_time = renamed(
+            (
+                "experimental-corrupt-check-time",
+                &r.experimental_corrupt_check_time,
+            ),
+            ("corrupt-check-time", &r.corrupt_check_time),
+            Duration::from_secs(300),
+        )?;
+        self.experimental_compaction_batch_limit = renamed(
+            (
+                "experimental-compaction-batch-limit",
+                &r.experimental_compaction_batch_limit,
+            ),
+            ("compaction-batch-limit", &r.compaction_batch_limit),
+            1000,
+        )?;
+        self.experimental_watch_progress_notify_interval = renamed(
+            (
+                "experimental-watch-progress-notify-interval",
+                &r.experimental_watch_progress_notify_interval,
+            ),
+            (
+                "watch-progress-notify-interval",
+                &r.watch_progress_notify_interval,
+            ),
+            Duration::from_secs(600),
+        )?;
+        self.experimental_warning_apply_duration = renamed(
+            (
+                "experimental-warning-apply-duration",
+                &r.experimental_warning_apply_duration,
+            ),
+            ("warning-apply-duration", &r.warning_apply_duration),
+            Duration::from_millis(100),
+        )?;
+        self.experimental_bootstrap_defrag_threshold_megabytes = renamed(
+            (
+                "experimental-bootstrap-defrag-threshold-megabytes",
+                &r.experimental_bootstrap_defrag_threshold_megabytes,
+            ),
+            (
+                "bootstrap-defrag-threshold-megabytes",
+                &r.bootstrap_defrag_threshold_megabytes,
+            ),
+            0,
+        )?;
+        self.experimental_memory_mlock = renamed(
+            ("experimental-memory-mlock", &r.experimental_memory_mlock),
+            ("memory-mlock", &r.memory_mlock),
+            false,
+        )?;
+        self.snapshot_catchup_entries = renamed(
+            (
+                "experimental-snapshot-catchup-entries",
+                &r.experimental_snapshot_catchup_entries,
+            ),
+            ("snapshot-catchup-entries", &r.snapshot_catchup_entries),
+            5000,
+        )?;
+        renamed(
+            (
+                "experimental-compaction-sleep-interval",
+                &r.experimental_compaction_sleep_interval,
+            ),
+            ("compaction-sleep-interval", &r.compaction_sleep_interval),
+            Duration::ZERO,
+        )?;
+        self.experimental_downgrade_check_time = renamed(
+            (
+                "experimental-downgrade-check-time",
+                &r.experimental_downgrade_check_time,
+            ),
+            ("downgrade-check-time", &r.downgrade_check_time),
+            Duration::from_secs(5),
+        )?;
+        // The TLS flag keeps its old field (a plain boolean): given as true it counts as given.
+        let old_skip = self.tls.experimental_peer_skip_client_san_verification;
+        self.tls.experimental_peer_skip_client_san_verification = renamed(
+            (
+                "experimental-peer-skip-client-san-verification",
+                &old_skip.then_some(true),
+            ),
+            (
+                "peer-skip-client-san-verification",
+                &r.peer_skip_client_san_verification,
+            ),
+            false,
+        )?;
+        self.experimental_enable_distributed_tracing = renamed(
+            (
+                "experimental-enable-distributed-tracing",
+                &r.experimental_enable_distributed_tracing,
+            ),
+            ("enable-distributed-tracing", &r.enable_distributed_tracing),
+            false,
+        )?;
+        self.experimental_distributed_tracing_address = renamed(
+            (
+                "experimental-distributed-tracing-address",
+                &r.experimental_distributed_tracing_address,
+            ),
+            (
+                "distributed-tracing-address",
+                &r.distributed_tracing_address,
+            ),
+            "localhost:4317".to_string(),
+        )?;
+        self.experimental_distributed_tracing_service_name = renamed(
+            (
+                "experimental-distributed-tracing-service-name",
+                &r.experimental_distributed_tracing_service_name,
+            ),
+            (
+                "distributed-tracing-service-name",
+                &r.distributed_tracing_service_name,
+            ),
+            "etcd".to_string(),
+        )?;
+        self.experimental_distributed_tracing_instance_id = renamed(
+            (
+                "experimental-distributed-tracing-instance-id",
+                &r.experimental_distributed_tracing_instance_id,
+            ),
+            (
+                "distributed-tracing-instance-id",
+                &r.distributed_tracing_instance_id,
+            ),
+            String::new(),
+        )?;
+        renamed(
+            (
+                "experimental-distributed-tracing-sampling-rate",
+                &r.experimental_distributed_tracing_sampling_rate,
+            ),
+            (
+                "distributed-tracing-sampling-rate",
+                &r.distributed_tracing_sampling_rate,
+            ),
+            0,
+        )?;
+        if fg.enabled(gates::LEASE_CHECKPOINT_PERSIST) && !fg.enabled(gates::LEASE_CHECKPOINT) {
+            return Err(ConfigError::Flags(
+                "enabling feature gate LeaseCheckpointPersist requires enabling feature gate LeaseCheckpoint".into(),
+            ));
+        }
+        let mut deprecated: Vec<&'static str> = DEPRECATED_FLAGS
+            .iter()
+            .filter(|(flag, _)| r.old_given(flag))
+            .map(|(_, msg)| *msg)
+            .collect();
+        let nonzero = |d: &Option<Duration>| d.is_some_and(|d| !d.is_zero());
+        match (
+            nonzero(&r.experimental_warning_unary_request_duration),
+            nonzero(&r.warning_unary_request_duration),
+        ) {
+            (true, true) => {
+                return Err(ConfigError::Flags(
+                    "both --experimental-warning-unary-request-duration and --warning-unary-request-duration flags are set. Use only --warning-unary-request-duration".into(),
+                ));
+            }
+            (true, false) => deprecated.push(DEPRECATED_UNARY_DURATION),
+            _ => {}
+        }
+        self.experimental_initial_corrupt_check = fg.enabled(gates::INITIAL_CORRUPT_CHECK);
+        self.experimental_compact_hash_check_enabled = fg.enabled(gates::COMPACT_HASH_CHECK);
+        Ok(Resolution {
+            gates: fg,
+            gates_given: given,
+            deprecated,
+        })
+    }
+
+    /// The flags with [`Self::resolve`]'s values in effect (unchanged where it fails: the
+    /// error stops the start later, in `Config::try_from`).
+    fn resolved(&self) -> (Self, Option<Resolution>) {
+        let mut f = self.clone();
+        let r = f.resolve().ok();
+        (f, r)
+    }
+
+    /// The name an ignored flag was given under: its new name when that one was used.
+    fn name_given(&self, i: &IgnoredFlag) -> &'static str {
+        match RENAMED_FLAGS.iter().find(|(old, _)| *old == i.flag) {
+            Some((old, new)) if !self.renamed.old_given(old.trim_start_matches('-')) => new,
+            _ => i.flag,
         }
     }
 }
@@ -925,6 +1722,8 @@ pub struct Config {
     pub peer_tls: Option<actcd_transport::PeerTls>,
     /// Auto-compaction, if on.
     pub auto_compaction: Option<actcd_compactor::Mode>,
+    /// The server feature gates in effect (`--feature-gates` and the deprecated booleans).
+    pub gates: gates::FeatureGates,
 }
 
 impl Config {
@@ -1125,7 +1924,8 @@ pub fn cluster_id(member_ids: &[u64]) -> u64 {
 impl TryFrom<Flags> for Config {
     type Error = ConfigError;
 
-    fn try_from(flags: Flags) -> Result<Self, ConfigError> {
+    fn try_from(mut flags: Flags) -> Result<Self, ConfigError> {
+        let resolution = flags.resolve()?;
         refuse_unsupported(&flags)?;
         let initial = flags
             .initial_cluster
@@ -1235,6 +2035,7 @@ impl TryFrom<Flags> for Config {
             client_tls,
             peer_tls,
             auto_compaction,
+            gates: resolution.gates,
             advertise_client_urls: split_urls(&flags.advertise_client_urls),
             data_dir,
             member_id,
@@ -1370,7 +2171,10 @@ mod tests {
         let flags = |args: &[&str]| {
             let mut argv = vec!["actcd"];
             argv.extend_from_slice(args);
-            Flags::try_parse_from(argv)
+            Flags::try_parse_from(argv).map(|mut f| {
+                f.resolve().unwrap();
+                f
+            })
         };
         let d = flags(&[]).unwrap();
         assert!(d.experimental_initial_corrupt_check);
@@ -1415,6 +2219,261 @@ mod tests {
         let scrub = flags(&["--experimental-scrub-interval=0"]).unwrap();
         assert!(scrub.experimental_scrub_interval.is_zero());
         assert!(flags(&["--experimental-corrupt-check-time=5"]).is_err());
+    }
+
+    /// Flags parsed and resolved, or the message that stops the start.
+    fn resolved(args: &[&str]) -> Result<(Flags, Resolution), String> {
+        let mut argv = vec!["actcd"];
+        argv.extend_from_slice(args);
+        let mut f = Flags::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let r = f.resolve().map_err(|e| e.to_string())?;
+        Ok((f, r))
+    }
+
+    /// etcd 3.6 renamed these flags; both names are taken, the old one with 3.6's warning, and
+    /// giving both is etcd's error.
+    #[test]
+    fn renamed_flags_take_either_name_as_etcd_3_6_does() {
+        let (f, r) = resolved(&[]).unwrap();
+        assert_eq!(
+            f.experimental_watch_progress_notify_interval,
+            Duration::from_secs(600)
+        );
+        assert_eq!(f.experimental_corrupt_check_time, Duration::from_secs(300));
+        assert_eq!(
+            f.experimental_compact_hash_check_time,
+            Duration::from_secs(60)
+        );
+        assert_eq!(f.experimental_compaction_batch_limit, 1000);
+        assert_eq!(
+            f.experimental_warning_apply_duration,
+            Duration::from_millis(100)
+        );
+        assert_eq!(f.snapshot_catchup_entries, 5000);
+        assert!(r.deprecated.is_empty());
+        // The new names (kubeadm's for etcd 3.6: `--watch-progress-notify-interval=5s`).
+        let (f, r) = resolved(&[
+            "--watch-progress-notify-interval=5s",
+            "--corrupt-check-time=1m",
+            "--compact-hash-check-time=30s",
+            "--compaction-batch-limit=10",
+            "--warning-apply-duration=1s",
+            "--bootstrap-defrag-threshold-megabytes=7",
+            "--snapshot-catchup-entries=9",
+            "--downgrade-check-time=9s",
+            "--memory-mlock",
+            "--peer-skip-client-san-verification",
+            "--distributed-tracing-address=x:1",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.experimental_watch_progress_notify_interval,
+            Duration::from_secs(5)
+        );
+        assert_eq!(f.experimental_corrupt_check_time, Duration::from_secs(60));
+        assert_eq!(
+            f.experimental_compact_hash_check_time,
+            Duration::from_secs(30)
+        );
+        assert_eq!(f.experimental_compaction_batch_limit, 10);
+        assert_eq!(
+            f.experimental_warning_apply_duration,
+            Duration::from_secs(1)
+        );
+        assert_eq!(f.experimental_bootstrap_defrag_threshold_megabytes, 7);
+        assert_eq!(f.snapshot_catchup_entries, 9);
+        assert_eq!(f.experimental_downgrade_check_time, Duration::from_secs(9));
+        assert!(f.experimental_memory_mlock);
+        assert!(f.tls.experimental_peer_skip_client_san_verification);
+        assert_eq!(f.experimental_distributed_tracing_address, "x:1");
+        assert!(r.deprecated.is_empty(), "{:?}", r.deprecated);
+        // The old names, with etcd 3.6's warnings.
+        let (f, r) = resolved(&[
+            "--experimental-watch-progress-notify-interval=7s",
+            "--experimental-snapshot-catchup-entries=3",
+            "--experimental-compaction-sleep-interval=1ms",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.experimental_watch_progress_notify_interval,
+            Duration::from_secs(7)
+        );
+        assert_eq!(f.snapshot_catchup_entries, 3);
+        assert_eq!(
+            r.deprecated,
+            [
+                "--experimental-watch-progress-notify-interval is deprecated in v3.6 and will be decommissioned in v3.7. Use '--watch-progress-notify-interval' instead.",
+                "--experimental-snapshot-catchup-entries is deprecated in v3.6 and will be decommissioned in v3.7. Use '--snapshot-catchup-entries' instead.",
+                "--experimental-compaction-sleep-interval is deprecated in v3.6 and will be decommissioned in v3.7. Use 'compaction-sleep-interval' instead.",
+            ]
+        );
+        // Both names: etcd's error, even when the values agree.
+        for (old, new) in RENAMED_FLAGS {
+            let value = |name: &str| match name {
+                n if n.contains("tracing-address")
+                    || n.contains("service-name")
+                    || n.contains("instance-id") =>
+                {
+                    format!("{n}=x")
+                }
+                n if n.contains("mlock")
+                    || n.contains("enable-distributed")
+                    || n.contains("san-verification") =>
+                {
+                    format!("{n}=true")
+                }
+                n if n.contains("time") || n.contains("interval") || n.contains("duration") => {
+                    format!("{n}=1s")
+                }
+                n => format!("{n}=1"),
+            };
+            let err = resolved(&[&value(old), &value(new)]).unwrap_err();
+            let want = if old.contains("unary") {
+                "both --experimental-warning-unary-request-duration and --warning-unary-request-duration flags are set. Use only --warning-unary-request-duration".to_string()
+            } else {
+                format!("cannot set {old} and {new} at the same time, please use {new} only")
+            };
+            assert_eq!(err, want, "{old}");
+        }
+        // The unary-request warning: 0 under either name is "not set".
+        let (_, r) = resolved(&[
+            "--experimental-warning-unary-request-duration=1s",
+            "--warning-unary-request-duration=0",
+        ])
+        .unwrap();
+        assert_eq!(r.deprecated, [DEPRECATED_UNARY_DURATION]);
+        // Their variables count as given, as etcd's do.
+        let mut f = Flags::parse_from(["actcd"]);
+        f.renamed.experimental_memory_mlock = Some(true);
+        f.renamed.memory_mlock = Some(false);
+        assert!(f.resolve().is_err());
+    }
+
+    #[test]
+    fn feature_gates_parse_with_etcds_errors_and_defaults() {
+        let (_, r) = resolved(&[]).unwrap();
+        assert!(r.gates.enabled(gates::FAST_LEASE_KEEP_ALIVE));
+        assert!(r.gates.enabled(gates::INITIAL_CORRUPT_CHECK));
+        assert!(!r.gates.enabled(gates::STOP_GRPC_SERVICE_ON_DEFRAG));
+        // kubeadm's flag for etcd 3.6+; repeated occurrences add up; the variable works too.
+        let (f, r) = resolved(&[
+            "--feature-gates=InitialCorruptCheck=true",
+            "--feature-gates",
+            "FastLeaseKeepAlive=false,CompactHashCheck=false",
+        ])
+        .unwrap();
+        assert!(f.experimental_initial_corrupt_check);
+        assert!(!f.experimental_compact_hash_check_enabled);
+        assert!(!r.gates.enabled(gates::FAST_LEASE_KEEP_ALIVE));
+        assert_eq!(
+            r.gates_given.set_string(),
+            "CompactHashCheck=false,FastLeaseKeepAlive=false,InitialCorruptCheck=true"
+        );
+        let cfg = Config::try_from(f).unwrap();
+        assert!(!cfg.gates.enabled(gates::FAST_LEASE_KEEP_ALIVE));
+        for (arg, want) in [
+            (
+                "--feature-gates=Nope=true",
+                "unrecognized feature gate: Nope",
+            ),
+            (
+                "--feature-gates=FastLeaseKeepAlive",
+                "missing bool value for FastLeaseKeepAlive",
+            ),
+            (
+                "--feature-gates=FastLeaseKeepAlive=yes",
+                "invalid value of FastLeaseKeepAlive=yes, err: strconv.ParseBool: parsing \"yes\": invalid syntax",
+            ),
+        ] {
+            let err = resolved(&[arg]).unwrap_err();
+            assert!(err.contains(want), "{arg}: {err}");
+        }
+        // LeaseCheckpointPersist needs LeaseCheckpoint (etcd's Validate).
+        let err = resolved(&["--feature-gates=LeaseCheckpoint=false,LeaseCheckpointPersist=true"])
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "enabling feature gate LeaseCheckpointPersist requires enabling feature gate LeaseCheckpoint"
+        );
+        assert!(resolved(&["--feature-gates=LeaseCheckpointPersist=true"]).is_ok());
+    }
+
+    /// etcd 3.6's `SetFeatureGatesFromExperimentalFlags`: a deprecated boolean sets its gate,
+    /// and one given beside `--feature-gates` naming that gate is refused.
+    #[test]
+    fn deprecated_booleans_set_their_gates_unless_the_gate_is_given() {
+        let (f, r) = resolved(&[
+            "--experimental-initial-corrupt-check=false",
+            "--experimental-compact-hash-check-enabled=false",
+            "--experimental-stop-grpc-service-on-defrag",
+        ])
+        .unwrap();
+        assert!(!f.experimental_initial_corrupt_check);
+        assert!(!f.experimental_compact_hash_check_enabled);
+        assert!(r.gates.enabled(gates::STOP_GRPC_SERVICE_ON_DEFRAG));
+        assert!(
+            r.gates_given.set_string().is_empty(),
+            "not --feature-gates's"
+        );
+        assert_eq!(
+            r.deprecated,
+            [
+                "--experimental-compact-hash-check-enabled is deprecated in 3.6 and will be decommissioned in 3.7. Use '--feature-gates=CompactHashCheck=true' instead."
+            ]
+        );
+        let err = resolved(&[
+            "--experimental-initial-corrupt-check=false",
+            "--feature-gates=InitialCorruptCheck=true",
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "cannot specify both flags: --experimental-initial-corrupt-check=false and --feature-gates=InitialCorruptCheck=true at the same time, please just use --feature-gates=InitialCorruptCheck=true"
+        );
+        // AllAlpha sets the gate too, so the boolean beside it is refused, as in etcd.
+        assert!(
+            resolved(&[
+                "--experimental-enable-lease-checkpoint",
+                "--feature-gates=AllAlpha=true"
+            ])
+            .is_err()
+        );
+        // Another gate named beside it is fine.
+        assert!(
+            resolved(&[
+                "--experimental-initial-corrupt-check",
+                "--feature-gates=FastLeaseKeepAlive=false"
+            ])
+            .is_ok()
+        );
+        // The deprecated persist flag without checkpoints: 3.6's gate message.
+        let err = resolved(&[
+            "--experimental-enable-lease-checkpoint=false",
+            "--experimental-enable-lease-checkpoint-persist",
+        ])
+        .unwrap_err();
+        assert!(
+            err.contains("requires enabling feature gate LeaseCheckpoint"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ignored_renamed_flags_are_logged_under_the_name_given() {
+        let f = Flags::parse_from(["actcd", "--memory-mlock", "--downgrade-check-time=1s"]);
+        let used: Vec<&str> = f
+            .ignored_in_use()
+            .into_iter()
+            .map(|i| f.name_given(i))
+            .collect();
+        assert_eq!(used, ["--memory-mlock", "--downgrade-check-time"]);
+        let f = Flags::parse_from(["actcd", "--experimental-memory-mlock"]);
+        let used: Vec<&str> = f
+            .ignored_in_use()
+            .into_iter()
+            .map(|i| f.name_given(i))
+            .collect();
+        assert_eq!(used, ["--experimental-memory-mlock"]);
     }
 
     /// PEM files for the TLS flags: a CA, a server key pair it signed, and files that are not

@@ -36,7 +36,25 @@ const DURATION_KEYS: &[&str] = &[
     "experimental-downgrade-check-time",
     "experimental-compact-hash-check-time",
     "experimental-scrub-interval",
+    "experimental-compaction-sleep-interval",
+    "experimental-warning-unary-request-duration",
+    // etcd 3.6's names of the ones above.
+    "corrupt-check-time",
+    "watch-progress-notify-interval",
+    "warning-apply-duration",
+    "downgrade-check-time",
+    "compact-hash-check-time",
+    "compaction-sleep-interval",
+    "warning-unary-request-duration",
 ];
+
+/// Keys etcd's config struct spells otherwise than the flag: `(key, flag)`. etcd 3.5.7+ and
+/// 3.6 read `experimental-snapshot-catch-up-entries` (#15033's spelling) into
+/// `--experimental-snapshot-catchup-entries`.
+const KEY_ALIASES: &[(&str, &str)] = &[(
+    "experimental-snapshot-catch-up-entries",
+    "experimental-snapshot-catchup-entries",
+)];
 
 /// The keys of a `*-transport-security` section and the flags they set.
 const CLIENT_SECURITY: &[(&str, &str)] = &[
@@ -218,7 +236,13 @@ pub fn to_args(text: &str) -> Result<(Vec<String>, Vec<String>), String> {
                     "error unmarshaling JSON: {key} must be a mapping of TLS settings"
                 ));
             }
-            (None, _) => push(key, key, v, &mut unknown)?,
+            (None, _) => {
+                let flag = KEY_ALIASES
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map_or(key, |(_, f)| *f);
+                push(flag, key, v, &mut unknown)?
+            }
         }
     }
     Ok((argv, unknown))
@@ -226,6 +250,13 @@ pub fn to_args(text: &str) -> Result<(Vec<String>, Vec<String>), String> {
 
 /// One key's value as its flag's text; `None` for a null (the default stays).
 fn scalar(key: &str, flag: &str, value: &Value) -> Result<Option<String>, String> {
+    // etcd 3.6's `feature-gates` is a string (`ServerFeatureGatesJSON`): `A=true,B=false`.
+    if flag == "feature-gates" && !matches!(value, Value::String(_) | Value::Null) {
+        return Err(format!(
+            "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go struct field configYAML.{key} of type string",
+            json_kind(value)
+        ));
+    }
     if DURATION_KEYS.contains(&flag) {
         return match value {
             Value::Null => Ok(None),
@@ -386,7 +417,8 @@ experimental-warning-apply-duration: 250000000
 some-key-etcd-does-not-know: 1
 "#;
         let got = from_yaml(yaml).unwrap();
-        let f = got.flags;
+        let mut f = got.flags;
+        f.resolve().unwrap();
         assert_eq!(f.name, "infra1");
         assert_eq!(f.data_dir.as_deref(), Some(Path::new("/var/lib/etcd")));
         assert_eq!(f.wal_dir, Path::new(""));
@@ -410,6 +442,48 @@ some-key-etcd-does-not-know: 1
         assert!(
             got.unknown_keys
                 .contains(&"some-key-etcd-does-not-know".to_string())
+        );
+    }
+
+    /// etcd 3.6's keys: `feature-gates` (a string), the renamed flags' new names (durations in
+    /// nanoseconds), and the deprecated ones with the rules of the command line.
+    #[test]
+    fn a_config_file_takes_etcd_3_6s_keys() {
+        let yaml = "feature-gates: InitialCorruptCheck=true,FastLeaseKeepAlive=false
+watch-progress-notify-interval: 5000000000
+corrupt-check-time: 60000000000
+experimental-snapshot-catch-up-entries: 7
+";
+        let mut f = from_yaml(yaml).unwrap().flags;
+        let r = f.resolve().unwrap();
+        assert!(!r.gates.enabled(crate::config::gates::FAST_LEASE_KEEP_ALIVE));
+        assert!(f.experimental_initial_corrupt_check);
+        assert_eq!(
+            f.experimental_watch_progress_notify_interval,
+            Duration::from_secs(5)
+        );
+        assert_eq!(f.experimental_corrupt_check_time, Duration::from_secs(60));
+        assert_eq!(f.snapshot_catchup_entries, 7);
+        let both = "experimental-corrupt-check-time: 1\ncorrupt-check-time: 2\n";
+        let mut f = from_yaml(both).unwrap().flags;
+        assert!(f.resolve().is_err());
+        let gate_and_flag =
+            "experimental-compact-hash-check-enabled: true\nfeature-gates: CompactHashCheck=true\n";
+        let mut f = from_yaml(gate_and_flag).unwrap().flags;
+        assert!(
+            f.resolve()
+                .unwrap_err()
+                .to_string()
+                .starts_with("cannot specify both flags")
+        );
+        assert_eq!(
+            from_yaml("feature-gates:\n  FastLeaseKeepAlive: true\n").unwrap_err(),
+            "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go struct field configYAML.feature-gates of type string"
+        );
+        assert!(
+            from_yaml("feature-gates: Nope=true\n")
+                .unwrap_err()
+                .contains("unrecognized feature gate: Nope")
         );
     }
 

@@ -327,9 +327,16 @@ fn v2_store(
 fn leases(cfg: &Config, leases: &Leases, a: &Addrs) -> Addr<LessorActor<TokioClock>> {
     let config = LessorConfig {
         election_timeout: Duration::from_millis(cfg.flags.election_timeout),
+        fast_keepalive: cfg
+            .gates
+            .enabled(crate::config::gates::FAST_LEASE_KEEP_ALIVE),
+        apply_wait_timeout: cfg.request_timeout(),
         ..LessorConfig::default()
     };
-    let lessor = LessorActor::new(config, TokioClock, a.preflight.clone().recipient()).start();
+    // Keepalives that must wait for the applied index (`FastLeaseKeepAlive`) ask raft.
+    let lessor = LessorActor::new(config, TokioClock, a.preflight.clone().recipient())
+        .with_applied_wait(a.raft.clone().recipient())
+        .start();
     for granted in leases.granted() {
         lessor.do_send(granted);
     }

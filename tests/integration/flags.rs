@@ -111,6 +111,9 @@ fn ignored_flag_value(flag: &str) -> &'static str {
         | "--proxy-write-timeout"
         | "--proxy-read-timeout" => "1234",
         "--experimental-txn-mode-write-with-shared-buffer" => "false",
+        "--experimental-compaction-sleep-interval"
+        | "--experimental-warning-unary-request-duration" => "1s",
+        "--experimental-distributed-tracing-sampling-rate" => "5",
         _ => "true",
     }
 }
@@ -823,4 +826,157 @@ async fn the_grpc_gateway_can_be_turned_off() {
     ready_client(m.client_port).await;
     let got = http_raw(m.client_port, range).await;
     assert!(got.starts_with("HTTP/1.1 404 Not Found"), "{got}");
+}
+
+/// etcd 3.6's flag names (as kubeadm writes them for etcd ≥ 3.6: `--feature-gates=
+/// InitialCorruptCheck=true`, `--watch-progress-notify-interval=5s`) start a member that acts
+/// on them; `etcd_server_feature_enabled` reports the gates; the old names still work, with
+/// etcd 3.6's deprecation warning; both names together stop the start with etcd's error.
+#[tokio::test]
+async fn a_member_starts_with_etcd_3_6s_flag_names_and_feature_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("member.log");
+    let mut m = Member::new("m1", dir.path());
+    let initial = format!("m1={}", m.peer_url());
+    let outputs = format!("--log-outputs={}", log.display());
+    m.spawn_with(
+        &initial,
+        &[
+            "--feature-gates=InitialCorruptCheck=true,FastLeaseKeepAlive=false",
+            "--watch-progress-notify-interval=5s",
+            "--warning-apply-duration=1ns",
+            "--compaction-batch-limit=1",
+            "--corrupt-check-time=1m",
+            "--compact-hash-check-time=30s",
+            "--snapshot-catchup-entries=100",
+            "--memory-mlock",
+            &outputs,
+        ],
+    );
+    let mut c = ready_client(m.client_port).await;
+    c.put("k", "v", None).await.unwrap();
+    let (status, body) = crate::http::get(&m.endpoint(), "/metrics").await;
+    assert_eq!(status, 200);
+    for line in [
+        "# TYPE etcd_server_feature_enabled gauge",
+        "etcd_server_feature_enabled{name=\"FastLeaseKeepAlive\",stage=\"BETA\"} 0",
+        "etcd_server_feature_enabled{name=\"InitialCorruptCheck\",stage=\"ALPHA\"} 1",
+        "etcd_server_feature_enabled{name=\"AllAlpha\",stage=\"ALPHA\"} 0",
+        "etcd_server_feature_enabled{name=\"StopGRPCServiceOnDefrag\",stage=\"ALPHA\"} 0",
+    ] {
+        assert!(body.lines().any(|l| l == line), "no {line:?} in /metrics");
+    }
+    m.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    // `--warning-apply-duration` is in effect under its new name.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("apply request took too long")
+                && l.contains("expected_duration=1ns")),
+        "{text}"
+    );
+    assert!(text.contains("flag=\"--memory-mlock\""), "{text}");
+    assert!(!text.contains("is deprecated"), "{text}");
+    // The old names: the same member, with etcd 3.6's warnings.
+    std::fs::remove_file(&log).unwrap();
+    m.spawn_with(
+        &initial,
+        &[
+            "--experimental-watch-progress-notify-interval=5s",
+            "--experimental-initial-corrupt-check=true",
+            &outputs,
+        ],
+    );
+    let mut c = ready_client(m.client_port).await;
+    assert_eq!(c.get("k", None).await.unwrap().kvs()[0].value(), b"v");
+    m.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("--experimental-watch-progress-notify-interval is deprecated in v3.6 and will be decommissioned in v3.7. Use '--watch-progress-notify-interval' instead."),
+        "{text}"
+    );
+    for (args, want) in [
+        (
+            vec![
+                "--experimental-watch-progress-notify-interval=5s",
+                "--watch-progress-notify-interval=5s",
+            ],
+            "cannot set --experimental-watch-progress-notify-interval and --watch-progress-notify-interval at the same time, please use --watch-progress-notify-interval only",
+        ),
+        (
+            vec![
+                "--experimental-compact-hash-check-enabled=true",
+                "--feature-gates=CompactHashCheck=false",
+            ],
+            "cannot specify both flags: --experimental-compact-hash-check-enabled=true and --feature-gates=CompactHashCheck=false at the same time, please just use --feature-gates=CompactHashCheck=false",
+        ),
+        (
+            vec!["--feature-gates=NoSuchGate=true"],
+            "unrecognized feature gate: NoSuchGate",
+        ),
+    ] {
+        let (ok, err) = failed_start(&args);
+        assert!(!ok, "{args:?} started");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// Keepalives through the leader and through a follower answer the lease's TTL with
+/// `FastLeaseKeepAlive` on (etcd 3.7's default) and off (etcd 3.5's wait for the applied
+/// index), and a lease granted through one member is kept alive through another at once.
+#[tokio::test]
+async fn keepalives_work_with_fast_lease_keep_alive_on_and_off() {
+    for gate in [
+        "--feature-gates=FastLeaseKeepAlive=true",
+        "--feature-gates=FastLeaseKeepAlive=false",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (members, _, leader) = crate::cluster::running_cluster(dir.path(), &[gate]).await;
+        let follower = (leader + 1) % 3;
+        let mut on_leader = ready_client(members[leader].client_port).await;
+        let mut on_follower = ready_client(members[follower].client_port).await;
+        for (grant, keep) in [(&mut on_follower, leader), (&mut on_leader, follower)] {
+            let id = grant.lease_grant(30, None).await.unwrap().id();
+            let mut c = ready_client(members[keep].client_port).await;
+            let (mut keeper, mut stream) = c.lease_keep_alive(id).await.unwrap();
+            for _ in 0..3 {
+                keeper.keep_alive().await.unwrap();
+                let r = stream.message().await.unwrap().unwrap();
+                assert_eq!((r.id(), r.ttl()), (id, 30), "{gate}");
+            }
+            let ttl = c.lease_time_to_live(id, None).await.unwrap();
+            assert!(ttl.ttl() > 25, "{gate}: {}", ttl.ttl());
+        }
+        // A lease that does not exist: TTL 0 after the wait (the client names it "not found").
+        let err = on_follower.lease_keep_alive(0x7777).await.unwrap_err();
+        assert!(err.to_string().contains("lease not found"), "{gate}: {err}");
+    }
+}
+
+/// The version actcd reports (README, "The version actcd reports"): etcd 3.7's, so that
+/// Kubernetes' version checks turn on what actcd serves: RequestWatchProgress (consistent
+/// reads from the watch cache, WatchList: 3.5.13 or later) and RangeStream (3.7 or later).
+#[tokio::test]
+async fn the_reported_version_is_etcd_3_7s() {
+    assert_eq!(actcd::node::API_VERSION, "3.7.1");
+    let v: Vec<u32> = actcd::node::API_VERSION
+        .split('.')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(
+        v >= vec![3, 5, 13],
+        "Kubernetes' RequestWatchProgress floor"
+    );
+    assert!(v >= vec![3, 7, 0], "RangeStream");
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Member::new("m1", dir.path());
+    m.spawn(&format!("m1={}", m.peer_url()));
+    let mut c = ready_client(m.client_port).await;
+    assert_eq!(c.status().await.unwrap().version(), "3.7.1");
+    let (_, metrics) = crate::http::get(&m.endpoint(), "/metrics").await;
+    assert!(
+        metrics.contains("etcd_server_version{server_version=\"3.7.1\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("etcd_cluster_version{cluster_version=\"3.7\"} 1"));
 }

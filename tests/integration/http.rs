@@ -95,7 +95,11 @@ async fn health_metrics_and_the_json_gateway() {
     );
     let (status, body) = request(&addr, "GET", "/version", "", None).await;
     assert_eq!(status, 200);
-    assert!(body.starts_with(r#"{"etcdserver":"3.5."#), "{body}");
+    let want = format!(
+        r#"{{"etcdserver":"{}","etcdcluster":"3.7.0""#,
+        actcd::node::API_VERSION
+    );
+    assert!(body.starts_with(&want), "{body}");
 
     // The gateway: JSON in, etcd's JSON out.
     let put = format!(r#"{{"key":"{}","value":"{}"}}"#, b64("foo"), b64("bar"));
@@ -387,4 +391,174 @@ async fn the_gateway_streams_keepalives_and_snapshots() {
     }
     assert_eq!(file.len() % 4096, 0, "whole pages");
     assert_eq!(last.unwrap().len(), 32, "a SHA-256 at the end");
+}
+
+/// The gateway takes the token from `Grpc-Metadata-Token` too (any case), as etcd's
+/// grpc-gateway passes that header on as the gRPC metadata `token`; with both headers the
+/// metadata one wins (etcd's `AuthInfoFromCtx` reads `token` before `authorization`), taken as
+/// given: a wrong one, an empty one or `Bearer <token>` is etcd's `invalid auth token` (401).
+/// `Grpc-Metadata-Authorization` works as `Authorization`. Each answer was checked against
+/// etcd 3.5.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_takes_the_token_from_grpc_metadata_token() {
+    /// A POST with `headers`: (status, body).
+    async fn post(addr: &str, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let headers: String = headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}\r\n"))
+            .collect();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.unwrap();
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+        (
+            head.split(' ').nth(1).unwrap().parse().unwrap(),
+            rest.to_string(),
+        )
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let _ = srv.client().await;
+    let addr = srv.endpoint();
+    let read_a = format!(
+        r#"{{"name":"ra","perm":{{"permType":"READ","key":"{}","range_end":"{}"}}}}"#,
+        b64("a"),
+        b64("b")
+    );
+    let put_a1 = format!(r#"{{"key":"{}","value":"{}"}}"#, b64("a1"), b64("v"));
+    for (path, body) in [
+        (
+            "/v3/auth/user/add",
+            r#"{"name":"root","password":"rootpw"}"#,
+        ),
+        ("/v3/auth/role/add", r#"{"name":"root"}"#),
+        ("/v3/auth/user/grant", r#"{"user":"root","role":"root"}"#),
+        (
+            "/v3/auth/user/add",
+            r#"{"name":"alice","password":"alicepw"}"#,
+        ),
+        ("/v3/auth/role/add", r#"{"name":"ra"}"#),
+        ("/v3/auth/role/grant", &read_a),
+        ("/v3/auth/user/grant", r#"{"user":"alice","role":"ra"}"#),
+        ("/v3/kv/put", &put_a1),
+        ("/v3/auth/enable", "{}"),
+    ] {
+        let (status, out) = post(&addr, path, body, &[]).await;
+        assert_eq!(status, 200, "{path}: {out}");
+    }
+    let token_of = |body: String| {
+        body.split(r#""token":""#)
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (_, body) = post(
+        &addr,
+        "/v3/auth/authenticate",
+        r#"{"name":"alice","password":"alicepw"}"#,
+        &[],
+    )
+    .await;
+    let alice = token_of(body);
+    let (_, body) = post(
+        &addr,
+        "/v3/auth/authenticate",
+        r#"{"name":"root","password":"rootpw"}"#,
+        &[],
+    )
+    .await;
+    let root = token_of(body);
+    let range = format!(r#"{{"key":"{}"}}"#, b64("a1"));
+    let bearer = format!("Bearer {alice}");
+    let basic = format!("Basic {}", b64("root:rootpw"));
+    // (headers, status): 200 reads a1, as alice may.
+    let cases: Vec<(Vec<(&str, &str)>, u16)> = vec![
+        (vec![("Grpc-Metadata-Token", &alice)], 200),
+        (vec![("grpc-metadata-token", &alice)], 200),
+        (vec![("GRPC-METADATA-TOKEN", &alice)], 200),
+        (vec![("Grpc-Metadata-Token", "nonsense")], 401),
+        (vec![("Grpc-Metadata-Token", "")], 401),
+        (vec![("Grpc-Metadata-Token", &bearer)], 401),
+        (
+            vec![
+                ("Grpc-Metadata-Token", &alice),
+                ("Authorization", "nonsense"),
+            ],
+            200,
+        ),
+        (
+            vec![
+                ("Grpc-Metadata-Token", "nonsense"),
+                ("Authorization", &alice),
+            ],
+            401,
+        ),
+        (
+            vec![
+                ("Grpc-Metadata-Token", &alice),
+                ("Grpc-Metadata-Token", "nonsense"),
+            ],
+            200,
+        ),
+        (
+            vec![
+                ("Grpc-Metadata-Token", "nonsense"),
+                ("Grpc-Metadata-Token", &alice),
+            ],
+            401,
+        ),
+        (
+            vec![
+                ("Grpc-Metadata-Token", "nonsense"),
+                ("Authorization", &basic),
+            ],
+            401,
+        ),
+        (vec![("Grpc-Metadata-Authorization", &alice)], 200),
+        // No token at all: etcd's answer to a request without a user.
+        (vec![], 400),
+    ];
+    for (headers, want) in cases {
+        let (status, body) = post(&addr, "/v3/kv/range", &range, &headers).await;
+        assert_eq!(status, want, "{headers:?}: {body}");
+        match want {
+            200 => assert!(body.contains(r#""count":"1""#), "{headers:?}: {body}"),
+            401 => assert!(
+                body.contains(r#""message":"etcdserver: invalid auth token""#),
+                "{headers:?}: {body}"
+            ),
+            _ => assert!(
+                body.contains("etcdserver: user name is empty"),
+                "{headers:?}: {body}"
+            ),
+        }
+    }
+    // The metadata token names the user whose permissions apply: alice may not write, even
+    // with root's token in `Authorization`.
+    let (status, body) = post(
+        &addr,
+        "/v3/kv/put",
+        &put_a1,
+        &[("Grpc-Metadata-Token", &alice), ("Authorization", &root)],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("etcdserver: permission denied"), "{body}");
+    let (status, body) = post(
+        &addr,
+        "/v3/kv/put",
+        &put_a1,
+        &[("Grpc-Metadata-Token", &root)],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
 }

@@ -984,7 +984,7 @@ async fn status_and_member_list() {
     let mut c = srv.client().await;
     c.put("k", "v", None).await.unwrap();
     let s = c.status().await.unwrap();
-    assert!(s.version().starts_with("3.5."));
+    assert_eq!(s.version(), actcd::node::API_VERSION);
     assert_eq!(s.leader(), s.header().unwrap().member_id());
     assert!(s.raft_index() >= 2);
     assert!(s.db_size() > 0);

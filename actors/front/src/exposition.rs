@@ -28,6 +28,16 @@ use crate::pipeline::Pipeline;
 /// words (`etcd_server_healthcheck*` are etcd 3.6's).
 pub const FAMILIES: &[(&str, &str, &str)] = &[
     (
+        "etcd_mvcc_range_total",
+        "counter",
+        "Total number of ranges seen by this member.",
+    ),
+    (
+        "etcd_debugging_mvcc_range_total",
+        "counter",
+        "Total number of ranges seen by this member.",
+    ),
+    (
         "etcd_mvcc_put_total",
         "counter",
         "Total number of puts seen by this member.",
@@ -618,7 +628,7 @@ async fn render_page(p: &Pipeline) -> String {
         }
     }
     let c = &p.counters;
-    let ranges = (p.requests.ranges() + c.stream_ranges.load(Relaxed)) as f64;
+    let (payload_received, payload_sent) = p.requests.payload_bytes();
     for (name, kind, help, v) in [
         (
             "etcd_server_proposals_failed_total",
@@ -626,16 +636,31 @@ async fn render_page(p: &Pipeline) -> String {
             "The total number of failed proposals seen.",
             c.proposals_failed.load(Relaxed) as f64,
         ),
+        // etcd's: the gRPC messages' encoded bytes (its codec counts them).
         (
             "etcd_network_client_grpc_received_bytes_total",
             "counter",
             "The total number of bytes received from grpc clients.",
-            c.received_bytes.load(Relaxed) as f64,
+            payload_received as f64,
         ),
         (
             "etcd_network_client_grpc_sent_bytes_total",
             "counter",
             "The total number of bytes sent to grpc clients.",
+            payload_sent as f64,
+        ),
+        // actcd's: every byte of the client connections (HTTP/2 framing, the JSON gateway
+        // and TLS included).
+        (
+            "actcd_network_client_received_bytes_total",
+            "counter",
+            "The total number of bytes read from client connections.",
+            c.received_bytes.load(Relaxed) as f64,
+        ),
+        (
+            "actcd_network_client_sent_bytes_total",
+            "counter",
+            "The total number of bytes written to client connections.",
             c.sent_bytes.load(Relaxed) as f64,
         ),
         (
@@ -649,18 +674,6 @@ async fn render_page(p: &Pipeline) -> String {
             "counter",
             "The total number of failed health checks",
             c.health_failures.load(Relaxed) as f64,
-        ),
-        (
-            "etcd_mvcc_range_total",
-            "counter",
-            "Total number of ranges seen by this member.",
-            ranges,
-        ),
-        (
-            "etcd_debugging_mvcc_range_total",
-            "counter",
-            "Total number of ranges seen by this member.",
-            ranges,
         ),
     ] {
         single(&mut out, name, kind, help, v);
@@ -687,6 +700,20 @@ async fn render_page(p: &Pipeline) -> String {
     ] {
         header(&mut out, name, "gauge", help);
         let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} 1");
+    }
+    // etcd 3.6's gauge: every server feature gate, 1 when on.
+    header(
+        &mut out,
+        "etcd_server_feature_enabled",
+        "gauge",
+        "Whether or not a feature is enabled. 1 is enabled, 0 is not.",
+    );
+    for (name, stage, on) in &p.config.feature_gates {
+        let _ = writeln!(
+            out,
+            "etcd_server_feature_enabled{{name=\"{name}\",stage=\"{stage}\"}} {}",
+            u8::from(*on)
+        );
     }
     c.render_health_checks(&mut out);
     header(

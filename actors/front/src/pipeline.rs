@@ -57,6 +57,9 @@ pub struct FrontConfig {
     /// The backend quota in effect (`--quota-backend-bytes`, or etcd's default for 0), which
     /// Status reports as `dbSizeQuota`.
     pub quota_bytes: u64,
+    /// Every server feature gate as `(name, stage, enabled)`, for etcd 3.6's
+    /// `etcd_server_feature_enabled`.
+    pub feature_gates: Vec<(String, &'static str, bool)>,
 }
 
 /// The actors the front talks to.
@@ -737,9 +740,6 @@ impl Pipeline {
                 .map(|r| RangeStreamResponse {
                     range_response: Some(r),
                 });
-            self.counters
-                .stream_ranges
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let _ = tx.try_send(answer.map_err(tonic::Status::from));
             return Ok(rx);
         }
@@ -811,9 +811,6 @@ impl Pipeline {
                     Err(e) => Err(EtcdError::internal(e)),
                 }
             };
-            self.counters
-                .stream_ranges
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             match chunk {
                 Ok(r) => permit.send(Ok(RangeStreamResponse {
                     range_response: Some(r),

@@ -6,9 +6,9 @@ use std::time::Instant;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     Leadership, LeaseCheckpointed, LeaseGranted, LeaseRevoked, LeaseTimeToLive, LeaseTtl,
-    LessorTick, ListLeases, ProposeLeaseOps, RenewLease,
+    LessorTick, ListLeases, ProposeLeaseOps, ReadIndex, RenewLease,
 };
-use actix::{Actor, AsyncContext, Context, Handler, Recipient, ResponseFuture};
+use actix::{Actor, AsyncContext, Context, Handler, Message, Recipient, ResponseFuture};
 use tokio::sync::oneshot;
 
 use crate::config::LessorConfig;
@@ -47,6 +47,10 @@ pub struct LessorActor<C: Clock = TokioClock> {
     early_waiters: HashMap<i64, Vec<oneshot::Sender<Result<i64, EtcdError>>>>,
     /// etcd's lease counters, for `/metrics` (read when a `MailboxProbe` asks).
     counts: LeaseCounts,
+    /// The raft node's `ReadIndex`: a keepalive that must wait until this member has applied
+    /// everything committed ([`crate::keepalive_waits_for_apply`]) asks it first. `None`: no
+    /// keepalive waits (tests of the lessor alone).
+    applied_wait: Option<Recipient<ReadIndex>>,
 }
 
 /// etcd's buckets for `etcd_debugging_lease_ttl_total`: 1 s doubling, 24 of them.
@@ -81,7 +85,15 @@ impl<C: Clock> LessorActor<C> {
                 expired: 0,
                 ttl: actcd_types::meter::Histogram::new(&TTL_BUCKETS),
             },
+            applied_wait: None,
         }
+    }
+
+    /// Keepalives that must wait until this member has applied everything committed ask
+    /// `read_index` (the raft node's) first.
+    pub fn with_applied_wait(mut self, read_index: Recipient<ReadIndex>) -> Self {
+        self.applied_wait = Some(read_index);
+        self
     }
 }
 
@@ -133,20 +145,79 @@ impl<C: Clock> Handler<LeaseCheckpointed> for LessorActor<C> {
     }
 }
 
-/// A keepalive: [`Lessor::renew`]; for an expired lease, once its revoke has applied
-/// ([`Lessor::renew_must_wait`]); for a lease unknown just after promotion, once its grant
-/// applies or the window ends ([`Lessor::renew_may_be_early`]).
+/// A keepalive asked again once this member has applied everything committed: it goes through
+/// the mailbox, behind the `LeaseGranted` of every grant applied by then.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<i64, EtcdError>")]
+struct RenewApplied {
+    id: i64,
+}
+
+/// A keepalive. On the primary, one that must wait for the applied index
+/// ([`crate::keepalive_waits_for_apply`]: with `FastLeaseKeepAlive`, only a lease unknown here)
+/// first asks the raft node for a read index, whose answer comes once this member has applied
+/// everything committed when it was asked, then is renewed (`RenewApplied`). A read index that
+/// fails because leadership moved is `NotLeader` (the front asks the new leader); one not
+/// answered within `apply_wait_timeout` is `request timed out`.
 impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
     type Result = ResponseFuture<Result<i64, EtcdError>>;
 
     fn handle(&mut self, m: RenewLease, ctx: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("RenewLease");
+        let config = self.lessor.config();
+        let waits = crate::keepalive_waits_for_apply(
+            config.fast_keepalive,
+            self.lessor.is_primary(),
+            self.lessor.contains(m.id),
+        );
+        match (&self.applied_wait, waits) {
+            (Some(read_index), true) => {
+                let (read_index, me) = (read_index.clone(), ctx.address());
+                let (id, limit) = (m.id, config.apply_wait_timeout);
+                Box::pin(async move {
+                    match tokio::time::timeout(limit, read_index.send(ReadIndex)).await {
+                        Err(_) => Err(EtcdError::Timeout),
+                        Ok(Err(_)) => Err(EtcdError::Stopped),
+                        Ok(Ok(Err(EtcdError::LeaderChanged | EtcdError::NoLeader))) => {
+                            Err(EtcdError::NotLeader)
+                        }
+                        Ok(Ok(Err(e))) => Err(e),
+                        Ok(Ok(Ok(_))) => me
+                            .send(RenewApplied { id })
+                            .await
+                            .unwrap_or(Err(EtcdError::Stopped)),
+                    }
+                })
+            }
+            _ => self.renew(m.id, false, ctx),
+        }
+    }
+}
+
+impl<C: Clock> Handler<RenewApplied> for LessorActor<C> {
+    type Result = ResponseFuture<Result<i64, EtcdError>>;
+
+    fn handle(&mut self, m: RenewApplied, ctx: &mut Context<Self>) -> Self::Result {
+        self.renew(m.id, true, ctx)
+    }
+}
+
+impl<C: Clock> LessorActor<C> {
+    /// [`Lessor::renew`]; for an expired lease, once its revoke has applied
+    /// ([`Lessor::renew_must_wait`]); for a lease unknown just after promotion, once its grant
+    /// applies or the window ends ([`Lessor::renew_may_be_early`]), unless this member has just
+    /// applied everything committed (`applied`): then an unknown lease is not there.
+    fn renew(
+        &mut self,
+        id: i64,
+        applied: bool,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Result<i64, EtcdError>> {
         let now = self.clock.now();
-        if let Some(until) = self.lessor.renew_may_be_early(m.id, now) {
+        if let Some(until) = self.lessor.renew_may_be_early(id, now).filter(|_| !applied) {
             let (tx, rx) = oneshot::channel();
-            let waiters = self.early_waiters.entry(m.id).or_default();
+            let waiters = self.early_waiters.entry(id).or_default();
             if waiters.is_empty() {
-                let id = m.id;
                 ctx.run_later(until.saturating_duration_since(now), move |act, _| {
                     for w in act.early_waiters.remove(&id).unwrap_or_default() {
                         let _ = w.send(Err(EtcdError::LeaseNotFound));
@@ -156,12 +227,12 @@ impl<C: Clock> Handler<RenewLease> for LessorActor<C> {
             waiters.push(tx);
             return Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::NotLeader)) });
         }
-        if self.lessor.renew_must_wait(m.id, now) {
+        if self.lessor.renew_must_wait(id, now) {
             let (tx, rx) = oneshot::channel();
-            self.renew_waiters.entry(m.id).or_default().push(tx);
+            self.renew_waiters.entry(id).or_default().push(tx);
             return Box::pin(async move { rx.await.unwrap_or(Err(EtcdError::NotLeader)) });
         }
-        let r = self.lessor.renew(m.id, now);
+        let r = self.lessor.renew(id, now);
         if r.is_ok() {
             self.counts.renewed += 1;
         }

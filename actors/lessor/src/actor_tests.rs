@@ -5,9 +5,9 @@ use std::time::Duration;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     Leadership, LeaseCheckpointed, LeaseGranted, LeaseRevoked, LeaseTimeToLive, LeaseTtl,
-    LessorTick, ListLeases, ProposeLeaseOps, RenewLease,
+    LessorTick, ListLeases, ProposeLeaseOps, ReadIndex, RenewLease,
 };
-use actix::{Actor, Addr, Context, Handler, Message};
+use actix::{Actor, Addr, Context, Handler, Message, Recipient};
 use tokio::time::advance;
 
 use super::{LessorActor, TokioClock};
@@ -285,4 +285,154 @@ async fn a_keepalive_waiting_for_a_grant_hears_not_leader_when_leadership_is_los
     advance(Duration::from_millis(10)).await;
     h.leader(false).await;
     assert_eq!(early.await.unwrap().unwrap(), Err(EtcdError::NotLeader));
+}
+
+/// Stands in for the raft node's `ReadIndex`: counts the questions and answers `answer`; with
+/// `apply` set, the grant is applied (sent to the lessor) before the answer, as the applier
+/// applies a committed grant before raft answers a read index that covers it; `hang` never
+/// answers.
+struct FakeRaft {
+    asked: usize,
+    answer: Result<u64, EtcdError>,
+    apply: Option<(Recipient<LeaseGranted>, LeaseGranted)>,
+    hang: bool,
+}
+
+impl Actor for FakeRaft {
+    type Context = Context<Self>;
+}
+
+impl Handler<ReadIndex> for FakeRaft {
+    type Result = actix::ResponseFuture<Result<u64, EtcdError>>;
+
+    fn handle(&mut self, _: ReadIndex, _: &mut Context<Self>) -> Self::Result {
+        self.asked += 1;
+        if let Some((lessor, granted)) = self.apply.take() {
+            lessor.do_send(granted);
+        }
+        let (answer, hang) = (self.answer.clone(), self.hang);
+        Box::pin(async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            answer
+        })
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "usize")]
+struct Asked;
+
+impl Handler<Asked> for FakeRaft {
+    type Result = usize;
+
+    fn handle(&mut self, _: Asked, _: &mut Context<Self>) -> usize {
+        self.asked
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ApplyOnRead(Recipient<LeaseGranted>, LeaseGranted);
+
+impl Handler<ApplyOnRead> for FakeRaft {
+    type Result = ();
+
+    fn handle(&mut self, m: ApplyOnRead, _: &mut Context<Self>) {
+        self.apply = Some((m.0, m.1));
+    }
+}
+
+/// A leader lessor whose keepalives wait on a [`FakeRaft`] answering `answer`.
+async fn with_raft(
+    fast_keepalive: bool,
+    answer: Result<u64, EtcdError>,
+    hang: bool,
+) -> (Addr<LessorActor>, Addr<FakeRaft>) {
+    tokio::time::pause();
+    let raft = FakeRaft {
+        asked: 0,
+        answer,
+        apply: None,
+        hang,
+    }
+    .start();
+    let recorder = Recorder::default().start();
+    let config = LessorConfig {
+        fast_keepalive,
+        ..LessorConfig::default()
+    };
+    let lessor = LessorActor::new(config, TokioClock, recorder.recipient())
+        .with_applied_wait(raft.clone().recipient())
+        .start();
+    lessor.send(Leadership { leader: true }).await.unwrap();
+    // Past the window after promotion, where a lease unknown here was "not found" at once.
+    advance(Duration::from_secs(2)).await;
+    (lessor, raft)
+}
+
+fn granted(id: i64, ttl: i64) -> LeaseGranted {
+    LeaseGranted {
+        id,
+        ttl,
+        remaining_ttl: 0,
+    }
+}
+
+#[actix_rt::test]
+async fn fast_keepalive_renews_a_known_lease_at_once_and_waits_for_an_unknown_one() {
+    let (lessor, raft) = with_raft(true, Ok(7), false).await;
+    lessor.send(granted(1, 30)).await.unwrap();
+    assert_eq!(lessor.send(RenewLease { id: 1 }).await.unwrap(), Ok(30));
+    assert_eq!(raft.send(Asked).await.unwrap(), 0, "a known lease: no wait");
+    // Lease 2's grant is committed but not applied here yet: the keepalive waits until this
+    // member has applied everything committed, and then finds it (etcd #13932).
+    raft.send(ApplyOnRead(lessor.clone().recipient(), granted(2, 40)))
+        .await
+        .unwrap();
+    assert_eq!(lessor.send(RenewLease { id: 2 }).await.unwrap(), Ok(40));
+    assert_eq!(raft.send(Asked).await.unwrap(), 1);
+    // A lease that truly does not exist is not found once the wait is over.
+    assert_eq!(
+        lessor.send(RenewLease { id: 3 }).await.unwrap(),
+        Err(EtcdError::LeaseNotFound)
+    );
+    assert_eq!(raft.send(Asked).await.unwrap(), 2);
+}
+
+#[actix_rt::test]
+async fn without_fast_keepalive_every_keepalive_on_the_leader_waits_for_the_applied_index() {
+    let (lessor, raft) = with_raft(false, Ok(7), false).await;
+    lessor.send(granted(1, 30)).await.unwrap();
+    assert_eq!(lessor.send(RenewLease { id: 1 }).await.unwrap(), Ok(30));
+    assert_eq!(lessor.send(RenewLease { id: 1 }).await.unwrap(), Ok(30));
+    assert_eq!(raft.send(Asked).await.unwrap(), 2);
+    // Only the leader renews: a follower refuses at once, without waiting.
+    lessor.send(Leadership { leader: false }).await.unwrap();
+    assert_eq!(
+        lessor.send(RenewLease { id: 1 }).await.unwrap(),
+        Err(EtcdError::NotLeader)
+    );
+    assert_eq!(raft.send(Asked).await.unwrap(), 2);
+}
+
+#[actix_rt::test]
+async fn a_keepalive_whose_wait_fails_is_not_renewed() {
+    // Leadership moved during the read index: the front asks the new leader.
+    let (lessor, _raft) = with_raft(false, Err(EtcdError::LeaderChanged), false).await;
+    lessor.send(granted(1, 30)).await.unwrap();
+    assert_eq!(
+        lessor.send(RenewLease { id: 1 }).await.unwrap(),
+        Err(EtcdError::NotLeader)
+    );
+}
+
+#[actix_rt::test]
+async fn a_keepalive_whose_wait_is_not_answered_times_out() {
+    let (lessor, _raft) = with_raft(false, Ok(7), true).await;
+    lessor.send(granted(1, 30)).await.unwrap();
+    let pending = actix_rt::spawn(lessor.send(RenewLease { id: 1 }));
+    advance(LessorConfig::default().apply_wait_timeout + Duration::from_millis(1)).await;
+    assert_eq!(pending.await.unwrap().unwrap(), Err(EtcdError::Timeout));
 }

@@ -30,6 +30,15 @@ pub struct LessorConfig {
     /// `--election-timeout`, 1000 ms by default), so a lease a client kept alive through the
     /// old leader doesn't expire before the client finds the new one.
     pub election_timeout: Duration,
+    /// etcd 3.7's `FastLeaseKeepAlive` gate (etcd #20589, on by default): the primary renews a
+    /// lease it knows at once; only a keepalive of a lease it does not know first waits until
+    /// this member has applied everything committed (the lease may have been granted and not
+    /// applied here yet). Off, every keepalive on the primary waits so, as in etcd 3.5 (#13932,
+    /// `waitAppliedIndex`). See [`crate::keepalive_waits_for_apply`].
+    pub fast_keepalive: bool,
+    /// How long a keepalive waits for that (etcd's request timeout, 5 s + 2 election
+    /// timeouts); past it the keepalive fails with `request timed out`.
+    pub apply_wait_timeout: Duration,
 }
 
 impl Default for LessorConfig {
@@ -42,6 +51,8 @@ impl Default for LessorConfig {
             checkpoints_per_tick: 1000,
             tick_interval: Duration::from_millis(500),
             election_timeout: Duration::from_millis(1000),
+            fast_keepalive: true,
+            apply_wait_timeout: Duration::from_secs(7),
         }
     }
 }

@@ -80,6 +80,11 @@ impl Lessor {
         self.primary
     }
 
+    /// Whether the lease exists here (its grant has been applied and no revoke since).
+    pub fn contains(&self, id: i64) -> bool {
+        self.leases.contains_key(&id)
+    }
+
     /// How many leases exist.
     pub fn len(&self) -> usize {
         self.leases.len()

@@ -23,7 +23,10 @@
 //! - `RenewLease{id}` → `Result<i64, EtcdError>`: the granted TTL; `NotLeader` on a follower
 //!   (the caller forwards to the leader), `LeaseNotFound` for an unknown or expired lease (held
 //!   first: an expired one until its revoke applies, an unknown one just after promotion until
-//!   its grant applies or an election timeout passes).
+//!   its grant applies or an election timeout passes). On the primary, with the raft node's
+//!   `ReadIndex` given (`with_applied_wait`), a keepalive of a lease this lessor does not know
+//!   (every keepalive with `FastLeaseKeepAlive` off) is answered only once this member has
+//!   applied everything committed ([`keepalive_waits_for_apply`]).
 //! - `LeaseTimeToLive{id}` → `Result<LeaseTtl, EtcdError>`: granted TTL and whole seconds left;
 //!   `NotLeader` on a follower, `LeaseNotFound` if unknown.
 //! - `ListLeases` → `Vec<i64>`: every lease, soonest expiry first.
@@ -87,6 +90,12 @@
 //!   lease (etcd 3.5.1 forgot to, fixed in later 3.5 releases). One schedule per lease, not a
 //!   heap that may hold duplicates.
 //! - **Checkpointing is on by default**; in etcd it is an experimental flag.
+//! - **Keepalives and the applied index** follow etcd 3.7's `FastLeaseKeepAlive` (#20589, on
+//!   by default; `LessorConfig::fast_keepalive`): the primary renews a lease it knows at once,
+//!   and a keepalive of one it does not know waits for a read index (everything committed
+//!   applied here), which also settles etcd 3.5's #13932 (a grant committed but not yet
+//!   applied). Off, every keepalive on the primary waits so, as in etcd 3.5, whose
+//!   `ensureLeadership` and `waitAppliedIndex` the read index stands for together.
 //! - **One checkpoint batch per tick**, `checkpoints_per_tick` (1000, etcd's batch size),
 //!   where etcd loops over up to 500 batches: 2000 a second still keeps 600,000 long leases
 //!   checkpointed every 5 minutes, and one tick's proposal stays one bounded entry.
@@ -101,9 +110,11 @@
 
 mod actor;
 mod config;
+mod keepalive;
 mod lessor;
 mod queue;
 
 pub use actor::{Clock, LessorActor, TokioClock};
 pub use config::LessorConfig;
+pub use keepalive::keepalive_waits_for_apply;
 pub use lessor::Lessor;
