@@ -35,6 +35,9 @@ pub const LEASE_CHECKPOINT: &str = "LeaseCheckpoint";
 pub const LEASE_CHECKPOINT_PERSIST: &str = "LeaseCheckpointPersist";
 /// `StopGRPCServiceOnDefrag`: `--experimental-stop-grpc-service-on-defrag`.
 pub const STOP_GRPC_SERVICE_ON_DEFRAG: &str = "StopGRPCServiceOnDefrag";
+/// `PriorityRequest` (etcd 3.7, #20492): a LeaseRevoke is taken up to twice the apply gap that
+/// refuses other writes.
+pub const PRIORITY_REQUEST: &str = "PriorityRequest";
 const ALL_ALPHA: &str = "AllAlpha";
 const ALL_BETA: &str = "AllBeta";
 
@@ -161,14 +164,14 @@ pub const GATES: &[GateSpec] = &[
         ),
     },
     GateSpec {
-        name: "PriorityRequest",
+        name: PRIORITY_REQUEST,
         stage: Stage::Alpha,
         etcd_default: false,
         default: false,
         locked: false,
         pr: 20492,
-        meaning: Meaning::NoEffect(
-            "not implemented: a client's LeaseRevoke is refused past the apply gap like any write (the lessor's own revokes never are)",
+        meaning: Meaning::Implemented(
+            "while commit runs more than 5000 entries ahead of apply, a LeaseRevoke is still taken up to 10000 (other writes: etcdserver: too many requests)",
         ),
     },
     GateSpec {

@@ -597,6 +597,7 @@ fn admission(cfg: &Config, mailbox: Context<PreflightActor>, a: &Addrs) {
         max_request_bytes: cfg.flags.max_request_bytes,
         max_txn_ops: cfg.flags.max_txn_ops,
         quota_bytes: cfg.quota_bytes(),
+        priority_requests: cfg.gates.enabled(crate::config::gates::PRIORITY_REQUEST),
     };
     mailbox.run(
         PreflightActor::new(

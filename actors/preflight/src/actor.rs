@@ -12,7 +12,7 @@ use actcd_types::msg::{
 use actix::{Actor, Context, Handler, Recipient, ResponseFuture};
 use prost::Message as _;
 
-use crate::check::{Limits, MAX_APPLY_GAP, check_request, fits_quota, quota_cost};
+use crate::check::{Limits, check_request, exceeds_request_limit, fits_quota, quota_cost};
 
 /// Where admitted writes go.
 #[derive(Clone)]
@@ -110,7 +110,12 @@ impl Handler<Submit> for PreflightActor {
     /// report, fresh usage is asked for first.
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("Submit");
-        let checked = if self.committed.saturating_sub(self.applied) > MAX_APPLY_GAP {
+        let checked = if exceeds_request_limit(
+            self.applied,
+            self.committed,
+            &msg.request,
+            self.limits.priority_requests,
+        ) {
             Err(EtcdError::TooManyRequests)
         } else {
             check_request(&msg.request, &self.limits)

@@ -4,6 +4,24 @@ use prost::Message;
 
 /// etcd refuses new proposals once commit runs this far ahead of apply.
 pub const MAX_APPLY_GAP: u64 = 5000;
+/// With the `PriorityRequest` gate (etcd 3.7, #20492), a LeaseRevoke is still taken up to this
+/// gap, so expiring leases relieve an overloaded cluster instead of waiting behind it.
+pub const MAX_PRIORITY_GAP: u64 = 2 * MAX_APPLY_GAP;
+
+/// etcd's `exceedsRequestLimit`: whether commit runs too far ahead of apply to take `request`.
+/// A LeaseRevoke is a priority request when `priority` (the `PriorityRequest` gate) is on.
+pub fn exceeds_request_limit(
+    applied: u64,
+    committed: u64,
+    request: &InternalRaftRequest,
+    priority: bool,
+) -> bool {
+    let gap = committed.saturating_sub(applied);
+    if gap <= MAX_APPLY_GAP {
+        return false;
+    }
+    !(priority && request.lease_revoke.is_some() && gap <= MAX_PRIORITY_GAP)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -11,6 +29,8 @@ pub struct Limits {
     pub max_txn_ops: usize,
     /// `--quota-backend-bytes`: writes that would take the backend past it are refused.
     pub quota_bytes: u64,
+    /// The `PriorityRequest` feature gate: see [`exceeds_request_limit`].
+    pub priority_requests: bool,
 }
 
 /// etcd's default backend quota: 2 GiB.
@@ -23,6 +43,7 @@ impl Default for Limits {
             max_request_bytes: 3 * 1024 * 1024 / 2,
             max_txn_ops: 128,
             quota_bytes: DEFAULT_QUOTA_BYTES,
+            priority_requests: false,
         }
     }
 }
@@ -74,6 +95,37 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_revoke_goes_first_under_overload_only_with_the_priority_gate() {
+        use actcd_proto::etcdserverpb::LeaseRevokeRequest;
+        let revoke = InternalRaftRequest {
+            lease_revoke: Some(LeaseRevokeRequest { id: 7 }),
+            ..Default::default()
+        };
+        let put = put_req(b"k", 1);
+        let applied = 100;
+        for (gap, priority, want_put, want_revoke) in [
+            (MAX_APPLY_GAP, false, false, false),
+            (MAX_APPLY_GAP, true, false, false),
+            (MAX_APPLY_GAP + 1, false, true, true),
+            (MAX_APPLY_GAP + 1, true, true, false),
+            (MAX_PRIORITY_GAP, true, true, false),
+            (MAX_PRIORITY_GAP + 1, true, true, true),
+        ] {
+            let committed = applied + gap;
+            assert_eq!(
+                exceeds_request_limit(applied, committed, &put, priority),
+                want_put,
+                "put, gap {gap}, priority {priority}"
+            );
+            assert_eq!(
+                exceeds_request_limit(applied, committed, &revoke, priority),
+                want_revoke,
+                "revoke, gap {gap}, priority {priority}"
+            );
+        }
+    }
+
+    #[test]
     fn checks_in_etcds_order() {
         struct Case {
             name: &'static str,
@@ -84,6 +136,7 @@ mod tests {
             max_request_bytes: 1024,
             max_txn_ops: 2,
             quota_bytes: 1 << 20,
+            priority_requests: false,
         };
         let op = |k: &str| RequestOp {
             request: Some(request_op::Request::RequestPut(PutRequest {
