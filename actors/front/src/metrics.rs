@@ -1,9 +1,15 @@
 //! The tower layer in front of every gRPC service: it refuses on a learner what etcd's
-//! learners refuse (`learner.rs`), and accounts for every call:
-//! `grpc_server_handled_total{grpc_service,grpc_method,grpc_code}` and the
-//! `grpc_server_handling_seconds` histogram (go-grpc-prometheus's names and buckets, which
-//! etcd exports), and a warning naming the client for a unary request slower than etcd's
-//! 100 ms "took too long" threshold. Front-local counters; `/metrics` renders them.
+//! learners refuse (`learner.rs`), and accounts for every call as go-grpc-prometheus and etcd
+//! do: `grpc_server_started_total`, `grpc_server_handled_total{grpc_service,grpc_method,
+//! grpc_code}`, the `grpc_server_handling_seconds` histogram (their names and buckets, which
+//! etcd exports), `grpc_server_msg_{received,sent}_total` (a stream's messages one by one, read
+//! off gRPC's framing as they pass), etcd's `etcd_server_client_requests_total` and
+//! `etcd_network_client_grpc_{received,sent}_bytes_total` (the messages' encoded bytes, which
+//! etcd's codec counts), and a warning naming the client for a unary request slower than
+//! etcd's 100 ms "took too long" threshold. A stream is handled when it ends: with its status,
+//! or, when the client goes away first, with the code etcd's handler returns then
+//! ([`cancel_code`]). The JSON gateway's calls are counted here too (`gateway.rs`), as etcd's
+//! gateway calls its gRPC server. Front-local counters; `/metrics` renders them.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -42,7 +48,9 @@ fn is_stream(path: &str) -> bool {
 pub struct FrontCounters {
     /// Writes that failed to get through the log (timeouts, no leader, too many requests).
     pub proposals_failed: std::sync::atomic::AtomicU64,
-    /// Bytes read from and written to client connections (gRPC and HTTP, TLS included).
+    /// Bytes read from and written to client connections (gRPC and HTTP, TLS included):
+    /// actcd's `actcd_network_client_{received,sent}_bytes_total`. etcd's gRPC byte counters
+    /// count messages only ([`RequestStats`]).
     pub received_bytes: Arc<std::sync::atomic::AtomicU64>,
     pub sent_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// `/health` answers (etcd's `etcd_server_health_success` and `_failures`).
@@ -55,8 +63,6 @@ pub struct FrontCounters {
     /// Linearizable reads whose ReadIndex round did not finish before the request's deadline
     /// (added to the raft node's out-of-date rounds in `etcd_server_slow_read_indexes_total`).
     pub read_index_timeouts: std::sync::atomic::AtomicU64,
-    /// RangeStream chunks read: each is one range in etcd 3.7's `etcd_mvcc_range_total`.
-    pub stream_ranges: std::sync::atomic::AtomicU64,
     /// etcd 3.6's per-check outcomes of `/livez` and `/readyz`: by (type, name), the last
     /// result and the successes and failures so far. Probes are rare: a lock is fine here.
     health_checks: std::sync::Mutex<HealthChecks>,
@@ -217,6 +223,10 @@ struct Method {
     /// go-grpc-prometheus's `grpc_type`.
     kind: &'static str,
     started: AtomicU64,
+    /// A streaming method's messages received and sent (a unary call's are its start and
+    /// its success).
+    received: AtomicU64,
+    sent: AtomicU64,
     /// Answers by gRPC code, indexed by the code's number.
     codes: [AtomicU64; CODES],
     /// Per bucket (not cumulative), the last one above every bound.
@@ -241,6 +251,10 @@ pub struct RequestStats {
     /// `--metrics extensive`: the handling-time histograms are kept and shown (etcd shows
     /// them only then).
     extensive: std::sync::atomic::AtomicBool,
+    /// Encoded bytes of the messages received and sent (etcd's codec counts them:
+    /// `etcd_network_client_grpc_received_bytes_total`, `_sent_bytes_total`).
+    payload_received: AtomicU64,
+    payload_sent: AtomicU64,
 }
 
 impl Default for RequestStats {
@@ -253,6 +267,8 @@ impl Default for RequestStats {
                 method: method.clone(),
                 kind,
                 started: AtomicU64::new(0),
+                received: AtomicU64::new(0),
+                sent: AtomicU64::new(0),
                 codes: Default::default(),
                 buckets: Default::default(),
                 sum_nanos: AtomicU64::new(0),
@@ -268,6 +284,8 @@ impl Default for RequestStats {
             by_path,
             client_requests: Default::default(),
             extensive: std::sync::atomic::AtomicBool::new(false),
+            payload_received: AtomicU64::new(0),
+            payload_sent: AtomicU64::new(0),
         }
     }
 }
@@ -299,6 +317,40 @@ impl RequestStats {
     /// `--metrics extensive` (`true`) or `basic`.
     pub fn set_extensive(&self, on: bool) {
         self.extensive.store(on, Relaxed);
+    }
+
+    fn method(&self, path: &str) -> Option<&Method> {
+        self.by_path.get(path).and_then(|i| self.methods.get(*i))
+    }
+
+    /// Whether `path` is a streaming method the server has.
+    pub fn is_streaming(&self, path: &str) -> bool {
+        self.method(path).is_some_and(|m| m.kind != "unary")
+    }
+
+    /// Messages of `path` received (encoded `bytes` in all): a stream's count one by one; a
+    /// unary call's one is its start.
+    pub fn received(&self, path: &str, messages: u64, bytes: u64) {
+        self.payload_received.fetch_add(bytes, Relaxed);
+        if let Some(m) = self.method(path).filter(|m| m.kind != "unary") {
+            m.received.fetch_add(messages, Relaxed);
+        }
+    }
+
+    /// Messages of `path` sent (encoded `bytes` in all); as [`Self::received`].
+    pub fn sent(&self, path: &str, messages: u64, bytes: u64) {
+        self.payload_sent.fetch_add(bytes, Relaxed);
+        if let Some(m) = self.method(path).filter(|m| m.kind != "unary") {
+            m.sent.fetch_add(messages, Relaxed);
+        }
+    }
+
+    /// Encoded bytes of the messages received and sent so far.
+    pub fn payload_bytes(&self) -> (u64, u64) {
+        (
+            self.payload_received.load(Relaxed),
+            self.payload_sent.load(Relaxed),
+        )
     }
 
     /// A call of a method the server has has started: go-grpc-prometheus's
@@ -339,15 +391,6 @@ impl RequestStats {
         m.buckets[i].fetch_add(1, Relaxed);
         m.sum_nanos
             .fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Relaxed);
-    }
-
-    /// Answered `/etcdserverpb.KV/Range` calls (etcd's `etcd_mvcc_range_total` counts the
-    /// ranges this member served).
-    pub fn ranges(&self) -> u64 {
-        self.by_path
-            .get("/etcdserverpb.KV/Range")
-            .and_then(|i| self.methods.get(*i))
-            .map_or(0, |m| m.codes.iter().map(|c| c.load(Relaxed)).sum())
     }
 
     /// The counters in Prometheus text, every method and code listed from zero as
@@ -408,13 +451,19 @@ impl RequestStats {
                 );
             }
         }
-        // A unary call receives one message and sends one if it succeeds; a stream's
-        // messages are not counted one by one here (see the README).
+        // A unary call receives one message and sends one if it succeeds; a stream's are
+        // counted one by one.
         for (name, help, value) in [
             (
                 "grpc_server_msg_received_total",
                 "Total number of RPC stream messages received on the server.",
-                (|m: &Method| m.started.load(Relaxed)) as fn(&Method) -> u64,
+                (|m: &Method| {
+                    if m.kind == "unary" {
+                        m.started.load(Relaxed)
+                    } else {
+                        m.received.load(Relaxed)
+                    }
+                }) as fn(&Method) -> u64,
             ),
             (
                 "grpc_server_msg_sent_total",
@@ -423,7 +472,7 @@ impl RequestStats {
                     if m.kind == "unary" {
                         m.codes[0].load(Relaxed)
                     } else {
-                        0
+                        m.sent.load(Relaxed)
                     }
                 },
             ),
@@ -487,9 +536,14 @@ pub struct Accounted<S> {
 
 impl<S, B> tower_service::Service<http::Request<B>> for Accounted<S>
 where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S: tower_service::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+        >,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -519,20 +573,45 @@ where
             return futures::future::ready(Ok(refusal.into_http())).boxed();
         }
         let deadline = grpc_timeout(req.headers()).map(|t| tokio::time::Instant::now() + t);
+        let req = req.map(|body| {
+            tonic::body::Body::new(CountedBody {
+                inner: body,
+                framing: Framing::default(),
+                stats: stats.clone(),
+                path: path.clone(),
+                side: Side::Received,
+            })
+        });
         let answer = CLIENT_DEADLINE.scope(deadline, self.inner.call(req));
         async move {
             let mut res = answer.await;
             let took = started.elapsed();
             if let Ok(resp) = &mut res {
                 as_grpc_go_answers(&path, resp.headers_mut());
-                // A failed unary call is a trailers-only answer: its status is in the headers.
-                let code = resp
+                // A failed call is a trailers-only answer: its status is in the headers.
+                let status = resp
                     .headers()
                     .get("grpc-status")
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse::<i32>().ok())
-                    .map_or(tonic::Code::Ok, tonic::Code::from);
-                stats.record(&path, code, took);
+                    .map(tonic::Code::from);
+                // A stream that opened is handled when it ends.
+                let open_stream = status.is_none() && stats.is_streaming(&path);
+                let code = status.unwrap_or(tonic::Code::Ok);
+                let side = if open_stream {
+                    Side::SentUntilEnd { started }
+                } else {
+                    stats.record(&path, code, took);
+                    Side::Sent
+                };
+                let body = std::mem::take(resp.body_mut());
+                *resp.body_mut() = tonic::body::Body::new(CountedBody {
+                    inner: body,
+                    framing: Framing::default(),
+                    stats: stats.clone(),
+                    path: path.clone(),
+                    side,
+                });
                 if took > SLOW && !is_stream(&path) {
                     tracing::warn!(
                         method = %path,
@@ -546,6 +625,141 @@ where
             res
         }
         .boxed()
+    }
+}
+
+/// The code a stream is handled with when its client goes away before it ends: what etcd's
+/// handler returns then. A watch answers `ErrGRPCWatchCanceled` (Canceled); a keep-alive
+/// stream `ErrGRPCNoLeader` (Unavailable: "the only server-side cancellation is noleader for
+/// now", etcd's `LeaseKeepAlive` in 3.5 and 3.6); any other stream its context's error
+/// (Canceled).
+pub fn cancel_code(path: &str) -> tonic::Code {
+    match path {
+        "/etcdserverpb.Lease/LeaseKeepAlive" => tonic::Code::Unavailable,
+        _ => tonic::Code::Cancelled,
+    }
+}
+
+/// gRPC's framing read off a body as it passes: each message is a 5-byte prefix (a
+/// compressed flag, the length, big-endian) and then its bytes.
+#[derive(Debug, Default)]
+struct Framing {
+    prefix: [u8; 5],
+    /// Prefix bytes seen of the next message.
+    have: usize,
+    /// Bytes of the current message still to pass.
+    rest: u64,
+}
+
+impl Framing {
+    /// The messages whose prefix was in `data`, and their lengths' sum.
+    fn feed(&mut self, mut data: &[u8]) -> (u64, u64) {
+        let (mut messages, mut bytes) = (0, 0);
+        while !data.is_empty() {
+            if self.rest > 0 {
+                let n = usize::try_from(self.rest).map_or(data.len(), |r| r.min(data.len()));
+                self.rest -= n as u64;
+                data = &data[n..];
+                continue;
+            }
+            let n = (self.prefix.len() - self.have).min(data.len());
+            self.prefix[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            data = &data[n..];
+            if self.have == self.prefix.len() {
+                let [_, a, b, c, d] = self.prefix;
+                let len = u64::from(u32::from_be_bytes([a, b, c, d]));
+                messages += 1;
+                bytes += len;
+                self.rest = len;
+                self.have = 0;
+            }
+        }
+        (messages, bytes)
+    }
+}
+
+/// Which way a [`CountedBody`] goes.
+enum Side {
+    Received,
+    Sent,
+    /// A stream's answer: the call is handled when the body ends (its trailers' status) or is
+    /// dropped before (the client went away: [`cancel_code`]).
+    SentUntilEnd {
+        started: Instant,
+    },
+}
+
+/// A call's body, its messages counted as they pass.
+struct CountedBody<B> {
+    inner: B,
+    framing: Framing,
+    stats: Arc<RequestStats>,
+    path: String,
+    side: Side,
+}
+
+impl<B> CountedBody<B> {
+    fn handled(&mut self, code: tonic::Code) {
+        if let Side::SentUntilEnd { started } = self.side {
+            self.stats.record(&self.path, code, started.elapsed());
+            self.side = Side::Sent;
+        }
+    }
+}
+
+impl<B> hyper::body::Body for CountedBody<B>
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin,
+{
+    type Data = bytes::Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let polled = std::pin::Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let (messages, bytes) = this.framing.feed(data);
+                    if messages > 0 || bytes > 0 {
+                        match this.side {
+                            Side::Received => this.stats.received(&this.path, messages, bytes),
+                            _ => this.stats.sent(&this.path, messages, bytes),
+                        }
+                    }
+                } else if let Some(trailers) = frame.trailers_ref() {
+                    let code = trailers
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<i32>().ok())
+                        .map_or(tonic::Code::Unknown, tonic::Code::from);
+                    this.handled(code);
+                }
+            }
+            Poll::Ready(Some(Err(_))) => this.handled(tonic::Code::Unknown),
+            Poll::Ready(None) => this.handled(tonic::Code::Ok),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for CountedBody<B> {
+    fn drop(&mut self) {
+        let code = cancel_code(&self.path);
+        self.handled(code);
     }
 }
 
@@ -905,5 +1119,139 @@ mod deadline_tests {
             h.insert("grpc-timeout", header.parse().unwrap());
             assert_eq!(grpc_timeout(&h), want, "{header}");
         }
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use std::time::Instant;
+
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use hyper::body::Frame;
+
+    use super::*;
+
+    /// A gRPC message on the wire: the 5-byte prefix, then `len` bytes.
+    fn message(len: usize) -> Vec<u8> {
+        let mut m = vec![0];
+        m.extend_from_slice(&(len as u32).to_be_bytes());
+        m.extend(std::iter::repeat_n(7, len));
+        m
+    }
+
+    #[test]
+    fn framing_counts_messages_however_the_bytes_are_cut() {
+        let wire: Vec<u8> = [message(3), message(0), message(300), message(1)].concat();
+        for cut in [1, 2, 4, 5, 6, 7, 64, wire.len()] {
+            let mut f = Framing::default();
+            let (mut messages, mut bytes) = (0, 0);
+            for chunk in wire.chunks(cut) {
+                let (m, b) = f.feed(chunk);
+                messages += m;
+                bytes += b;
+            }
+            assert_eq!((messages, bytes), (4, 304), "cut every {cut}");
+        }
+    }
+
+    fn sample(text: &str, series: &str) -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .map_or(0, |v| v.parse().unwrap())
+    }
+
+    fn labels(method: &str, service: &str, kind: &str) -> String {
+        format!("grpc_method=\"{method}\",grpc_service=\"{service}\",grpc_type=\"{kind}\"")
+    }
+
+    type Frames = http_body_util::StreamBody<
+        futures::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::convert::Infallible>>>,
+    >;
+
+    /// A body of `frames`, counted as a stream's answer.
+    fn answer(
+        stats: &Arc<RequestStats>,
+        path: &str,
+        frames: Vec<Frame<Bytes>>,
+    ) -> CountedBody<Frames> {
+        CountedBody {
+            inner: http_body_util::StreamBody::new(futures::stream::iter(
+                frames.into_iter().map(Ok).collect::<Vec<_>>(),
+            )),
+            framing: Framing::default(),
+            stats: stats.clone(),
+            path: path.into(),
+            side: Side::SentUntilEnd {
+                started: Instant::now(),
+            },
+        }
+    }
+
+    /// A stream is handled when it ends, with its trailers' status, its messages counted one
+    /// by one with their bytes; one whose client went away is handled with etcd's code for
+    /// that method (a watch Canceled, a keep-alive stream Unavailable).
+    #[tokio::test]
+    async fn streams_are_handled_when_they_end_and_their_messages_counted() {
+        let stats = Arc::new(RequestStats::default());
+        let watch = "/etcdserverpb.Watch/Watch";
+        let keep_alive = "/etcdserverpb.Lease/LeaseKeepAlive";
+        let snapshot = "/etcdserverpb.Maintenance/Snapshot";
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", "0".parse().unwrap());
+        let wire = Bytes::from([message(10), message(20)].concat());
+        let body = answer(
+            &stats,
+            snapshot,
+            vec![Frame::data(wire), Frame::trailers(trailers)],
+        );
+        let collected = body.collect().await.unwrap();
+        // Ended with its trailers, then dropped: handled once, OK.
+        assert_eq!(collected.to_bytes().len(), 40);
+        // Requests: the bytes count, the messages for streams only (a unary one's is its start).
+        let request = CountedBody {
+            inner: http_body_util::Full::new(Bytes::from([message(4), message(5)].concat())),
+            framing: Framing::default(),
+            stats: stats.clone(),
+            path: watch.into(),
+            side: Side::Received,
+        };
+        request.collect().await.unwrap();
+        // A watch and a keep-alive stream that their clients left, one message each.
+        for path in [watch, keep_alive] {
+            let mut body = answer(&stats, path, vec![Frame::data(Bytes::from(message(2)))]);
+            let first = body.frame().await.unwrap().unwrap();
+            assert!(first.is_data());
+            drop(body);
+        }
+        let text = stats.render();
+        let snap = labels("Snapshot", "etcdserverpb.Maintenance", "server_stream");
+        let w = labels("Watch", "etcdserverpb.Watch", "bidi_stream");
+        let k = labels("LeaseKeepAlive", "etcdserverpb.Lease", "bidi_stream");
+        for (series, want) in [
+            (format!("grpc_server_msg_sent_total{{{snap}}}"), 2),
+            (
+                format!("grpc_server_handled_total{{grpc_code=\"OK\",{snap}}}"),
+                1,
+            ),
+            (format!("grpc_server_msg_received_total{{{w}}}"), 2),
+            (format!("grpc_server_msg_sent_total{{{w}}}"), 1),
+            (
+                format!("grpc_server_handled_total{{grpc_code=\"Canceled\",{w}}}"),
+                1,
+            ),
+            (
+                format!("grpc_server_handled_total{{grpc_code=\"OK\",{w}}}"),
+                0,
+            ),
+            (format!("grpc_server_msg_sent_total{{{k}}}"), 1),
+            (
+                format!("grpc_server_handled_total{{grpc_code=\"Unavailable\",{k}}}"),
+                1,
+            ),
+        ] {
+            assert_eq!(sample(&text, &series), want, "{series}\n{text}");
+        }
+        assert_eq!(stats.payload_bytes(), (9, 30 + 2 + 2));
     }
 }

@@ -169,7 +169,11 @@ pub const GRPC: &[GrpcRoute] = &[
         &["/v3/auth/disable"],
     ),
     // Anyone since etcd 3.7.0 (#20802): whether auth is on is no secret.
-    g("/etcdserverpb.Auth/AuthStatus", Anyone, &["/v3/auth/status"]),
+    g(
+        "/etcdserverpb.Auth/AuthStatus",
+        Anyone,
+        &["/v3/auth/status"],
+    ),
     g(
         "/etcdserverpb.Auth/Authenticate",
         Anyone,

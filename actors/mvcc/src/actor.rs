@@ -137,15 +137,10 @@ impl Default for Timings {
     }
 }
 
-/// etcd's write counters (`etcd_mvcc_put_total`, `etcd_mvcc_delete_total`, `etcd_mvcc_txn_total`,
-/// `etcd_debugging_mvcc_total_put_size_in_bytes`), counted from each applied batch's events
-/// and requests: one put or delete per key written, one txn per Txn request applied.
+/// What the actor counts of applied batches (etcd's range, put, delete and txn counters are
+/// the store's, `ops.rs`, which its read views share).
 #[derive(Debug, Default, Clone, Copy)]
 struct WriteCounts {
-    puts: u64,
-    deletes: u64,
-    txns: u64,
-    put_bytes: u64,
     /// Batches slower than `--experimental-warning-apply-duration` (etcd's
     /// `etcd_server_slow_apply_total`).
     slow_applies: u64,
@@ -305,16 +300,6 @@ impl MvccActor {
     /// batch, bounded by the apply rate.
     fn announce(&mut self) {
         let out = self.store.take_outbox();
-        for e in &out.events {
-            if e.r#type == actcd_proto::mvccpb::event::EventType::Put as i32 {
-                self.counts.puts += 1;
-                if let Some(kv) = &e.kv {
-                    self.counts.put_bytes += (kv.key.len() + kv.value.len()) as u64;
-                }
-            } else {
-                self.counts.deletes += 1;
-            }
-        }
         if !out.events.is_empty()
             && self.hub_listening
             && let Some(w) = &self.peers.watch
@@ -399,7 +384,6 @@ impl Handler<ApplyBatch> for MvccActor {
 
     fn handle(&mut self, msg: ApplyBatch, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ApplyBatch");
-        self.counts.txns += msg.requests.iter().filter(|r| r.txn.is_some()).count() as u64;
         let (started, requests) = (std::time::Instant::now(), msg.requests.len());
         let outcome = self
             .store
@@ -442,7 +426,10 @@ impl Handler<DeleteKeys> for MvccActor {
 
 impl MvccActor {
     /// Runs compaction deletions, timing them while a compaction is under way (etcd's pause
-    /// and total durations, and the time it finished).
+    /// and total durations, and the time it finished). As etcd's `scheduleCompaction`, a
+    /// slice of deletions is a pause only when more follow (etcd observes the pause between
+    /// two batches, none for the last, so a compaction of one batch has none); the key
+    /// indexes' slices are the index pause's, not this one's.
     fn compaction_slice(
         &mut self,
         run: impl FnOnce(&mut Store) -> Result<(), EtcdError>,
@@ -452,10 +439,13 @@ impl MvccActor {
             self.answer_physical_waiters()?;
             return done;
         }
+        let deletions = !self.store.compacting_index();
         let started = std::time::Instant::now();
         let done = run(&mut self.store);
         let t = &mut self.timings;
-        t.db_pause.observe(started.elapsed().as_secs_f64() * 1000.0);
+        if deletions && self.store.compacting() {
+            t.db_pause.observe(started.elapsed().as_secs_f64() * 1000.0);
+        }
         if !self.store.compacting() {
             if let Some(from) = t.compaction_started.take() {
                 t.db_total.observe(from.elapsed().as_secs_f64() * 1000.0);
@@ -1458,6 +1448,7 @@ impl MvccActor {
     fn samples(&self) -> Vec<actcd_types::meter::Sample> {
         use actcd_types::meter::Sample;
         let c = self.counts;
+        let ops = self.store.op_counts();
         let t = &self.timings;
         vec![
             Sample::histogram("etcd_mvcc_hash_duration_seconds", &t.hash),
@@ -1484,13 +1475,15 @@ impl MvccActor {
                 "etcd_debugging_mvcc_db_compaction_keys_total",
                 self.store.compacted_keys() as f64,
             ),
-            Sample::value("etcd_mvcc_put_total", c.puts as f64),
-            Sample::value("etcd_mvcc_delete_total", c.deletes as f64),
-            Sample::value("etcd_mvcc_txn_total", c.txns as f64),
+            Sample::value("etcd_mvcc_range_total", ops.ranges as f64),
+            Sample::value("etcd_debugging_mvcc_range_total", ops.ranges as f64),
+            Sample::value("etcd_mvcc_put_total", ops.puts as f64),
+            Sample::value("etcd_mvcc_delete_total", ops.deletes as f64),
+            Sample::value("etcd_mvcc_txn_total", ops.txns as f64),
             Sample::value("etcd_server_slow_apply_total", c.slow_applies as f64),
             Sample::value(
                 "etcd_debugging_mvcc_total_put_size_in_bytes",
-                c.put_bytes as f64,
+                ops.put_bytes as f64,
             ),
         ]
         .into_iter()

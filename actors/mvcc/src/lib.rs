@@ -264,6 +264,7 @@ mod hash;
 mod history;
 mod key_index;
 mod leased;
+mod ops;
 mod range;
 mod reader;
 mod scrub;
@@ -278,6 +279,7 @@ pub use actor::{BackendLink, MvccActor, MvccPeers};
 pub use damage::DamageReport;
 pub use error::Error;
 pub use key_index::{Generation, KeyIndex, KeyRange, KeyRev, RevisionNotFound, TreeIndex};
+pub use ops::OpCounts;
 pub use reader::MvccReader;
 pub use scrub::{Scrub, ScrubConfig, ScrubTick, Scrubber, Step as ScrubStep};
 pub use store::{

@@ -23,6 +23,7 @@ use crate::damage::DamageReport;
 use crate::error::Error;
 use crate::key_index::{KeyIndex, SharedIndex, TreeIndex, Undo};
 use crate::leased;
+use crate::ops::{OpCounters, OpCounts, Tally};
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -132,6 +133,8 @@ pub struct Store {
     /// Records compactions have deleted since start (etcd's
     /// `etcd_debugging_mvcc_db_compaction_keys_total`).
     compacted_keys: u64,
+    /// etcd's range, put, delete and txn counters (`ops.rs`), which read views share.
+    ops: Arc<OpCounters>,
 }
 
 impl fmt::Debug for Store {
@@ -250,6 +253,7 @@ impl Store {
             prev_compact_rev: compact_rev,
             compaction_hashes: None,
             compacted_keys: 0,
+            ops: Arc::default(),
         };
         if let Some(rev) = scheduled.filter(|&s| s > compact_rev) {
             tracing::info!(revision = rev, "resuming interrupted compaction");
@@ -485,6 +489,10 @@ impl Store {
         next.outbox = std::mem::take(&mut self.outbox);
         next.set_damage_report(self.damage.clone());
         next.compaction_hashes = self.compaction_hashes.take();
+        // The process's counters go on, as etcd's do.
+        next.compacted_keys = self.compacted_keys;
+        next.ops = Arc::clone(&self.ops);
+        next.apply_durations = std::mem::take(&mut self.apply_durations);
         *self = next;
         Ok(self.consistent_index)
     }
@@ -561,6 +569,10 @@ impl Store {
     /// A read of everything applied, committed or still buffered.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
         self.check_poisoned()?;
+        self.ops.end(Tally {
+            ranges: 1,
+            ..Tally::default()
+        });
         let mut resp = self.with_view(|v| self.checked(v.range(req), "range"))??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
@@ -612,6 +624,16 @@ impl Store {
     /// failed).
     pub fn is_poisoned(&self) -> bool {
         self.poisoned
+    }
+
+    /// etcd's range, put, delete and txn counters, as counted so far (`ops.rs`).
+    pub fn op_counts(&self) -> OpCounts {
+        self.ops.counts()
+    }
+
+    /// The counters themselves, which read views share.
+    pub(crate) fn op_counters(&self) -> &Arc<OpCounters> {
+        &self.ops
     }
 
     /// The identity stamped on answers.
@@ -913,7 +935,10 @@ impl Store {
     /// Evaluates a txn that writes nothing against the current state.
     pub fn read_only_txn(&self, req: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.check_poisoned()?;
-        let mut resp = self.with_view(|v| self.checked(v.read_txn(&req), "txn"))??;
+        let mut tally = Tally::default();
+        let read = self.with_view(|v| self.checked(v.read_txn(&req, &mut tally), "txn"));
+        self.ops.end(tally);
+        let mut resp = read??;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
@@ -962,6 +987,11 @@ impl Store {
                         compactions.push(revision);
                         physical |= wants_physical;
                         txn.put(Table::Meta, META_SCHEDULED_COMPACT, &revision.to_be_bytes())?;
+                        // etcd reads the revision for the answer with a Range of its own.
+                        self.ops.end(Tally {
+                            ranges: 1,
+                            ..Tally::default()
+                        });
                         let mut header = rev_header(current_rev);
                         stamp(&mut header, identity, term);
                         Ok(ApplyResponse::Compaction(CompactionResponse { header }))
@@ -990,6 +1020,7 @@ impl Store {
                             .deleted;
                     }
                     let changed = w.changes > 0;
+                    self.ops.end(w.tally);
                     leased::track(&undo[first_undo..], &events[first_event..], attachments);
                     let mut header = rev_header(current_rev + i64::from(changed));
                     stamp(&mut header, identity, term);
@@ -1025,6 +1056,9 @@ impl Store {
                         }),
                     };
                     let changed = w.changes > 0;
+                    // etcd's read transaction of a Txn (empty for the rest), then its write one.
+                    self.ops.end(w.read_side);
+                    self.ops.end(w.tally);
                     if outcome.is_ok() {
                         leased::track(&undo[first_undo..], &events[first_event..], attachments);
                     }
@@ -1103,6 +1137,13 @@ impl Store {
     /// Whether compaction deletions are still pending.
     pub fn compacting(&self) -> bool {
         self.compaction.is_some()
+    }
+
+    /// Whether the next compaction step compacts key indexes (no record deleted yet).
+    pub fn compacting_index(&self) -> bool {
+        self.compaction
+            .as_ref()
+            .is_some_and(|job| job.index_from.is_some())
     }
 
     /// Compacts up to `budget` key indexes while the index's part is under way, then deletes

@@ -25,6 +25,7 @@ use actcd_types::storage::{ReadTxn, WriteTxn};
 
 use crate::error::Error;
 use crate::key_index::KeyRange;
+use crate::ops::Tally;
 use crate::range::View;
 use crate::write::{Writer, rev_header};
 
@@ -43,13 +44,16 @@ fn branch(req: &TxnRequest, succeeded: bool) -> &[RequestOp] {
     }
 }
 
-/// Evaluates the compares of `req` and, recursively, of the nested txns it will run.
+/// Evaluates the compares of `req` and, recursively, of the nested txns it will run, adding
+/// each compare evaluated to `compares` (etcd reads a range for each, up to the first false).
 pub(crate) fn txn_path<R: ReadTxn + ?Sized>(
     view: &View<'_, R>,
     req: &TxnRequest,
+    compares: &mut u64,
 ) -> Result<TxnPath, Error> {
     let mut succeeded = true;
     for c in &req.compare {
+        *compares += 1;
         if !compare(view, c)? {
             succeeded = false;
             break;
@@ -58,7 +62,7 @@ pub(crate) fn txn_path<R: ReadTxn + ?Sized>(
     let nested = branch(req, succeeded)
         .iter()
         .filter_map(|op| match &op.request {
-            Some(Request::RequestTxn(t)) => Some(txn_path(view, t)),
+            Some(Request::RequestTxn(t)) => Some(txn_path(view, t, compares)),
             _ => None,
         })
         .collect::<Result<_, _>>()?;
@@ -170,9 +174,10 @@ fn check_range_revisions<R: ReadTxn + ?Sized>(
 impl<R: ReadTxn + ?Sized> View<'_, R> {
     /// A txn that writes nothing (its chosen branch holds only ranges and such txns), read at
     /// the view's revision: compares, the same checks a write txn gets, then the ranges. The
-    /// header carries only the revision; the caller stamps the rest.
-    pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, Error> {
-        let path = txn_path(self, req)?;
+    /// header carries only the revision; the caller stamps the rest. `tally` gets the ranges
+    /// etcd's read transaction would make (`ops.rs`).
+    pub fn read_txn(&self, req: &TxnRequest, tally: &mut Tally) -> Result<TxnResponse, Error> {
+        let path = txn_path(self, req, &mut tally.ranges)?;
         check_ops(req, &path, &mut |op| match &op.request {
             Some(Request::RequestPut(_) | Request::RequestDeleteRange(_)) => Err(Error::Request(
                 EtcdError::internal("actcd: read-only txn attempted a write"),
@@ -180,21 +185,29 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
             _ => Ok(()),
         })?;
         check_range_revisions(self, req, &path)?;
-        let mut resp = self.exec_read_txn(req, &path)?;
+        let mut resp = self.exec_read_txn(req, &path, tally)?;
         resp.header = rev_header(self.rev);
         Ok(resp)
     }
 
-    fn exec_read_txn(&self, req: &TxnRequest, path: &TxnPath) -> Result<TxnResponse, Error> {
+    fn exec_read_txn(
+        &self,
+        req: &TxnRequest,
+        path: &TxnPath,
+        tally: &mut Tally,
+    ) -> Result<TxnResponse, Error> {
         let mut nested = path.nested.iter();
         let mut responses = Vec::new();
         for op in branch(req, path.succeeded) {
             let response = match &op.request {
                 None => None,
-                Some(Request::RequestRange(r)) => Some(Response::ResponseRange(self.range(r)?)),
+                Some(Request::RequestRange(r)) => {
+                    tally.range();
+                    Some(Response::ResponseRange(self.range(r)?))
+                }
                 Some(Request::RequestTxn(t)) => {
                     let p = nested.next().ok_or_else(path_mismatch)?;
-                    Some(Response::ResponseTxn(self.exec_read_txn(t, p)?))
+                    Some(Response::ResponseTxn(self.exec_read_txn(t, p, tally)?))
                 }
                 Some(Request::RequestPut(_) | Request::RequestDeleteRange(_)) => {
                     return Err(Error::Request(EtcdError::internal(
@@ -218,17 +231,21 @@ fn path_mismatch() -> Error {
 
 impl<W: WriteTxn + ?Sized> Writer<'_, W> {
     /// A top-level Txn. On a refused op nothing stays written and the error is the txn's.
+    /// The compares and checks are etcd's read transaction (`read_side`), the ops its write
+    /// transaction (`tally`).
     pub fn txn(&mut self, req: TxnRequest) -> Result<TxnResponse, Error> {
-        let path = {
+        let mut read_side = Tally::default();
+        let checked = (|| {
             let view = self.view();
-            let path = txn_path(&view, &req)?;
+            let path = txn_path(&view, &req, &mut read_side.ranges)?;
             let leases = self.leases;
             check_ops(&req, &path, &mut |op| match &op.request {
                 Some(Request::RequestPut(p)) => {
-                    if (p.ignore_value || p.ignore_lease)
-                        && view.index.get(&p.key, view.rev).is_none()
-                    {
-                        return Err(EtcdError::KeyNotFound.into());
+                    if p.ignore_value || p.ignore_lease {
+                        read_side.range();
+                        if view.index.get(&p.key, view.rev).is_none() {
+                            return Err(EtcdError::KeyNotFound.into());
+                        }
                     }
                     if p.lease != 0 && !leases.contains(&p.lease) {
                         return Err(EtcdError::LeaseNotFound.into());
@@ -238,8 +255,10 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
                 _ => Ok(()),
             })?;
             check_range_revisions(&view, &req, &path)?;
-            path
-        };
+            Ok::<_, Error>(path)
+        })();
+        self.read_side = read_side;
+        let path = checked?;
 
         let mark = self.undo.len();
         match self.exec_txn(req, &path) {
@@ -269,6 +288,7 @@ impl<W: WriteTxn + ?Sized> Writer<'_, W> {
             let response = match op.request {
                 None => None,
                 Some(Request::RequestRange(r)) => {
+                    self.tally.range();
                     Some(Response::ResponseRange(self.view().range(&r)?))
                 }
                 Some(Request::RequestPut(p)) => Some(Response::ResponsePut(self.put(p)?)),
@@ -412,7 +432,7 @@ mod tests {
             compact_rev: -1,
             concurrent: false,
         };
-        let path = txn_path(&view, &req).unwrap();
+        let path = txn_path(&view, &req, &mut 0).unwrap();
         let leaf = |succeeded| TxnPath {
             succeeded,
             nested: vec![],

@@ -45,6 +45,7 @@ use tokio::sync::watch;
 use crate::damage::DamageReport;
 use crate::error::Error;
 use crate::key_index::SharedIndex;
+use crate::ops::{OpCounters, Tally};
 use crate::range::View;
 use crate::store::{Store, checked, refuse_if_poisoned, stamp};
 
@@ -65,6 +66,8 @@ pub struct ReadView {
     poisoned: bool,
     /// Where a damaged record met by a read is reported.
     damage: DamageReport,
+    /// etcd's operation counters, the store's (`ops.rs`).
+    ops: Arc<OpCounters>,
 }
 
 impl std::fmt::Debug for ReadView {
@@ -91,6 +94,7 @@ impl Store {
             identity: self.identity(),
             poisoned: self.is_poisoned(),
             damage: self.damage().clone(),
+            ops: Arc::clone(self.op_counters()),
         }
     }
 }
@@ -212,7 +216,16 @@ impl ReadView {
     }
 
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
-        let mut resp = self.read("txn", |v| v.read_txn(req))?;
+        self.read_txn_tallied(req, &mut Tally::default())
+    }
+
+    /// [`Self::read_txn`], `tally` getting the ranges etcd would read for it (`ops.rs`).
+    fn read_txn_tallied(
+        &self,
+        req: &TxnRequest,
+        tally: &mut Tally,
+    ) -> Result<TxnResponse, EtcdError> {
+        let mut resp = self.read("txn", |v| v.read_txn(req, tally))?;
         stamp(&mut resp.header, self.identity, self.term);
         Ok(resp)
     }
@@ -239,16 +252,29 @@ pub type ViewPublisher = watch::Sender<Arc<ReadView>>;
 
 /// The receiving end: the newest view, and reads on it that a concurrent compaction sends to
 /// a newer one (see the module doc). Cheap to clone; every clone sees each new view.
+///
+/// Each read served through here counts as etcd counts it (`ops.rs`), once however often it
+/// is read again: a Range (or a RangeStream chunk) one range, a read-only txn its compares and
+/// ranges.
 #[derive(Clone)]
 pub struct ReadViews {
     rx: watch::Receiver<Arc<ReadView>>,
+    ops: Arc<OpCounters>,
 }
 
 impl ReadViews {
     /// A publisher starting from `first`, and its receiving end.
     pub fn channel(first: ReadView) -> (ViewPublisher, Self) {
+        let ops = Arc::clone(&first.ops);
         let (tx, rx) = watch::channel(Arc::new(first));
-        (tx, Self { rx })
+        (tx, Self { rx, ops })
+    }
+
+    fn one_range(&self) {
+        self.ops.end(Tally {
+            ranges: 1,
+            ..Tally::default()
+        });
     }
 
     pub fn newest(&self) -> Arc<ReadView> {
@@ -258,6 +284,7 @@ impl ReadViews {
     /// A Range: read again on a newer view when its record went (only a read of the latest
     /// revision; one at a named revision is compacted now).
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, EtcdError> {
+        self.one_range();
         self.retrying(
             |v| v.range(req),
             |_, _, res| req.revision <= 0 && matches!(res, Err(EtcdError::Compacted)),
@@ -274,6 +301,7 @@ impl ReadViews {
         target_bytes: usize,
     ) -> Result<RangeResponse, EtcdError> {
         let first = cursor.chunks == 0;
+        self.one_range();
         let (resp, next) = self.retrying(
             |v| {
                 let mut next = cursor.clone();
@@ -289,6 +317,7 @@ impl ReadViews {
     /// A top-level Range, encoded where it can be; read again on a newer view as
     /// [`Self::range`] is.
     pub fn range_answer(&self, req: &RangeRequest) -> Result<RangeAnswer, EtcdError> {
+        self.one_range();
         self.retrying(
             |v| v.range_answer(req),
             |_, _, res| req.revision <= 0 && matches!(res, Err(EtcdError::Compacted)),
@@ -297,10 +326,19 @@ impl ReadViews {
 
     /// A txn that writes nothing, read like a Range.
     pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, EtcdError> {
-        self.retrying(
-            |v| v.read_txn(req),
+        // The tally of the read whose answer stands.
+        let last = std::cell::Cell::new(Tally::default());
+        let answer = self.retrying(
+            |v| {
+                let mut tally = Tally::default();
+                let answer = v.read_txn_tallied(req, &mut tally);
+                last.set(tally);
+                answer
+            },
             |_, _, res| matches!(res, Err(EtcdError::Compacted)),
-        )
+        );
+        self.ops.end(last.get());
+        answer
     }
 
     /// Events for a watcher catching up: read again if a compaction moved past `from` meanwhile

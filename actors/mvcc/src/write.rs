@@ -18,6 +18,7 @@ use actcd_types::{EtcdError, Revision};
 
 use crate::error::Error;
 use crate::key_index::{KeyRange, TreeIndex, Undo};
+use crate::ops::Tally;
 use crate::range::View;
 
 /// A header carrying only a revision: what etcd puts in responses nested in a Txn, and what
@@ -46,6 +47,11 @@ pub(crate) struct Writer<'a, W: WriteTxn + ?Sized> {
     /// The lease ids that exist, of those the batch's puts name (the applier's answer): a put
     /// naming another non-zero lease is refused.
     pub leases: &'a [i64],
+    /// What etcd's write transaction for this request would count (`ops.rs`): its ranges,
+    /// puts and deletes. A Txn's compares and checks come before, in `read_side`.
+    pub tally: Tally,
+    /// The calls of a Txn's read transaction (compares, `ignore_*` checks).
+    pub read_side: Tally,
 }
 
 impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
@@ -68,6 +74,8 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
             compact_rev,
             changes: 0,
             leases,
+            tally: Tally::default(),
+            read_side: Tally::default(),
         }
     }
 
@@ -99,6 +107,7 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
     pub fn put(&mut self, req: PutRequest) -> Result<PutResponse, Error> {
         let ignore = req.ignore_value || req.ignore_lease;
         let prev = if ignore || req.prev_kv {
+            self.tally.range();
             self.view().get(&req.key)?
         } else {
             None
@@ -131,6 +140,8 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
         let at = rev.to_bytes(false);
         self.txn
             .put(Table::Key, &at, &key_record::encode(&at, &kv))?;
+        self.tally.puts += 1;
+        self.tally.put_bytes += (kv.key.len() + kv.value.len()) as u64;
         self.events.push(Event {
             r#type: EventType::Put as i32,
             kv: Some(kv),
@@ -145,6 +156,10 @@ impl<'a, W: WriteTxn + ?Sized> Writer<'a, W> {
 
     /// Deletes every live key in the range at one revision, one tombstone record each.
     pub fn delete_range(&mut self, req: DeleteRangeRequest) -> Result<DeleteRangeResponse, Error> {
+        if req.prev_kv {
+            self.tally.range();
+        }
+        self.tally.deletes += 1;
         let (keys, prev_kvs) = {
             let view = self.view();
             let live = self

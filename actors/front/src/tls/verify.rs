@@ -64,18 +64,22 @@ pub struct TlsOptions {
     pub max_version: Option<String>,
 }
 
-/// Go's names of the TLS 1.2 suites rustls (with ring) implements.
+/// Go's names of the TLS 1.2 suites rustls (with ring) implements. The ChaCha20 suites also
+/// answer to Go's legacy names without `_SHA256` (`tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305`,
+/// `tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305`), which etcd's `tlsutil.GetCipherSuite` maps
+/// to the same suites and etcd's own tests and docs use.
 fn rustls_suite(name: &str) -> Option<SupportedCipherSuite> {
     use ring_provider::cipher_suite as cs;
     Some(match name {
         "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
         "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" => {
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+        | "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305" => {
             cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
         }
         "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
         "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" => {
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" | "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305" => {
             cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
         }
         _ => return None,
@@ -91,7 +95,8 @@ const TLS13_NAMES: [&str; 3] = [
 ];
 
 /// The rest of the names etcd 3.5.1 accepts (Go's `CipherSuites()` and
-/// `InsecureCipherSuites()`), which rustls does not implement (CBC, RC4, 3DES, RSA key
+/// `InsecureCipherSuites()`; Go 1.22 moved the RSA key-exchange ones from the first list to the
+/// second, the union is unchanged), which rustls does not implement (CBC, RC4, 3DES, RSA key
 /// exchange).
 const GO_ONLY_NAMES: [&str; 16] = [
     "TLS_RSA_WITH_RC4_128_SHA",
@@ -1647,6 +1652,110 @@ mod tests {
         ];
         for (host, want) in cases {
             assert_eq!(matches_host(&parsed, host), want, "{host}");
+        }
+    }
+
+    /// Every name etcd's `tlsutil.GetCipherSuite` accepts (Go's `CipherSuites()` and
+    /// `InsecureCipherSuites()`, and the two legacy ChaCha20 names etcd maps by hand), each
+    /// checked as `--cipher-suites`: a suite rustls offers is taken (the legacy names as the
+    /// `_SHA256` suite they alias), the TLS 1.3 names are accepted without effect, the rest
+    /// are refused at start with the reason; anything else is etcd's "unexpected" error.
+    #[test]
+    fn every_cipher_suite_name_etcd_accepts_maps_as_go_maps_it() {
+        use ring_provider::cipher_suite as cs;
+        let offered = [
+            (
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            ),
+            (
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+                cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            ),
+            (
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+                cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+            ),
+            (
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+                cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+            ),
+            (
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+            ),
+            (
+                "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+                cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            ),
+            (
+                "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+                cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            ),
+            (
+                "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+                cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            ),
+        ];
+        let with = |name: &str| TlsOptions {
+            cipher_suites: vec![name.to_string()],
+            ..TlsOptions::default()
+        };
+        for (name, suite) in offered {
+            let (provider, _) = with(name).provider_and_versions().expect(name);
+            let tls12: Vec<_> = provider
+                .cipher_suites
+                .iter()
+                .filter(|s| s.version() == &version::TLS12)
+                .map(|s| s.suite())
+                .collect();
+            assert_eq!(tls12, vec![suite.suite()], "{name}");
+        }
+        for name in TLS13_NAMES {
+            assert_eq!(with(name).check(), Ok(()), "{name}");
+        }
+        // etcd's table (Go 1.16, which etcd 3.5.1 is built with) less the names above.
+        let go_only = [
+            "TLS_RSA_WITH_RC4_128_SHA",
+            "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+            "TLS_RSA_WITH_AES_128_CBC_SHA",
+            "TLS_RSA_WITH_AES_256_CBC_SHA",
+            "TLS_RSA_WITH_AES_128_CBC_SHA256",
+            "TLS_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_RSA_WITH_AES_256_GCM_SHA384",
+            "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+            "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+            "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+            "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+            "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+            "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+            "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+            "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+        ];
+        assert_eq!(offered.len() + TLS13_NAMES.len() + go_only.len(), 27);
+        for name in go_only {
+            let got = with(name).check();
+            let want = format!("TLS cipher suite {name:?} is not supported by actcd");
+            assert!(
+                got.as_ref().is_err_and(|e| e.starts_with(&want)),
+                "{name}: {got:?}"
+            );
+        }
+        // Go's names only, exactly: no other spelling, case or alias.
+        for name in [
+            "tls_ecdhe_rsa_with_chacha20_poly1305",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA",
+            "TLS_CHACHA20_POLY1305",
+            "TLS_FALLBACK_SCSV",
+            "ECDHE-RSA-CHACHA20-POLY1305",
+            "",
+        ] {
+            assert_eq!(
+                with(name).check(),
+                Err(format!("unexpected TLS cipher suite {name:?}")),
+                "{name}"
+            );
         }
     }
 }
