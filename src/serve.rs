@@ -427,6 +427,14 @@ async fn publish_attributes(
     client_urls: &[String],
 ) {
     use actcd_proto::actcdpb::{InternalRaftRequest, MemberAttributes};
+    // Shorter than a client request's timeout: a restarted member's first proposal, forwarded
+    // before its link to the leader is up, is lost, and the member would wait the whole
+    // request timeout to be ready. Asking again sooner costs at most a repeated entry (the
+    // attributes are set, not added).
+    let attempt_timeout = pipeline
+        .config
+        .request_timeout
+        .min((pipeline.config.election_timeout * 2).max(Duration::from_secs(1)));
     loop {
         if let Ok(members) = pipeline.members().await
             && !members.iter().any(|m| m.id == member_id)
@@ -442,10 +450,7 @@ async fn publish_attributes(
             }),
             ..Default::default()
         };
-        let attempt = tokio::time::timeout(
-            pipeline.config.request_timeout,
-            pipeline.write_internal(req),
-        );
+        let attempt = tokio::time::timeout(attempt_timeout, pipeline.write_internal(req));
         match attempt.await {
             Ok(Ok(_)) => {
                 tracing::info!(%name, "published local member to cluster through raft");
@@ -458,7 +463,7 @@ async fn publish_attributes(
                 "failed to publish local member to cluster through raft: request timed out"
             ),
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -527,7 +527,12 @@ async fn watch_member(m_endpoint: String, prefix: String, until: Instant) -> Vec
             continue;
         };
         let opts = WatchOptions::new().with_prefix().with_start_revision(from);
-        let Ok(mut stream) = c.watch(prefix.as_str(), Some(opts)).await else {
+        // A restarted member serves nobody until it is ready (published again): the call waits
+        // for that, but never past `until`.
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok(Ok(mut stream)) =
+            tokio::time::timeout(left, c.watch(prefix.as_str(), Some(opts))).await
+        else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
