@@ -139,6 +139,39 @@ pub(crate) async fn put_eventually(c: &mut Client, key: &str) {
     }
 }
 
+/// Whether `e` is an answer an etcd client retries: its transport failed, or the member timed
+/// out, lost or is still finding its leader. On a loaded 2-core CI machine a member starved of
+/// CPU for half a second loses its leadership (quorum not active); clientv3 retries such reads
+/// itself and callers retry such writes, and so do these tests. Every other error is an answer.
+pub(crate) fn is_transient(e: &etcd_client::Error) -> bool {
+    let etcd_client::Error::GRpcStatus(s) = e else {
+        return true;
+    };
+    s.code() == tonic::Code::Unavailable
+        && (s.message().starts_with("etcdserver: request timed out")
+            || ["etcdserver: leader changed", "etcdserver: no leader"].contains(&s.message())
+            || !s.message().starts_with("etcdserver: "))
+        || s.code() == tonic::Code::DeadlineExceeded
+}
+
+/// Calls `call` until it answers with anything but a transient error (see [`is_transient`]),
+/// for up to 20 s, and returns that answer.
+pub(crate) async fn retrying<T, F, Fut>(mut call: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match call().await {
+            Err(e) if is_transient(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 pub(crate) async fn leader_index(members: &[Member], alive: &[usize]) -> usize {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -169,7 +202,15 @@ pub(crate) async fn running_cluster(dir: &Path, extra: &[&str]) -> (Vec<Member>,
 
 /// Waits until every member answers HashKV at the revision of `key` on `c`, with one hash.
 pub(crate) async fn assert_same_hash(members: &[&Member], c: &mut Client, key: &str) {
-    let rev = c.get(key, None).await.unwrap().header().unwrap().revision();
+    let rev = retrying(|| {
+        let mut c = c.clone();
+        async move { c.get(key, None).await }
+    })
+    .await
+    .unwrap()
+    .header()
+    .unwrap()
+    .revision();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut hashes = Vec::new();
