@@ -249,8 +249,10 @@
 //! [`ReadViews`] · `reader.rs` [`MvccReader`] · `range.rs` reading at a revision
 //! (filters, sort, limit) · `write.rs` Put, DeleteRange, the undo log · `leased.rs` the lease
 //! attachment changes of a request's writes, and the list of leased keys · `txn.rs` compares,
-//! validation and execution of Txn · `store.rs` [`Store`]: open/restore, batches, compaction,
-//! status · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
+//! validation and execution of Txn · `store.rs` [`Store`]: its state, reads on the writer's
+//! thread, status; `store/apply.rs` batches, the KV applier and the commit;
+//! `store/compaction.rs` a compaction's index step and its deletions in slices;
+//! `store/recovery.rs` open, snapshot restore and blobs, the checksum upgrade · `actor.rs` [`MvccActor`] · `error.rs` the crate's error and its mapping to
 //! `EtcdError` · `damage.rs` [`DamageReport`] (tests of every damaged-record path in
 //! `damage_tests.rs`) · `scrub.rs` [`Scrubber`], the background walk · `encode.rs` a Range
 //! answered in its wire form (tests: `encode_tests.rs`).
