@@ -19,14 +19,55 @@ use clap::Parser;
 #[path = "config_gates.rs"]
 pub mod gates;
 
-#[derive(Debug, Clone, Parser)]
-#[command(
-    name = "actcd",
-    version,
-    about = "An etcd v3-compatible key-value store built from actors",
-    // Go's flags: a repeated flag's last value wins.
-    args_override_self = true
-)]
+/// Marks a flag as a Go boolean, as every boolean flag of etcd is (Go's `flag` package):
+/// `--flag` alone is true, `--flag=true|false|1|0|t|f|T|F|TRUE|FALSE|True|False` sets it, and
+/// `--flag false` is the flag followed by an argument, as in Go. The same words in its
+/// `ETCD_*` variable. A `bool` field names its default (`default_value`); an `Option<bool>`
+/// field is `None` when neither the flag nor its variable is given. [`go_bools`] gives every
+/// flag so marked that syntax, in one place.
+pub const GO_BOOL: clap::ArgAction = clap::ArgAction::SetTrue;
+
+/// Gives every flag marked [`GO_BOOL`] Go's boolean syntax (see there). Only Go booleans are
+/// marked `SetTrue`: no actcd flag is a plain switch.
+fn go_bools(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|arg| {
+        if !matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+            return arg;
+        }
+        arg.action(clap::ArgAction::Set)
+            .value_parser(parse_go_bool)
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("true")
+    })
+}
+
+/// The command line: etcd's flags with the [`GO_BOOL`] ones given Go's syntax.
+impl clap::CommandFactory for Flags {
+    fn command() -> clap::Command {
+        go_bools(<Self as clap::Args>::augment_args(Self::bare_command()))
+    }
+
+    fn command_for_update() -> clap::Command {
+        go_bools(<Self as clap::Args>::augment_args_for_update(
+            Self::bare_command(),
+        ))
+    }
+}
+
+impl Parser for Flags {}
+
+impl Flags {
+    fn bare_command() -> clap::Command {
+        clap::Command::new("actcd")
+            .version(env!("CARGO_PKG_VERSION"))
+            .about("An etcd v3-compatible key-value store built from actors")
+            // Go's flags: a repeated flag's last value wins.
+            .args_override_self(true)
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
 pub struct Flags {
     /// Human-readable name for this member.
     #[arg(long, env = "ETCD_NAME", default_value = "default")]
@@ -99,16 +140,7 @@ pub struct Flags {
     pub max_request_bytes: usize,
     /// Serve etcd's v2 API (`/v2/keys`, `/v2/auth`, `/v2/members`, `/v2/stats`, the v2 auth
     /// RFC's `/v2/security`) on the client URLs, as etcd 3.4/3.5's `--enable-v2` does.
-    #[arg(
-        long,
-        env = "ETCD_ENABLE_V2",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_ENABLE_V2", default_value = "false", action = GO_BOOL)]
     pub enable_v2: bool,
     /// Maximum number of operations permitted in a transaction.
     #[arg(long, env = "ETCD_MAX_TXN_OPS", default_value_t = 128)]
@@ -204,12 +236,8 @@ pub struct Flags {
     #[arg(
         long,
         env = "ETCD_INITIAL_ELECTION_TICK_ADVANCE",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
         default_value = "true",
-        value_parser = parse_go_bool
+        action = GO_BOOL,
     )]
     pub initial_election_tick_advance: bool,
     /// Maximum number of snapshot files to retain (0 is unlimited).
@@ -266,28 +294,10 @@ pub struct Flags {
     )]
     pub grpc_keepalive_timeout: Duration,
     /// Set SO_REUSEPORT on listeners, allowing rebinding of a port already in use.
-    #[arg(
-        long,
-        env = "ETCD_SOCKET_REUSE_PORT",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_SOCKET_REUSE_PORT", default_value = "false", action = GO_BOOL)]
     pub socket_reuse_port: bool,
     /// Set SO_REUSEADDR on listeners, allowing binding to an address in TIME_WAIT state.
-    #[arg(
-        long,
-        env = "ETCD_SOCKET_REUSE_ADDRESS",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_SOCKET_REUSE_ADDRESS", default_value = "false", action = GO_BOOL)]
     pub socket_reuse_address: bool,
     /// Discovery URL used to bootstrap the cluster (not supported by actcd).
     #[arg(long, env = "ETCD_DISCOVERY", default_value = "")]
@@ -305,16 +315,7 @@ pub struct Flags {
     #[arg(long, env = "ETCD_DISCOVERY_SRV_NAME", default_value = "")]
     pub discovery_srv_name: String,
     /// Reject reconfiguration requests that would cause quorum loss.
-    #[arg(
-        long,
-        env = "ETCD_STRICT_RECONFIG_CHECK",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_STRICT_RECONFIG_CHECK", default_value = "true", action = GO_BOOL)]
     pub strict_reconfig_check: bool,
     /// etcd 3.6's `--max-learners`: how many learners the membership may hold. A member add
     /// past it is refused (`etcdserver: too many learner members in cluster`), and a member
@@ -322,16 +323,7 @@ pub struct Flags {
     #[arg(long, env = "ETCD_MAX_LEARNERS", default_value_t = 1)]
     pub max_learners: usize,
     /// Run Raft's pre-vote phase before an election.
-    #[arg(
-        long,
-        env = "ETCD_PRE_VOTE",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_PRE_VOTE", default_value = "true", action = GO_BOOL)]
     pub pre_vote: bool,
     /// Phase of the v2store deprecation: not-yet, write-only, write-only-drop-data, gone.
     #[arg(
@@ -348,16 +340,7 @@ pub struct Flags {
     #[arg(long, env = "ETCD_HOST_WHITELIST", default_value = "*")]
     pub host_whitelist: String,
     /// Serve Go's runtime profiling data under `/debug/pprof/` (not in actcd).
-    #[arg(
-        long,
-        env = "ETCD_ENABLE_PPROF",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_ENABLE_PPROF", default_value = "false", action = GO_BOOL)]
     pub enable_pprof: bool,
     /// Detail of exported metrics: `basic`, or `extensive` for server-side gRPC histograms.
     #[arg(long, env = "ETCD_METRICS", default_value = "basic")]
@@ -369,16 +352,7 @@ pub struct Flags {
     #[arg(long, env = "ETCD_LOG_OUTPUTS", default_value = "default")]
     pub log_outputs: String,
     /// Rotate a single log-outputs file (not in actcd).
-    #[arg(
-        long,
-        env = "ETCD_ENABLE_LOG_ROTATION",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_ENABLE_LOG_ROTATION", default_value = "false", action = GO_BOOL)]
     pub enable_log_rotation: bool,
     /// The log rotation settings as JSON.
     #[arg(
@@ -448,40 +422,13 @@ pub struct Flags {
     #[arg(skip = Duration::from_secs(5))]
     pub experimental_downgrade_check_time: Duration,
     /// Serve the gRPC gateway (JSON over HTTP, `/v3/...`) on the client URLs.
-    #[arg(
-        long,
-        env = "ETCD_ENABLE_GRPC_GATEWAY",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_ENABLE_GRPC_GATEWAY", default_value = "true", action = GO_BOOL)]
     pub enable_grpc_gateway: bool,
     /// Force a new one-member cluster from this member's data (unsafe).
-    #[arg(
-        long,
-        env = "ETCD_FORCE_NEW_CLUSTER",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_FORCE_NEW_CLUSTER", default_value = "false", action = GO_BOOL)]
     pub force_new_cluster: bool,
     /// Disable fsync: unsafe, a crash loses acknowledged writes.
-    #[arg(
-        long,
-        env = "ETCD_UNSAFE_NO_FSYNC",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_UNSAFE_NO_FSYNC", default_value = "false", action = GO_BOOL)]
     pub unsafe_no_fsync: bool,
     // etcd 3.6's server feature gates (`config_gates.rs`): each occurrence is one `Set`.
     #[arg(
@@ -585,26 +532,10 @@ pub struct RenamedFlags {
     #[arg(long, env = "ETCD_EXPERIMENTAL_BOOTSTRAP_DEFRAG_THRESHOLD_MEGABYTES")]
     pub experimental_bootstrap_defrag_threshold_megabytes: Option<u64>,
     /// mlock the member's memory (not in actcd) (default: false).
-    #[arg(
-        long,
-        env = "ETCD_MEMORY_MLOCK",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_MEMORY_MLOCK", action = GO_BOOL)]
     pub memory_mlock: Option<bool>,
     /// Deprecated in etcd 3.6, removed in 3.7: `--memory-mlock`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_MEMORY_MLOCK",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_MEMORY_MLOCK", action = GO_BOOL)]
     pub experimental_memory_mlock: Option<bool>,
     /// Entries kept in memory after a log compaction, for slow followers (default: 5000).
     #[arg(long, env = "ETCD_SNAPSHOT_CATCHUP_ENTRIES")]
@@ -642,38 +573,14 @@ pub struct RenamedFlags {
     )]
     pub experimental_downgrade_check_time: Option<Duration>,
     /// OpenTelemetry distributed tracing (not in actcd) (default: false).
-    #[arg(
-        long,
-        env = "ETCD_ENABLE_DISTRIBUTED_TRACING",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_ENABLE_DISTRIBUTED_TRACING", action = GO_BOOL)]
     pub enable_distributed_tracing: Option<bool>,
     /// Skip the SAN check of peers' client certificates (default: false); its old name,
     /// `--experimental-peer-skip-client-san-verification`, is with the TLS flags.
-    #[arg(
-        long,
-        env = "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION", action = GO_BOOL)]
     pub peer_skip_client_san_verification: Option<bool>,
     /// Deprecated in etcd 3.6, removed in 3.7: `--enable-distributed-tracing`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_ENABLE_DISTRIBUTED_TRACING",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_ENABLE_DISTRIBUTED_TRACING", action = GO_BOOL)]
     pub experimental_enable_distributed_tracing: Option<bool>,
     /// Distributed tracing collector address (default: localhost:4317).
     #[arg(long, env = "ETCD_DISTRIBUTED_TRACING_ADDRESS")]
@@ -723,75 +630,27 @@ pub struct RenamedFlags {
     pub experimental_warning_unary_request_duration: Option<Duration>,
     /// Before serving clients, compare this member's hash with its peers'. Deprecated in etcd 3.6,
     /// removed in 3.7: `--feature-gates=InitialCorruptCheck=…`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK", action = GO_BOOL)]
     pub experimental_initial_corrupt_check: Option<bool>,
     /// The leader compares the peers' hashes at each compacted revision. Deprecated in etcd 3.6,
     /// removed in 3.7: `--feature-gates=CompactHashCheck=…`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED", action = GO_BOOL)]
     pub experimental_compact_hash_check_enabled: Option<bool>,
     /// Write transactions share a buffer in their read-only checks (a bbolt detail). Deprecated in
     /// etcd 3.6, removed in 3.7: `--feature-gates=TxnModeWriteWithSharedBuffer=…`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_TXN_MODE_WRITE_WITH_SHARED_BUFFER",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_TXN_MODE_WRITE_WITH_SHARED_BUFFER", action = GO_BOOL)]
     pub experimental_txn_mode_write_with_shared_buffer: Option<bool>,
     /// The leader checkpoints leases' remaining TTLs (always on in actcd). Deprecated in etcd 3.6,
     /// removed in 3.7: `--feature-gates=LeaseCheckpoint=…`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT", action = GO_BOOL)]
     pub experimental_enable_lease_checkpoint: Option<bool>,
     /// Checkpointed remaining TTLs are persisted (always on in actcd). Deprecated in etcd 3.6,
     /// removed in 3.7: `--feature-gates=LeaseCheckpointPersist=…`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT_PERSIST",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_ENABLE_LEASE_CHECKPOINT_PERSIST", action = GO_BOOL)]
     pub experimental_enable_lease_checkpoint_persist: Option<bool>,
     /// The gRPC health service reports NOT_SERVING during a defragmentation (not in actcd).
     /// Deprecated in etcd 3.6, removed in 3.7: `--feature-gates=StopGRPCServiceOnDefrag=…`.
-    #[arg(
-        long,
-        env = "ETCD_EXPERIMENTAL_STOP_GRPC_SERVICE_ON_DEFRAG",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_EXPERIMENTAL_STOP_GRPC_SERVICE_ON_DEFRAG", action = GO_BOOL)]
     pub experimental_stop_grpc_service_on_defrag: Option<bool>,
 }
 
@@ -2164,6 +2023,59 @@ mod tests {
         assert!(cca(&["--client-cert-auth=maybe"]).is_err());
         // Like Go's flags, a bare boolean doesn't take the next argument as its value.
         assert!(cca(&["--client-cert-auth", "false"]).is_err());
+        // An `Option<bool>` one: unset, bare, and given.
+        let mlock = |args: &[&str]| {
+            let mut argv = vec!["actcd"];
+            argv.extend_from_slice(args);
+            Flags::try_parse_from(argv).map(|f| f.renamed.memory_mlock)
+        };
+        assert_eq!(mlock(&[]).ok(), Some(None));
+        assert_eq!(mlock(&["--memory-mlock"]).ok(), Some(Some(true)));
+        assert_eq!(mlock(&["--memory-mlock=F"]).ok(), Some(Some(false)));
+        // A default-true one turned off.
+        let pre_vote = |args: &[&str]| {
+            let mut argv = vec!["actcd"];
+            argv.extend_from_slice(args);
+            Flags::try_parse_from(argv).map(|f| f.pre_vote)
+        };
+        assert_eq!(pre_vote(&[]).ok(), Some(true));
+        assert_eq!(pre_vote(&["--pre-vote=false"]).ok(), Some(false));
+    }
+
+    /// Every boolean flag is a Go boolean ([`GO_BOOL`]): each takes `--flag` and
+    /// `--flag=false`, refuses `--flag=maybe`, and none is left a plain switch.
+    #[test]
+    fn every_boolean_flag_takes_gos_syntax() {
+        use clap::CommandFactory;
+        let cmd = Flags::command();
+        let bools: Vec<String> = cmd
+            .get_arguments()
+            .filter(|a| a.is_require_equals_set() && a.get_num_args() == Some((0..=1).into()))
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .collect();
+        assert!(bools.len() >= 27, "{bools:?}");
+        for long in &bools {
+            for ok in [
+                format!("--{long}"),
+                format!("--{long}=false"),
+                format!("--{long}=T"),
+            ] {
+                assert!(
+                    Flags::try_parse_from(["actcd", ok.as_str()]).is_ok(),
+                    "{ok}"
+                );
+            }
+            let bad = format!("--{long}=maybe");
+            assert!(
+                Flags::try_parse_from(["actcd", bad.as_str()]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(
+            !cmd.get_arguments()
+                .any(|a| matches!(a.get_action(), clap::ArgAction::SetTrue)),
+            "a boolean flag without Go's syntax"
+        );
     }
 
     #[test]

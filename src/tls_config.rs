@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use actcd_front::{ClientTls, PemInput, ServerCheck, TlsError, TlsOptions};
 
-use crate::config::{ConfigError, parse_go_bool};
+use crate::config::{ConfigError, GO_BOOL};
 
 /// etcd's TLS flags for the client and the peer ports.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -22,16 +22,7 @@ pub struct TlsFlags {
     #[arg(long, env = "ETCD_TRUSTED_CA_FILE", value_parser = parse_path)]
     pub trusted_ca_file: Option<PathBuf>,
     /// Enable client cert authentication: a verified certificate's common name is the user.
-    #[arg(
-        long,
-        env = "ETCD_CLIENT_CERT_AUTH",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_CLIENT_CERT_AUTH", default_value = "false", action = GO_BOOL)]
     pub client_cert_auth: bool,
     /// Path to the peer server TLS cert file (PEM), served on `https://` peer URLs and
     /// presented when connecting to `https://` peers.
@@ -44,43 +35,16 @@ pub struct TlsFlags {
     #[arg(long, env = "ETCD_PEER_TRUSTED_CA_FILE", value_parser = parse_path)]
     pub peer_trusted_ca_file: Option<PathBuf>,
     /// Require peers connecting to this member to present a certificate the CA signed.
-    #[arg(
-        long,
-        env = "ETCD_PEER_CLIENT_CERT_AUTH",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_PEER_CLIENT_CERT_AUTH", default_value = "false", action = GO_BOOL)]
     pub peer_client_cert_auth: bool,
     /// Client TLS using generated certificates (under `<data-dir>/fixtures/client`), when
     /// `--cert-file` and `--key-file` are not given.
-    #[arg(
-        long,
-        env = "ETCD_AUTO_TLS",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_AUTO_TLS", default_value = "false", action = GO_BOOL)]
     pub auto_tls: bool,
     /// Peer TLS using generated certificates (under `<data-dir>/fixtures/peer`), when
     /// `--peer-cert-file` and `--peer-key-file` are not given. Peers' certificates are then not
     /// verified, as etcd does.
-    #[arg(
-        long,
-        env = "ETCD_PEER_AUTO_TLS",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        default_value = "false",
-        value_parser = parse_go_bool
-    )]
+    #[arg(long, env = "ETCD_PEER_AUTO_TLS", default_value = "false", action = GO_BOOL)]
     pub peer_auto_tls: bool,
     /// Validity of the generated client and peer certificates, in years.
     #[arg(long, env = "ETCD_SELF_SIGNED_CERT_VALIDITY", default_value_t = 1)]
@@ -104,12 +68,8 @@ pub struct TlsFlags {
     #[arg(
         long,
         env = "ETCD_EXPERIMENTAL_PEER_SKIP_CLIENT_SAN_VERIFICATION",
-        action = clap::ArgAction::Set,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
         default_value = "false",
-        value_parser = parse_go_bool
+        action = GO_BOOL,
     )]
     pub experimental_peer_skip_client_san_verification: bool,
     /// Comma-separated list of supported TLS cipher suites between client/server and peers
