@@ -267,6 +267,43 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
         "counter",
         "The total number of slow apply requests (likely overloaded from slow disk).",
     ),
+    // etcd 3.6 and 3.7's (`durations.rs`; the alarms are the applier's, the progress pass the
+    // watch hub's).
+    (
+        "etcd_server_request_duration_seconds",
+        "histogram",
+        "Response latency distribution in seconds for each type.",
+    ),
+    (
+        "etcd_server_range_duration_seconds",
+        "histogram",
+        "The latency distributions of txn.Range",
+    ),
+    (
+        "etcd_debugging_server_alarms",
+        "gauge",
+        "Alarms for every member in cluster. 1 for 'server_id' label with current ID. 2 for 'alarm_type' label with type of this alarm",
+    ),
+    (
+        "etcd_debugging_server_watch_send_loop_watch_stream_duration_seconds",
+        "histogram",
+        "The total duration in seconds of running through the send loop watch stream response all events.",
+    ),
+    (
+        "etcd_debugging_server_watch_send_loop_watch_stream_duration_per_event_seconds",
+        "histogram",
+        "The average duration in seconds of running through the send loop watch stream response, per event.",
+    ),
+    (
+        "etcd_debugging_server_watch_send_loop_control_stream_duration_seconds",
+        "histogram",
+        "The total duration in seconds of running through the send loop control stream response.",
+    ),
+    (
+        "etcd_debugging_server_watch_send_loop_progress_duration_seconds",
+        "histogram",
+        "The total duration in seconds of running through the progress loop control stream response.",
+    ),
 ];
 
 /// Go's `strconv.FormatFloat(v, 'g', -1, 64)`: the shortest digits that read back as `v`,
@@ -832,10 +869,17 @@ async fn actor_metrics(p: &Pipeline, out: &mut String) {
     });
     let answers = futures::future::join_all(probes).await;
     let local = format!("{:x}", p.config.identity.member_id);
-    let samples: Vec<Sample> = answers
-        .iter()
-        .filter_map(|(_, snap, _)| snap.as_ref())
-        .flat_map(|s| s.metrics.iter().cloned())
+    let samples: Vec<Sample> = p
+        .counters
+        .durations
+        .samples()
+        .into_iter()
+        .chain(
+            answers
+                .iter()
+                .filter_map(|(_, snap, _)| snap.as_ref())
+                .flat_map(|s| s.metrics.iter().cloned()),
+        )
         .map(|mut s| {
             // The transport names the remote member; etcd's series name this one too.
             if s.labels.first().is_some_and(|(k, _)| *k == "Remote") {

@@ -112,8 +112,9 @@
 //! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
 //! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`
 //! HTTP and the JSON gateway (its bodies decoded by `actcd-gojson`) · `metrics.rs` the
-//! accounting layer (per-method atomics) and client byte counts · `exposition.rs` the
-//! `/metrics` page · `health.rs` the `/livez` and `/readyz` checks · `auth.rs` Auth ·
+//! accounting layer (per-method atomics) and client byte counts · `durations.rs` etcd 3.6 and
+//! 3.7's request, range and watch send loop latencies · `exposition.rs` the `/metrics` page ·
+//! `health.rs` the `/livez` and `/readyz` checks · `auth.rs` Auth ·
 //! `authn.rs` the authenticator chain · `routes.rs` the authorization table (what every gRPC
 //! method, gateway path and HTTP route requires with auth on; the HTTP side serves nothing it
 //! lacks) · `guard.rs` the checks current etcd added after 3.5.1 (a logged-in user; the keys a
@@ -125,6 +126,7 @@ mod auth;
 pub mod authn;
 mod cluster;
 pub mod concurrency;
+pub mod durations;
 pub mod election;
 pub mod exposition;
 pub mod gateway;

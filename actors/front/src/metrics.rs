@@ -66,6 +66,8 @@ pub struct FrontCounters {
     /// etcd 3.6's per-check outcomes of `/livez` and `/readyz`: by (type, name), the last
     /// result and the successes and failures so far. Probes are rare: a lock is fine here.
     health_checks: std::sync::Mutex<HealthChecks>,
+    /// etcd 3.6 and 3.7's request, range and watch send loop latencies (`durations.rs`).
+    pub durations: crate::durations::Durations,
 }
 
 impl FrontCounters {

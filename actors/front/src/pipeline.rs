@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actcd_proto::actcdpb::{InternalRaftRequest, RequestHeader};
 use actcd_proto::etcdserverpb::{
@@ -500,6 +500,7 @@ impl Pipeline {
         internal: bool,
     ) -> Result<ApplyResponse, EtcdError> {
         let id = self.ids.next();
+        let kind = crate::durations::request_type(&req);
         req.header = Some(RequestHeader {
             id,
             username: auth.username,
@@ -554,6 +555,13 @@ impl Pipeline {
             self.counters
                 .proposals_failed
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if let Some(kind) = kind
+            && let Some(success) = proposal_success(&outcome)
+        {
+            self.counters
+                .durations
+                .request(kind, success, started.elapsed());
         }
         outcome
     }
@@ -656,8 +664,27 @@ impl Pipeline {
         request: RangeRequest,
         who: AuthInfo,
     ) -> Result<RangeResponse, EtcdError> {
-        self.before_range(&request, who).await?;
-        self.routes.reads.range(&request)
+        actcd_types::validate::check_range(&request)?;
+        let started = Instant::now();
+        let answer = match self.before_range(&request, who).await {
+            Ok(()) => self.timed_range(|| self.routes.reads.range(&request)),
+            Err(e) => Err(e),
+        };
+        self.counters
+            .durations
+            .request("Range", answer.is_ok(), started.elapsed());
+        answer
+    }
+
+    /// A storage read of a Range, timed as etcd times `txn.Range`
+    /// (`etcd_server_range_duration_seconds`).
+    fn timed_range<T>(&self, read: impl FnOnce() -> Result<T, EtcdError>) -> Result<T, EtcdError> {
+        let started = Instant::now();
+        let answer = read();
+        self.counters
+            .durations
+            .range(answer.is_ok(), started.elapsed());
+        answer
     }
 
     /// [`Self::range`] for the gRPC Range: the answer in its wire form where the store can
@@ -667,14 +694,29 @@ impl Pipeline {
         request: RangeRequest,
         who: AuthInfo,
     ) -> Result<actcd_types::msg::RangeAnswer, EtcdError> {
-        self.before_range(&request, who).await?;
-        crate::range_route::read(&self.routes.reads, request).await
+        actcd_types::validate::check_range(&request)?;
+        let started = Instant::now();
+        let answer = match self.before_range(&request, who).await {
+            Ok(()) => {
+                let read = Instant::now();
+                let answer = crate::range_route::read(&self.routes.reads, request).await;
+                self.counters
+                    .durations
+                    .range(answer.is_ok(), read.elapsed());
+                answer
+            }
+            Err(e) => Err(e),
+        };
+        self.counters
+            .durations
+            .request("Range", answer.is_ok(), started.elapsed());
+        answer
     }
 
-    /// What a Range passes before it is read: validation, the corrupt alarm, the barrier of a
-    /// linearizable read, then the permission check.
+    /// What a Range passes before it is read (after validation, which etcd's gRPC layer does
+    /// before its server takes the request up and starts timing it): the corrupt alarm, the
+    /// barrier of a linearizable read, then the permission check.
     async fn before_range(&self, request: &RangeRequest, who: AuthInfo) -> Result<(), EtcdError> {
-        actcd_types::validate::check_range(request)?;
         self.refuse_if_corrupt()?;
         if !request.serializable {
             self.linearizable_barrier().await?;
@@ -734,9 +776,7 @@ impl Pipeline {
         let one_range = request.count_only || request.sort_target != SortTarget::Key as i32;
         if one_range {
             let answer = self
-                .routes
-                .reads
-                .range(&request)
+                .timed_range(|| self.routes.reads.range(&request))
                 .map(|r| RangeStreamResponse {
                     range_response: Some(r),
                 });
@@ -792,14 +832,18 @@ impl Pipeline {
                     return;
                 }
             }
+            // Each chunk is a storage read, timed as etcd times each of its `txn.Range` calls.
             let chunk = if cursor.chunks == 0 {
-                self.routes.reads.range_chunk(&request, &mut cursor, target)
+                self.timed_range(|| self.routes.reads.range_chunk(&request, &mut cursor, target))
             } else {
                 let reads = Arc::clone(&self.routes.reads);
                 let req = Arc::clone(&request);
                 let mut c = cursor.clone();
+                let counters = Arc::clone(&self.counters);
                 let read = tokio::task::spawn_blocking(move || {
+                    let started = Instant::now();
                     let chunk = reads.range_chunk(&req, &mut c, target);
+                    counters.durations.range(chunk.is_ok(), started.elapsed());
                     (chunk, c)
                 })
                 .await;
@@ -843,18 +887,37 @@ impl Pipeline {
         if !is_txn_serializable(&request) {
             self.linearizable_barrier().await?;
         }
+        // Timed from here, as etcd times a read-only txn (after its ReadIndex wait). etcd's
+        // `success` is the read's own outcome: a permission refusal is observed as a success
+        // (its deferred observer sees only the error of the read), and so here.
+        let started = Instant::now();
         let view = self.auth.view();
-        if view.enabled() {
+        let (answer, success) = if view.enabled() {
             // The same checks a txn gets at apply: every compare and every op, both branches.
             let as_entry = InternalRaftRequest {
                 txn: Some(request),
                 ..Default::default()
             };
-            view.check_request(&who, &as_entry, &|_| Vec::new())?;
-            let request = as_entry.txn.unwrap_or_default();
-            return self.routes.reads.read_txn(&request);
-        }
-        self.routes.reads.read_txn(&request)
+            match view.check_request(&who, &as_entry, &|_| Vec::new()) {
+                Ok(()) => {
+                    let answer = self
+                        .routes
+                        .reads
+                        .read_txn(&as_entry.txn.unwrap_or_default());
+                    let success = answer.is_ok();
+                    (answer, success)
+                }
+                Err(e) => (Err(e), true),
+            }
+        } else {
+            let answer = self.routes.reads.read_txn(&request);
+            let success = answer.is_ok();
+            (answer, success)
+        };
+        self.counters
+            .durations
+            .request("ReadonlyTxn", success, started.elapsed());
+        answer
     }
 
     /// The members as this member has applied them.
@@ -949,6 +1012,34 @@ fn unexpected(a: PeerAnswer) -> EtcdError {
 }
 
 /// No put and no delete anywhere in the txn, nested txns included.
+/// `etcd_server_request_duration_seconds`'s `success` of a proposal's outcome, as etcd's
+/// `processInternalRaftRequestOnce` reports it: false only when the request never made it into
+/// the log (too large, or no leader to take it until the deadline, or the server stopping); a
+/// write that was proposed and then timed out, or that the state machine refused, counts as a
+/// success. `None` for refusals etcd makes before it starts timing (a request it validates in
+/// its gRPC layer, too many requests), which it never observes.
+fn proposal_success(outcome: &Result<ApplyResponse, EtcdError>) -> Option<bool> {
+    match outcome {
+        Ok(_) => Some(true),
+        Err(
+            EtcdError::EmptyKey
+            | EtcdError::KeyNotFound
+            | EtcdError::ValueProvided
+            | EtcdError::LeaseProvided
+            | EtcdError::TooManyOps
+            | EtcdError::DuplicateKey
+            | EtcdError::TooManyRequests,
+        ) => None,
+        Err(
+            EtcdError::RequestTooLarge
+            | EtcdError::ProposalDeadlineExceeded
+            | EtcdError::NoLeader
+            | EtcdError::Stopped,
+        ) => Some(false),
+        Err(_) => Some(true),
+    }
+}
+
 pub fn is_txn_read_only(t: &TxnRequest) -> bool {
     t.success
         .iter()

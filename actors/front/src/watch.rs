@@ -123,12 +123,25 @@ async fn forward<T: From<WatchOut>>(
     let mut next = Some(first);
     let mut sent = 0;
     while let Some(out) = next.take() {
+        // etcd's send loop times each response from taking it to handing it to the stream: a
+        // watch response (events, progress, a compaction's cancel) with its previous values
+        // read, or a control response (created, canceled on request).
+        let started = std::time::Instant::now();
+        let events = out.event_count();
+        let control =
+            out.response.created || (out.response.canceled && out.response.compact_revision == 0);
         match finish(p, &header, out).await {
             Ok(r) => tx.send(Ok(T::from(r))).await.map_err(|_| ())?,
             Err(e) => {
                 let _ = tx.send(Err(e.to_status())).await;
                 return Err(());
             }
+        }
+        let durations = &p.counters.durations;
+        if control {
+            durations.control_stream.observe(started.elapsed());
+        } else {
+            durations.watch_response(events, started.elapsed());
         }
         sent += 1;
         if sent < DRAIN {
@@ -230,9 +243,12 @@ pub(crate) async fn open_stream_as<T: From<WatchOut> + From<WatchResponse> + Sen
                 next = inbound.next() => {
                     let Some(request) = next else { break };
                     if let Some(refusal) = refuse_watch(&p, &creds, &request).await {
+                        // A control response, as etcd's recvLoop queues it for the send loop.
+                        let started = std::time::Instant::now();
                         if tx.send(Ok(T::from(refusal))).await.is_err() {
                             break;
                         }
+                        p.counters.durations.control_stream.observe(started.elapsed());
                         continue;
                     }
                     let msg = WatchRequestMsg { stream, request };

@@ -61,7 +61,13 @@ pub struct WatchHubActor {
     listening: Listening,
     /// Requests that arrived while the hub was not listening, answered once it is again.
     held: VecDeque<Held>,
+    /// etcd 3.7's `etcd_debugging_server_watch_send_loop_progress_duration_seconds`.
+    progress_durations: actcd_types::meter::Histogram,
 }
+
+/// The watch send loop histograms' buckets (etcd's `ExponentialBuckets(0.001, 2, 14)`): 1 ms
+/// doubling up to 8.192 s.
+const SEND_LOOP_BUCKETS: [f64; 14] = actcd_types::meter::exponential_buckets(0.001, 2.0);
 
 /// Whether the store notifies this hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +97,25 @@ impl WatchHubActor {
             interest: None,
             listening: Listening::Yes,
             held: VecDeque::new(),
+            progress_durations: actcd_types::meter::Histogram::new(&SEND_LOOP_BUCKETS),
+        }
+    }
+
+    /// A progress pass over every stream, timed. etcd's send loop of each stream times its
+    /// own pass on every tick of its progress ticker; the hub passes over all streams at once,
+    /// so each stream is observed with its share of the pass: the count is etcd's (streams ×
+    /// ticks), each value the pass's time per stream.
+    fn progress_tick(&mut self) {
+        let started = std::time::Instant::now();
+        self.hub.progress_tick();
+        let streams = self.hub.stats().streams;
+        if let Ok(n) = u32::try_from(streams)
+            && n > 0
+        {
+            let share = (started.elapsed() / n).as_secs_f64();
+            for _ in 0..n {
+                self.progress_durations.observe(share);
+            }
         }
     }
 
@@ -187,7 +212,7 @@ impl Actor for WatchHubActor {
         let every = self.hub.config().progress_interval;
         if !every.is_zero() {
             ctx.run_interval(every, |act, ctx| {
-                act.hub.progress_tick();
+                act.progress_tick();
                 act.pump(ctx);
             });
         }
@@ -262,7 +287,7 @@ impl Handler<ProgressTick> for WatchHubActor {
 
     fn handle(&mut self, _: ProgressTick, ctx: &mut Context<Self>) {
         let _timer = self.meter.start("ProgressTick");
-        self.hub.progress_tick();
+        self.progress_tick();
         self.pump(ctx);
     }
 }
@@ -286,7 +311,7 @@ impl Handler<GetHubStats> for WatchHubActor {
 
 impl WatchHubActor {
     /// etcd's watch metrics: streams, watchers, slow (unsynced or victim) watchers, events
-    /// sent, responses held back.
+    /// sent, responses held back, the progress passes' times.
     fn samples(&self) -> Vec<actcd_types::meter::Sample> {
         use actcd_types::meter::Sample;
         let s = self.hub.stats();
@@ -299,6 +324,10 @@ impl WatchHubActor {
             ),
             Sample::value("etcd_debugging_mvcc_events_total", s.events_sent as f64),
             Sample::value("etcd_debugging_mvcc_pending_events_total", s.backlog as f64),
+            Sample::histogram(
+                "etcd_debugging_server_watch_send_loop_progress_duration_seconds",
+                &self.progress_durations,
+            ),
         ]
     }
 }
