@@ -260,7 +260,7 @@ impl Handler<InstallSnapshot> for ApplierActor {
             let (index, alarms, members, leases, view) = res?;
             act.revision = None;
             if let Some(alarms) = alarms {
-                act.alarms = alarms;
+                act.alarms = alarms.replacing(&act.alarms);
                 act.publish_corrupt();
             }
             if let Some(leases) = leases {
@@ -351,7 +351,9 @@ mod tests;
 
 impl ApplierActor {
     fn samples(&self) -> Vec<actcd_types::meter::Sample> {
-        self.apply_durations.samples().collect()
+        let mut samples: Vec<_> = self.apply_durations.samples().collect();
+        samples.extend(self.alarms.samples());
+        samples
     }
 }
 

@@ -16,6 +16,9 @@ use prost::Message;
 pub struct Alarms {
     /// (member id, alarm type number).
     raised: BTreeSet<(u64, i32)>,
+    /// Every alarm raised while this member ran (loaded or applied): the series of
+    /// `etcd_debugging_server_alarms` ([`Self::samples`]), kept at 0 once disarmed.
+    shown: BTreeSet<(u64, i32)>,
 }
 
 fn member(m: u64, alarm: i32) -> AlarmMember {
@@ -36,7 +39,37 @@ impl Alarms {
             true
         })
         .map_err(EtcdError::internal)?;
-        Ok(Self { raised })
+        Ok(Self {
+            shown: raised.clone(),
+            raised,
+        })
+    }
+
+    /// These alarms (loaded from an installed snapshot) in place of `before`: the series shown
+    /// so far stay.
+    pub fn replacing(mut self, before: &Alarms) -> Self {
+        self.shown.extend(before.shown.iter().copied());
+        self
+    }
+
+    /// etcd 3.6's `etcd_debugging_server_alarms{alarm_type,server_id}`: 1 while the member
+    /// named by `server_id` (hex, as etcd writes ids) has the alarm raised, 0 once disarmed.
+    /// etcd adds 1 on every ACTIVATE applied (a repeated one shows 2 for one alarm) and shows
+    /// nothing for the alarms it loads at start-up; here the value is whether it is raised.
+    pub fn samples(&self) -> Vec<actcd_types::meter::Sample> {
+        self.shown
+            .iter()
+            .map(|key @ &(m, a)| {
+                let alarm_type = AlarmType::try_from(a)
+                    .map_or_else(|_| a.to_string(), |t| t.as_str_name().to_owned());
+                let mut s = actcd_types::meter::Sample::value(
+                    "etcd_debugging_server_alarms",
+                    f64::from(u8::from(self.raised.contains(key))),
+                );
+                s.labels = vec![("alarm_type", alarm_type), ("server_id", format!("{m:x}"))];
+                s
+            })
+            .collect()
     }
 
     /// Whether a NOSPACE alarm is raised (the capped step then refuses growing requests).
@@ -71,6 +104,7 @@ impl Alarms {
         let alarms = match AlarmAction::try_from(req.action) {
             Ok(AlarmAction::Get) => self.list(req.alarm),
             Ok(AlarmAction::Activate) if req.alarm != AlarmType::None as i32 => {
+                self.shown.insert((req.member_id, req.alarm));
                 if self.raised.insert((req.member_id, req.alarm)) {
                     ops.push(Op::Put {
                         table: Table::Alarm,
@@ -200,11 +234,76 @@ mod tests {
             assert_eq!(got, want, "{}", c.name);
             assert_eq!(alarms.nospace(), c.want_nospace, "{}", c.name);
             assert_eq!(
-                Alarms::load(&*engine.read().unwrap()).unwrap(),
-                alarms,
+                Alarms::load(&*engine.read().unwrap())
+                    .unwrap()
+                    .list(AlarmType::None as i32),
+                alarms.list(AlarmType::None as i32),
                 "{}: the ops persist it",
                 c.name
             );
         }
+    }
+
+    /// `etcd_debugging_server_alarms`: a series per alarm raised, by type and member id in
+    /// hex, 1 while raised and 0 once disarmed; one loaded at start-up is shown too, and the
+    /// series survive a snapshot's alarms replacing them.
+    #[test]
+    fn the_alarms_gauge_is_one_while_raised_and_zero_once_disarmed() {
+        use actcd_types::meter::SampleValue;
+        let values = |a: &Alarms| -> Vec<(String, String, f64)> {
+            a.samples()
+                .into_iter()
+                .map(|s| {
+                    assert_eq!(s.name, "etcd_debugging_server_alarms");
+                    let [(k1, t), (k2, id)] = &s.labels[..] else {
+                        panic!("two labels: {:?}", s.labels)
+                    };
+                    assert_eq!((*k1, *k2), ("alarm_type", "server_id"));
+                    let SampleValue::Value(v) = s.value else {
+                        panic!("a gauge")
+                    };
+                    (t.clone(), id.clone(), v)
+                })
+                .collect()
+        };
+        let mut alarms = Alarms::default();
+        assert!(values(&alarms).is_empty(), "no series before an alarm");
+        let mut ops = Vec::new();
+        alarms.apply(
+            &req(AlarmAction::Activate, 0xabc, AlarmType::Nospace),
+            &mut ops,
+        );
+        alarms.apply(
+            &req(AlarmAction::Activate, 0xabc, AlarmType::Nospace),
+            &mut ops,
+        );
+        alarms.apply(&req(AlarmAction::Activate, 7, AlarmType::None), &mut ops);
+        assert_eq!(
+            values(&alarms),
+            vec![("NOSPACE".into(), "abc".into(), 1.0)],
+            "once, however often activated; NONE is no alarm"
+        );
+        alarms.apply(
+            &req(AlarmAction::Deactivate, 0xabc, AlarmType::Nospace),
+            &mut ops,
+        );
+        assert_eq!(values(&alarms), vec![("NOSPACE".into(), "abc".into(), 0.0)]);
+
+        let engine = MemEngine::new();
+        let mut txn = engine.write().unwrap();
+        let corrupt = [req(AlarmAction::Activate, 2, AlarmType::Corrupt)];
+        let mut ops = Vec::new();
+        Alarms::default().apply(&corrupt[0], &mut ops);
+        actcd_types::storage::write_ops(&mut *txn, &ops, Option::None).unwrap();
+        txn.commit().unwrap();
+        let loaded = Alarms::load(&*engine.read().unwrap()).unwrap();
+        assert_eq!(values(&loaded), vec![("CORRUPT".into(), "2".into(), 1.0)]);
+        assert_eq!(
+            values(&loaded.replacing(&alarms)),
+            vec![
+                ("CORRUPT".into(), "2".into(), 1.0),
+                ("NOSPACE".into(), "abc".into(), 0.0),
+            ]
+        );
     }
 }
