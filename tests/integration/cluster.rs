@@ -45,7 +45,7 @@ impl Member {
     pub(crate) fn command(&self, initial_cluster: &str, extra: &[&str]) -> Command {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = self.peer_url();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
+        let mut cmd = crate::actcd_command();
         cmd.args(["--name", &self.name])
             .arg("--data-dir")
             .arg(&self.dir)

@@ -311,7 +311,7 @@ async fn a_restore_can_bump_the_revision_and_mark_it_compacted() {
     let file = tmp.path().join("snap.db");
     let file_s = file.to_str().unwrap();
     let actcd = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        crate::actcd_command()
             .args(args)
             .env("RUST_LOG", "warn")
             .output()

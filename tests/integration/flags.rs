@@ -165,7 +165,7 @@ async fn ignored_flags_are_logged_once_each_to_the_log_outputs() {
 /// A member's stderr and exit status for a command line that must fail at start-up.
 fn failed_start(args: &[&str]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = crate::actcd_command()
         .arg("--data-dir")
         .arg(dir.path())
         .args(args)
@@ -289,7 +289,7 @@ auto-compaction-retention: \"1\"
     )
     .unwrap();
     // Flags and variables that would break the start if they were read.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = crate::actcd_command()
         .arg("--config-file")
         .arg(&file)
         .args([
@@ -325,7 +325,7 @@ async fn a_unit_file_command_line_starts_a_member() {
     let client_url = format!("http://127.0.0.1:{client}");
     // etcd's clustering guide's static bootstrap, for one member, with a unit file's
     // single-dash `-data-dir`.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = crate::actcd_command()
         .args(["--name", "infra0"])
         .args(["--initial-advertise-peer-urls", &peer_url])
         .args(["--listen-peer-urls", &peer_url])
@@ -777,10 +777,7 @@ async fn bootstrap_defrag_shrinks_a_backend_with_enough_free_space() {
 #[test]
 fn version_prints_etcds_lines() {
     for arg in ["--version", "-version", "--version=true"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
-            .arg(arg)
-            .output()
-            .unwrap();
+        let out = crate::actcd_command().arg(arg).output().unwrap();
         assert!(out.status.success(), "{arg}");
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
@@ -798,7 +795,7 @@ fn version_prints_etcds_lines() {
 /// panic (it was one: Rust's stdout reports the closed pipe, and `println!` panics on it).
 #[test]
 fn version_into_a_closed_pipe_is_not_a_panic() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = crate::actcd_command()
         .arg("--version")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -212,7 +212,7 @@ impl Drop for Member {
 /// The command line of a one-member cluster in `cwd` with a fresh peer port and `args`.
 fn member_command(cwd: &Path, args: &[String], env: &[(&str, &str)]) -> Command {
     let peer = format!("http://127.0.0.1:{}", free_port());
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
+    let mut cmd = crate::actcd_command();
     cmd.current_dir(cwd)
         .arg("--data-dir")
         .arg(cwd.join("member"))
@@ -581,7 +581,7 @@ async fn listen_client_http_urls_split_grpc_and_http() {
         cwd.join("member").display()
     );
     std::fs::write(cwd.join("etcd.yaml"), yaml).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let child = crate::actcd_command()
         .current_dir(cwd)
         .args(["--config-file", "etcd.yaml"])
         .env("RUST_LOG", "warn")

@@ -3,14 +3,14 @@
 //! revisions readable, leases kept); bad snapshot files and used data dirs are refused.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use etcd_client::{Client, GetOptions, PutOptions};
 
 use crate::{Server, free_port};
 
 fn actcd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_actcd"))
+    crate::actcd_command()
         .args(args)
         .env("RUST_LOG", "warn")
         .output()

@@ -891,7 +891,7 @@ async fn the_data_directory_is_the_members_alone() {
     let existing = root.path().join("existing");
     std::fs::create_dir(&existing).unwrap();
     std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = crate::actcd_command()
         .arg("--data-dir")
         .arg(&existing)
         .args([
@@ -1030,7 +1030,7 @@ async fn passwords_never_reach_the_data_directory() {
 fn a_negative_compaction_retention_stops_the_start() {
     for mode in ["periodic", "revision"] {
         let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        let out = crate::actcd_command()
             .args([
                 "--auto-compaction-mode",
                 mode,
@@ -1059,7 +1059,7 @@ async fn tokens_and_passwords_stay_out_of_the_log() {
     const FORGED: &str = "eyJhbGciOiJIUzI1NiJ9.eyJ1c2VybmFtZSI6InJvb3QifQ.Zm9yZ2VkLXNpZ25hdHVyZQ";
     let dir = tempfile::tempdir().unwrap();
     let port = crate::free_port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let mut child = crate::actcd_command()
         .arg("--data-dir")
         .arg(dir.path())
         .args([

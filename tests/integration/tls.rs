@@ -499,7 +499,7 @@ fn bad_tls_settings_stop_start_up() {
     ];
     for (args, want_error) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        let out = crate::actcd_command()
             .arg("--data-dir")
             .arg(dir.path())
             .args(["--listen-client-urls", &https])
@@ -653,7 +653,7 @@ async fn snapshot_save_speaks_tls() {
     put_get(&mut alice, "k").await;
     let file = dir.path().join("snap.db");
     let save = |extra: &[String]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        crate::actcd_command()
             .args(["snapshot", "save", file.to_str().unwrap()])
             .args(["--endpoints", &srv.endpoint(), "--cacert", &ca])
             .args(extra)
@@ -674,7 +674,7 @@ async fn snapshot_save_speaks_tls() {
         "{}",
         String::from_utf8_lossy(&with.stderr)
     );
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+    let status = crate::actcd_command()
         .args(["snapshot", "status", file.to_str().unwrap(), "-w", "json"])
         .output()
         .unwrap();

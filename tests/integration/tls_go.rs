@@ -816,7 +816,7 @@ async fn client_crl_cipher_suites_and_versions() {
 
     // A name etcd does not know: etcd's start-up error.
     let refused = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        let out = crate::actcd_command()
             .args(["--data-dir", data.path().join("x").to_str().unwrap()])
             .args(extra)
             .output()
