@@ -108,8 +108,9 @@
 //! its gRPC Range) · `lease.rs` Lease ·
 //! `watch.rs` Watch (`watch_route.rs` its gRPC method) · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
 //! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
-//! · `tls/verify.rs` both ports' rustls configurations (Go-compatible certificate verification,
-//! CRL, allowed CN/hostname, cipher suites, versions) · `learner.rs` what a learner serves ·
+//! (both ports' rustls configurations, with Go-compatible certificate verification, CRL,
+//! allowed CN/hostname, cipher suites and versions, are the `actcd-gotls` crate's) ·
+//! `learner.rs` what a learner serves ·
 //! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`
 //! HTTP and the JSON gateway (its bodies decoded by `actcd-gojson`) · `metrics.rs` the
 //! accounting layer (per-method atomics) and client byte counts · `durations.rs` etcd 3.6 and

@@ -30,9 +30,10 @@
 //! `GET /health`); actcd gives those to tonic.
 //!
 //! The rustls configurations of both ports (this one and the peer port's, which the daemon
-//! hands to the transport) are built in `verify.rs`: certificates judged as Go's crypto/tls
-//! judges them for etcd, and etcd's CRL, allowed CN/hostname, cipher suite and version
-//! settings ([`TlsOptions`]).
+//! hands to the transport) are built by the `actcd-gotls` crate: certificates judged as Go's
+//! crypto/tls judges them for etcd, and etcd's CRL, allowed CN/hostname, cipher suite and
+//! version settings ([`TlsOptions`]). This module keeps the client port's glue: the start-up
+//! checks of the PEM files, the acceptor with its timeout and ALPN, the CN of a request.
 
 use std::fmt;
 use std::sync::Arc;
@@ -43,18 +44,16 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::server::TlsStream;
 use x509_parser::pem::Pem;
 
-mod verify;
-
-pub use verify::{
-    NOT_ALLOWED, ServerCheck, TlsOptions, check_client_san, client_config, server_config,
+pub(crate) use actcd_gotls::ALPN_H2;
+use actcd_gotls::common_name;
+pub use actcd_gotls::{
+    NOT_ALLOWED, PemInput, ServerCheck, TlsError, TlsOptions, check_client_san, client_config,
+    server_config,
 };
 
 /// How long a connection may take to finish its handshake: without a limit, a peer that opens
 /// a connection and never sends a ClientHello would hold a task and a socket for good.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The ALPN protocol name of HTTP/2, which gRPC runs on.
-pub(crate) const ALPN_H2: &[u8] = b"h2";
 
 /// The client port's TLS settings: the server's key pair, and the CA client certificates must
 /// chain to, as a rustls server configuration. Built by [`ClientTls::new`], which refuses what
@@ -65,31 +64,6 @@ pub struct ClientTls {
     trusted_ca: bool,
     client_cert_auth: bool,
 }
-
-/// Which input a [`TlsError`] is about, so the caller can name the flag and the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PemInput {
-    Cert,
-    Key,
-    TrustedCa,
-    /// The cipher suites, versions or allowed CN/hostname.
-    Options,
-}
-
-/// A certificate, key or CA that can't be used, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsError {
-    pub input: PemInput,
-    pub reason: String,
-}
-
-impl fmt::Display for TlsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for TlsError {}
 
 impl fmt::Debug for ClientTls {
     /// Never prints the private key.
@@ -182,15 +156,6 @@ impl ClientTls {
 pub fn client_common_name<T>(req: &tonic::Request<T>) -> Option<String> {
     let certs = req.peer_certs()?;
     common_name(certs.first()?.as_ref())
-}
-
-/// The subject's common name in a DER certificate. With several CN attributes the last one
-/// counts, as in Go's `pkix.Name` that etcd reads; an empty CN names nobody.
-fn common_name(der: &[u8]) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let last = cert.subject().iter_common_name().last()?;
-    let cn = last.as_str().ok()?;
-    (!cn.is_empty()).then(|| cn.to_string())
 }
 
 /// Every `CERTIFICATE` block parses as X.509, and there is at least one.
@@ -286,46 +251,6 @@ mod tests {
                 key: key.serialize_pem(),
             }
         }
-    }
-
-    fn der(pem: &str) -> Vec<u8> {
-        Pem::iter_from_buffer(pem.as_bytes())
-            .next()
-            .unwrap()
-            .unwrap()
-            .contents
-    }
-
-    #[test]
-    fn common_name_is_the_subjects_cn() {
-        let ca = Ca::new("ca");
-        let cases = [
-            (Some("alice"), Some("alice")),
-            (Some(""), None),
-            (None, None),
-        ];
-        for (cn, want_cn) in cases {
-            let leaf = ca.issue(cn, false);
-            assert_eq!(
-                common_name(&der(&leaf.cert)).as_deref(),
-                want_cn,
-                "CN {cn:?}"
-            );
-        }
-        assert_eq!(common_name(b"not a certificate"), None);
-    }
-
-    #[test]
-    fn of_several_common_names_the_last_counts() {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, "first");
-        // rcgen keeps one value per attribute type: the CN's OID as a custom type adds a second.
-        params
-            .distinguished_name
-            .push(DnType::CustomDnType(vec![2, 5, 4, 3]), "second");
-        let cert = params.self_signed(&key).unwrap();
-        assert_eq!(common_name(cert.der()).as_deref(), Some("second"));
     }
 
     #[test]
