@@ -19,6 +19,10 @@ use clap::Parser;
 #[path = "config_gates.rs"]
 pub mod gates;
 
+#[cfg(test)]
+#[path = "docs_book.rs"]
+mod docs_book;
+
 /// Marks a flag as a Go boolean, as every boolean flag of etcd is (Go's `flag` package):
 /// `--flag` alone is true, `--flag=true|false|1|0|t|f|T|F|TRUE|FALSE|True|False` sets it, and
 /// `--flag false` is the flag followed by an argument, as in Go. The same words in its
