@@ -805,3 +805,225 @@ async fn grpc_streams_and_gateway_calls_are_counted_as_etcd_counts_them() {
         "the connections carried more than the messages"
     );
 }
+
+/// The `le` bounds of a histogram's series named `prefix` (`name_bucket{labels,`), in page
+/// order.
+fn bucket_bounds(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter_map(|rest| rest.split("le=\"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// etcd 3.6 and 3.7's families (issue 25): `etcd_server_request_duration_seconds{success,type}`
+/// times Range, read-only Txn and every proposal (a put the NOSPACE alarm refuses at apply is a
+/// success, as etcd reports it), `etcd_server_range_duration_seconds{success}` each Range's
+/// storage read (not a txn's), `etcd_debugging_server_alarms{alarm_type,server_id}` is 1 while
+/// NOSPACE is raised and 0 once disarmed, and the watch send loop's histograms count a create
+/// (control), an event (watch stream, per event), a progress notification (watch stream, not
+/// per event) and the hub's progress passes. Counts by value; buckets as etcd's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_36_and_37s_request_range_alarm_and_watch_send_loop_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(dir.path(), &["--watch-progress-notify-interval=200ms"]);
+    let mut c = srv.client().await;
+    let scrape = || async {
+        let (status, text) = get(&srv.endpoint(), "/metrics").await;
+        assert_eq!(status, 200);
+        let (types, samples) = parse(&text);
+        (text, types, samples)
+    };
+    let req = |kind: &str, success: bool| {
+        format!(
+            "etcd_server_request_duration_seconds_count{{success=\"{success}\",type=\"{kind}\"}}"
+        )
+    };
+    let range_reads = "etcd_server_range_duration_seconds_count{success=\"true\"}";
+    const LOOP: &str = "etcd_debugging_server_watch_send_loop_";
+    let watch = format!("{LOOP}watch_stream_duration_seconds_count");
+    let per_event = format!("{LOOP}watch_stream_duration_per_event_seconds_count");
+    let control = format!("{LOOP}control_stream_duration_seconds_count");
+    let progress = format!("{LOOP}progress_duration_seconds_count");
+
+    let (text, types, before) = scrape().await;
+    let etcd_request_buckets: Vec<String> = [
+        "0.001", "0.002", "0.004", "0.008", "0.016", "0.032", "0.064", "0.128", "0.256", "0.512",
+        "1.024", "2.048", "4.096", "8.192", "+Inf",
+    ]
+    .map(String::from)
+    .to_vec();
+    // etcd's watch send loop histograms are plain ones: there from the start, at zero.
+    for name in [
+        "watch_stream_duration_seconds",
+        "watch_stream_duration_per_event_seconds",
+        "control_stream_duration_seconds",
+        "progress_duration_seconds",
+    ] {
+        let name = format!("{LOOP}{name}");
+        assert_eq!(
+            types.get(&name).map(String::as_str),
+            Some("histogram"),
+            "{name}"
+        );
+        assert_eq!(before[&format!("{name}_count")], 0.0, "{name}");
+        assert_eq!(
+            bucket_bounds(&text, &format!("{name}_bucket{{")),
+            etcd_request_buckets,
+            "{name}"
+        );
+    }
+    assert!(
+        !before
+            .keys()
+            .any(|k| k.starts_with("etcd_debugging_server_alarms")),
+        "no alarm series before an alarm"
+    );
+
+    for i in 0..3 {
+        c.put(format!("k{i}"), "v", None).await.unwrap();
+    }
+    c.get("k0", None).await.unwrap();
+    c.get(
+        "k1",
+        Some(etcd_client::GetOptions::new().with_serializable()),
+    )
+    .await
+    .unwrap();
+    c.txn(Txn::new().and_then([TxnOp::get("k2", None)]))
+        .await
+        .unwrap();
+
+    let id = c.status().await.unwrap().header().unwrap().member_id();
+    let alarm =
+        format!("etcd_debugging_server_alarms{{alarm_type=\"NOSPACE\",server_id=\"{id:x}\"}}");
+    let mut options = AlarmOptions::new();
+    options.with_member(id);
+    c.alarm(
+        AlarmAction::Activate,
+        AlarmType::Nospace,
+        Some(options.clone()),
+    )
+    .await
+    .unwrap();
+    let refused = c.put("k9", "v", None).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("etcdserver: mvcc: database space exceeded"),
+        "{refused}"
+    );
+    let (text, types, raised) = scrape().await;
+    assert_eq!(
+        types
+            .get("etcd_debugging_server_alarms")
+            .map(String::as_str),
+        Some("gauge")
+    );
+    assert!(text.contains("# HELP etcd_debugging_server_alarms Alarms for every member in cluster. 1 for 'server_id' label with current ID. 2 for 'alarm_type' label with type of this alarm\n"));
+    assert_eq!(raised.get(&alarm), Some(&1.0), "{alarm}");
+    c.alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(options))
+        .await
+        .unwrap();
+
+    let mut events = c
+        .watch(
+            "w",
+            Some(etcd_client::WatchOptions::new().with_progress_notify()),
+        )
+        .await
+        .unwrap();
+    events.message().await.unwrap(); // created
+    c.put("w", "1", None).await.unwrap();
+    // The event, and a progress notification (a watch response without events), in either
+    // order.
+    let (mut event, mut notification) = (false, false);
+    while !(event && notification) {
+        let r = tokio::time::timeout(Duration::from_secs(10), events.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        match r.events().len() {
+            0 => notification = true,
+            n => {
+                assert_eq!(n, 1);
+                assert!(!event, "one event");
+                event = true;
+            }
+        }
+    }
+
+    let (text, types, after) = scrape().await;
+    let delta =
+        |k: &str| after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0);
+    assert_eq!(
+        after.get(&alarm),
+        Some(&0.0),
+        "disarmed: the series stays at 0"
+    );
+    for (kind, success, want) in [
+        // Three puts, the one NOSPACE refused at apply, the watched one.
+        ("Put", true, 5.0),
+        ("Alarm", true, 2.0),
+        ("Range", true, 2.0),
+        ("ReadonlyTxn", true, 1.0),
+        ("Put", false, 0.0),
+    ] {
+        assert_eq!(delta(&req(kind, success)), want, "{kind} {success}");
+    }
+    assert_eq!(
+        types
+            .get("etcd_server_request_duration_seconds")
+            .map(String::as_str),
+        Some("histogram")
+    );
+    assert_eq!(
+        bucket_bounds(
+            &text,
+            "etcd_server_request_duration_seconds_bucket{success=\"true\",type=\"Put\","
+        ),
+        etcd_request_buckets
+    );
+    // The two gets' reads; a txn's ranges are not timed here (etcd's neither).
+    assert_eq!(delta(range_reads), 2.0);
+    assert_eq!(
+        types
+            .get("etcd_server_range_duration_seconds")
+            .map(String::as_str),
+        Some("histogram")
+    );
+    let etcd_range_buckets: Vec<String> = [
+        "0.0001", "0.0002", "0.0004", "0.0008", "0.0016", "0.0032", "0.0064", "0.0128", "0.0256",
+        "0.0512", "0.1024", "0.2048", "0.4096", "0.8192", "1.6384", "3.2768", "6.5536", "13.1072",
+        "26.2144", "52.4288", "+Inf",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(
+        bucket_bounds(
+            &text,
+            "etcd_server_range_duration_seconds_bucket{success=\"true\","
+        ),
+        etcd_range_buckets
+    );
+    assert!(text.contains(
+        "# HELP etcd_server_range_duration_seconds The latency distributions of txn.Range\n"
+    ));
+    assert!(text.contains("# HELP etcd_server_request_duration_seconds Response latency distribution in seconds for each type.\n"));
+
+    assert_eq!(delta(&control), 1.0, "the create");
+    assert_eq!(delta(&per_event), 1.0, "the event");
+    assert!(
+        delta(&watch) >= 2.0,
+        "the event and a progress notification"
+    );
+    assert!(
+        delta(&progress) >= 1.0,
+        "a progress pass over the one stream"
+    );
+    let per_event_sum = after[&format!("{LOOP}watch_stream_duration_per_event_seconds_sum")];
+    assert!(
+        per_event_sum.is_finite() && per_event_sum > 0.0,
+        "{per_event_sum}"
+    );
+}

@@ -2,11 +2,11 @@
 //! happens in the front's tasks: `etcd_server_request_duration_seconds{type,success}` (a
 //! client request from the server taking it up to its answer: Range, read-only Txn, and every
 //! proposal), `etcd_server_range_duration_seconds{success}` (the storage read of a Range), and
-//! the watch send loop's `etcd_debugging_server_watch_send_loop_{watch_stream,
-//! watch_stream_duration_per_event,control_stream}_duration_seconds` (the hub's progress pass
-//! is timed in the watch hub). Names, labels, help texts and buckets are etcd's
-//! (`server/etcdserver/metrics.go`, `txn/metrics.go`, `api/v3rpc/metrics.go`); help texts are
-//! in `exposition::FAMILIES`.
+//! the watch send loop's `etcd_debugging_server_watch_send_loop_watch_stream_duration_seconds`,
+//! `_watch_stream_duration_per_event_seconds` and `_control_stream_duration_seconds` (the
+//! hub's progress pass, `_progress_duration_seconds`, is timed in the watch hub). Names,
+//! labels, help texts and buckets are etcd's (`server/etcdserver/metrics.go`,
+//! `txn/metrics.go`, `api/v3rpc/metrics.go`); help texts are in `exposition::FAMILIES`.
 //!
 //! Every histogram is allocated once, when the front starts, for every label value it can
 //! have: an observation is three relaxed atomic adds, no lock and no allocation. A series is
