@@ -1583,6 +1583,9 @@ pub struct Config {
     pub client_tls: Option<ClientTls>,
     /// Peer TLS; `Some` whenever a peer URL is `https://`.
     pub peer_tls: Option<actcd_transport::PeerTls>,
+    /// The address peer connections leave from: with the `SetMemberLocalAddr` gate, the first
+    /// eligible IP of `--initial-advertise-peer-urls` (`local_addr.rs`).
+    pub peer_local_addr: Option<std::net::IpAddr>,
     /// Auto-compaction, if on.
     pub auto_compaction: Option<actcd_compactor::Mode>,
     /// The server feature gates in effect (`--feature-gates` and the deprecated booleans).
@@ -1752,7 +1755,7 @@ pub fn same_urls(a: &[String], b: &[String]) -> bool {
     a == b
 }
 
-fn split_urls(s: &str) -> Vec<String> {
+pub(crate) fn split_urls(s: &str) -> Vec<String> {
     s.split(',')
         .map(str::trim)
         .filter(|u| !u.is_empty())
@@ -1892,11 +1895,17 @@ impl TryFrom<Flags> for Config {
             value: flags.bcrypt_cost.to_string(),
             reason,
         })?;
+        let peer_local_addr = resolution
+            .gates
+            .enabled(gates::SET_MEMBER_LOCAL_ADDR)
+            .then(|| crate::local_addr::infer(&split_urls(&flags.initial_advertise_peer_urls)))
+            .flatten();
         let cfg = Config {
             client_urls,
             client_http_urls,
             client_tls,
             peer_tls,
+            peer_local_addr,
             auto_compaction,
             gates: resolution.gates,
             advertise_client_urls: split_urls(&flags.advertise_client_urls),

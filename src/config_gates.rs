@@ -38,6 +38,9 @@ pub const STOP_GRPC_SERVICE_ON_DEFRAG: &str = "StopGRPCServiceOnDefrag";
 /// `PriorityRequest` (etcd 3.7, #20492): a LeaseRevoke is taken up to twice the apply gap that
 /// refuses other writes.
 pub const PRIORITY_REQUEST: &str = "PriorityRequest";
+/// `SetMemberLocalAddr` (etcd #17661, #19413, alpha in 3.6): peer connections leave from the
+/// first eligible IP of `--initial-advertise-peer-urls` (`local_addr.rs`).
+pub const SET_MEMBER_LOCAL_ADDR: &str = "SetMemberLocalAddr";
 const ALL_ALPHA: &str = "AllAlpha";
 const ALL_BETA: &str = "AllBeta";
 
@@ -175,14 +178,14 @@ pub const GATES: &[GateSpec] = &[
         ),
     },
     GateSpec {
-        name: "SetMemberLocalAddr",
+        name: SET_MEMBER_LOCAL_ADDR,
         stage: Stage::Alpha,
         etcd_default: false,
         default: false,
         locked: false,
         pr: 17661,
-        meaning: Meaning::NoEffect(
-            "not implemented: peer connections leave from the address the kernel picks",
+        meaning: Meaning::Implemented(
+            "peer connections leave from the first IP host of --initial-advertise-peer-urls that is neither loopback nor unspecified",
         ),
     },
     GateSpec {

@@ -7,7 +7,8 @@
 //! The flags are etcd 3.5.1's, each with its `ETCD_*` variable (`config.rs`, which also holds
 //! the table of accepted-but-ignored flags); `config_file.rs` reads etcd's YAML config file
 //! into the same flags and rewrites Go's single-dash spelling; `log_outputs.rs` is
-//! `--log-outputs`; `listen.rs` opens the listeners (`--socket-reuse-port`).
+//! `--log-outputs`; `listen.rs` opens the listeners (`--socket-reuse-port`); `local_addr.rs`
+//! picks the address peer connections leave from (`SetMemberLocalAddr`).
 //!
 //! ## Threads
 //! - one actix System thread for preflight, the raft node, the WAL writer, the applier and the
@@ -57,6 +58,7 @@ pub mod allocator;
 pub mod config;
 pub mod config_file;
 pub mod listen;
+pub mod local_addr;
 pub mod log_outputs;
 pub mod logging;
 pub mod node;

@@ -249,6 +249,15 @@ pub fn run_until(
     mut cfg: Config,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
+    if cfg
+        .gates
+        .enabled(crate::config::gates::SET_MEMBER_LOCAL_ADDR)
+    {
+        crate::local_addr::log_choice(
+            &crate::config::split_urls(&cfg.flags.initial_advertise_peer_urls),
+            cfg.peer_local_addr,
+        );
+    }
     let (engine, snap_dir, wal_dir) = open_backend(&cfg)?;
     bootstrap_defrag(&cfg, &engine).map_err(|e| StartError::Backend {
         path: snap_dir.display().to_string(),
@@ -555,7 +564,11 @@ fn join_existing(cfg: &mut Config) -> Result<Vec<MemberRecord>, StartError> {
         .map(|m| m.peer_urls.clone())
         .unwrap_or_default();
     let answers = others.iter().filter_map(|url| {
-        match rt.block_on(actcd_transport::fetch_members(url, cfg.peer_tls.as_ref())) {
+        match rt.block_on(actcd_transport::fetch_members(
+            url,
+            cfg.peer_tls.as_ref(),
+            cfg.peer_local_addr,
+        )) {
             Ok(r) => Some(r),
             Err(e) => {
                 last_error = format!("{url}: {e}");

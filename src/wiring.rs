@@ -482,6 +482,7 @@ fn consensus(
     let (leader_tx, leader) = tokio::sync::watch::channel(0);
     let transport = TransportActor::new(cfg.cluster_id)
         .with_tls(cfg.peer_tls.clone())
+        .with_local_addr(cfg.peer_local_addr)
         .reporting_to(a.raft.clone().recipient())
         .with_snapshots(a.store.clone().recipient(), a.raft.clone().recipient())
         .start();

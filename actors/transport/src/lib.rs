@@ -61,6 +61,7 @@ mod tls;
 pub use tls::{PeerTls, SanCheck};
 
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,6 +134,8 @@ pub struct TransportActor {
     generations: HashMap<u64, u64>,
     /// Peer TLS, for `https://` peers.
     tls: Option<Arc<PeerTls>>,
+    /// The address connections to peers leave from (`SetMemberLocalAddr`), if set.
+    local_addr: Option<IpAddr>,
     /// Channels for questions to the leader, by URL.
     calls: HashMap<String, tonic::transport::Channel>,
     /// Raft messages dropped because a peer's queue was full (etcd's
@@ -165,6 +168,7 @@ impl TransportActor {
             generation: 0,
             generations: HashMap::new(),
             tls: None,
+            local_addr: None,
             calls: HashMap::new(),
             sent_failures: HashMap::new(),
             disconnects: HashMap::new(),
@@ -174,6 +178,13 @@ impl TransportActor {
     /// Peer TLS settings, for peers with `https://` URLs.
     pub fn with_tls(mut self, tls: Option<PeerTls>) -> Self {
         self.tls = tls.map(Arc::new);
+        self
+    }
+
+    /// The address every connection to a peer leaves from (etcd's `SetMemberLocalAddr`);
+    /// `None`: the one the kernel picks.
+    pub fn with_local_addr(mut self, local_addr: Option<IpAddr>) -> Self {
+        self.local_addr = local_addr;
         self
     }
 
@@ -223,6 +234,7 @@ impl TransportActor {
             url,
             self.cluster_id,
             self.tls.clone(),
+            self.local_addr,
             Arc::new(Mutex::new(rx)),
             report,
         ));
@@ -333,11 +345,11 @@ impl Handler<SendSnapshot> for TransportActor {
             .get(&msg.to)
             .and_then(|(_, u)| u.first().cloned());
         let cluster_id = self.cluster_id;
-        let tls = self.tls.clone();
+        let dial = (self.tls.clone(), self.local_addr);
         actix::spawn(async move {
             let to = msg.to;
             let ok = match url {
-                Some(url) => match send_snapshot(&url, cluster_id, tls, source, msg).await {
+                Some(url) => match send_snapshot(&url, cluster_id, dial, source, msg).await {
                     Ok(bytes) => {
                         tracing::info!(to = format!("{to:x}"), bytes, "snapshot sent");
                         true
@@ -361,14 +373,16 @@ impl TransportActor {
         if let Some(c) = self.calls.get(&url) {
             return Some(Ok(c.clone()));
         }
-        Some(match tls::endpoint(&url, self.tls.as_deref()) {
-            Ok(e) => {
-                let c = e.connect_lazy();
-                self.calls.insert(url, c.clone());
-                Ok(c)
-            }
-            Err(e) => Err(EtcdError::Internal(e)),
-        })
+        Some(
+            match tls::endpoint(&url, self.tls.as_deref(), self.local_addr) {
+                Ok(e) => {
+                    let c = e.connect_lazy();
+                    self.calls.insert(url, c.clone());
+                    Ok(c)
+                }
+                Err(e) => Err(EtcdError::Internal(e)),
+            },
+        )
     }
 }
 
@@ -494,7 +508,7 @@ const SNAPSHOT_CHUNK: usize = 1024 * 1024;
 async fn send_snapshot(
     url: &str,
     cluster_id: u64,
-    tls: Option<Arc<PeerTls>>,
+    (tls, local): (Option<Arc<PeerTls>>, Option<IpAddr>),
     source: Recipient<MakeSnapshot>,
     msg: SendSnapshot,
 ) -> Result<usize, String> {
@@ -541,7 +555,7 @@ async fn send_snapshot(
     fail::fail_point!("snapshot_before_send", |_| Err(
         "injected by failpoint snapshot_before_send".to_string()
     ));
-    let channel = tls::endpoint(url, tls.as_deref())?
+    let channel = tls::endpoint(url, tls.as_deref(), local)?
         .connect()
         .await
         .map_err(|e| e.to_string())?;
@@ -563,6 +577,7 @@ async fn stream_to(
     url: String,
     cluster_id: u64,
     tls: Option<Arc<PeerTls>>,
+    local: Option<IpAddr>,
     queue: Arc<Mutex<mpsc::Receiver<Queued>>>,
     report: impl Fn(bool),
 ) {
@@ -570,7 +585,7 @@ async fn stream_to(
     // Messages taken off the queue while the peer could not be reached, young enough to send.
     let mut held: VecDeque<Queued> = VecDeque::new();
     loop {
-        let connected = match tls::endpoint(&url, tls.as_deref()) {
+        let connected = match tls::endpoint(&url, tls.as_deref(), local) {
             Ok(e) => e.connect().await,
             Err(e) => {
                 tracing::error!(%url, error = %e, "bad peer URL; not sending to it");
@@ -876,8 +891,12 @@ impl RaftPeer for PeerService {
 
 /// Asks the member at `url` for the cluster's members (how a member joining an existing
 /// cluster learns its id and the cluster's).
-pub async fn fetch_members(url: &str, tls: Option<&PeerTls>) -> Result<MembersReply, String> {
-    let channel = tls::endpoint(url, tls)?
+pub async fn fetch_members(
+    url: &str,
+    tls: Option<&PeerTls>,
+    local: Option<IpAddr>,
+) -> Result<MembersReply, String> {
+    let channel = tls::endpoint(url, tls, local)?
         .timeout(Duration::from_secs(5))
         .connect()
         .await

@@ -63,6 +63,7 @@ impl std::fmt::Debug for PeerTls {
 pub struct PeerEndpoint {
     endpoint: Endpoint,
     tls: Option<Arc<ClientConfig>>,
+    local: Option<IpAddr>,
 }
 
 impl PeerEndpoint {
@@ -73,9 +74,10 @@ impl PeerEndpoint {
 
     pub fn connect_lazy(self) -> Channel {
         match self.tls {
-            Some(config) => self
-                .endpoint
-                .connect_with_connector_lazy(TlsConnector { config }),
+            Some(config) => self.endpoint.connect_with_connector_lazy(TlsConnector {
+                config,
+                local: self.local,
+            }),
             None => self.endpoint.connect_lazy(),
         }
     }
@@ -84,7 +86,10 @@ impl PeerEndpoint {
         match self.tls {
             Some(config) => {
                 self.endpoint
-                    .connect_with_connector(TlsConnector { config })
+                    .connect_with_connector(TlsConnector {
+                        config,
+                        local: self.local,
+                    })
                     .await
             }
             None => self.endpoint.connect().await,
@@ -92,8 +97,14 @@ impl PeerEndpoint {
     }
 }
 
-/// An endpoint for a peer URL: TLS for `https://` (which needs the peer TLS settings).
-pub fn endpoint(url: &str, tls: Option<&PeerTls>) -> Result<PeerEndpoint, String> {
+/// An endpoint for a peer URL: TLS for `https://` (which needs the peer TLS settings). With
+/// `local`, the connection leaves from that address (etcd's `SetMemberLocalAddr`: the dialer's
+/// `LocalAddr`, port 0).
+pub fn endpoint(
+    url: &str,
+    tls: Option<&PeerTls>,
+    local: Option<IpAddr>,
+) -> Result<PeerEndpoint, String> {
     let (url, tls) = match url.strip_prefix("https://") {
         Some(rest) => {
             let tls = tls.ok_or("an https peer URL needs --peer-cert-file and --peer-key-file")?;
@@ -104,14 +115,50 @@ pub fn endpoint(url: &str, tls: Option<&PeerTls>) -> Result<PeerEndpoint, String
     let endpoint = Endpoint::from_shared(url)
         .map_err(|e| e.to_string())?
         .connect_timeout(Duration::from_secs(1))
-        .tcp_nodelay(true);
-    Ok(PeerEndpoint { endpoint, tls })
+        .tcp_nodelay(true)
+        .local_address(local);
+    Ok(PeerEndpoint {
+        endpoint,
+        tls,
+        local,
+    })
+}
+
+/// A TCP connection to `host:port`, leaving from `local` when given (each address the host
+/// resolves to is tried in turn, as Go's dialer does).
+async fn dial(host: &str, port: u16, local: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(local) = local else {
+        return TcpStream::connect((host, port)).await;
+    };
+    let mut last = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        let tried = match socket.bind(std::net::SocketAddr::new(local, 0)) {
+            Ok(()) => socket.connect(addr).await,
+            Err(e) => Err(e),
+        };
+        match tried {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no address for the peer's host",
+        )
+    }))
 }
 
 /// Opens a TCP connection to the URI's host and port and runs the TLS handshake on it.
 #[derive(Clone)]
 struct TlsConnector {
     config: Arc<ClientConfig>,
+    local: Option<IpAddr>,
 }
 
 impl tonic::codegen::Service<Uri> for TlsConnector {
@@ -124,7 +171,7 @@ impl tonic::codegen::Service<Uri> for TlsConnector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let config = self.config.clone();
+        let (config, local) = (self.config.clone(), self.local);
         Box::pin(async move {
             let invalid = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
             let host = uri
@@ -137,7 +184,7 @@ impl tonic::codegen::Service<Uri> for TlsConnector {
             let port = uri.port_u16().unwrap_or(443);
             let name = ServerName::try_from(host.clone())
                 .map_err(|_| invalid("peer URL host is not a valid TLS name"))?;
-            let tcp = TcpStream::connect((host.as_str(), port)).await?;
+            let tcp = dial(&host, port, local).await?;
             tcp.set_nodelay(true)?;
             let tls = tokio_rustls::TlsConnector::from(config)
                 .connect(name, tcp)
