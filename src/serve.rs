@@ -55,10 +55,13 @@ pub(crate) fn serve_clients(
                 .map_err(|e| StartError::Corrupt(e.to_string()))?;
         }
         pipeline.follow_auth();
+        // Dropped last: the socket files go once their listeners are closed, and also when a
+        // later listener fails to bind and the start fails.
+        let mut socket_files = SocketFiles::default();
         let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
         // Bound now, so a taken port fails the start at once; accepted only once ready.
-        let client_listeners = bind_clients(cfg)?;
-        serve_metrics(cfg, &pipeline, &stop_tx)?;
+        let client_listeners = bind_clients(cfg, &mut socket_files)?;
+        serve_metrics(cfg, &pipeline, &stop_tx, &mut socket_files)?;
         tokio::pin!(stop);
         let published = tokio::select! {
             () = &mut stop => false,
@@ -70,7 +73,6 @@ pub(crate) fn serve_clients(
             ) => true,
         };
         let mut servers = Vec::new();
-        let ports: Vec<ClientPort> = client_listeners.iter().map(|b| b.port.clone()).collect();
         if published {
             for bound in client_listeners {
                 servers.push(serve_one(
@@ -88,7 +90,6 @@ pub(crate) fn serve_clients(
             // Streams that never end must not hold shutdown hostage.
             let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
         }
-        remove_sockets(&ports);
         Ok(())
     })
 }
@@ -242,6 +243,14 @@ pub(crate) fn client_ports(
         port.unix = unix;
         port.urls.push(url.clone());
     }
+    // A gRPC-only port given both schemes serves TLS only, as etcd's: `serveCtx.serve` sets up
+    // the plain gRPC server and then replaces it with the TLS one (`server = gs.Serve(sctx.l)`
+    // twice; 3.5.8+ and 3.6 alike), so a plain connection meets a TLS handshake.
+    for p in ports.iter_mut() {
+        if p.traffic == Traffic::Grpc && p.secure {
+            p.insecure = false;
+        }
+    }
     Ok(ports)
 }
 
@@ -253,8 +262,8 @@ pub(crate) struct BoundPort {
 
 /// Binds every client listener (nothing is accepted yet). A unix socket's file is removed
 /// first if it exists, as etcd's `NewUnixListener` removes it (a stale socket of a member that
-/// did not stop cleanly), and again when the member stops.
-fn bind_clients(cfg: &Config) -> Result<Vec<BoundPort>, StartError> {
+/// did not stop cleanly), and again when the member stops (`files`).
+fn bind_clients(cfg: &Config, files: &mut SocketFiles) -> Result<Vec<BoundPort>, StartError> {
     let ports =
         client_ports(&cfg.client_urls, &cfg.client_http_urls).map_err(StartError::Runtime)?;
     ports
@@ -265,14 +274,9 @@ fn bind_clients(cfg: &Config) -> Result<Vec<BoundPort>, StartError> {
                 reason,
             };
             let listener = if port.unix {
-                match std::fs::remove_file(&port.address) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(failed(e.to_string()));
-                    }
-                    _ => {}
-                }
                 actcd_front::ClientListener::Unix(
-                    tokio::net::UnixListener::bind(&port.address)
+                    files
+                        .bind(&port.address)
                         .map_err(|e| failed(e.to_string()))?,
                 )
             } else {
@@ -369,13 +373,47 @@ enum StdListener {
     Unix(std::os::unix::net::UnixListener),
 }
 
-/// Removes the unix sockets' files once their listeners are closed, as etcd's unix listener
-/// does on close.
-fn remove_sockets(ports: &[ClientPort]) {
-    for p in ports.iter().filter(|p| p.unix) {
-        let _ = std::fs::remove_file(&p.address);
+/// The unix socket files this member made (client, metrics): removed when dropped, as etcd's
+/// unix listener removes its file on close — at stop once the listeners are closed, and when a
+/// later listener cannot be bound and the start fails (etcd closes the listeners it made).
+#[derive(Default)]
+pub(crate) struct SocketFiles(Vec<std::path::PathBuf>);
+
+impl SocketFiles {
+    /// etcd's `NewUnixListener`: a stale file at `path` is removed first, then the socket is
+    /// bound there (on the current tokio runtime) and remembered.
+    fn bind(&mut self, path: &str) -> std::io::Result<tokio::net::UnixListener> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let listener = tokio::net::UnixListener::bind(path)?;
+        self.0.push(path.into());
+        Ok(listener)
     }
 }
+
+impl Drop for SocketFiles {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The unix socket file of a metrics (or peer) URL, as etcd's `NewListenerWithOpts(u.Host, …)`
+/// names it: the URL's host only (`unix://localhost:2381` is `./localhost:2381`; a path after
+/// it is not part of the name, unlike a client URL's).
+pub(crate) fn unix_socket_host(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("unix://")
+        .or_else(|| url.strip_prefix("unixs://"))?;
+    Some(rest.split(['/', '?', '#']).next().unwrap_or_default())
+}
+
+/// etcd's `ErrMissingClientTLSInfoForMetricsURL`.
+const METRICS_URL_NEEDS_TLS: &str =
+    "client TLS key/cert (--cert-file, --key-file) must be provided for metrics secure url";
 
 /// `--listen-metrics-urls`: `/metrics`, `/health` and friends on a port of their own, served
 /// from the start (etcd's `serveMetrics` does not wait for the member to be ready).
@@ -383,6 +421,7 @@ fn serve_metrics(
     cfg: &Config,
     pipeline: &Arc<Pipeline>,
     stop_tx: &tokio::sync::broadcast::Sender<()>,
+    files: &mut SocketFiles,
 ) -> Result<(), StartError> {
     for url in cfg
         .flags
@@ -392,16 +431,34 @@ fn serve_metrics(
         .map(str::trim)
         .filter(|u| !u.is_empty())
     {
-        let addr = actcd_front::parse_url(url).ok_or_else(|| StartError::Listen {
+        let failed = |reason: String| StartError::Listen {
             url: url.to_string(),
-            reason: "not an http://host:port URL".into(),
-        })?;
-        let listener = crate::listen::listen(addr, cfg.flags.socket_reuse_port).map_err(|e| {
-            StartError::Listen {
-                url: url.to_string(),
-                reason: e.to_string(),
+            reason,
+        };
+        // etcd's createMetricsListener: a secure URL needs the client key pair (a unixs socket
+        // is served plain all the same, as etcd's unix listener is).
+        let secure = url.starts_with("https://") || url.starts_with("unixs://");
+        let key_pair = [&cfg.flags.tls.cert_file, &cfg.flags.tls.key_file]
+            .iter()
+            .any(|f| f.as_ref().is_some_and(|p| !p.as_os_str().is_empty()));
+        if secure && !key_pair && !cfg.flags.tls.auto_tls {
+            return Err(StartError::Runtime(METRICS_URL_NEEDS_TLS.into()));
+        }
+        let (listener, addr) = match unix_socket_host(url) {
+            Some(path) => (
+                actcd_front::ClientListener::Unix(
+                    files.bind(path).map_err(|e| failed(e.to_string()))?,
+                ),
+                path.to_string(),
+            ),
+            None => {
+                let addr = actcd_front::parse_url(url)
+                    .ok_or_else(|| failed("not an http://host:port URL".into()))?;
+                let listener = crate::listen::listen(addr, cfg.flags.socket_reuse_port)
+                    .map_err(|e| failed(e.to_string()))?;
+                (actcd_front::ClientListener::Tcp(listener), addr.to_string())
             }
-        })?;
+        };
         let mut stop = stop_tx.subscribe();
         tokio::spawn(actcd_front::serve_metrics(
             listener,
@@ -531,6 +588,40 @@ mod tests {
                     .to_string()
             )
         );
+    }
+
+    /// etcd's `serveCtx.serve` in gRPC-only mode keeps the last server it set up: the TLS one.
+    #[test]
+    fn a_grpc_only_port_given_both_schemes_serves_tls_only() {
+        let ports = client_ports(
+            &urls(&["http://127.0.0.1:2379", "https://127.0.0.1:2379"]),
+            &urls(&["http://127.0.0.1:2380", "https://127.0.0.1:2380"]),
+        )
+        .unwrap();
+        let summary: Vec<_> = ports
+            .iter()
+            .map(|p| (p.address.as_str(), p.insecure, p.secure, p.traffic))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("127.0.0.1:2379", false, true, Traffic::Grpc),
+                ("127.0.0.1:2380", true, true, Traffic::Http),
+            ]
+        );
+    }
+
+    #[test]
+    fn metrics_and_peer_sockets_are_named_by_the_url_host() {
+        assert_eq!(
+            unix_socket_host("unix://localhost:2381"),
+            Some("localhost:2381")
+        );
+        assert_eq!(
+            unix_socket_host("unixs://metrics.sock/ignored"),
+            Some("metrics.sock")
+        );
+        assert_eq!(unix_socket_host("http://127.0.0.1:2381"), None);
     }
 
     #[test]

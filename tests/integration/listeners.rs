@@ -848,3 +848,116 @@ async fn set_member_local_addr_binds_peer_connections_to_the_advertised_ip() {
         );
     }
 }
+
+/// `--listen-metrics-urls unix://localhost:<port>` (etcd 3.6's `createMetricsListener` takes
+/// unix URLs; the socket file is the URL's host in the working directory): `/metrics` and
+/// `/livez` answer over the socket, and the file is gone once the member stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_on_a_unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("localhost:{}", free_port());
+    let socket = dir.path().join(&name);
+    let client = format!("http://127.0.0.1:{}", free_port());
+    let args = strings(&[
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-metrics-urls",
+        &format!("unix://{name}"),
+    ]);
+    let mut member = Member::start(dir.path(), &args, &[]);
+    eventually(30, "/livez on the metrics socket", || async {
+        http(To::Unix(&socket), "GET", "/livez", "").await == Ok((200, "ok\n".into()))
+    })
+    .await;
+    let got = http(To::Unix(&socket), "GET", "/metrics", "").await;
+    assert!(
+        matches!(&got, Ok((200, body)) if body.contains("etcd_server_has_leader")),
+        "/metrics on the socket: {got:?}"
+    );
+    member.stop();
+    assert!(!socket.exists(), "{} left behind", socket.display());
+}
+
+/// A start that fails on a later listener (a taken metrics port) leaves no socket file behind:
+/// the client and metrics sockets made before it are removed, as etcd closes (and so removes)
+/// the listeners it had made.
+#[test]
+fn a_failed_start_removes_the_sockets_it_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_url = format!("http://127.0.0.1:{}", taken.local_addr().unwrap().port());
+    let (client, metrics) = (
+        format!("localhost:{}", free_port()),
+        format!("localhost:{}", free_port()),
+    );
+    let args = strings(&[
+        "--listen-client-urls",
+        &format!("unix://{client}"),
+        "--advertise-client-urls",
+        &format!("unix://{client}"),
+        "--listen-metrics-urls",
+        &format!("unix://{metrics},{taken_url}"),
+    ]);
+    let mut member = Member {
+        child: Some(
+            member_command(dir.path(), &args, &[])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ),
+    };
+    let child = member.child.as_mut().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "actcd started on a taken port");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {taken_url}")),
+        "{err}"
+    );
+    for file in [&client, &metrics] {
+        assert!(!dir.path().join(file).exists(), "{file} left behind");
+    }
+}
+
+/// A gRPC-only port (`--listen-client-http-urls` given) with both `http://` and `https://`
+/// URLs serves TLS only, as etcd's `serveCtx.serve` does (its TLS gRPC server replaces the
+/// plain one): etcd-client over TLS is served there, plain gRPC is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_only_port_given_both_schemes_serves_tls_only() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (g, h) = (free_port(), free_port());
+    let (plain, secure, http_url) = (
+        format!("http://127.0.0.1:{g}"),
+        format!("https://127.0.0.1:{g}"),
+        format!("http://127.0.0.1:{h}"),
+    );
+    let mut args = strings(&[
+        "--listen-client-urls",
+        &format!("{plain},{secure}"),
+        "--advertise-client-urls",
+        &secure,
+        "--listen-client-http-urls",
+        &http_url,
+    ]);
+    args.extend(pki.server_args(false));
+    let _member = Member::start(dir.path(), &args, &[]);
+    eventually(30, "/health on the HTTP URL", || async {
+        http(To::Tcp(h), "GET", "/health", "").await == Ok((200, HEALTHY.into()))
+    })
+    .await;
+    let tls = pki.etcd_client_tls(None);
+    assert_eq!(grpc_get(&secure, Some(tls)).await, Ok(String::new()));
+    let got = grpc_get(&plain, None).await;
+    assert!(got.is_err(), "plain gRPC on the gRPC-only port: {got:?}");
+}

@@ -10,8 +10,6 @@ use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_proto::etcdserverpb::lease_server::LeaseServer;
 use actcd_proto::etcdserverpb::maintenance_server::MaintenanceServer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
@@ -362,7 +360,7 @@ async fn close_quietly<IO: AsyncRead + AsyncWrite + Unpin>(mut stream: IO) {
 /// [`routed`], every decrypted connection to tonic.
 #[cfg(test)]
 pub(crate) fn decrypted(
-    listener: TcpListener,
+    listener: tokio::net::TcpListener,
     tls: ClientTls,
     counters: Arc<crate::metrics::FrontCounters>,
 ) -> impl futures::Stream<Item = std::io::Result<TlsConn>> {
@@ -534,48 +532,33 @@ where
     }
 }
 
-/// Serves HTTP/1.1 only (`--listen-metrics-urls`): `/health`, `/metrics` and friends.
+/// Serves HTTP/1.1 only (`--listen-metrics-urls`): `/health`, `/metrics` and friends, on a
+/// TCP port or a unix socket (etcd 3.6 takes `unix://` and `unixs://` metrics URLs and serves
+/// both plain: its unix listener is never wrapped in TLS).
 pub async fn serve_metrics(
-    listener: TcpListener,
+    listener: crate::socket::ClientListener,
     pipeline: Arc<Pipeline>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    use futures::StreamExt;
-    let mut accepted = incoming(listener);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => return,
-            conn = accepted.next() => match conn {
-                Some(Ok(stream)) => {
+            conn = listener.accept() => match conn {
+                Ok(stream) => {
                     tokio::spawn(crate::http::serve_connection(
                         stream,
                         pipeline.clone(),
                         crate::http::Port::Metrics,
                     ));
                 }
-                Some(Err(_)) => {
+                Err(_) => {
                     // Out of file descriptors, say: pause as the peer port does, not spin.
                     tokio::time::sleep(ACCEPT_RETRY).await;
-                    continue;
                 }
-                None => return,
             },
         }
     }
-}
-
-/// Accepted connections with Nagle's algorithm off: `Server::tcp_nodelay` only applies to
-/// listeners tonic binds itself, and a small response held back for a delayed ACK costs 40 ms.
-pub(crate) fn incoming(
-    listener: TcpListener,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use futures::StreamExt;
-    TcpListenerStream::new(listener).map(|conn| {
-        conn.inspect(|s| {
-            let _ = s.set_nodelay(true);
-        })
-    })
 }
 
 /// Parses `http://host:port` or `https://host:port` (etcd's URL flags) into a socket address.
