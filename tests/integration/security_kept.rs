@@ -740,7 +740,7 @@ async fn huge_put(addr: &str, total: usize, chunked: bool) -> (u16, String, u64)
 /// not merged), so one request grows it by GiBs; for a body it does decode it then answers
 /// 429 `grpc: received message larger than max (N vs. 2097152)` (etcd 3.5.1 says so for a
 /// 3 MiB put). actcd reads at most `--max-request-bytes` + 512 KiB of it
-/// (`http_body_util::Limited` in actors/front/src/gateway.rs) and answers 400 with
+/// (`http_body_util::Limited` in actors/front/src/http/gateway.rs) and answers 400 with
 /// `etcdserver: request is too large` (code 3): not etcd's words, which it could only give
 /// after holding the body. Sent with a Content-Length and chunked: that answer both times,
 /// the member's peak RSS grows by far less than 128 MiB, and a normal put works after.

@@ -68,7 +68,7 @@
 //!   simple token is reported back (`TokenUsed`, no answer awaited) to restart its TTL. The
 //!   front imports no actor crate for this: the view and the book are `actcd_types::auth`
 //!   trait objects.
-//! - HTTP/1.1 on the client port (`http.rs`): `/health`, etcd 3.6's `/livez` and `/readyz`
+//! - HTTP/1.1 on the client port (`http/`): `/health`, etcd 3.6's `/livez` and `/readyz`
 //!   (`health.rs`), `/version`, `/metrics` (`exposition.rs`: etcd's series, from front
 //!   counters, status replies and the samples each actor returns with its mailbox probe), and
 //!   etcd's JSON gateway (`gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go
@@ -104,24 +104,28 @@
 //!   through the JSON gateway, are served as before.
 //!
 //! ## Layout
-//! `pipeline.rs` the routes and the shared write/read paths · `kv.rs` KV (`range_route.rs`
-//! its gRPC Range) · `lease.rs` Lease ·
-//! `watch.rs` Watch (`watch_route.rs` its gRPC method) · `maintenance.rs` Maintenance · `cluster.rs` Cluster · `server.rs`
-//! assembling the tonic router · `tls.rs` TLS on the client port and the client certificate's CN
-//! (both ports' rustls configurations, with Go-compatible certificate verification, CRL,
-//! allowed CN/hostname, cipher suites and versions, are the `actcd-gotls` crate's) ·
-//! `learner.rs` what a learner serves ·
-//! `lock.rs`, `election.rs`, `concurrency.rs` Lock and Election · `http.rs`, `gateway.rs`
-//! HTTP and the JSON gateway (its bodies decoded by `actcd-gojson`) · `metrics.rs` the
-//! accounting layer (per-method atomics) and client byte counts · `durations.rs` etcd 3.6 and
-//! 3.7's request, range and watch send loop latencies · `exposition.rs` the `/metrics` page ·
-//! `health.rs` the `/livez` and `/readyz` checks · `auth.rs` Auth ·
-//! `authn.rs` the authenticator chain · `routes.rs` the authorization table (what every gRPC
-//! method, gateway path and HTTP route requires with auth on; the HTTP side serves nothing it
-//! lacks) · `guard.rs` the checks current etcd added after 3.5.1 (a logged-in user; the keys a
-//! lease holds). The
-//! `:authority` rewriting for old Go clients and its HPACK decoder are the `actcd-h2authority`
-//! crate, wrapped around each connection in `server.rs`.
+//! Floors, each importing only the ones below it (no file imports one above it, none of them
+//! import each other in a circle):
+//! - top: `server.rs` assembles the tonic router, the HTTP side and the listeners (each
+//!   connection wrapped in the `actcd-h2authority` layer for old Go clients);
+//! - the HTTP/1.1 side, `http/`: the router (`mod.rs`: `/health`, `/version`, access control),
+//!   etcd's JSON gateway (`gateway.rs`, bodies decoded by `actcd-gojson`), the `/livez` and
+//!   `/readyz` checks (`health.rs`), the `/metrics` page (`exposition.rs`) and the v2 API
+//!   (`v2/`); it calls the gRPC services' code, so the gateway answers as gRPC does;
+//! - the gRPC services, a file each: `kv.rs` (`range_route.rs` its gRPC Range), `watch.rs`
+//!   (`watch_route.rs` its gRPC method), `lease.rs`, `maintenance.rs`, `cluster.rs`, `auth.rs`,
+//!   `lock.rs` and `election.rs` over `concurrency.rs`; `guard.rs` the checks current etcd added
+//!   after 3.5.1 (a logged-in user; the keys a lease holds);
+//! - the door to the actors, `pipeline/`: the `Pipeline` (`mod.rs`: identity, ids, headers,
+//!   shutdown), what it is given (`config.rs`), `writes.rs`, `reads.rs` and `leader.rs`;
+//! - the ground: `authn.rs` the authenticator chain, `metrics.rs` the accounting layer
+//!   (per-method atomics, client byte counts; `learner.rs` what a learner serves),
+//!   `durations.rs` etcd 3.6 and 3.7's latency histograms, `routes.rs` the authorization table
+//!   (what every gRPC method, gateway path and HTTP route requires with auth on; the HTTP side
+//!   serves nothing it lacks), `tls.rs` TLS on the client port and the client certificate's CN
+//!   (the rustls configurations and Go's certificate rules are the `actcd-gotls` crate's),
+//!   `socket.rs` the listeners, `own_method.rs` a generated gRPC service with one method
+//!   served by a route of its own.
 
 mod auth;
 pub mod authn;
@@ -129,10 +133,7 @@ mod cluster;
 pub mod concurrency;
 pub mod durations;
 pub mod election;
-pub mod exposition;
-pub mod gateway;
 mod guard;
-pub mod health;
 pub mod http;
 mod kv;
 pub mod learner;
@@ -147,11 +148,11 @@ pub mod routes;
 mod server;
 mod socket;
 mod tls;
-pub mod v2;
 mod watch;
 mod watch_route;
 
 pub use cluster::check_peer_urls;
+pub use http::{exposition, gateway, health, v2};
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve, serve_metrics};
 pub use socket::{ClientListener, Listening, Socket, Traffic};

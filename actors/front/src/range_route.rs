@@ -18,7 +18,7 @@ use std::sync::Arc;
 use actcd_proto::etcdserverpb::RangeRequest;
 use actcd_proto::etcdserverpb::kv_server::KvServer;
 use actcd_types::EtcdError;
-use actcd_types::msg::{KeyReads, RangeAnswer};
+use actcd_types::msg::RangeAnswer;
 use prost::Message;
 use tonic::body::Body;
 use tonic::codec::{EncodeBuf, Encoder};
@@ -55,27 +55,6 @@ impl OwnMethod for RangeMethod {
             Ok(grpc.unary(method, req).await)
         })
     }
-}
-
-/// Most keys a Range may ask for and still be read in the calling task: a larger one (or one
-/// without a limit over more than one key) is read on the blocking pool, so that the thread it
-/// came in on — on a small machine the one the store applies on too — goes on serving while
-/// the records are checked (a million keys take about a second).
-const INLINE_LIMIT: i64 = 4096;
-
-/// Reads `request` from the newest view, on the blocking pool if it may be large.
-pub(crate) async fn read(
-    reads: &Arc<dyn KeyReads>,
-    request: RangeRequest,
-) -> Result<RangeAnswer, EtcdError> {
-    let small = request.range_end.is_empty() || (1..=INLINE_LIMIT).contains(&request.limit);
-    if small {
-        return reads.range_answer(&request);
-    }
-    let reads = Arc::clone(reads);
-    tokio::task::spawn_blocking(move || reads.range_answer(&request))
-        .await
-        .map_err(|e| EtcdError::internal(format!("actcd: range read failed: {e}")))?
 }
 
 /// The Range method itself, as `KvService::range` was.

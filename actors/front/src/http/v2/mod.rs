@@ -15,52 +15,20 @@ mod auth;
 mod cluster;
 mod keys;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use actcd_types::v2::{V2Get, V2Reply, V2StoreStats, V2Watch};
+use actcd_types::v2::V2Reply;
 use actcd_v2auth::{AuthState, Caller};
-use actix::Recipient;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
-use crate::http::Body;
+use crate::http::body::Body;
 use crate::pipeline::Pipeline;
-
-/// The v2 store's doors, present when `--enable-v2` is on.
-#[derive(Clone)]
-pub struct V2Routes {
-    pub get: Recipient<V2Get>,
-    pub watch: Recipient<V2Watch>,
-    pub stats: Recipient<V2StoreStats>,
-    /// The newest v2 auth state the store published.
-    pub auth: tokio::sync::watch::Receiver<Arc<AuthState>>,
-    /// bcrypt cost for new v2 passwords (etcd v2: 10).
-    pub bcrypt_cost: u32,
-    /// Credentials checked and found good: (user, password, the hash checked against).
-    pub verified: Arc<Mutex<HashMap<(String, String), String>>>,
-}
+pub use crate::pipeline::V2Routes;
 
 impl V2Routes {
-    pub fn new(
-        get: Recipient<V2Get>,
-        watch: Recipient<V2Watch>,
-        stats: Recipient<V2StoreStats>,
-        auth: tokio::sync::watch::Receiver<Arc<AuthState>>,
-        bcrypt_cost: u32,
-    ) -> Self {
-        Self {
-            get,
-            watch,
-            stats,
-            auth,
-            bcrypt_cost,
-            verified: Arc::default(),
-        }
-    }
-
     fn auth_state(&self) -> Arc<AuthState> {
         Arc::clone(&self.auth.borrow())
     }

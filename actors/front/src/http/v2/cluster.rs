@@ -12,7 +12,7 @@ use http::{Response, StatusCode};
 
 use super::{V2Request, V2Routes, cluster_id, method_not_allowed, plain};
 use crate::cluster::ClusterService;
-use crate::http::Body;
+use crate::http::body::Body;
 use crate::pipeline::Pipeline;
 
 pub(super) async fn handle(p: &Arc<Pipeline>, routes: &V2Routes, r: V2Request) -> Response<Body> {

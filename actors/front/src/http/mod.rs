@@ -1,6 +1,6 @@
 //! HTTP/1.1 beside gRPC on the client port, as etcd serves both on one port: `/health`,
-//! `/livez`, `/readyz` (etcd 3.6's named checks, [`crate::health`]), `/version` and `/metrics`
-//! (Prometheus text, [`crate::exposition`]). Each accepted plain-TCP
+//! `/livez`, `/readyz` (etcd 3.6's named checks, [`health`]), `/version` and `/metrics`
+//! (Prometheus text, [`exposition`]). Each accepted plain-TCP
 //! connection is sniffed: one that opens with HTTP/2's preface goes to tonic, any other is
 //! served here. The same handler serves `--listen-metrics-urls`.
 //!
@@ -25,7 +25,16 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
+pub use crate::pipeline::AccessControl;
 use crate::pipeline::Pipeline;
+
+mod body;
+pub mod exposition;
+pub mod gateway;
+pub mod health;
+pub mod v2;
+
+pub use body::Body;
 
 /// Whether a connection's first bytes are HTTP/2's preface (`PRI * HTTP/2.0…`): gRPC.
 pub fn is_http2_preface(first: &[u8]) -> bool {
@@ -40,25 +49,6 @@ pub enum Port {
     Plain,
     Tls,
     Metrics,
-}
-
-/// `--cors` and `--host-whitelist`, as etcd's access controller applies them.
-#[derive(Debug, Clone, Default)]
-pub struct AccessControl {
-    /// Allowed origins; empty or `*` allows all.
-    pub cors: Vec<String>,
-    /// Host names accepted on plain HTTP; empty or `*` accepts all.
-    pub host_whitelist: Vec<String>,
-}
-
-impl AccessControl {
-    fn origin_allowed(&self, origin: &str) -> bool {
-        self.cors.is_empty() || self.cors.iter().any(|o| o == "*" || o == origin)
-    }
-
-    fn host_allowed(&self, host: &str) -> bool {
-        self.host_whitelist.is_empty() || self.host_whitelist.iter().any(|h| h == "*" || h == host)
-    }
 }
 
 /// The request's host name without its port (Go's `httputil.GetHostname`).
@@ -207,9 +197,6 @@ fn http1() -> hyper::server::conn::http1::Builder {
 /// How long a client may take to send a request's headers (etcd's `ReadHeaderTimeout`).
 pub const READ_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Every response body: whole, or streamed (the gateway's watch).
-pub type Body = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
-
 fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
     use http_body_util::BodyExt;
     Response::builder()
@@ -221,16 +208,16 @@ fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Body>
 
 /// Query parameters as (name, value) pairs, unescaped as Go's `r.URL.Query()` reads them.
 fn params(req: &Request<Incoming>) -> Vec<(String, String)> {
-    crate::health::go_query(req.uri().query().unwrap_or(""))
+    health::go_query(req.uri().query().unwrap_or(""))
 }
 
 async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
     let query = params(&req);
-    if p.config.grpc_gateway && crate::gateway::serves(req.uri().path()) {
-        return crate::gateway::serve(p, req).await;
+    if p.config.grpc_gateway && gateway::serves(req.uri().path()) {
+        return gateway::serve(p, req).await;
     }
     if p.routes.v2.is_some() && req.uri().path().starts_with("/v2") {
-        if let Some(answer) = crate::v2::handle(p, req).await {
+        if let Some(answer) = v2::handle(p, req).await {
             return answer;
         }
         return reply(
@@ -283,10 +270,10 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
         "/metrics" => reply(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            crate::exposition::render(p).await,
+            exposition::render(p).await,
         ),
-        path if crate::health::Kind::route(path).is_some() => {
-            let Some((kind, single)) = crate::health::Kind::route(path) else {
+        path if health::Kind::route(path).is_some() => {
+            let Some((kind, single)) = health::Kind::route(path) else {
                 return reply(StatusCode::NOT_FOUND, "text/plain", String::new());
             };
             livez_readyz(p, req.method(), kind, single, &query).await
@@ -343,7 +330,7 @@ async fn health(p: &Pipeline, query: &[(String, String)]) -> (bool, String) {
         Ok(_) => {}
         Err(e) => return (false, format!("QGET ERROR:{e}")),
     }
-    let probe = crate::health::probe(serializable);
+    let probe = health::probe(serializable);
     match tokio::time::timeout(Duration::from_secs(1), p.range(probe, AuthInfo::default())).await {
         // With auth on the anonymous probe is refused: that is a member answering, healthy,
         // as etcd's v3 health check counts it (the hostile run saw 503s with auth on).
@@ -355,15 +342,14 @@ async fn health(p: &Pipeline, query: &[(String, String)]) -> (bool, String) {
     }
 }
 
-/// etcd 3.6's `/livez` and `/readyz` (see [`crate::health`]).
+/// etcd 3.6's `/livez` and `/readyz` (see [`health`]).
 async fn livez_readyz(
     p: &Pipeline,
     method: &http::Method,
-    kind: crate::health::Kind,
+    kind: health::Kind,
     single: Option<&'static str>,
     query: &[(String, String)],
 ) -> Response<Body> {
-    use crate::health;
     if method != http::Method::GET {
         let mut r = reply(
             StatusCode::METHOD_NOT_ALLOWED,

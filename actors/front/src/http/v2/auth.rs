@@ -11,7 +11,7 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::{V2Request, V2Routes, cluster_id, etcd_error, now_nanos};
-use crate::http::Body;
+use crate::http::body::Body;
 use crate::pipeline::Pipeline;
 
 pub(super) async fn handle(

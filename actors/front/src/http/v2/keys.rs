@@ -11,7 +11,7 @@ use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 
 use super::{V2Request, V2Routes, etcd_error, form, method_not_allowed, now_nanos, store_reply};
-use crate::http::Body;
+use crate::http::body::Body;
 use crate::pipeline::Pipeline;
 
 /// How long a watch waits for its event before the connection is closed (etcd: 5 minutes).

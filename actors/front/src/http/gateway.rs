@@ -168,13 +168,13 @@ fn canonical(path: &str) -> String {
 
 /// An answer with the headers etcd's gateway answers with: `Grpc-Metadata-Content-Type` when a
 /// gRPC call answered, `nosniff` on a text error as Go's `http.Error` writes it. (The CORS
-/// headers etcd sets on every answer are added around all handlers, in `http.rs`.)
+/// headers etcd sets on every answer are added around all handlers, in `http/mod.rs`.)
 fn gateway_reply(
     status: StatusCode,
     content_type: Option<&str>,
     grpc_answered: bool,
-    body: crate::http::Body,
-) -> http::Response<crate::http::Body> {
+    body: crate::http::body::Body,
+) -> http::Response<crate::http::body::Body> {
     let mut b = http::Response::builder().status(status);
     if let Some(t) = content_type {
         b = b.header("content-type", t);
@@ -189,12 +189,12 @@ fn gateway_reply(
     b.body(body).unwrap_or_default()
 }
 
-fn whole(text: String) -> crate::http::Body {
+fn whole(text: String) -> crate::http::body::Body {
     use http_body_util::BodyExt;
     http_body_util::Full::new(bytes::Bytes::from(text)).boxed()
 }
 
-fn json_reply(status: StatusCode, json: String) -> http::Response<crate::http::Body> {
+fn json_reply(status: StatusCode, json: String) -> http::Response<crate::http::body::Body> {
     gateway_reply(
         status,
         Some("application/json"),
@@ -207,7 +207,7 @@ fn json_reply(status: StatusCode, json: String) -> http::Response<crate::http::B
 /// under (301, the query kept; a GET or HEAD gets Go's little HTML link).
 fn redirect_to_subtree(
     req: &http::Request<hyper::body::Incoming>,
-) -> http::Response<crate::http::Body> {
+) -> http::Response<crate::http::body::Body> {
     let location = match req.uri().query() {
         Some(q) => format!("/v3/?{q}"),
         None => "/v3/".to_string(),
@@ -228,7 +228,7 @@ fn redirect_to_subtree(
 pub async fn serve(
     p: &Arc<Pipeline>,
     req: http::Request<hyper::body::Incoming>,
-) -> http::Response<crate::http::Body> {
+) -> http::Response<crate::http::body::Body> {
     use http_body_util::BodyExt;
     let path = canonical(req.uri().path());
     if path == "/v3" {
@@ -487,7 +487,7 @@ async fn check_basic(p: &Pipeline, encoded: &str) -> Result<AuthInfo, EtcdError>
 pub struct Streamed {
     status: StatusCode,
     grpc_answered: bool,
-    body: crate::http::Body,
+    body: crate::http::body::Body,
 }
 
 /// Messages as grpc-gateway streams them: one `{"result":…}` line each, a failure as its stream
