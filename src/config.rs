@@ -793,7 +793,7 @@ pub struct IgnoredFlag {
     pub set: fn(&Flags) -> bool,
 }
 
-/// Every flag accepted and ignored, with the reason logged when it is set. README's "Flags"
+/// Every flag accepted and ignored, with the reason logged when it is set. docs/operations.md
 /// section and the flags test read this table.
 pub const IGNORED_FLAGS: &[IgnoredFlag] = &[
     IgnoredFlag {

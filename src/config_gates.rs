@@ -15,7 +15,7 @@
 //! The gates and their stages are etcd 3.7's. Their defaults are etcd's except where actcd has
 //! always behaved otherwise (the table's `default`, like etcd's own `OverrideDefault`): the
 //! corruption checks, which actcd runs by default, and lease checkpoints, which actcd always
-//! takes and persists. [`GATES`] says for each what it does here; README's "Feature gates"
+//! takes and persists. [`GATES`] says for each what it does here; docs/operations.md's "Feature gates"
 //! table is the same list.
 
 use std::collections::BTreeMap;
@@ -373,7 +373,7 @@ pub fn flag_help() -> String {
         .map(|g| g.name)
         .collect();
     format!(
-        "A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n{}\nAccepted but without effect in actcd (see README): {}.",
+        "A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n{}\nAccepted but without effect in actcd (see docs/operations.md): {}.",
         known_features().join("\n"),
         no_effect.join(", ")
     )

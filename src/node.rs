@@ -24,7 +24,7 @@ use crate::supervisor::{StopActors, Supervisor};
 
 /// The etcd version actcd reports (Status, `/version`, `etcd_server_version`, `--version`):
 /// etcd 3.7's API, RangeStream included, so Kubernetes 1.37 uses it and its consistent reads
-/// from the watch cache (README, "The version actcd reports").
+/// from the watch cache (docs/compatibility.md, "The version actcd reports").
 pub const API_VERSION: &str = "3.7.1";
 
 #[derive(Debug, thiserror::Error)]

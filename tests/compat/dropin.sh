@@ -248,7 +248,7 @@ process_*  the process (CPU, memory, file descriptors, start time): a Rust progr
 os_fd_*  open file descriptors: actcd has its LMDB file, WAL and actor threads, etcd its own set
 promhttp_metric_handler_requests_in_flight  the scrape in progress (1), Go client only
 etcd_server_id  the label is the random member ID
-etcd_server_version  the label is the version: actcd reports etcd 3.7.x on purpose (README, "The version actcd reports")
+etcd_server_version  the label is the version: actcd reports etcd 3.7.x on purpose (docs/compatibility.md, "The version actcd reports")
 etcd_cluster_version  the label is the cluster version, 3.7 for actcd on purpose (as above)
 etcd_mvcc_db_total_size_in_bytes  LMDB file size, not bbolt'"'"'s (pages and growth differ)
 etcd_mvcc_db_total_size_in_use_in_bytes  LMDB pages in use, not bbolt'"'"'s
@@ -355,7 +355,7 @@ text = re.sub(r"\b[0-9a-f]{14,16}\b", "<id>", text)
 text = re.sub(r"\b\d{15,20}\b", "<id>", text)
 text = re.sub(r'"(RaftTerm|raft_term|Revision|revision|RaftIndex|RaftAppliedIndex|DBSize|DBSizeInUse|Hash|HashRevision|CompactRevision|create_revision|mod_revision)" ?: ?\d+', r'"\1" : N', text)
 text = re.sub(r"took = [0-9.]+[a-zµ]+", "took = T", text)
-# etcd 3.5.1's version and the one actcd reports on purpose (etcd 3.7's, README "The version
+# etcd 3.5.1's version and the one actcd reports on purpose (etcd 3.7's, docs/compatibility.md "The version
 # actcd reports") read alike.
 text = re.sub(r"\"Version\" : \"3\.[57]\.\d+\"", "\"Version\" : \"3.x\"", text)
 text = re.sub(r"(Snapshot saved at|Saved) .*", r"\1 <path>", text)

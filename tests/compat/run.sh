@@ -18,7 +18,7 @@ cp "$repo"/tests/compat/*.sh "$work"/scenarios/
 cp "$repo"/tests/compat/http/*.sh "$work"/http-scenarios/
 rm -f "$work"/scenarios/run.sh "$work"/scenarios/cluster.sh "$work"/scenarios/v2.sh "$work"/scenarios/v2-cluster.sh
 # The harness reads any etcd 3.5.x version as the same API level; actcd reports etcd 3.7's on
-# purpose (README, "The version actcd reports": so Kubernetes uses RangeStream), a documented
+# purpose (docs/compatibility.md, "The version actcd reports": so Kubernetes uses RangeStream), a documented
 # difference: the copy reads 3.7.x as that level too.
 sed -i 's/(?<!\[0-9.\])3\\\.5\\\.\\d+(?!\[0-9.\])/(?<![0-9.])3\\.[57]\\.\\d+(?![0-9.])/' "$work"/lib/normalize.py
 grep -q '3\\\.\[57\]' "$work"/lib/normalize.py || { echo "compat: the harness's version pattern has changed; see tests/compat/run.sh" >&2; exit 1; }

@@ -129,7 +129,7 @@ start_member() {
 
 # ready_member I [TLS_ARGS...]: /health true, the cluster version decided as 3.5 (etcd first
 # sets 3.0 when a member's version is unknown at its first check, then 3.5 four seconds later:
-# each is a v2 store write; actcd reports etcd 3.7's, README "The version actcd reports"),
+# each is a v2 store write; actcd reports etcd 3.7's, docs/compatibility.md "The version actcd reports"),
 # every member's client URLs published (one v2 store write each)
 member_ready() {
   local base="$1" n="$2"

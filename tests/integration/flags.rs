@@ -950,7 +950,7 @@ async fn keepalives_work_with_fast_lease_keep_alive_on_and_off() {
     }
 }
 
-/// The version actcd reports (README, "The version actcd reports"): etcd 3.7's, so that
+/// The version actcd reports (docs/compatibility.md, "The version actcd reports"): etcd 3.7's, so that
 /// Kubernetes' version checks turn on what actcd serves: RequestWatchProgress (consistent
 /// reads from the watch cache, WatchList: 3.5.13 or later) and RangeStream (3.7 or later).
 #[tokio::test]

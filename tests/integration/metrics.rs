@@ -304,7 +304,7 @@ async fn etcds_names_types_and_every_series_its_dashboards_query() {
                 0.0
             );
             assert_eq!(value("etcd_server_quota_backend_bytes"), 2147483648.0);
-            // actcd reports etcd 3.7's version (README, "The version actcd reports").
+            // actcd reports etcd 3.7's version (docs/compatibility.md, "The version actcd reports").
             assert_eq!(value(r#"etcd_cluster_version{cluster_version="3.7"}"#), 1.0);
             assert!(value("process_resident_memory_bytes") > 1e6);
             assert!(value("process_open_fds") > 3.0);

@@ -241,7 +241,7 @@ fn sweep_one_member(ctl: &Ctl, ep: &str, peer: &str, name: &str, snapshot: &Path
     let id = own_id(ctl);
     let status = ctl.ok(&["endpoint", "status"]);
     assert!(
-        // etcd 3.5.1 reports itself; actcd the release it follows (README).
+        // etcd 3.5.1 reports itself; actcd the release it follows (docs/compatibility.md).
         ["3.5.1", actcd::node::API_VERSION]
             .iter()
             .any(|v| status.starts_with(&format!("{ep}, {id}, {v}, ")))

@@ -109,7 +109,7 @@
 //! 0.6–0.7 s against 1.6–2.3 s.
 //!
 //! Where the reader runs is the daemon's choice (`src/wiring.rs`): beside the front and the
-//! store on small machines, on a thread of its own otherwise. Measured in the README's rooms
+//! store on small machines, on a thread of its own otherwise. Measured in docs/performance.md's rooms
 //! table.
 //!
 //! ## Messages sent ([`MvccPeers`])
