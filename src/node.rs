@@ -453,7 +453,7 @@ pub fn run_until(
         .name("actors".into())
         .spawn(move || {
             let sys = actix::System::new();
-            sys.block_on(async move {
+            let started = sys.block_on(async move {
                 actix::spawn(crate::allocator::tend_this_thread());
                 let supervisor = Supervisor::new(stop_serving_tx).start();
                 let recovered = crate::wiring::Recovered {
@@ -467,19 +467,40 @@ pub fn run_until(
                     consistent_index,
                     members: membership,
                 };
+                // etcd's configurePeerListeners, before anything serves: a peer URL that
+                // cannot be bound stops the start.
+                let mut peer_files = crate::serve::SocketFiles::default();
+                let peer_listeners =
+                    match crate::wiring::bind_peer_urls(&actix_cfg, &mut peer_files) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = routes_tx.send(Err(e));
+                            return false;
+                        }
+                    };
                 let (routes, initial_check) =
-                    crate::wiring::start_actors(&actix_cfg, recovered, &supervisor);
-                let _ =
-                    routes_tx.send((routes, initial_check, actix::System::current(), supervisor));
+                    crate::wiring::start_actors(&actix_cfg, recovered, &supervisor, peer_listeners);
+                let _ = routes_tx.send(Ok((
+                    routes,
+                    initial_check,
+                    actix::System::current(),
+                    supervisor,
+                    peer_files,
+                )));
+                true
             });
+            if !started {
+                return Ok(());
+            }
             let res = sys.run();
             let _ = actors_done_tx.send(());
             res
         })
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let (routes, initial_check, system, supervisor) = routes_rx
+    // The peer socket files are dropped (removed) last, once every listener is closed.
+    let (routes, initial_check, system, supervisor, _peer_files) = routes_rx
         .recv()
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
+        .map_err(|e| StartError::Runtime(e.to_string()))??;
 
     let stop = async move {
         tokio::select! {

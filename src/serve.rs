@@ -373,7 +373,7 @@ enum StdListener {
     Unix(std::os::unix::net::UnixListener),
 }
 
-/// The unix socket files this member made (client, metrics): removed when dropped, as etcd's
+/// The unix socket files this member made (peer, client, metrics): removed when dropped, as etcd's
 /// unix listener removes its file on close — at stop once the listeners are closed, and when a
 /// later listener cannot be bound and the start fails (etcd closes the listeners it made).
 #[derive(Default)]
@@ -382,7 +382,7 @@ pub(crate) struct SocketFiles(Vec<std::path::PathBuf>);
 impl SocketFiles {
     /// etcd's `NewUnixListener`: a stale file at `path` is removed first, then the socket is
     /// bound there (on the current tokio runtime) and remembered.
-    fn bind(&mut self, path: &str) -> std::io::Result<tokio::net::UnixListener> {
+    pub(crate) fn bind(&mut self, path: &str) -> std::io::Result<tokio::net::UnixListener> {
         match std::fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}

@@ -29,7 +29,7 @@ use actcd_mvcc::{
 };
 use actcd_preflight::{Limits, PreflightActor, PreflightPeers};
 use actcd_raft::{RaftActor, RaftNode, RaftPeers};
-use actcd_transport::{PeerRoutes, TransportActor, serve_peers};
+use actcd_transport::{PeerListener, PeerRoutes, TransportActor, serve_peers};
 use actcd_types::MemberIdentity;
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{CorruptFlag, MemberRecord, PeerChange};
@@ -41,6 +41,8 @@ use actix::dev::channel::{AddressReceiver, channel};
 use actix::prelude::*;
 
 use crate::config::Config;
+use crate::node::StartError;
+use crate::serve::SocketFiles;
 use crate::supervisor::{DrainWith, Supervisor};
 use crate::ticker::{BackendBatch, Periodic, Ticker};
 
@@ -127,12 +129,17 @@ where
     arbiter.spawn(crate::allocator::tend_this_thread());
 }
 
-/// Starts every actor of the member; returns what the client side talks to.
+/// What the client side talks to.
+pub(crate) type Started = (PipelineRoutes, Recipient<InitialCheck>);
+
+/// Starts every actor of the member once the peer listeners are bound (`peer_listeners`, from
+/// [`bind_peer_urls`]); returns what the client side talks to.
 pub(crate) fn start_actors(
     cfg: &Config,
     rec: Recovered,
     supervisor: &Addr<Supervisor>,
-) -> (PipelineRoutes, Recipient<InitialCheck>) {
+    peer_listeners: Vec<(String, PeerListener)>,
+) -> Started {
     let (boxes, a) = Mailboxes::new();
     // The corruption checker answers the peer port's hash questions, and asks the transport
     // the peers': its mailbox comes first.
@@ -166,6 +173,7 @@ pub(crate) fn start_actors(
     watch_hub(cfg, boxes.hub, &a, identity, current_revision);
     let consensus = consensus(
         cfg,
+        peer_listeners,
         boxes.raft,
         rec.raft_node,
         rec.wal,
@@ -468,6 +476,7 @@ struct Consensus {
 #[allow(clippy::too_many_arguments)] // one builder, the whole subsystem's inputs
 fn consensus(
     cfg: &Config,
+    peer_listeners: Vec<(String, PeerListener)>,
     mailbox: Context<RaftActor>,
     raft_node: RaftNode,
     wal: Wal,
@@ -516,6 +525,7 @@ fn consensus(
     }
     serve_peer_urls(
         cfg,
+        peer_listeners,
         PeerRoutes {
             step: a.raft.clone().recipient(),
             snapshot: Some(a.raft.clone().recipient()),
@@ -764,22 +774,61 @@ pub(crate) fn front_threads() -> usize {
         })
 }
 
-/// Listens on `--listen-peer-urls` for the other members' raft messages (on the actors'
-/// thread: each message is one `Step` into the raft node's mailbox).
-pub(crate) fn serve_peer_urls(cfg: &Config, routes: PeerRoutes, cluster_id: u64) {
-    for url in cfg.flags.listen_peer_urls.split(',').map(str::trim) {
-        let Some(addr) = actcd_front::parse_url(url) else {
-            tracing::error!(%url, "not an http://host:port peer URL; not listening on it");
-            continue;
-        };
-        let listener = match crate::listen::listen(addr, cfg.flags.socket_reuse_port) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(%url, error = %e, "cannot listen for peers");
-                continue;
+/// etcd's `configurePeerListeners`: binds every `--listen-peer-urls` URL before any actor
+/// starts — a TCP port, or for `unix://` and `unixs://` the socket file the URL's host names
+/// (a stale one removed first; removed again at stop through `files`). A URL that cannot be
+/// bound stops the start with etcd's `creating peer listener failed`; the socket files made
+/// before it are removed when `files` is dropped.
+pub(crate) fn bind_peer_urls(
+    cfg: &Config,
+    files: &mut SocketFiles,
+) -> Result<Vec<(String, PeerListener)>, StartError> {
+    let mut bound = Vec::new();
+    for url in cfg
+        .flags
+        .listen_peer_urls
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        let failed = |reason: String| {
+            tracing::error!(error = %reason, "creating peer listener failed");
+            StartError::Listen {
+                url: url.to_string(),
+                reason,
             }
         };
-        tracing::info!(%addr, "listening for peers");
+        let listener = match actcd_transport::unix_socket_host(url) {
+            Some(path) => PeerListener::Unix(
+                files
+                    .bind(path)
+                    .map_err(|e| failed(format!("listen unix {path}: {e}")))?,
+            ),
+            None => {
+                let addr = actcd_front::parse_url(url)
+                    .ok_or_else(|| failed("not an http://host:port peer URL".into()))?;
+                PeerListener::Tcp(
+                    crate::listen::listen(addr, cfg.flags.socket_reuse_port)
+                        .map_err(|e| failed(format!("listen tcp {addr}: {e}")))?,
+                )
+            }
+        };
+        bound.push((url.to_string(), listener));
+    }
+    Ok(bound)
+}
+
+/// Serves the bound peer listeners for the other members' raft messages (on the actors'
+/// thread: each message is one `Step` into the raft node's mailbox). An `https://` URL serves
+/// TLS; a unix socket is served plain, as etcd's unix listener is.
+fn serve_peer_urls(
+    cfg: &Config,
+    listeners: Vec<(String, PeerListener)>,
+    routes: PeerRoutes,
+    cluster_id: u64,
+) {
+    for (url, listener) in listeners {
+        tracing::info!(%url, "listening for peers");
         let routes = routes.clone();
         let tls = cfg.peer_tls.clone().filter(|_| url.starts_with("https://"));
         actix::spawn(async move {

@@ -961,3 +961,122 @@ async fn a_grpc_only_port_given_both_schemes_serves_tls_only() {
     let got = grpc_get(&plain, None).await;
     assert!(got.is_err(), "plain gRPC on the gRPC-only port: {got:?}");
 }
+
+/// `unix://` peer URLs (etcd #15940 covers peers): each member listens on the socket file the
+/// URL's host names, in its working directory, and dials its peers' files. A three-member
+/// cluster elects a leader, a put through one member is read on another, and the socket files
+/// are gone once the members stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_talk_over_unix_peer_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["a", "b", "c"];
+    let peers: Vec<String> = (0..3)
+        .map(|_| format!("localhost:{}", free_port()))
+        .collect();
+    let clients = [free_port(), free_port(), free_port()];
+    let cluster = (0..3)
+        .map(|i| format!("{}=unix://{}", names[i], peers[i]))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut members: Vec<Member> = (0..3)
+        .map(|i| {
+            let client = format!("http://127.0.0.1:{}", clients[i]);
+            let peer = format!("unix://{}", peers[i]);
+            let child = crate::actcd_command()
+                .current_dir(dir.path())
+                .args(["--name", names[i]])
+                .arg("--data-dir")
+                .arg(dir.path().join(names[i]))
+                .args(["--listen-peer-urls", &peer])
+                .args(["--initial-advertise-peer-urls", &peer])
+                .args(["--initial-cluster", &cluster])
+                .args(["--listen-client-urls", &client])
+                .args(["--advertise-client-urls", &client])
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap();
+            Member { child: Some(child) }
+        })
+        .collect();
+    // Ready means published through the log with a leader.
+    for port in clients {
+        eventually(30, "/health on every member", || async {
+            http(To::Tcp(port), "GET", "/health", "").await == Ok((200, HEALTHY.into()))
+        })
+        .await;
+    }
+    for peer in &peers {
+        assert!(dir.path().join(peer).exists(), "no socket file {peer}");
+    }
+    let put = http(
+        To::Tcp(clients[0]),
+        "POST",
+        "/v3/kv/put",
+        &format!(r#"{{"key":"{}","value":"{}"}}"#, b64(b"k"), b64(b"v")),
+    )
+    .await;
+    assert!(matches!(put, Ok((200, _))), "put through a: {put:?}");
+    eventually(10, "the put read on c", || async {
+        found_k(&http(To::Tcp(clients[2]), "POST", "/v3/kv/range", &range_k()).await)
+    })
+    .await;
+    for m in &mut members {
+        m.stop();
+    }
+    for peer in &peers {
+        assert!(
+            !dir.path().join(peer).exists(),
+            "{peer} left behind after stop"
+        );
+    }
+}
+
+/// A peer URL that cannot be bound stops the start, as etcd's `configurePeerListeners` does
+/// (`creating peer listener failed`), and the unix peer socket made before it is removed.
+#[test]
+fn a_taken_peer_port_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_url = format!("http://127.0.0.1:{}", taken.local_addr().unwrap().port());
+    let socket = format!("localhost:{}", free_port());
+    let client = format!("http://127.0.0.1:{}", free_port());
+    let mut child = crate::actcd_command()
+        .current_dir(dir.path())
+        .arg("--data-dir")
+        .arg(dir.path().join("member"))
+        .args([
+            "--listen-peer-urls",
+            &format!("unix://{socket},{taken_url}"),
+        ])
+        .args(["--initial-advertise-peer-urls", &taken_url])
+        .args(["--initial-cluster", &format!("default={taken_url}")])
+        .args(["--listen-client-urls", &client])
+        .args(["--advertise-client-urls", &client])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("actcd started on a taken peer port");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("creating peer listener failed"), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {taken_url}")),
+        "{err}"
+    );
+    assert!(!dir.path().join(&socket).exists(), "{socket} left behind");
+}

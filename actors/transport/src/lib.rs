@@ -58,7 +58,7 @@
 
 mod tls;
 
-pub use tls::{PeerTls, SanCheck};
+pub use tls::{PeerTls, SanCheck, unix_socket_host};
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -908,9 +908,23 @@ pub async fn fetch_members(
         .map_err(|e| e.message().to_string())
 }
 
+/// A bound peer listener: a TCP port, or the socket file of a `unix://` or `unixs://` peer URL
+/// (served plain, as etcd's unix listener is).
+#[derive(Debug)]
+pub enum PeerListener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+impl From<tokio::net::TcpListener> for PeerListener {
+    fn from(l: tokio::net::TcpListener) -> Self {
+        PeerListener::Tcp(l)
+    }
+}
+
 /// Serves the peer port on `listener` until `shutdown` resolves.
 pub async fn serve_peers(
-    listener: tokio::net::TcpListener,
+    listener: impl Into<PeerListener>,
     routes: PeerRoutes,
     cluster_id: u64,
     tls: Option<&PeerTls>,
@@ -922,13 +936,23 @@ pub async fn serve_peers(
         receiving: Arc::new(tokio::sync::Semaphore::new(1)),
     })
     .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    tls::server(tls)?
-        .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
-        .await
+    match listener.into() {
+        PeerListener::Tcp(listener) => {
+            tls::server(tls)?
+                .add_service(service)
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    shutdown,
+                )
+                .await
+        }
+        PeerListener::Unix(listener) => {
+            tls::server(None)?
+                .add_service(service)
+                .serve_unix_with_shutdown(listener, shutdown)
+                .await
+        }
+    }
 }
 
 #[cfg(test)]

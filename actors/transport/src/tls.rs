@@ -9,6 +9,16 @@
 //!   holds only its own task, for at most [`HANDSHAKE_TIMEOUT`]), then etcd's check of the
 //!   client certificate's SANs against the connecting address (unless
 //!   `--experimental-peer-skip-client-san-verification`), then tonic gets the `TlsStream`.
+//!
+//! `unix://` and `unixs://` peer URLs (etcd #15940) are unix sockets: the file is the URL's
+//! host (`unix://localhost:2380` is `./localhost:2380`), listened on and dialled plain. etcd
+//! 3.6 is inconsistent about `unixs://`: its listener (`NewUnixListener`, which
+//! `newListener` returns before any TLS wrapping, served as is by `servePeers`) is plain, but
+//! its dialler (`unixTransport`, which turns `unixs` into `https`) starts a TLS handshake, so
+//! two etcd members on `unixs://` peer URLs cannot talk. actcd takes the listener's side on
+//! both ends — a unix socket is reached only through the file system, and the listener is
+//! what a peer meets — so members on `unixs://` peer URLs talk (plain), as they would if
+//! etcd's dialler agreed with its listener.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -64,6 +74,8 @@ pub struct PeerEndpoint {
     endpoint: Endpoint,
     tls: Option<Arc<ClientConfig>>,
     local: Option<IpAddr>,
+    /// A `unix://` or `unixs://` peer's socket file.
+    unix: Option<String>,
 }
 
 impl PeerEndpoint {
@@ -73,6 +85,11 @@ impl PeerEndpoint {
     }
 
     pub fn connect_lazy(self) -> Channel {
+        if let Some(path) = self.unix {
+            return self
+                .endpoint
+                .connect_with_connector_lazy(UnixConnector { path });
+        }
         match self.tls {
             Some(config) => self.endpoint.connect_with_connector_lazy(TlsConnector {
                 config,
@@ -83,6 +100,12 @@ impl PeerEndpoint {
     }
 
     pub async fn connect(self) -> Result<Channel, tonic::transport::Error> {
+        if let Some(path) = self.unix {
+            return self
+                .endpoint
+                .connect_with_connector(UnixConnector { path })
+                .await;
+        }
         match self.tls {
             Some(config) => {
                 self.endpoint
@@ -99,12 +122,27 @@ impl PeerEndpoint {
 
 /// An endpoint for a peer URL: TLS for `https://` (which needs the peer TLS settings). With
 /// `local`, the connection leaves from that address (etcd's `SetMemberLocalAddr`: the dialer's
-/// `LocalAddr`, port 0).
+/// `LocalAddr`, port 0). A `unix://` or `unixs://` URL dials the socket file its host names,
+/// plain (see the module doc).
 pub fn endpoint(
     url: &str,
     tls: Option<&PeerTls>,
     local: Option<IpAddr>,
 ) -> Result<PeerEndpoint, String> {
+    if let Some(path) = unix_socket_host(url) {
+        if path.is_empty() {
+            return Err(format!("unix peer URL without a socket file: {url}"));
+        }
+        // tonic needs an http URI; the connector ignores it and opens the socket.
+        let endpoint =
+            Endpoint::from_static("http://localhost").connect_timeout(Duration::from_secs(1));
+        return Ok(PeerEndpoint {
+            endpoint,
+            tls: None,
+            local: None,
+            unix: Some(path.to_string()),
+        });
+    }
     let (url, tls) = match url.strip_prefix("https://") {
         Some(rest) => {
             let tls = tls.ok_or("an https peer URL needs --peer-cert-file and --peer-key-file")?;
@@ -121,7 +159,38 @@ pub fn endpoint(
         endpoint,
         tls,
         local,
+        unix: None,
     })
+}
+
+/// The unix socket file of a `unix://` or `unixs://` peer URL, as etcd's
+/// `NewListenerWithOpts(u.Host, …)` and its unix dialer name it: the URL's host only.
+pub fn unix_socket_host(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("unix://")
+        .or_else(|| url.strip_prefix("unixs://"))?;
+    Some(rest.split(['/', '?', '#']).next().unwrap_or_default())
+}
+
+/// Opens the unix socket of a `unix://` or `unixs://` peer.
+#[derive(Clone)]
+struct UnixConnector {
+    path: String,
+}
+
+impl tonic::codegen::Service<Uri> for UnixConnector {
+    type Response = TokioIo<tokio::net::UnixStream>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Uri) -> Self::Future {
+        let path = self.path.clone();
+        Box::pin(async move { Ok(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) })
+    }
 }
 
 /// A TCP connection to `host:port`, leaving from `local` when given (each address the host
@@ -244,6 +313,22 @@ impl PeerRouter {
                     .await
             }
         }
+    }
+}
+
+impl PeerRouter {
+    /// Serves a `unix://` or `unixs://` peer socket: plain, as etcd's unix listener is.
+    pub async fn serve_unix_with_shutdown(
+        self,
+        listener: tokio::net::UnixListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), tonic::transport::Error> {
+        self.router
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                shutdown,
+            )
+            .await
     }
 }
 
