@@ -1867,7 +1867,19 @@ impl TryFrom<Flags> for Config {
         let client_urls = split_urls(&flags.listen_client_urls);
         let client_http_urls = split_urls(&flags.listen_client_http_urls);
         let all_client_urls = [client_urls.as_slice(), &client_http_urls].concat();
-        let client_tls = crate::tls_config::client_tls(&flags.tls, &all_client_urls, &data_dir)?;
+        // An https:// metrics URL is served with the client key pair (etcd's
+        // createMetricsListener takes ClientTLSInfo), so it needs the client TLS settings too.
+        let secure_metrics_urls: Vec<String> = flags
+            .listen_metrics_urls
+            .iter()
+            .flat_map(|u| split_urls(u))
+            .filter(|u| u.starts_with("https://"))
+            .collect();
+        let client_tls = crate::tls_config::client_tls(
+            &flags.tls,
+            &[all_client_urls.as_slice(), &secure_metrics_urls].concat(),
+            &data_dir,
+        )?;
         let peer_urls: Vec<String> = split_urls(&flags.listen_peer_urls)
             .into_iter()
             .chain(members.iter().flat_map(|m| m.peer_urls.clone()))

@@ -459,10 +459,20 @@ fn serve_metrics(
                 (actcd_front::ClientListener::Tcp(listener), addr.to_string())
             }
         };
+        // etcd's createMetricsListener: an https URL is served with the client TLS settings
+        // (Config builds them for it); a unixs socket is served plain, as etcd's is.
+        let tls = cfg
+            .client_tls
+            .clone()
+            .filter(|_| url.starts_with("https://"));
+        if url.starts_with("https://") && tls.is_none() {
+            return Err(StartError::Runtime(METRICS_URL_NEEDS_TLS.into()));
+        }
         let mut stop = stop_tx.subscribe();
         tokio::spawn(actcd_front::serve_metrics(
             listener,
             pipeline.clone(),
+            tls,
             async move {
                 let _ = stop.recv().await;
             },

@@ -1080,3 +1080,39 @@ fn a_taken_peer_port_stops_the_start() {
     );
     assert!(!dir.path().join(&socket).exists(), "{socket} left behind");
 }
+
+/// An `https://` metrics URL is served with TLS and the client key pair, as etcd's
+/// `createMetricsListener` wraps it: `/metrics` answers over TLS (verified with the test CA),
+/// plain HTTP on that port gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_metrics_are_served_with_tls() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let client = format!("http://127.0.0.1:{}", free_port());
+    let mut args = strings(&[
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-metrics-urls",
+        &format!("https://127.0.0.1:{port}"),
+    ]);
+    args.extend(pki.server_args(false));
+    let mut member = Member::start(dir.path(), &args, &[]);
+    eventually(30, "/livez over TLS on the metrics port", || async {
+        https(&pki, None, To::Tcp(port), "GET", "/livez", "").await == Ok((200, "ok\n".into()))
+    })
+    .await;
+    let got = https(&pki, None, To::Tcp(port), "GET", "/metrics", "").await;
+    assert!(
+        matches!(&got, Ok((200, body)) if body.contains("etcd_server_has_leader")),
+        "/metrics over TLS: {got:?}"
+    );
+    let plain = http(To::Tcp(port), "GET", "/metrics", "").await;
+    assert!(
+        plain.is_err(),
+        "plain HTTP on the https metrics port: {plain:?}"
+    );
+    member.stop();
+}

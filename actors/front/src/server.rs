@@ -23,7 +23,6 @@ use crate::maintenance::MaintenanceService;
 use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
 use crate::socket::{ClientListener, Listening, Socket};
-#[cfg(test)]
 use crate::tls::ClientTls;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
@@ -533,11 +532,15 @@ where
 }
 
 /// Serves HTTP/1.1 only (`--listen-metrics-urls`): `/health`, `/metrics` and friends, on a
-/// TCP port or a unix socket (etcd 3.6 takes `unix://` and `unixs://` metrics URLs and serves
-/// both plain: its unix listener is never wrapped in TLS).
+/// TCP port or a unix socket. With `tls` (an `https://` metrics URL) every connection is TLS
+/// with the client key pair, as etcd's `createMetricsListener` wraps the listener with the
+/// client TLS settings; a plain connection fails its handshake. etcd 3.6 takes `unix://` and
+/// `unixs://` metrics URLs too and serves both plain (its unix listener is never wrapped in
+/// TLS): the caller gives those no `tls`.
 pub async fn serve_metrics(
     listener: crate::socket::ClientListener,
     pipeline: Arc<Pipeline>,
+    tls: Option<ClientTls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     tokio::pin!(shutdown);
@@ -546,11 +549,20 @@ pub async fn serve_metrics(
             () = &mut shutdown => return,
             conn = listener.accept() => match conn {
                 Ok(stream) => {
-                    tokio::spawn(crate::http::serve_connection(
-                        stream,
-                        pipeline.clone(),
-                        crate::http::Port::Metrics,
-                    ));
+                    let pipeline = pipeline.clone();
+                    let tls = tls.clone();
+                    tokio::spawn(async move {
+                        let port = crate::http::Port::Metrics;
+                        match tls {
+                            None => crate::http::serve_connection(stream, pipeline, port).await,
+                            Some(tls) => {
+                                // A failed handshake (plain HTTP, a silent client) ends here.
+                                if let Ok(stream) = tls.accept(stream).await {
+                                    crate::http::serve_connection(stream, pipeline, port).await;
+                                }
+                            }
+                        }
+                    });
                 }
                 Err(_) => {
                     // Out of file descriptors, say: pause as the peer port does, not spin.
