@@ -126,6 +126,9 @@
 //!   (the rustls configurations and Go's certificate rules are the `actcd-gotls` crate's),
 //!   `socket.rs` the listeners, `own_method.rs` a generated gRPC service with one method
 //!   served by a route of its own.
+//!
+//! A file's unit tests are its sibling `<file>_tests.rs` (`mod.rs`'s are `mod_tests.rs`),
+//! included as its `tests` module by `#[path]`, as in actors/mvcc.
 
 mod auth;
 pub mod authn;
