@@ -122,6 +122,48 @@ impl As {
     }
 }
 
+/// A test cast's user: its name (password `<name>-pw`) and the permissions of the role
+/// `<name>-role` granted to it (none: no role). `root` gets the root role.
+pub(crate) type CastUser<'a> = (&'a str, &'a [(PermType, &'a str, &'a [u8])]);
+
+/// Adds every user of `cast` as [`CastUser`] says, through `nobody`'s Auth client (auth off).
+pub(crate) async fn add_users(nobody: &As, cast: &[CastUser<'_>]) {
+    let mut a = nobody.auth();
+    for &(name, perms) in cast {
+        a.user_add(AuthUserAddRequest {
+            name: name.into(),
+            password: format!("{name}-pw").into_bytes(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let role = match name {
+            "root" => "root".to_string(),
+            _ if perms.is_empty() => continue,
+            _ => format!("{name}-role"),
+        };
+        a.role_add(AuthRoleAddRequest {
+            name: role.clone().into_bytes(),
+        })
+        .await
+        .unwrap();
+        for &(kind, key, range_end) in perms {
+            a.role_grant_permission(AuthRoleGrantPermissionRequest {
+                name: role.clone().into_bytes(),
+                perm: Some(perm(kind, key, range_end)),
+            })
+            .await
+            .unwrap();
+        }
+        a.user_grant_role(AuthUserGrantRoleRequest {
+            user: name.into(),
+            role: role.into_bytes(),
+        })
+        .await
+        .unwrap();
+    }
+}
+
 pub(crate) async fn channel(port: u16) -> Channel {
     let url = format!("http://127.0.0.1:{port}");
     for _ in 0..400 {
@@ -177,7 +219,7 @@ async fn change_password(who: &As, user: &str, password: &str) {
         .unwrap();
 }
 
-fn perm(kind: PermType, key: &str, range_end: &[u8]) -> Permission {
+pub(crate) fn perm(kind: PermType, key: &str, range_end: &[u8]) -> Permission {
     Permission {
         perm_type: kind as i32,
         key: key.into(),
@@ -866,26 +908,12 @@ async fn root_only(ch: &Channel) -> As {
         channel: ch.clone(),
         token: None,
     };
-    let mut a = nobody.auth();
-    a.user_add(AuthUserAddRequest {
-        name: "root".into(),
-        password: "root-pw".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    a.role_add(AuthRoleAddRequest {
-        name: "root".into(),
-    })
-    .await
-    .unwrap();
-    a.user_grant_role(AuthUserGrantRoleRequest {
-        user: "root".into(),
-        role: "root".into(),
-    })
-    .await
-    .unwrap();
-    a.auth_enable(AuthEnableRequest {}).await.unwrap();
+    add_users(&nobody, &[("root", &[])]).await;
+    nobody
+        .auth()
+        .auth_enable(AuthEnableRequest {})
+        .await
+        .unwrap();
     login(ch, "root", "root-pw").await.unwrap()
 }
 

@@ -27,7 +27,7 @@ use actcd_proto::v3lockpb::{LockRequest, UnlockRequest};
 use tonic::Status;
 
 use crate::Server;
-use crate::auth::{As, channel};
+use crate::auth::{As, add_users, channel};
 use crate::security::{b64, login};
 
 /// Whether an answer is an auth refusal.
@@ -63,39 +63,22 @@ async fn world(srv: &Server) -> World {
         channel: ch.clone(),
         token: None,
     };
+    add_users(
+        &nobody,
+        &[
+            ("root", &[]),
+            ("alice", &[(PermType::Readwrite, "a/", b"a0")]),
+            ("eve", &[]),
+            ("tmp", &[]),
+        ],
+    )
+    .await;
     let mut a = nobody.auth();
-    for u in ["root", "alice", "eve", "tmp"] {
-        a.user_add(AuthUserAddRequest {
-            name: u.into(),
-            password: format!("{u}-pw").into_bytes(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
-    for role in ["root", "alice-role", "tmp-role"] {
-        a.role_add(AuthRoleAddRequest { name: role.into() })
-            .await
-            .unwrap();
-    }
-    a.role_grant_permission(AuthRoleGrantPermissionRequest {
-        name: "alice-role".into(),
-        perm: Some(Permission {
-            perm_type: PermType::Readwrite as i32,
-            key: b"a/".to_vec(),
-            range_end: b"a0".to_vec(),
-        }),
+    a.role_add(AuthRoleAddRequest {
+        name: "tmp-role".into(),
     })
     .await
     .unwrap();
-    for (user, role) in [("root", "root"), ("alice", "alice-role")] {
-        a.user_grant_role(AuthUserGrantRoleRequest {
-            user: user.into(),
-            role: role.into(),
-        })
-        .await
-        .unwrap();
-    }
     let lease = LeaseClient::new(ch.clone())
         .lease_grant(LeaseGrantRequest { ttl: 600, id: 0 })
         .await

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use actcd_proto::authpb::{Permission, permission::Type as PermType};
+use actcd_proto::authpb::permission::Type as PermType;
 use actcd_proto::etcdserverpb::cluster_client::ClusterClient;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
@@ -17,7 +17,7 @@ use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::*;
 
 use crate::Server;
-use crate::auth::{As, channel, outcome};
+use crate::auth::{As, add_users, channel, outcome};
 
 const L: i64 = 0x5ec;
 const EMPTY: &str = "InvalidArgument: etcdserver: user name is empty";
@@ -79,56 +79,17 @@ async fn cast(srv: &Server) -> Cast {
         channel: ch.clone(),
         token: None,
     };
+    add_users(
+        &nobody,
+        &[
+            ("root", &[]),
+            ("alice", &[(PermType::Readwrite, "a/", b"a0")]),
+            ("bob", &[(PermType::Write, "foo", b"zoo")]),
+            ("carol", &[(PermType::Read, "w", b"")]),
+        ],
+    )
+    .await;
     let mut a = nobody.auth();
-    for u in ["root", "alice", "bob", "carol"] {
-        a.user_add(AuthUserAddRequest {
-            name: u.into(),
-            password: format!("{u}-pw").into_bytes(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
-    let grants: [(&str, PermType, &str, &[u8]); 3] = [
-        ("alice", PermType::Readwrite, "a/", b"a0"),
-        ("bob", PermType::Write, "foo", b"zoo"),
-        ("carol", PermType::Read, "w", b""),
-    ];
-    for (user, kind, key, range_end) in grants {
-        let role = format!("{user}-role");
-        a.role_add(AuthRoleAddRequest {
-            name: role.clone().into_bytes(),
-        })
-        .await
-        .unwrap();
-        a.role_grant_permission(AuthRoleGrantPermissionRequest {
-            name: role.clone().into_bytes(),
-            perm: Some(Permission {
-                perm_type: kind as i32,
-                key: key.into(),
-                range_end: range_end.to_vec(),
-            }),
-        })
-        .await
-        .unwrap();
-        a.user_grant_role(AuthUserGrantRoleRequest {
-            user: user.into(),
-            role: role.into_bytes(),
-        })
-        .await
-        .unwrap();
-    }
-    a.role_add(AuthRoleAddRequest {
-        name: "root".into(),
-    })
-    .await
-    .unwrap();
-    a.user_grant_role(AuthUserGrantRoleRequest {
-        user: "root".into(),
-        role: "root".into(),
-    })
-    .await
-    .unwrap();
     let mut kv = nobody.kv();
     for (k, v) in [
         ("s/secret", "root's"),

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use actcd_proto::authpb::{Permission, permission::Type as PermType};
+use actcd_proto::authpb::permission::Type as PermType;
 use actcd_proto::etcdserverpb::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 use tonic::transport::Channel;
 
-use crate::auth::{As, channel, login, outcome};
+use crate::auth::{As, add_users, channel, login, outcome};
 use crate::tls_go::{Issued, Spec, ca, client_reads, issue, listening, server_cert, write};
 use crate::{Server, free_port};
 
@@ -60,39 +60,15 @@ async fn auth_on(ch: &Channel) -> (As, As) {
         channel: ch.clone(),
         token: None,
     };
+    add_users(
+        &nobody,
+        &[
+            ("root", &[]),
+            ("alice", &[(PermType::Readwrite, "a/", b"a0")]),
+        ],
+    )
+    .await;
     let mut a = nobody.auth();
-    for u in ["root", "alice"] {
-        a.user_add(AuthUserAddRequest {
-            name: u.into(),
-            password: format!("{u}-pw").into_bytes(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    }
-    for role in ["root", "alice-role"] {
-        a.role_add(AuthRoleAddRequest { name: role.into() })
-            .await
-            .unwrap();
-    }
-    a.role_grant_permission(AuthRoleGrantPermissionRequest {
-        name: "alice-role".into(),
-        perm: Some(Permission {
-            perm_type: PermType::Readwrite as i32,
-            key: b"a/".to_vec(),
-            range_end: b"a0".to_vec(),
-        }),
-    })
-    .await
-    .unwrap();
-    for (user, role) in [("root", "root"), ("alice", "alice-role")] {
-        a.user_grant_role(AuthUserGrantRoleRequest {
-            user: user.into(),
-            role: role.into(),
-        })
-        .await
-        .unwrap();
-    }
     let mut kv = nobody.kv();
     for (k, v) in [("s/secret", SECRET), ("s/x", b"x"), ("a/x", b"x")] {
         kv.put(put(k, v)).await.unwrap();
