@@ -47,9 +47,9 @@
 //!   member may hold wrongly.
 //! - Learners (`learner.rs`): a tower layer in front of every service refuses what etcd's
 //!   learners refuse (all but Status and serializable Range).
-//! - With auth on, what each route requires is one table (`routes.rs`), walked by the
-//!   route audit test; the services enforce it, with current etcd's rules where they differ
-//!   from 3.5.1's (SECURITY.md: lease calls, member list, Status and alarm lists for logged-in
+//! - With auth on, what each route requires is one table (`actcd_authz::routes`, re-exported
+//!   as `actcd_front::routes`), walked by the route audit test; the services enforce it, with
+//!   current etcd's rules where they differ from 3.5.1's (SECURITY.md: lease calls, member list, Status and alarm lists for logged-in
 //!   users, alarm changes and compaction for root, a lease's keys for its keepalive, its keys
 //!   and the lease list).
 //! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
@@ -120,12 +120,12 @@
 //!   shutdown), what it is given (`config.rs`), `writes.rs`, `reads.rs` and `leader.rs`;
 //! - the ground: `authn.rs` the authenticator chain, `metrics.rs` the accounting layer
 //!   (per-method atomics, client byte counts; `learner.rs` what a learner serves),
-//!   `durations.rs` etcd 3.6 and 3.7's latency histograms, `routes.rs` the authorization table
-//!   (what every gRPC method, gateway path and HTTP route requires with auth on; the HTTP side
-//!   serves nothing it lacks), `tls.rs` TLS on the client port and the client certificate's CN
+//!   `durations.rs` etcd 3.6 and 3.7's latency histograms, `tls.rs` TLS on the client port and the client certificate's CN
 //!   (the rustls configurations and Go's certificate rules are the `actcd-gotls` crate's),
 //!   `socket.rs` the listeners, `own_method.rs` a generated gRPC service with one method
-//!   served by a route of its own.
+//!   served by a route of its own. The authorization table (what every gRPC method, gateway
+//!   path and HTTP route requires with auth on; the HTTP side serves nothing it lacks) is
+//!   `actcd-authz`'s `routes`, re-exported here as `routes`.
 //!
 //! A file's unit tests are its sibling `<file>_tests.rs` (`mod.rs`'s are `mod_tests.rs`),
 //! included as its `tests` module by `#[path]`, as in actors/mvcc.
@@ -147,13 +147,13 @@ pub mod metrics;
 mod own_method;
 mod pipeline;
 mod range_route;
-pub mod routes;
 mod server;
 mod socket;
 mod tls;
 mod watch;
 mod watch_route;
 
+pub use actcd_authz::routes;
 pub use cluster::check_peer_urls;
 pub use http::{exposition, gateway, health, v2};
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};

@@ -17,6 +17,9 @@
 //!   and signs them. After each change it publishes a [`TokenBook`]
 //!   ([`actcd_types::auth::SharedTokens`]), immutable like the view: the front identifies
 //!   callers by the newest one without a message, and verifies JWTs with its key.
+//! - [`routes`] (`routes.rs`): the authorization table, what each gRPC method, JSON gateway
+//!   path and plain HTTP path of the client port requires with auth on (pure data and its
+//!   lookups); the front serves no HTTP path it lacks and the route audit test walks every row.
 //! - User and role names are bytes everywhere (etcd never checks them for UTF-8);
 //!   [`go_lossy`] (`names.rs`) turns one into text where text is needed, as Go does.
 //!
@@ -30,10 +33,11 @@
 //!
 //! ## Layout
 //! `perms.rs` interval sets · `view.rs` the view and its checks · `tokens.rs` token providers ·
-//! `names.rs` names as text.
+//! `names.rs` names as text · `routes.rs` the authorization table (tests in `routes_tests.rs`).
 
 mod names;
 pub mod perms;
+pub mod routes;
 mod tokens;
 mod view;
 

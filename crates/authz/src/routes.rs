@@ -1,6 +1,6 @@
 //! The authorization table: every route the client port serves — each gRPC method, each JSON
-//! gateway path, each plain HTTP path — and what it requires when auth is on. The services
-//! enforce it (see `guard.rs` and each service); `tests/integration/routes_audit.rs` walks every
+//! gateway path, each plain HTTP path — and what it requires when auth is on. The front's
+//! services enforce it (see actors/front's `guard.rs` and each service); `tests/integration/routes_audit.rs` walks every
 //! row as nobody, as a user without the right and as one with it, and fails on a gRPC method
 //! the protos define that is missing here. The HTTP side serves no path this table lacks
 //! (`http_needs` gates the gateway, `/v2` and the plain routes), so a route added without a

@@ -1,4 +1,4 @@
-//! Tests of the front's `routes.rs` (its `tests` module, included from there by `#[path]`).
+//! Tests of `routes.rs`, the authorization table (its `tests` module, included from there by `#[path]`).
 
 use super::*;
 
