@@ -120,12 +120,13 @@
 //!   shutdown), what it is given (`config.rs`), `writes.rs`, `reads.rs` and `leader.rs`;
 //! - the ground: `authn.rs` the authenticator chain, `metrics.rs` the accounting layer
 //!   (per-method atomics, client byte counts; `learner.rs` what a learner serves),
-//!   `durations.rs` etcd 3.6 and 3.7's latency histograms, `tls.rs` TLS on the client port and the client certificate's CN
+//!   `tls.rs` TLS on the client port and the client certificate's CN
 //!   (the rustls configurations and Go's certificate rules are the `actcd-gotls` crate's),
 //!   `socket.rs` the listeners, `own_method.rs` a generated gRPC service with one method
 //!   served by a route of its own. The authorization table (what every gRPC method, gateway
 //!   path and HTTP route requires with auth on; the HTTP side serves nothing it lacks) is
-//!   `actcd-authz`'s `routes`, re-exported here as `routes`.
+//!   `actcd-authz`'s `routes`, re-exported here as `routes`; etcd 3.6 and 3.7's latency
+//!   histograms are `actcd-grpcmetrics`' `durations`, re-exported as `durations`.
 //!
 //! A file's unit tests are its sibling `<file>_tests.rs` (`mod.rs`'s are `mod_tests.rs`),
 //! included as its `tests` module by `#[path]`, as in actors/mvcc.
@@ -134,7 +135,6 @@ mod auth;
 pub mod authn;
 mod cluster;
 pub mod concurrency;
-pub mod durations;
 pub mod election;
 mod guard;
 pub mod http;
@@ -154,6 +154,7 @@ mod watch;
 mod watch_route;
 
 pub use actcd_authz::routes;
+pub use actcd_grpcmetrics::durations;
 pub use cluster::check_peer_urls;
 pub use http::{exposition, gateway, health, v2};
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};

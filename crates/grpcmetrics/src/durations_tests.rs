@@ -1,4 +1,4 @@
-//! Tests of the front's `durations.rs` (its `tests` module, included from there by `#[path]`).
+//! Tests of `durations.rs`, etcd's latency histograms (its `tests` module, included by `#[path]`).
 
 use super::*;
 use actcd_types::meter::SampleValue;
