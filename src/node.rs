@@ -474,6 +474,9 @@ pub fn run_until(
                     match crate::wiring::bind_peer_urls(&actix_cfg, &mut peer_files) {
                         Ok(l) => l,
                         Err(e) => {
+                            // The socket files go before the error is told: the process
+                            // exits as soon as the main thread hears it.
+                            drop(peer_files);
                             let _ = routes_tx.send(Err(e));
                             return false;
                         }
