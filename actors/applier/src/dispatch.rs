@@ -40,7 +40,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_types::auth::SharedView;
 use actcd_types::msg::{
     ApplyAuth, ApplyBatch, ApplyConfChange, ApplyResponse, ApplyResult, AuthReply, BatchApplied,
-    CurrentRevision, DeleteKeys, LeaseCheckpointed, LeaseGranted, LeaseRevoked,
+    ConfChangeKind, CurrentRevision, DeleteKeys, LeaseCheckpointed, LeaseGranted, LeaseRevoked,
 };
 use actcd_types::storage::Op;
 use actcd_types::v2::{ApplyV2, V2Entry};
@@ -311,11 +311,25 @@ impl ChainPeers {
             }
             if request.member_change.is_some() || request.member_attr_set.is_some() {
                 self.flush(&mut run, state).await?;
-                let answer = self.apply_membership(&mut state.members, &request, &mut run.ops);
+                let (answer, conf) =
+                    self.apply_membership(&mut state.members, &request, &mut run.ops);
                 if answer.is_ok() {
                     self.record_in_v2(&request, &state.members, (index, term), &mut run);
                 }
                 run.covered = Some((index, term));
+                if let Some(conf) = conf {
+                    // This member's own removal: raft stops the member as soon as it hears of
+                    // it, so the removal's table writes reach the store first (the drain at
+                    // stop then puts them on disk, and the data dir refuses to start again).
+                    if conf.kind == ConfChangeKind::Remove
+                        && conf.node_id == self.identity.member_id
+                    {
+                        self.flush(&mut run, state).await?;
+                    }
+                    if let Some(raft) = &self.conf {
+                        raft.do_send(conf);
+                    }
+                }
                 if let Some(reply) = reply {
                     let _ = reply.send(answer);
                 }
@@ -506,32 +520,35 @@ impl ChainPeers {
         Ok(r)
     }
 
-    /// A membership change (etcd's validation, then the change; raft hears an applied one) or
-    /// a member's attributes; the table writes go onto `ops`.
+    /// A membership change (etcd's validation, then the change) or a member's attributes; the
+    /// table writes go onto `ops`. Answers the result and, for an applied change, what raft is
+    /// to hear (the caller sends it, before the waiter is answered).
     fn apply_membership(
         &self,
         members: &mut Membership,
         request: &InternalRaftRequest,
         ops: &mut Vec<Op>,
-    ) -> ApplyResult {
+    ) -> (ApplyResult, Option<ApplyConfChange>) {
         let Some(change) = &request.member_change else {
             if let Some(attrs) = &request.member_attr_set {
                 members.set_attributes(attrs, ops);
             }
-            return Ok(ApplyResponse::Empty);
+            return (Ok(ApplyResponse::Empty), None);
         };
-        let applied = members.apply(change, ops)?;
-        if let (Some(raft), Some(order)) = (&self.conf, applied.order) {
-            raft.do_send(ApplyConfChange {
-                kind: order.kind,
-                node_id: order.node_id,
-                peer_urls: order.peer_urls,
-            });
-        }
-        Ok(ApplyResponse::Members {
+        let applied = match members.apply(change, ops) {
+            Ok(applied) => applied,
+            Err(e) => return (Err(e), None),
+        };
+        let conf = applied.order.map(|order| ApplyConfChange {
+            kind: order.kind,
+            node_id: order.node_id,
+            peer_urls: order.peer_urls,
+        });
+        let answer = Ok(ApplyResponse::Members {
             member: Some(applied.member),
             members: members.list(),
-        })
+        });
+        (answer, conf)
     }
 
     /// Sends what the run holds, if anything.
