@@ -569,6 +569,14 @@ mod tests {
         );
     }
 
+    /// Each port's address, whether it serves plain and TLS, and its traffic.
+    fn schemes_and_traffic(ports: &[ClientPort]) -> Vec<(&str, bool, bool, Traffic)> {
+        ports
+            .iter()
+            .map(|p| (p.address.as_str(), p.insecure, p.secure, p.traffic))
+            .collect()
+    }
+
     #[test]
     fn http_urls_split_the_traffic() {
         let ports = client_ports(
@@ -576,10 +584,7 @@ mod tests {
             &urls(&["http://127.0.0.1:2380", "https://127.0.0.1:2380"]),
         )
         .unwrap();
-        let summary: Vec<_> = ports
-            .iter()
-            .map(|p| (p.address.as_str(), p.insecure, p.secure, p.traffic))
-            .collect();
+        let summary = schemes_and_traffic(&ports);
         assert_eq!(
             summary,
             vec![
@@ -608,10 +613,7 @@ mod tests {
             &urls(&["http://127.0.0.1:2380", "https://127.0.0.1:2380"]),
         )
         .unwrap();
-        let summary: Vec<_> = ports
-            .iter()
-            .map(|p| (p.address.as_str(), p.insecure, p.secure, p.traffic))
-            .collect();
+        let summary = schemes_and_traffic(&ports);
         assert_eq!(
             summary,
             vec![

@@ -178,6 +178,36 @@ impl Pki {
 
 /// An actcd process started with exactly the given arguments (plus its peer URL and data
 /// directory), in `cwd`; killed when dropped.
+/// A member `name` of `cluster`, started in `cwd` with its data dir there: its peer URLs
+/// (listened on, advertised), its client port, and `extra` flags.
+fn cluster_member(
+    cwd: &Path,
+    name: &str,
+    (listen_peer, advertise_peer): (&str, &str),
+    cluster: &str,
+    client_port: u16,
+    extra: &[&str],
+) -> Member {
+    let client = format!("http://127.0.0.1:{client_port}");
+    let child = crate::actcd_command()
+        .current_dir(cwd)
+        .args(["--name", name])
+        .arg("--data-dir")
+        .arg(cwd.join(name))
+        .args(["--listen-peer-urls", listen_peer])
+        .args(["--initial-advertise-peer-urls", advertise_peer])
+        .args(["--initial-cluster", cluster])
+        .args(["--listen-client-urls", &client])
+        .args(["--advertise-client-urls", &client])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    Member { child: Some(child) }
+}
+
 struct Member {
     child: Option<Child>,
 }
@@ -806,27 +836,14 @@ async fn set_member_local_addr_binds_peer_connections_to_the_advertised_ip() {
         .join(",");
     let _members: Vec<Member> = (0..2)
         .map(|i| {
-            let client = format!("http://127.0.0.1:{}", clients[i]);
-            let child = crate::actcd_command()
-                .current_dir(dir.path())
-                .args(["--name", names[i]])
-                .arg("--data-dir")
-                .arg(dir.path().join(names[i]))
-                .args([
-                    "--listen-peer-urls",
-                    &format!("http://0.0.0.0:{}", peers[i]),
-                ])
-                .args(["--initial-advertise-peer-urls", &advertised(i)])
-                .args(["--initial-cluster", &cluster])
-                .args(["--listen-client-urls", &client])
-                .args(["--advertise-client-urls", &client])
-                .args(["--feature-gates", "SetMemberLocalAddr=true"])
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap();
-            Member { child: Some(child) }
+            cluster_member(
+                dir.path(),
+                names[i],
+                (&format!("http://0.0.0.0:{}", peers[i]), &advertised(i)),
+                &cluster,
+                clients[i],
+                &["--feature-gates", "SetMemberLocalAddr=true"],
+            )
         })
         .collect();
     for port in clients {
@@ -980,24 +997,15 @@ async fn members_talk_over_unix_peer_sockets() {
         .join(",");
     let mut members: Vec<Member> = (0..3)
         .map(|i| {
-            let client = format!("http://127.0.0.1:{}", clients[i]);
             let peer = format!("unix://{}", peers[i]);
-            let child = crate::actcd_command()
-                .current_dir(dir.path())
-                .args(["--name", names[i]])
-                .arg("--data-dir")
-                .arg(dir.path().join(names[i]))
-                .args(["--listen-peer-urls", &peer])
-                .args(["--initial-advertise-peer-urls", &peer])
-                .args(["--initial-cluster", &cluster])
-                .args(["--listen-client-urls", &client])
-                .args(["--advertise-client-urls", &client])
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap();
-            Member { child: Some(child) }
+            cluster_member(
+                dir.path(),
+                names[i],
+                (&peer, &peer),
+                &cluster,
+                clients[i],
+                &[],
+            )
         })
         .collect();
     // Ready means published through the log with a leader.
