@@ -15,7 +15,9 @@ etcd="${ETCD_BIN:-${distro:+$distro/etcdbin/etcd}}"
 etcd="${etcd:-$(command -v etcd)}"
 ctl="${ETCDCTL_BIN:-${distro:+$distro/etcdbin/etcdctl}}"
 ctl="${ctl:-$(command -v etcdctl)}"
-if ! "$etcd" --version 2>/dev/null | grep -q "etcd Version: 3.5.1"; then
+# (grep reads the whole version: `grep -q` closing the pipe early can kill etcd with SIGPIPE,
+# which pipefail turns into "not found"; CI saw exactly that.)
+if ! "$etcd" --version 2>/dev/null | grep "etcd Version: 3.5.1" >/dev/null; then
   echo "cluster compat: etcd 3.5.1 not found (set ETCD_BIN)" >&2
   exit 2
 fi

@@ -74,7 +74,7 @@ stop_cluster() {
 
 leader_index() {
   for i in 0 1 2; do
-    if "$ctl" --endpoints="127.0.0.1:${client[$i]}" endpoint status 2>/dev/null | awk -F', ' '{print $5}' | grep -q true; then
+    if "$ctl" --endpoints="127.0.0.1:${client[$i]}" endpoint status 2>/dev/null | awk -F', ' '{print $5}' | grep true >/dev/null; then
       echo "$i"
       return
     fi
@@ -143,7 +143,7 @@ scenario() { # $1 = binary, $2 = data root
   kill -9 "${pids[$o]}"
   wait "${pids[$o]}" 2>/dev/null
   for _ in $(seq 50); do
-    curl -s -X POST "http://127.0.0.1:${client[$f]}/v3/maintenance/status" -d '{}' | grep -q 'no leader' && break
+    curl -s -X POST "http://127.0.0.1:${client[$f]}/v3/maintenance/status" -d '{}' | grep 'no leader' >/dev/null && break
     sleep 0.1
   done
   asked=()

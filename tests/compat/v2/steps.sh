@@ -108,7 +108,7 @@ collect_stream() {
 # each collect) that a stopped watch is gone before the next one is counted; silent
 wait_watchers() {
   for _ in $(seq 30); do
-    if curl -s --max-time 1 "$U/v2/stats/store" | grep -q "\"watchers\":$1[,}]"; then
+    if curl -s --max-time 1 "$U/v2/stats/store" | grep "\"watchers\":$1[,}]" >/dev/null; then
       sleep 0.05
       return 0
     fi
