@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
 use super::free_port;
@@ -288,40 +288,12 @@ fn etcdctl_ok(cwd: &Path, endpoint: &str, extra: &[String], args: &[&str]) -> St
 
 /// One HTTP/1.1 request on an open stream: (status, body), or why there was no answer.
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut s: S,
+    s: S,
     method: &str,
     path: &str,
     body: &str,
 ) -> Result<(u16, String), String> {
-    let talk = async {
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await?;
-        let mut raw = Vec::new();
-        // A server that closes without TLS's close_notify still said all it had to.
-        match s.read_to_end(&mut raw).await {
-            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || raw.is_empty() => {
-                return Err(e);
-            }
-            _ => {}
-        }
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(&raw).into_owned())
-    };
-    let text = tokio::time::timeout(Duration::from_secs(10), talk)
-        .await
-        .map_err(|_| "timed out".to_string())?
-        .map_err(|e| e.to_string())?;
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("not an HTTP/1.1 answer: {text:?}"))?;
-    let status = head
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|h| h.split(' ').next())
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("not an HTTP/1.1 status line: {head:?}"))?;
-    Ok((status, rest.to_string()))
+    crate::http1_exchange(async { Ok(s) }, "127.0.0.1", method, path, body).await
 }
 
 /// Where an HTTP/1.1 request goes: a TCP port or a unix socket, plain or over TLS as `who`.

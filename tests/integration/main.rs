@@ -65,6 +65,53 @@ pub(crate) fn actcd_command() -> Command {
     cmd
 }
 
+/// One HTTP/1.1 request on the stream `connect` opens (plain, TLS or a unix socket), the
+/// connection closed after it: (status, body), or why there was none, all within 10 s. `host`
+/// is the Host header.
+pub(crate) async fn http1_exchange<S, F>(
+    connect: F,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(u16, String), String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    F: std::future::Future<Output = std::io::Result<S>>,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let talk = async {
+        let mut s = connect.await?;
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await?;
+        let mut raw = Vec::new();
+        // A server that closes without TLS's close_notify still said all it had to.
+        match s.read_to_end(&mut raw).await {
+            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || raw.is_empty() => {
+                return Err(e);
+            }
+            _ => {}
+        }
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&raw).into_owned())
+    };
+    let text = tokio::time::timeout(Duration::from_secs(10), talk)
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("not an HTTP/1.1 answer: {text:?}"))?;
+    let status = head
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|h| h.split(' ').next())
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP/1.1 status line: {head:?}"))?;
+    Ok((status, rest.to_string()))
+}
+
 /// `ACTCD_FRONT_THREADS` for the test running on this thread (libtest names each test's
 /// thread after the test): FNV-1a of the name, odd → a front of its own.
 fn front_layout_of_this_test() -> &'static str {

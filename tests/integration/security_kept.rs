@@ -341,40 +341,14 @@ async fn https(
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let exchange = async {
+    let connect = async {
         let tcp = TcpStream::connect(("127.0.0.1", port)).await?;
         let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-        let mut s = tokio_rustls::TlsConnector::from(Arc::new(config))
+        tokio_rustls::TlsConnector::from(Arc::new(config))
             .connect(name, tcp)
-            .await?;
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await?;
-        let mut raw = Vec::new();
-        // A server that closes without TLS's close_notify still said all it had to.
-        match s.read_to_end(&mut raw).await {
-            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || raw.is_empty() => {
-                return Err(e);
-            }
-            _ => {}
-        }
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(&raw).into_owned())
+            .await
     };
-    let text = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .map_err(|_| "timed out".to_string())?
-        .map_err(|e| e.to_string())?;
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("not an HTTP/1.1 answer: {text:?}"))?;
-    let status = head
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|h| h.split(' ').next())
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("not an HTTP/1.1 status line: {head:?}"))?;
-    Ok((status, rest.to_string()))
+    crate::http1_exchange(connect, &format!("127.0.0.1:{port}"), method, path, body).await
 }
 
 /// Polls `f` until it is true, for at most `secs` seconds.

@@ -322,37 +322,8 @@ async fn https1(
     path: &str,
     body: &str,
 ) -> Result<(u16, String), String> {
-    let exchange = async {
-        let mut s = tls_connect(pki, srv, alpn, client).await?;
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            srv.endpoint(),
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await?;
-        let mut raw = Vec::new();
-        // A peer that closes without TLS's close_notify still said all it had to.
-        match s.read_to_end(&mut raw).await {
-            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof || raw.is_empty() => {
-                return Err(e);
-            }
-            _ => {}
-        }
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(&raw).into_owned())
-    };
-    let text = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .map_err(|_| "timed out".to_string())?
-        .map_err(|e| e.to_string())?;
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("not an HTTP/1.1 answer: {text:?}"))?;
-    let status = head
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|h| h.split(' ').next())
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("not an HTTP/1.1 status line: {head:?}"))?;
-    Ok((status, rest.to_string()))
+    let connect = tls_connect(pki, srv, alpn, client);
+    crate::http1_exchange(connect, &srv.endpoint(), method, path, body).await
 }
 
 fn b64(s: &str) -> String {
