@@ -154,7 +154,7 @@ mod watch;
 mod watch_route;
 
 pub use actcd_authz::routes;
-pub use actcd_grpcmetrics::durations;
+pub use actcd_metrics::durations;
 pub use cluster::check_peer_urls;
 pub use http::{exposition, gateway, health, v2};
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};

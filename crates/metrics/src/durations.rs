@@ -6,7 +6,7 @@
 //! `_watch_stream_duration_per_event_seconds` and `_control_stream_duration_seconds` (the
 //! hub's progress pass, `_progress_duration_seconds`, is timed in the watch hub). Names,
 //! labels, help texts and buckets are etcd's (`server/etcdserver/metrics.go`,
-//! `txn/metrics.go`, `api/v3rpc/metrics.go`); help texts are in `exposition::FAMILIES`.
+//! `txn/metrics.go`, `api/v3rpc/metrics.go`); help texts are in `families::FAMILIES`.
 //!
 //! Every histogram is allocated once, when the front starts, for every label value it can
 //! have: an observation is three relaxed atomic adds, no lock and no allocation. A series is

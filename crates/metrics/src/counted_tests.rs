@@ -1,4 +1,5 @@
-//! Tests of the front's `metrics.rs` (its `stream_tests` module, included from there by `#[path]`).
+//! Tests of `counted.rs`, gRPC's framing and a call's counted body (its `tests` module, included
+//! by `#[path]`).
 
 use std::time::Instant;
 
