@@ -2,7 +2,7 @@
 //! learners refuse (`learner.rs`), accounts for every call as go-grpc-prometheus and etcd do
 //! (the counters, the byte-counting body and grpc-go's refusal words are `actcd-metrics`'
 //! `requests`, `counted` and `grpcgo`, re-exported here where the front names them), keeps
-//! the call's client deadline for the task that serves it ([`client_deadline`]), and warns,
+//! the call's client deadline for the task that serves it (`client_deadline`), and warns,
 //! naming the client, of a unary request slower than etcd's 100 ms "took too long" threshold.
 //! The JSON gateway's calls are counted too (`gateway.rs`), as etcd's gateway calls its gRPC
 //! server. Front-local counters; `/metrics` renders them.
@@ -24,6 +24,8 @@ pub use actcd_metrics::requests::{RequestStats, cancel_code};
 /// etcd's warning threshold for a slow request.
 pub const SLOW: Duration = Duration::from_millis(100);
 
+/// The layer: every gRPC call through it is accounted into `stats`, and refused on a learner
+/// when etcd's learners refuse it.
 #[derive(Clone)]
 pub struct Accounting {
     pub stats: Arc<RequestStats>,
@@ -43,6 +45,7 @@ impl<S> tower_layer::Layer<S> for Accounting {
     }
 }
 
+/// A gRPC service under [`Accounting`].
 #[derive(Clone)]
 pub struct Accounted<S> {
     inner: S,

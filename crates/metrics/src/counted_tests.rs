@@ -127,3 +127,22 @@ async fn streams_are_handled_when_they_end_and_their_messages_counted() {
     }
     assert_eq!(stats.payload_bytes(), (9, 30 + 2 + 2));
 }
+
+/// A connection adds every byte it reads and writes to the counters it was made with.
+#[tokio::test]
+async fn a_connection_counts_what_it_reads_and_writes() {
+    use std::sync::atomic::Ordering::Relaxed;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let counters = FrontCounters::default();
+    let (ours, mut theirs) = tokio::io::duplex(64);
+    let mut conn = Counted::new(ours, &counters);
+    conn.write_all(b"hello").await.unwrap();
+    theirs.write_all(b"abc").await.unwrap();
+    let mut read = [0; 3];
+    conn.read_exact(&mut read).await.unwrap();
+    let mut written = [0; 5];
+    theirs.read_exact(&mut written).await.unwrap();
+    assert_eq!((&read, &written), (b"abc", b"hello"));
+    assert_eq!(counters.received_bytes.load(Relaxed), 3);
+    assert_eq!(counters.sent_bytes.load(Relaxed), 5);
+}

@@ -13,7 +13,7 @@ pub struct FrontCounters {
     pub proposals_failed: std::sync::atomic::AtomicU64,
     /// Bytes read from and written to client connections (gRPC and HTTP, TLS included):
     /// actcd's `actcd_network_client_{received,sent}_bytes_total`. etcd's gRPC byte counters
-    /// count messages only ([`RequestStats`]).
+    /// count messages only ([`RequestStats`](crate::requests::RequestStats)).
     pub received_bytes: Arc<std::sync::atomic::AtomicU64>,
     pub sent_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// `/health` answers (etcd's `etcd_server_health_success` and `_failures`).
