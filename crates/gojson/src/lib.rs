@@ -1,11 +1,28 @@
-//! # actcd-gojson — JSON request bodies decoded as etcd 3.5's gateway decodes them
+//! # actcd-gojson — etcd 3.5's JSON gateway, as grpc-gateway v1.16 runs it, without the server
 //!
 //! JSON bodies decoded as etcd 3.5's gateway decodes them, with the same refusals in the same
-//! words. The front's JSON gateway (`actcd-front`'s `gateway.rs`) is its only user: a unary
-//! call's body is `Decoder::new(body).next_value()` then [`decode_message`] against the
-//! request's `prost_reflect` descriptor; a bidirectional call's body is read value after value
-//! the same way. No I/O, no actor, no etcd type: bytes and a descriptor in, a
-//! `DynamicMessage` or Go's error text out.
+//! words, and the rest of grpc-gateway's side of a call ([`gateway`]). The front's JSON gateway
+//! (`actcd-front`'s `http/gateway.rs`) is its only user: it keeps the routes, the calls into its
+//! services and the streams, and takes everything about the wire from here. A unary call's body
+//! is `Decoder::new(body).next_value()` then [`decode_message`] against the request's
+//! `prost_reflect` descriptor; a bidirectional call's body is read value after value the same
+//! way. No I/O, no actor, no etcd type: bytes and a descriptor in, a `DynamicMessage` or Go's
+//! error text out. etcd's messages reach it only as the descriptor pool its caller passes
+//! ([`gateway::Messages::decode`]; the tests use `actcd-proto`'s).
+//!
+//! ## Layout
+//! - `lib.rs` (this file): the decoder, below; its tests at the end.
+//! - `gateway.rs`: the gateway's side of a call. [`gateway::Messages`] finds a message by name
+//!   (a bare name in the package the caller names) and maps it both ways: a request from JSON
+//!   as above (`from_json`, `from_value`, and `stream_requests` for a bidirectional call's
+//!   body: a first request that can't be decoded fails the call, a later one ends the
+//!   requests), an answer to proto3 JSON as `JSONPb{OrigName: true}` writes it (`to_json`:
+//!   original field names, 64-bit integers as strings, bytes in base64, enums by name, default
+//!   values left out, text that is not UTF-8 with Go's U+FFFD per bad byte). Also
+//!   grpc-gateway's HTTP status per gRPC code ([`gateway::http_status`]), its error bodies
+//!   ([`gateway::error_answer`], [`gateway::stream_error`]), and which header a call's
+//!   credentials come from ([`gateway::AuthHeader`]: `Grpc-Metadata-Token` before
+//!   `Authorization`, as etcd reads its metadata). Tests in `gateway_tests.rs`.
 //!
 //! etcd's gateway (grpc-gateway v1.16, marshaler `JSONPb{OrigName: true}`) reads a body with
 //! Go's `encoding/json` `Decoder` and fills the request with golang/protobuf 1.5's `jsonpb`,
@@ -37,14 +54,21 @@
 //! value or an error: no panic, work linear in the body per nesting level, memory proportional
 //! to the body. JSON nesting past Go's 10000 is refused by the scanner (its stack is a `Vec`,
 //! no recursion), message nesting past [`MAX_MESSAGE_DEPTH`] by [`decode_message`] (the only
-//! recursion here), and what the scanner refuses never reaches the typed layer.
+//! recursion here), and what the scanner refuses never reaches the typed layer. On the way
+//! out, `to_json` answers `Internal` for a message its descriptor can't read even with the
+//! U+FFFD repair, and a descriptor pool that didn't decode makes every call `Internal`
+//! (`descriptors unavailable`) rather than a panic.
 //!
 //! ## How it is checked
-//! The unit tests below hold the messages etcd 3.5.1's gateway gave for the same bodies. The
-//! fuzz target `gojson` (`fuzz/fuzz_targets/gojson.rs`, run by `fuzz/run.sh` in CI) feeds
-//! arbitrary bodies through the decoder and into etcd's request messages (Put, Range, Txn,
+//! The unit tests below hold the messages etcd 3.5.1's gateway gave for the same bodies;
+//! `gateway_tests.rs` holds the JSON, statuses and error bodies etcd's gateway writes, with
+//! etcd's own messages (`actcd-proto`); the integration tests' `gateway` module runs them
+//! through the front. The fuzz target `gojson` (`fuzz/fuzz_targets/gojson.rs`, run by
+//! `fuzz/run.sh` in CI) feeds arbitrary bodies through the decoder and into etcd's request messages (Put, Range, Txn,
 //! Watch, Authenticate, …) as the gateway does, from the seeds in `fuzz/seeds/gojson/`
 //! (bodies etcd's gateway users send).
+
+pub mod gateway;
 
 use base64::Engine;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor, Value};

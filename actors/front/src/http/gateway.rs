@@ -3,7 +3,8 @@
 //! method's answer as JSON out. Bodies are decoded as etcd's Go gateway decodes them, refusals
 //! in Go's words (`actcd_gojson`); answers are proto3 JSON as etcd's gateway writes it: original
 //! (snake_case) field names, 64-bit integers as strings, bytes in base64, enums by name, default
-//! values left out. Each call runs the same service code as its gRPC twin, so errors, auth and
+//! values left out. That mapping, grpc-gateway's statuses and error bodies and the credentials
+//! header are `actcd_gojson::gateway`; this file holds the routes, the streams and the counting. Each call runs the same service code as its gRPC twin, so errors, auth and
 //! limits are the same; the token comes in `Grpc-Metadata-Token` or in the `Authorization`
 //! header, the first winning as in etcd ([`AuthHeader`]), and `Authorization` may also carry
 //! `Bearer <token>` or HTTP `Basic` credentials (checked here, then named by the
@@ -27,9 +28,9 @@ use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use http::StatusCode;
-use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use tonic::Status;
 
+use actcd_gojson::gateway::{Answer, AuthHeader, Messages, error_answer, stream_error};
 use actcd_types::{AuthInfo, EtcdError};
 
 use actcd_proto::v3electionpb::election_server::Election;
@@ -45,111 +46,19 @@ use crate::lock::LockService;
 use crate::maintenance::MaintenanceService;
 use crate::pipeline::Pipeline;
 
-static POOL: LazyLock<Option<DescriptorPool>> =
-    LazyLock::new(|| DescriptorPool::decode(actcd_proto::FILE_DESCRIPTOR_SET).ok());
-
-/// A gateway answer: HTTP status and JSON body.
-pub type Answer = (StatusCode, String);
-
-/// grpc-gateway's `HTTPStatusFromCode`.
-pub fn http_status(code: tonic::Code) -> StatusCode {
-    use tonic::Code::*;
-    match code {
-        Ok => StatusCode::OK,
-        Cancelled => StatusCode::REQUEST_TIMEOUT,
-        InvalidArgument | FailedPrecondition | OutOfRange => StatusCode::BAD_REQUEST,
-        DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        NotFound => StatusCode::NOT_FOUND,
-        AlreadyExists | Aborted => StatusCode::CONFLICT,
-        PermissionDenied => StatusCode::FORBIDDEN,
-        Unauthenticated => StatusCode::UNAUTHORIZED,
-        ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Unknown | Internal | DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-/// grpc-gateway's error body.
-pub fn error_answer(s: &Status) -> Answer {
-    let msg = serde_json::Value::String(s.message().to_string());
-    (
-        http_status(s.code()),
-        format!(
-            "{{\"error\":{msg},\"code\":{},\"message\":{msg}}}",
-            s.code() as i32
-        ),
-    )
-}
-
-/// grpc-gateway's error in a streamed answer (a gRPC stream that failed, before or after its
-/// first message): `{"error":{"grpc_code","http_code","message","http_status"}}`, no line break
-/// after it; the HTTP status is the code's when nothing was written before.
-pub fn stream_error(s: &Status) -> Answer {
-    let status = http_status(s.code());
-    let msg = serde_json::Value::String(s.message().to_string());
-    let text = serde_json::Value::String(status.canonical_reason().unwrap_or("").to_string());
-    (
-        status,
-        format!(
-            "{{\"error\":{{\"grpc_code\":{},\"http_code\":{},\"message\":{msg},\"http_status\":{text}}}}}",
-            s.code() as i32,
-            status.as_u16()
-        ),
-    )
-}
-
-/// The descriptor of the message `name`: an `etcdserverpb` message, or a full name.
-fn descriptor(name: &str) -> Result<prost_reflect::MessageDescriptor, Status> {
-    POOL.as_ref()
-        .ok_or_else(|| Status::internal("descriptors unavailable"))?
-        .get_message_by_name(&if name.contains('.') {
-            name.to_string()
-        } else {
-            format!("etcdserverpb.{name}")
-        })
-        .ok_or_else(|| Status::internal(format!("no descriptor for {name}")))
-}
+/// etcd's messages, a bare name being an `etcdserverpb` one.
+static MESSAGES: LazyLock<Messages> =
+    LazyLock::new(|| Messages::decode(actcd_proto::FILE_DESCRIPTOR_SET, "etcdserverpb"));
 
 /// Decodes a JSON body into the request message `name` as etcd's gateway decodes a unary
-/// call's body (`actcd_gojson`): its first JSON value, an empty body an empty request; a refusal
-/// is `InvalidArgument` with Go's words.
+/// call's body ([`Messages::from_json`]).
 fn from_json<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<M, Status> {
-    let value = actcd_gojson::Decoder::new(body)
-        .next_value()
-        .map_err(Status::invalid_argument)?;
-    from_value(value.unwrap_or(b"null"), name).map_err(Status::invalid_argument)
+    MESSAGES.from_json(body, name)
 }
 
-/// One JSON value (its text) as the message `name`, or Go's refusal.
-fn from_value<M: prost::Message + Default>(value: &[u8], name: &str) -> Result<M, String> {
-    let desc = descriptor(name).map_err(|s| s.message().to_string())?;
-    let dynamic = actcd_gojson::decode_message(&desc, value)?;
-    M::decode(prost::Message::encode_to_vec(&dynamic).as_slice()).map_err(|e| e.to_string())
-}
-
-/// Encodes a response message `name` as etcd's gateway does.
-pub fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status> {
-    let desc = descriptor(name)?;
-    let encoded = msg.encode_to_vec();
-    let dynamic = match DynamicMessage::decode(desc.clone(), encoded.as_slice()) {
-        Ok(dynamic) => dynamic,
-        // A user or role name that is not UTF-8 (bytes here, `string` to JSON): as Go writes it.
-        Err(e) => crate::auth::go_lossy_strings(&desc, &encoded)
-            .and_then(|fixed| DynamicMessage::decode(desc, fixed.as_slice()).ok())
-            .ok_or_else(|| Status::internal(e.to_string()))?,
-    };
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::new(&mut out);
-    dynamic
-        .serialize_with_options(
-            &mut ser,
-            &SerializeOptions::new()
-                .use_proto_field_name(true)
-                .skip_default_fields(true),
-        )
-        .map_err(|e| Status::internal(e.to_string()))?;
-    String::from_utf8(out).map_err(|e| Status::internal(e.to_string()))
+/// Encodes a response message `name` as etcd's gateway does ([`Messages::to_json`]).
+fn to_json<M: prost::Message>(msg: &M, name: &str) -> Result<String, Status> {
+    MESSAGES.to_json(msg, name)
 }
 
 /// Whether `path` is the gateway's: `/v3/…`, or `/v3beta/…`, which etcd 3.4 and 3.5 serve as the
@@ -366,39 +275,6 @@ impl Unary<'_> {
     }
 }
 
-/// The header a gateway request's credentials come from. etcd's grpc-gateway passes every
-/// `Grpc-Metadata-<name>` header (any case) on as gRPC metadata `<name>`, and `Authorization`
-/// as metadata `authorization`; etcd's `AuthInfoFromCtx` reads metadata `token` first, then
-/// `authorization`, each value as the token itself, the first of several. So a
-/// `Grpc-Metadata-Token` header wins over `Authorization` (checked against etcd 3.5.1: a good
-/// token there and a bad one in `Authorization` reads, the other way round is `invalid auth
-/// token`); `Grpc-Metadata-Authorization` counts when no `Authorization` is given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum AuthHeader {
-    #[default]
-    None,
-    /// The first `Grpc-Metadata-Token` value, the token as given (empty, or not text: a token
-    /// no user has).
-    Token(String),
-    /// `Authorization` (else `Grpc-Metadata-Authorization`): a token, `Bearer <token>`, or
-    /// HTTP `Basic` credentials.
-    Authorization(String),
-}
-
-impl AuthHeader {
-    pub fn of(headers: &http::HeaderMap) -> Self {
-        let text = |v: &http::HeaderValue| v.to_str().map(str::to_string);
-        if let Some(v) = headers.get("grpc-metadata-token") {
-            return AuthHeader::Token(text(v).unwrap_or_default());
-        }
-        headers
-            .get(http::header::AUTHORIZATION)
-            .or_else(|| headers.get("grpc-metadata-authorization"))
-            .and_then(|v| text(v).ok())
-            .map_or(AuthHeader::None, AuthHeader::Authorization)
-    }
-}
-
 /// How a request's credentials header reaches the authenticator chain.
 pub enum GatewayAuth {
     None,
@@ -553,27 +429,6 @@ where
     }
 }
 
-/// The requests of a bidirectional call (`/v3/watch`, `/v3/lease/keepalive`), read from the
-/// body one JSON value after another as grpc-gateway reads them. A first request that can't be
-/// decoded fails the call (500, code Unknown: grpc-gateway returns the decoder's error as it
-/// is); a later one ends the requests, and what came before is served, with nothing said about
-/// it in the stream (etcd 3.5.1 writes nothing for it either).
-fn stream_requests<M: prost::Message + Default>(body: &[u8], name: &str) -> Result<Vec<M>, Answer> {
-    let mut decoder = actcd_gojson::Decoder::new(body);
-    let mut out = Vec::new();
-    loop {
-        let next = decoder
-            .next_value()
-            .and_then(|v| v.map(|v| from_value(v, name)).transpose());
-        match next {
-            Ok(Some(request)) => out.push(request),
-            Ok(None) => return Ok(out),
-            Err(e) if out.is_empty() => return Err(error_answer(&Status::unknown(e))),
-            Err(_) => return Ok(out),
-        }
-    }
-}
-
 /// The gateway's server-streaming routes; `None` for a path that isn't one.
 pub async fn stream(
     p: &Arc<Pipeline>,
@@ -600,7 +455,7 @@ async fn watch(
 ) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let requests: Vec<actcd_proto::etcdserverpb::WatchRequest> =
-        stream_requests(body, "WatchRequest")?;
+        MESSAGES.stream_requests(body, "WatchRequest")?;
     let call = GrpcCall::start(p, "/v3/watch");
     requests.iter().for_each(|r| call.received(r));
     let mut probe = tonic::Request::new(());
@@ -631,7 +486,7 @@ async fn keep_alive(
 ) -> Result<Streamed, Answer> {
     use futures::StreamExt;
     let reqs: Vec<actcd_proto::etcdserverpb::LeaseKeepAliveRequest> =
-        stream_requests(body, "LeaseKeepAliveRequest")?;
+        MESSAGES.stream_requests(body, "LeaseKeepAliveRequest")?;
     let call = GrpcCall::start(p, "/v3/lease/keepalive");
     reqs.iter().for_each(|r| call.received(r));
     let mut probe = tonic::Request::new(());
@@ -1083,7 +938,3 @@ async fn route(
 pub fn is_route(path: &str) -> bool {
     crate::routes::gateway_route(path).is_some()
 }
-
-#[cfg(test)]
-#[path = "gateway_tests.rs"]
-mod tests;
