@@ -1,5 +1,6 @@
-//! etcd's v2 key store (`--enable-v2`, `/v2/keys`) as plain logic: no
-//! actors, no I/O, no clock of its own. Every operation that needs the time
+//! etcd's v2 key store (`--enable-v2`, `/v2/keys`), and v2 requests read
+//! as etcd's Go server reads them, as plain logic: no actors, no I/O, no
+//! clock of its own. Every operation that needs the time
 //! is given it (Unix nanoseconds).
 //!
 //! # What it owns
@@ -20,7 +21,17 @@
 //! * The v2 error ([`V2Error`]: code, message, HTTP status, JSON) and the
 //!   event JSON ([`Event::to_json`]), byte for byte as etcd 3.4.23 writes
 //!   them (the HTTP writer appends the `\n` etcd ends each body with).
-//! * Parsing of `/v2/keys` requests ([`parse_key_request`]).
+//! * Parsing of `/v2/keys` requests ([`parse_key_request`]), and of what
+//!   comes before it as Go's `net/http` reads it: the request path cleaned
+//!   as `ServeMux` cleans it ([`mux_clean_path`], with [`html_escape`] for
+//!   its redirect) and percent-decoded ([`percent_decode`]), the form
+//!   values of body and query in `r.Form` order ([`parse_form`]), a bad
+//!   escape refused in `url.ParseQuery`'s words.
+//! * The `/v2/members` wire: a member's JSON ([`member_json`]) and the
+//!   peer URLs of an add or update ([`peer_urls`]), read as etcd reads a
+//!   `MemberCreateRequest` — Go's field matching and type errors, the
+//!   common JSON syntax errors in Go's words, `types.NewURLs`' checks —
+//!   or refused with etcd's status and message ([`Refusal`]).
 //! * Saving and loading ([`Store::save`], [`Store::recover`],
 //!   [`Store::restore`]).
 //!
@@ -64,7 +75,22 @@
 //! * `store.rs`: [`Store`] and its operations.
 //! * `apply.rs`: the dispatch of a committed [`V2Request`].
 //! * `parse.rs`: [`parse_key_request`].
+//! * `form.rs`: the request path and form as Go reads them (tests in
+//!   `form_tests.rs`).
+//! * `members.rs`: the `/v2/members` body and member JSON (tests in
+//!   `members_tests.rs`).
 //! * `persist.rs`: [`Store::save`] / [`Store::recover`] and the format.
+//!
+//! # How it is checked
+//!
+//! Unit tests beside each file; `tests/` runs the store's operations,
+//! errors, TTLs, watches, persistence and parsing, and `tests/etcd_http.rs`
+//! replays requests with the status, index and body etcd 3.4.23 answered.
+//! `form_tests.rs` and `members_tests.rs` hold Go's decoding and refusals
+//! of request paths, forms and member bodies. The fuzz target `v2keys`
+//! (`fuzz/fuzz_targets/v2keys.rs`) feeds arbitrary requests to
+//! [`parse_key_request`]; the compat scripts `tests/compat/v2.sh` and
+//! `v2-cluster.sh` compare the front's answers with etcd's.
 //!
 //! # Persistence format
 //!
@@ -115,8 +141,10 @@
 mod apply;
 mod error;
 mod event;
+mod form;
 mod history;
 mod json;
+mod members;
 mod node;
 mod parse;
 mod persist;
@@ -132,8 +160,10 @@ pub use event::{
     ACTION_COMPARE_AND_DELETE, ACTION_COMPARE_AND_SWAP, ACTION_CREATE, ACTION_DELETE,
     ACTION_EXPIRE, ACTION_GET, ACTION_SET, ACTION_SYNC, ACTION_UPDATE, Event, NodeExtern,
 };
+pub use form::{form_pairs, html_escape, mux_clean_path, parse_form, percent_decode};
 pub use history::HISTORY_CAPACITY;
 pub use json::format_rfc3339_nano;
+pub use members::{Refusal, member_json, peer_urls};
 pub use node::clean_path;
 pub use parse::{KeyRequest, parse_key_request};
 pub use persist::SNAPSHOT_VERSION;

@@ -62,20 +62,9 @@ fn q(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 
-fn list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|s| q(s)).collect();
-    format!("[{}]", quoted.join(","))
-}
-
-/// A member as etcd's v2 API writes it (fields in etcd's order; a missing list is `[]`).
+/// A member as etcd's v2 API writes it ([`actcd_v2tree::member_json`]).
 fn member_json(m: &MemberRecord) -> String {
-    format!(
-        "{{\"id\":{},\"name\":{},\"peerURLs\":{},\"clientURLs\":{}}}",
-        q(&hex(m.id)),
-        q(&m.name),
-        list(&m.peer_urls),
-        list(&m.client_urls)
-    )
+    actcd_v2tree::member_json(m.id, &m.name, &m.peer_urls, &m.client_urls)
 }
 
 /// An `httptypes.HTTPError`: `{"message":…}` with its status.
@@ -247,121 +236,14 @@ fn member_id(_p: &Pipeline, s: &str) -> Option<u64> {
     u64::from_str_radix(s, 16).ok()
 }
 
-/// `{"peerURLs":[…]}` with a JSON content type, read as etcd reads a
-/// `MemberCreateRequest`; `Err` is etcd's answer (415 for another content type, 400 for a body
-/// it cannot decode or a URL it refuses).
+/// The peer URLs of an add or update ([`actcd_v2tree::peer_urls`]); `Err` is etcd's answer.
 fn peer_urls(r: &V2Request) -> Result<Vec<String>, (StatusCode, String)> {
-    let ct = r.content_type.clone().unwrap_or_default();
-    if !ct.starts_with("application/json") {
-        return Err((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("Bad Content-Type {ct}, accept application/json"),
-        ));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&r.body)
-        .map_err(|_| (StatusCode::BAD_REQUEST, go_json_error(&r.body)))?;
-    // Go's encoding/json: the exact field name first, then any case; a value of another type
-    // is refused with Go's words (the hostile run found a list with a number in it adding a
-    // voting member: every non-string was dropped and the rest taken).
-    let field = v.get("peerURLs").or_else(|| {
-        v.as_object()?
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("peerURLs"))
-            .map(|(_, v)| v)
-    });
-    let refuse = |what: &serde_json::Value, of: &str| {
+    actcd_v2tree::peer_urls(r.content_type.as_deref(), &r.body).map_err(|e| {
         (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "json: cannot unmarshal {} into Go struct field .peerURLs of type {of}",
-                go_kind(what)
-            ),
+            StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
+            e.message,
         )
-    };
-    let urls: Vec<String> = match field {
-        None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(serde_json::Value::Array(a)) => a
-            .iter()
-            .map(|u| match u {
-                serde_json::Value::String(s) => Ok(s.clone()),
-                // Go leaves a string it reads null into empty.
-                serde_json::Value::Null => Ok(String::new()),
-                other => Err(refuse(other, "string")),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => return Err(refuse(other, "[]string")),
-    };
-    // etcd's `types.NewURLs`.
-    if urls.is_empty() {
-        return Err((StatusCode::BAD_REQUEST, "no valid URLs given".into()));
-    }
-    for u in &urls {
-        check_url(u).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
-    }
-    Ok(urls)
-}
-
-/// How Go's encoding/json names a JSON value's kind in its type errors.
-fn go_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "bool",
-        serde_json::Value::Number(_) => "number",
-        serde_json::Value::String(_) => "string",
-        serde_json::Value::Array(_) => "array",
-        serde_json::Value::Object(_) => "object",
-    }
-}
-
-/// etcd's `types.NewURLs` checks.
-fn check_url(u: &str) -> Result<(), String> {
-    let Some((scheme, rest)) = u.split_once("://") else {
-        return Err(format!(
-            "URL scheme must be http, https, unix, or unixs: {u}"
-        ));
-    };
-    if !matches!(scheme, "http" | "https" | "unix" | "unixs") {
-        return Err(format!(
-            "URL scheme must be http, https, unix, or unixs: {u}"
-        ));
-    }
-    let (host, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    if !host.contains(':') {
-        return Err(format!(
-            "URL address does not have the form \"host:port\": {u}"
-        ));
-    }
-    if !path.is_empty() {
-        return Err(format!("URL must not contain a path: {u}"));
-    }
-    Ok(())
-}
-
-/// The first syntax error in `body` as Go's JSON decoder words it (the common cases).
-fn go_json_error(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let t = text.trim_start();
-    let Some(first) = t.chars().next() else {
-        return "EOF".into();
-    };
-    for (word, name) in [("null", "null"), ("true", "true"), ("false", "false")] {
-        if first == word.chars().next().unwrap_or(' ') {
-            for (got, want) in t.chars().skip(1).zip(word.chars().skip(1)) {
-                if got != want {
-                    return format!(
-                        "invalid character '{got}' in literal {name} (expecting '{want}')"
-                    );
-                }
-            }
-        }
-    }
-    if !matches!(first, '{' | '[' | '"' | '-' | '0'..='9' | 'n' | 't' | 'f') {
-        return format!("invalid character '{first}' looking for beginning of value");
-    }
-    "unexpected end of JSON input".into()
+    })
 }
 
 /// A refused add (the v3 service's answer) as etcd's v2 members API answers it: the conflicts

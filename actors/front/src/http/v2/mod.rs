@@ -3,8 +3,9 @@
 //! `/v2/machines` and `/v2/stats` (`cluster.rs`).
 //!
 //! The front only carries requests: the v2 store actor owns the tree and renders the keys
-//! API's answers, `actcd_v2tree` parses requests as etcd does, and `actcd_v2auth` decides
-//! every auth request (an answer now, or a change to propose and how to render its result).
+//! API's answers, `actcd_v2tree` parses requests as etcd does (paths, forms, keys requests,
+//! member bodies), and `actcd_v2auth` decides every auth request (an answer now, or a change
+//! to propose and how to render its result).
 //! Writes, quorum reads and auth changes are proposed through the log like any request, as
 //! internal requests (v2 requests are judged by v2 auth here, before proposing, as etcd
 //! does; v3 auth never judges them). Basic credentials cost a bcrypt check: checks run on
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 use actcd_types::v2::V2Reply;
 use actcd_v2auth::{AuthState, Caller};
+use actcd_v2tree::{html_escape, mux_clean_path, percent_decode};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -89,7 +91,7 @@ pub async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Option<Respons
     let routes = p.routes.v2.clone()?;
     let raw_path = req.uri().path().to_string();
     // Go's ServeMux answers a path that is not clean with a redirect to the clean one.
-    let clean = clean_path(&raw_path);
+    let clean = mux_clean_path(&raw_path);
     if clean != raw_path {
         let mut location = clean;
         if let Some(q) = req.uri().query() {
@@ -167,133 +169,15 @@ pub async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Option<Respons
     Some(answer)
 }
 
-/// Go's `path.Clean` as `ServeMux` applies it (a trailing slash is kept).
-fn clean_path(p: &str) -> String {
-    if p.is_empty() {
-        return "/".into();
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in p.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
-        }
-    }
-    let mut out = String::from("/");
-    out.push_str(&parts.join("/"));
-    if p.ends_with('/') && out != "/" {
-        out.push('/');
-    }
-    out
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&#34;")
-        .replace('\'', "&#39;")
-}
-
-/// Decodes `%XX` escapes (a path: `+` stays `+`).
-pub(crate) fn percent_decode(s: &str) -> String {
-    decode(s, false)
-}
-
-fn decode(s: &str, plus_is_space: bool) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(v) => {
-                        out.push(v);
-                        i += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `application/x-www-form-urlencoded` pairs, in order.
-pub(crate) fn form_pairs(s: &str) -> Vec<(String, String)> {
-    s.split(['&', ';'])
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (decode(k, true), decode(v, true)),
-            None => (decode(p, true), String::new()),
-        })
-        .collect()
-}
-
-/// The first bad `%` escape in `s`, as Go's `url.ParseQuery` reports it.
-fn bad_escape(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let ok =
-                i + 2 < b.len() && b[i + 1].is_ascii_hexdigit() && b[i + 2].is_ascii_hexdigit();
-            if !ok {
-                let end = (i + 3).min(b.len());
-                return Some(format!(
-                    "invalid URL escape {}",
-                    serde_json::Value::String(String::from_utf8_lossy(&b[i..end]).into_owned())
-                ));
-            }
-            i += 3;
-        } else {
-            i += 1;
-        }
-    }
-    None
-}
-
-/// Go's `r.Form` for a request: the body's form values (PUT/POST/PATCH with a form content
-/// type), then the query's; `Err` is Go's `ParseForm` error (a bad escape).
+/// Go's `r.Form` for a request ([`actcd_v2tree::parse_form`]): the body's form values, then
+/// the query's; `Err` is Go's `ParseForm` error.
 pub(crate) fn form(r: &V2Request) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
-    let body_form = matches!(
-        r.method,
-        http::Method::PUT | http::Method::POST | http::Method::PATCH
-    ) && r
-        .content_type
-        .as_deref()
-        .is_none_or(|t| t.starts_with("application/x-www-form-urlencoded"));
-    if body_form {
-        let body = String::from_utf8_lossy(&r.body);
-        if let Some(e) = bad_escape(&body) {
-            return Err(e);
-        }
-        out.extend(form_pairs(&body));
-    }
-    if let Some(e) = bad_escape(&r.query) {
-        return Err(e);
-    }
-    out.extend(form_pairs(&r.query));
-    Ok(out)
+    actcd_v2tree::parse_form(
+        r.method.as_str(),
+        r.content_type.as_deref(),
+        &r.body,
+        &r.query,
+    )
 }
 
 pub(crate) fn plain(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
@@ -369,7 +253,3 @@ pub(crate) fn now_nanos() -> i64 {
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
-
-#[cfg(test)]
-#[path = "mod_tests.rs"]
-mod tests;
