@@ -16,27 +16,27 @@
 //!   the newest permission view after its barrier. Measured against the reader actor answering
 //!   them (same runs, etcd 3.5.1 beside): serializable-range p99 while 100 clients put
 //!   0.35 → 0.28 of etcd's, linearizable range throughput 1.91 → 2.02× etcd's.
-//! - Lease (`lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
+//! - Lease (`grpc/lease.rs`): keepalives (answered in the RPC's own stream), TimeToLive and Leases
 //!   ask the lessor; TimeToLive's keys come from the applier. On a follower the lessor answers
 //!   `NotLeader` and the question goes to the leader through the transport (`LeaderCall`).
 //!   Through an election keepalives and TimeToLive wait for the new leader and linearizable
 //!   reads ask again, woken by the raft node's leader changes (`PipelineRoutes::leader`), up
 //!   to the request timeout or the client's `grpc-timeout`.
 //! - Streams the member ends at shutdown (watch, keepalive, observe) end `Unavailable`.
-//! - Watch (`watch.rs`): one task per stream between the client and the watch hub
+//! - Watch (`grpc/watch.rs`): one task per stream between the client and the watch hub
 //!   (`actcd_types::watch`: `OpenStream`, `WatchRequestMsg`, `CloseStream`, answered with
 //!   `StreamResponse`s); it adds the raft term and, for `prev_kv` watchers, each event's previous
 //!   value read from the store. The gRPC method is served by a route of its own
-//!   (`watch_route.rs`) whose codec writes the events the hub shares among watchers from the
+//!   (`grpc/watch_route.rs`) whose codec writes the events the hub shares among watchers from the
 //!   one shared copy, not a copy per watcher; the JSON gateway gets whole `WatchResponse`s.
 //! - Maintenance `Status`/`HashKV` read the raft node and the store, and Status's `errors` (and
 //!   `/health`) the applier's alarms (`GetAlarms`); `Alarm` goes through the log; `MoveLeader` asks
 //!   the raft node to transfer leadership and waits until the target leads.
-//! - Cluster (`cluster.rs`): membership changes are entries (adds, removals and promotions as
+//! - Cluster (`grpc/cluster.rs`): membership changes are entries (adds, removals and promotions as
 //!   raft conf changes) validated by the applier when applied; etcd's `--strict-reconfig-check`
 //!   rules (started members, peer streams up 5 s, a learner in sync with the leader) are
 //!   checked here first. `MemberList` reads the applier's applied members.
-//! - Lock and Election (`lock.rs`, `election.rs`, over `concurrency.rs`): etcd's
+//! - Lock and Election (`grpc/lock.rs`, `grpc/election.rs`, over `grpc/concurrency.rs`): etcd's
 //!   server-side mutex and leader election, each step an ordinary request made as the caller
 //!   (txns on create revisions, linearizable reads, watches through the hub to wait for the
 //!   deletion of the key ahead); a waiter whose caller goes away takes its key back. Errors go
@@ -52,7 +52,7 @@
 //!   current etcd's rules where they differ from 3.5.1's (SECURITY.md: lease calls, member list, Status and alarm lists for logged-in
 //!   users, alarm changes and compaction for root, a lease's keys for its keepalive, its keys
 //!   and the lease list).
-//! - Auth (`auth.rs`): every call is an entry through the log, applied (and authorized) by the
+//! - Auth (`grpc/auth.rs`): every call is an entry through the log, applied (and authorized) by the
 //!   auth store actor; passwords are bcrypt-hashed by it (`HashPassword`, on its blocking pool)
 //!   first. Authenticate has the auth store check the password (`CheckPassword`) and draft a
 //!   simple token (`DraftToken`), proposes the login carrying it, and once the login applied
@@ -69,9 +69,9 @@
 //!   front imports no actor crate for this: the view and the book are `actcd_types::auth`
 //!   trait objects.
 //! - HTTP/1.1 on the client port (`http/`): `/health`, etcd 3.6's `/livez` and `/readyz`
-//!   (`health.rs`), `/version`, `/metrics` (`exposition.rs`: etcd's series, from front
+//!   (`http/health.rs`), `/version`, `/metrics` (`http/exposition.rs`: etcd's series, from front
 //!   counters, status replies and the samples each actor returns with its mailbox probe), and
-//!   etcd's JSON gateway (`gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go
+//!   etcd's JSON gateway (`http/gateway.rs`, also under `/v3beta/`; bodies decoded as etcd's Go
 //!   gateway decodes them, by the `actcd-gojson` crate), which runs the same service code as
 //!   gRPC behind the same learner gate.
 //! - Old Go clients (the `actcd-h2authority` crate): every HTTP/2 connection is read through
@@ -98,7 +98,7 @@
 //!   read chunk by chunk from the newest views by a producer task that holds nothing between
 //!   chunks (`Pipeline::range_stream`; the chunks are the mvcc crate's).
 //! - The gRPC Range is served by a route of its own in front of the generated KV server
-//!   (`range_route.rs`): its codec writes an answer the store encoded from its records
+//!   (`grpc/range_route.rs`): its codec writes an answer the store encoded from its records
 //!   (`KeyReads::range_answer`) into tonic's buffer reserved at its exact length, and any
 //!   other answer with prost as the generated method would; the other KV methods, and Range
 //!   through the JSON gateway, are served as before.
@@ -109,53 +109,42 @@
 //! - top: `server.rs` assembles the tonic router, the HTTP side and the listeners (each
 //!   connection wrapped in the `actcd-h2authority` layer for old Go clients);
 //! - the HTTP/1.1 side, `http/`: the router (`mod.rs`: `/health`, `/version`, access control),
-//!   etcd's JSON gateway (`gateway.rs`, bodies decoded by `actcd-gojson`), the `/livez` and
-//!   `/readyz` checks (`health.rs`), the `/metrics` page (`exposition.rs`) and the v2 API
-//!   (`v2/`); it calls the gRPC services' code, so the gateway answers as gRPC does;
-//! - the gRPC services, a file each: `kv.rs` (`range_route.rs` its gRPC Range), `watch.rs`
-//!   (`watch_route.rs` its gRPC method), `lease.rs`, `maintenance.rs`, `cluster.rs`, `auth.rs`,
-//!   `lock.rs` and `election.rs` over `concurrency.rs`; `guard.rs` the checks current etcd added
-//!   after 3.5.1 (a logged-in user; the keys a lease holds);
+//!   etcd's JSON gateway (`gateway.rs`: its routes; the wire, proto3 JSON as grpc-gateway writes
+//!   it and bodies as Go decodes them, is `actcd-gojson`'s), the `/livez` and `/readyz` checks
+//!   (`health.rs`), the `/metrics` page (`exposition.rs`: what it asks the actors; the text
+//!   format, etcd's families and the process figures are `actcd-metrics`') and the v2 API
+//!   (`v2/`; requests parsed by `actcd-v2tree`, auth decided by `actcd-v2auth`); it calls the
+//!   gRPC services' code, so the gateway answers as gRPC does;
+//! - the gRPC services, `grpc/`, a file each (its `mod.rs` lists them);
 //! - the door to the actors, `pipeline/`: the `Pipeline` (`mod.rs`: identity, ids, headers,
-//!   shutdown), what it is given (`config.rs`), `writes.rs`, `reads.rs` and `leader.rs`;
-//! - the ground: `authn.rs` the authenticator chain, `metrics.rs` the accounting layer
-//!   (per-method atomics, client byte counts; `learner.rs` what a learner serves),
-//!   `tls.rs` TLS on the client port and the client certificate's CN
-//!   (the rustls configurations and Go's certificate rules are the `actcd-gotls` crate's),
-//!   `socket.rs` the listeners, `own_method.rs` a generated gRPC service with one method
-//!   served by a route of its own. The authorization table (what every gRPC method, gateway
-//!   path and HTTP route requires with auth on; the HTTP side serves nothing it lacks) is
-//!   `actcd-authz`'s `routes`, re-exported here as `routes`; etcd 3.6 and 3.7's latency
-//!   histograms are `actcd-grpcmetrics`' `durations`, re-exported as `durations`.
+//!   shutdown), what it is given (`config.rs`), `writes.rs`, `reads.rs`, `leader.rs`, and
+//!   `guard.rs` (the checks current etcd added after 3.5.1: a logged-in user; the keys a lease
+//!   holds);
+//! - the ground: `authn.rs` the authenticator chain, `metrics.rs` the accounting layer (the
+//!   tower layer with `learner.rs`'s gate; the per-method atomics, go-grpc-prometheus's families
+//!   and the client byte counts are `actcd-metrics`'), `tls.rs` TLS on the client port and the
+//!   client certificate's CN (the rustls configurations and Go's certificate rules are the
+//!   `actcd-gotls` crate's), `socket.rs` the listeners. The authorization table (what every gRPC
+//!   method, gateway path and HTTP route requires with auth on; the HTTP side serves nothing it
+//!   lacks) is `actcd-authz`'s `routes`, re-exported here as `routes`; etcd 3.6 and 3.7's latency
+//!   histograms are `actcd-metrics`' `durations`, re-exported as `durations`.
 //!
 //! A file's unit tests are its sibling `<file>_tests.rs` (`mod.rs`'s are `mod_tests.rs`),
 //! included as its `tests` module by `#[path]`, as in actors/mvcc.
 
-mod auth;
 pub mod authn;
-mod cluster;
-pub mod concurrency;
-pub mod election;
-mod guard;
+mod grpc;
 pub mod http;
-mod kv;
 pub mod learner;
-mod lease;
-pub mod lock;
-mod maintenance;
 pub mod metrics;
-mod own_method;
 mod pipeline;
-mod range_route;
 mod server;
 mod socket;
 mod tls;
-mod watch;
-mod watch_route;
 
 pub use actcd_authz::routes;
 pub use actcd_metrics::durations;
-pub use cluster::check_peer_urls;
+pub use grpc::cluster::check_peer_urls;
 pub use http::{exposition, gateway, health, v2};
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};
 pub use server::{parse_url, serve, serve_metrics};

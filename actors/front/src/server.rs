@@ -13,13 +13,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
-use crate::auth::AuthService;
-use crate::cluster::ClusterService;
-use crate::election::ElectionService;
-use crate::kv::KvService;
-use crate::lease::LeaseService;
-use crate::lock::LockService;
-use crate::maintenance::MaintenanceService;
+use crate::grpc::auth::AuthService;
+use crate::grpc::cluster::ClusterService;
+use crate::grpc::election::ElectionService;
+use crate::grpc::kv::KvService;
+use crate::grpc::lease::LeaseService;
+use crate::grpc::lock::LockService;
+use crate::grpc::maintenance::MaintenanceService;
 use crate::metrics::Counted;
 use crate::pipeline::Pipeline;
 use crate::socket::{ClientListener, Listening, Socket};
@@ -49,7 +49,7 @@ pub async fn serve(
     })
     .max_decoding_message_size(limit)
     .max_encoding_message_size(usize::MAX);
-    let kv = crate::range_route::kv_routes(kv, pipeline.clone(), limit);
+    let kv = crate::grpc::range_route::kv_routes(kv, pipeline.clone(), limit);
     let maintenance = MaintenanceServer::new(MaintenanceService {
         pipeline: pipeline.clone(),
     })
@@ -58,7 +58,7 @@ pub async fn serve(
         pipeline: pipeline.clone(),
     })
     .max_decoding_message_size(limit);
-    let watch = crate::watch_route::watch_routes(pipeline.clone(), limit);
+    let watch = crate::grpc::watch_route::watch_routes(pipeline.clone(), limit);
     let auth = AuthServer::new(AuthService {
         pipeline: pipeline.clone(),
     })

@@ -36,14 +36,14 @@ use actcd_types::{AuthInfo, EtcdError};
 use actcd_proto::v3electionpb::election_server::Election;
 use actcd_proto::v3lockpb::lock_server::Lock;
 
-use crate::auth::AuthService;
 use crate::authn::BasicOutcome;
-use crate::cluster::ClusterService;
-use crate::election::ElectionService;
-use crate::kv::KvService;
-use crate::lease::LeaseService;
-use crate::lock::LockService;
-use crate::maintenance::MaintenanceService;
+use crate::grpc::auth::AuthService;
+use crate::grpc::cluster::ClusterService;
+use crate::grpc::election::ElectionService;
+use crate::grpc::kv::KvService;
+use crate::grpc::lease::LeaseService;
+use crate::grpc::lock::LockService;
+use crate::grpc::maintenance::MaintenanceService;
 use crate::pipeline::Pipeline;
 
 /// etcd's messages, a bare name being an `etcdserverpb` one.
@@ -202,10 +202,11 @@ pub async fn serve(
 }
 
 /// Runs one unary method: JSON in, the service's answer out; counted from the moment the
-/// request decodes (`$call`: a [`Unary`]).
+/// request decodes (`$call`: a [`Unary`]). `$name` is the message pair's name without its
+/// `Request`/`Response` suffix (with its package where it is not `etcdserverpb`).
 macro_rules! unary {
-    ($svc:expr, $method:ident, $req:literal, $resp:literal, $body:expr, $call:expr) => {{
-        let request = from_json($body, $req)?;
+    ($call:expr, $body:expr, $svc:ident . $method:ident, $name:literal) => {{
+        let request = from_json($body, concat!($name, "Request"))?;
         let grpc = $call.start(&request);
         let mut request = tonic::Request::new(request);
         $call.auth.apply(&mut request);
@@ -217,7 +218,7 @@ macro_rules! unary {
             }
             Err(status) => grpc.handled(status.code()),
         }
-        to_json(&answer?.into_inner(), $resp)
+        to_json(&answer?.into_inner(), concat!($name, "Response"))
     }};
 }
 
@@ -465,7 +466,7 @@ async fn watch(
     let creds = p.auth.credentials(&probe);
     // The requests, then nothing more: the stream lives until the client hangs up.
     let inbound = futures::stream::iter(requests).chain(futures::stream::pending());
-    let rx = crate::watch::open_stream(p.clone(), creds, inbound)
+    let rx = crate::grpc::watch::open_stream(p.clone(), creds, inbound)
         .await
         .map_err(|e| failed(&call, &e.to_status()))?;
     Ok(json_lines(
@@ -498,7 +499,7 @@ async fn keep_alive(
     let answers = futures::stream::iter(reqs).then(move |r| {
         let (p, creds) = (p.clone(), creds.clone());
         async move {
-            crate::lease::keep_alive_once(&p, &creds, r)
+            crate::grpc::lease::keep_alive_once(&p, &creds, r)
                 .await
                 .map_err(|e| e.to_status())
         }
@@ -609,318 +610,70 @@ async fn route(
     };
     let r: Result<String, Status> = async {
         match path {
-            "/v3/kv/range" => unary!(kv, range, "RangeRequest", "RangeResponse", body, t),
-            "/v3/lock/lock" => unary!(
-                lock,
-                lock,
-                "v3lockpb.LockRequest",
-                "v3lockpb.LockResponse",
-                body,
-                t
-            ),
-            "/v3/lock/unlock" => unary!(
-                lock,
-                unlock,
-                "v3lockpb.UnlockRequest",
-                "v3lockpb.UnlockResponse",
-                body,
-                t
-            ),
-            "/v3/election/campaign" => unary!(
-                election,
-                campaign,
-                "v3electionpb.CampaignRequest",
-                "v3electionpb.CampaignResponse",
-                body,
-                t
-            ),
-            "/v3/election/proclaim" => unary!(
-                election,
-                proclaim,
-                "v3electionpb.ProclaimRequest",
-                "v3electionpb.ProclaimResponse",
-                body,
-                t
-            ),
-            "/v3/election/leader" => unary!(
-                election,
-                leader,
-                "v3electionpb.LeaderRequest",
-                "v3electionpb.LeaderResponse",
-                body,
-                t
-            ),
-            "/v3/election/resign" => unary!(
-                election,
-                resign,
-                "v3electionpb.ResignRequest",
-                "v3electionpb.ResignResponse",
-                body,
-                t
-            ),
-            "/v3/kv/put" => unary!(kv, put, "PutRequest", "PutResponse", body, t),
-            "/v3/kv/deleterange" => unary!(
-                kv,
-                delete_range,
-                "DeleteRangeRequest",
-                "DeleteRangeResponse",
-                body,
-                t
-            ),
-            "/v3/kv/txn" => unary!(kv, txn, "TxnRequest", "TxnResponse", body, t),
-            "/v3/kv/compaction" => unary!(
-                kv,
-                compact,
-                "CompactionRequest",
-                "CompactionResponse",
-                body,
-                t
-            ),
-            "/v3/lease/grant" => unary!(
-                lease,
-                lease_grant,
-                "LeaseGrantRequest",
-                "LeaseGrantResponse",
-                body,
-                t
-            ),
-            "/v3/lease/revoke" | "/v3/kv/lease/revoke" => unary!(
-                lease,
-                lease_revoke,
-                "LeaseRevokeRequest",
-                "LeaseRevokeResponse",
-                body,
-                t
-            ),
-            "/v3/lease/timetolive" | "/v3/kv/lease/timetolive" => unary!(
-                lease,
-                lease_time_to_live,
-                "LeaseTimeToLiveRequest",
-                "LeaseTimeToLiveResponse",
-                body,
-                t
-            ),
-            "/v3/lease/leases" | "/v3/kv/lease/leases" => unary!(
-                lease,
-                lease_leases,
-                "LeaseLeasesRequest",
-                "LeaseLeasesResponse",
-                body,
-                t
-            ),
-            "/v3/cluster/member/add" => unary!(
-                cluster,
-                member_add,
-                "MemberAddRequest",
-                "MemberAddResponse",
-                body,
-                t
-            ),
-            "/v3/cluster/member/remove" => unary!(
-                cluster,
-                member_remove,
-                "MemberRemoveRequest",
-                "MemberRemoveResponse",
-                body,
-                t
-            ),
-            "/v3/cluster/member/update" => unary!(
-                cluster,
-                member_update,
-                "MemberUpdateRequest",
-                "MemberUpdateResponse",
-                body,
-                t
-            ),
-            "/v3/cluster/member/list" => unary!(
-                cluster,
-                member_list,
-                "MemberListRequest",
-                "MemberListResponse",
-                body,
-                t
-            ),
-            "/v3/cluster/member/promote" => unary!(
-                cluster,
-                member_promote,
-                "MemberPromoteRequest",
-                "MemberPromoteResponse",
-                body,
-                t
-            ),
-            "/v3/maintenance/alarm" => {
-                unary!(maintenance, alarm, "AlarmRequest", "AlarmResponse", body, t)
+            "/v3/kv/range" => unary!(t, body, kv.range, "Range"),
+            "/v3/lock/lock" => unary!(t, body, lock.lock, "v3lockpb.Lock"),
+            "/v3/lock/unlock" => unary!(t, body, lock.unlock, "v3lockpb.Unlock"),
+            "/v3/election/campaign" => unary!(t, body, election.campaign, "v3electionpb.Campaign"),
+            "/v3/election/proclaim" => unary!(t, body, election.proclaim, "v3electionpb.Proclaim"),
+            "/v3/election/leader" => unary!(t, body, election.leader, "v3electionpb.Leader"),
+            "/v3/election/resign" => unary!(t, body, election.resign, "v3electionpb.Resign"),
+            "/v3/kv/put" => unary!(t, body, kv.put, "Put"),
+            "/v3/kv/deleterange" => unary!(t, body, kv.delete_range, "DeleteRange"),
+            "/v3/kv/txn" => unary!(t, body, kv.txn, "Txn"),
+            "/v3/kv/compaction" => unary!(t, body, kv.compact, "Compaction"),
+            "/v3/lease/grant" => unary!(t, body, lease.lease_grant, "LeaseGrant"),
+            "/v3/lease/revoke" | "/v3/kv/lease/revoke" => {
+                unary!(t, body, lease.lease_revoke, "LeaseRevoke")
             }
-            "/v3/maintenance/status" => unary!(
-                maintenance,
-                status,
-                "StatusRequest",
-                "StatusResponse",
-                body,
-                t
-            ),
-            "/v3/maintenance/defragment" => unary!(
-                maintenance,
-                defragment,
-                "DefragmentRequest",
-                "DefragmentResponse",
-                body,
-                t
-            ),
-            "/v3/maintenance/hash" => {
-                unary!(maintenance, hash, "HashRequest", "HashResponse", body, t)
+            "/v3/lease/timetolive" | "/v3/kv/lease/timetolive" => {
+                unary!(t, body, lease.lease_time_to_live, "LeaseTimeToLive")
             }
-            "/v3/maintenance/hashkv" => unary!(
-                maintenance,
-                hash_kv,
-                "HashKVRequest",
-                "HashKVResponse",
-                body,
-                t
-            ),
-            "/v3/maintenance/transfer-leadership" => unary!(
-                maintenance,
-                move_leader,
-                "MoveLeaderRequest",
-                "MoveLeaderResponse",
-                body,
-                t
-            ),
-            "/v3/auth/enable" => unary!(
-                auth,
-                auth_enable,
-                "AuthEnableRequest",
-                "AuthEnableResponse",
-                body,
-                t
-            ),
-            "/v3/auth/disable" => unary!(
-                auth,
-                auth_disable,
-                "AuthDisableRequest",
-                "AuthDisableResponse",
-                body,
-                t
-            ),
-            "/v3/auth/status" => unary!(
-                auth,
-                auth_status,
-                "AuthStatusRequest",
-                "AuthStatusResponse",
-                body,
-                t
-            ),
-            "/v3/auth/authenticate" => unary!(
-                auth,
-                authenticate,
-                "AuthenticateRequest",
-                "AuthenticateResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/add" => unary!(
-                auth,
-                user_add,
-                "AuthUserAddRequest",
-                "AuthUserAddResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/get" => unary!(
-                auth,
-                user_get,
-                "AuthUserGetRequest",
-                "AuthUserGetResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/list" => unary!(
-                auth,
-                user_list,
-                "AuthUserListRequest",
-                "AuthUserListResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/delete" => unary!(
-                auth,
-                user_delete,
-                "AuthUserDeleteRequest",
-                "AuthUserDeleteResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/changepw" => unary!(
-                auth,
-                user_change_password,
-                "AuthUserChangePasswordRequest",
-                "AuthUserChangePasswordResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/grant" => unary!(
-                auth,
-                user_grant_role,
-                "AuthUserGrantRoleRequest",
-                "AuthUserGrantRoleResponse",
-                body,
-                t
-            ),
-            "/v3/auth/user/revoke" => unary!(
-                auth,
-                user_revoke_role,
-                "AuthUserRevokeRoleRequest",
-                "AuthUserRevokeRoleResponse",
-                body,
-                t
-            ),
-            "/v3/auth/role/add" => unary!(
-                auth,
-                role_add,
-                "AuthRoleAddRequest",
-                "AuthRoleAddResponse",
-                body,
-                t
-            ),
-            "/v3/auth/role/get" => unary!(
-                auth,
-                role_get,
-                "AuthRoleGetRequest",
-                "AuthRoleGetResponse",
-                body,
-                t
-            ),
-            "/v3/auth/role/list" => unary!(
-                auth,
-                role_list,
-                "AuthRoleListRequest",
-                "AuthRoleListResponse",
-                body,
-                t
-            ),
-            "/v3/auth/role/delete" => unary!(
-                auth,
-                role_delete,
-                "AuthRoleDeleteRequest",
-                "AuthRoleDeleteResponse",
-                body,
-                t
-            ),
+            "/v3/lease/leases" | "/v3/kv/lease/leases" => {
+                unary!(t, body, lease.lease_leases, "LeaseLeases")
+            }
+            "/v3/cluster/member/add" => unary!(t, body, cluster.member_add, "MemberAdd"),
+            "/v3/cluster/member/remove" => unary!(t, body, cluster.member_remove, "MemberRemove"),
+            "/v3/cluster/member/update" => unary!(t, body, cluster.member_update, "MemberUpdate"),
+            "/v3/cluster/member/list" => unary!(t, body, cluster.member_list, "MemberList"),
+            "/v3/cluster/member/promote" => {
+                unary!(t, body, cluster.member_promote, "MemberPromote")
+            }
+            "/v3/maintenance/alarm" => unary!(t, body, maintenance.alarm, "Alarm"),
+            "/v3/maintenance/status" => unary!(t, body, maintenance.status, "Status"),
+            "/v3/maintenance/defragment" => unary!(t, body, maintenance.defragment, "Defragment"),
+            "/v3/maintenance/hash" => unary!(t, body, maintenance.hash, "Hash"),
+            "/v3/maintenance/hashkv" => unary!(t, body, maintenance.hash_kv, "HashKV"),
+            "/v3/maintenance/transfer-leadership" => {
+                unary!(t, body, maintenance.move_leader, "MoveLeader")
+            }
+            "/v3/auth/enable" => unary!(t, body, auth.auth_enable, "AuthEnable"),
+            "/v3/auth/disable" => unary!(t, body, auth.auth_disable, "AuthDisable"),
+            "/v3/auth/status" => unary!(t, body, auth.auth_status, "AuthStatus"),
+            "/v3/auth/authenticate" => unary!(t, body, auth.authenticate, "Authenticate"),
+            "/v3/auth/user/add" => unary!(t, body, auth.user_add, "AuthUserAdd"),
+            "/v3/auth/user/get" => unary!(t, body, auth.user_get, "AuthUserGet"),
+            "/v3/auth/user/list" => unary!(t, body, auth.user_list, "AuthUserList"),
+            "/v3/auth/user/delete" => unary!(t, body, auth.user_delete, "AuthUserDelete"),
+            "/v3/auth/user/changepw" => {
+                unary!(t, body, auth.user_change_password, "AuthUserChangePassword")
+            }
+            "/v3/auth/user/grant" => unary!(t, body, auth.user_grant_role, "AuthUserGrantRole"),
+            "/v3/auth/user/revoke" => unary!(t, body, auth.user_revoke_role, "AuthUserRevokeRole"),
+            "/v3/auth/role/add" => unary!(t, body, auth.role_add, "AuthRoleAdd"),
+            "/v3/auth/role/get" => unary!(t, body, auth.role_get, "AuthRoleGet"),
+            "/v3/auth/role/list" => unary!(t, body, auth.role_list, "AuthRoleList"),
+            "/v3/auth/role/delete" => unary!(t, body, auth.role_delete, "AuthRoleDelete"),
             "/v3/auth/role/grant" => unary!(
-                auth,
-                role_grant_permission,
-                "AuthRoleGrantPermissionRequest",
-                "AuthRoleGrantPermissionResponse",
+                t,
                 body,
-                t
+                auth.role_grant_permission,
+                "AuthRoleGrantPermission"
             ),
             "/v3/auth/role/revoke" => unary!(
-                auth,
-                role_revoke_permission,
-                "AuthRoleRevokePermissionRequest",
-                "AuthRoleRevokePermissionResponse",
+                t,
                 body,
-                t
+                auth.role_revoke_permission,
+                "AuthRoleRevokePermission"
             ),
             _ => Err(Status::not_found("")),
         }

@@ -3,7 +3,8 @@
 //! permission view, hands out ids and response headers, and closes the streams at shutdown;
 //! what it does for a request is in the files beside it: `writes.rs` (proposals through raft),
 //! `reads.rs` (ranges, RangeStream, read-only txns, the admin reads), `leader.rs` (questions
-//! only the leader answers).
+//! only the leader answers), `guard.rs` (the checks current etcd added after 3.5.1: a
+//! logged-in user, the keys a lease holds; and who a keepalive stream's credentials name).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use tokio::sync::oneshot;
 use crate::authn::AuthGate;
 
 mod config;
+mod guard;
 mod leader;
 mod reads;
 mod writes;

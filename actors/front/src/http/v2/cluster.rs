@@ -11,7 +11,7 @@ use actcd_types::{AuthInfo, EtcdError};
 use http::{Response, StatusCode};
 
 use super::{V2Request, V2Routes, cluster_id, method_not_allowed, plain};
-use crate::cluster::ClusterService;
+use crate::grpc::cluster::ClusterService;
 use crate::http::body::Body;
 use crate::pipeline::Pipeline;
 

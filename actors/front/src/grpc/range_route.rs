@@ -26,8 +26,8 @@ use tonic::codegen::BoxFuture;
 use tonic::server::UnaryService;
 use tonic::{Request, Response, Status};
 
-use crate::kv::KvService;
-use crate::own_method::{OwnCodec, OwnMethod, WithOwnMethod};
+use crate::grpc::kv::KvService;
+use crate::grpc::own_method::{OwnCodec, OwnMethod, WithOwnMethod};
 use crate::pipeline::Pipeline;
 
 /// The KV service: Range here, every other method by the generated server.

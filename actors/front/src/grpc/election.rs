@@ -24,7 +24,7 @@ use actcd_types::EtcdError;
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::concurrency::{Caller, Candidacy, CleanupGuard, prefix_end, prefix_of, unknown};
+use crate::grpc::concurrency::{Caller, Candidacy, CleanupGuard, prefix_end, prefix_of, unknown};
 use crate::pipeline::Pipeline;
 
 pub struct ElectionService {

@@ -9,7 +9,7 @@
 //! `events` field, 11, the message's last, encoded once per run of events), which is the byte
 //! string prost writes for the whole message. The route decodes requests, applies the size
 //! limits and answers errors as the generated method does; it serves the same stream as
-//! `WatchService::watch` ([`crate::watch::open_stream_as`]).
+//! `WatchService::watch` ([`crate::grpc::watch::open_stream_as`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,9 +25,9 @@ use tonic::codegen::BoxFuture;
 use tonic::server::StreamingService;
 use tonic::{Request, Response, Status};
 
-use crate::own_method::{OwnCodec, OwnMethod, WithOwnMethod};
+use crate::grpc::own_method::{OwnCodec, OwnMethod, WithOwnMethod};
+use crate::grpc::watch::{WatchOut, WatchService};
 use crate::pipeline::Pipeline;
-use crate::watch::{WatchOut, WatchService};
 
 /// The Watch service: its one method here, anything else (unknown methods) by the generated
 /// server.
@@ -75,8 +75,9 @@ impl StreamingService<WatchRequest> for WatchMethod {
         let pipeline = self.pipeline.clone();
         Box::pin(async move {
             let creds = pipeline.auth.credentials(&req);
-            let inbound = crate::watch::client_requests(req.into_inner());
-            let rx = crate::watch::open_stream_as::<WatchOut>(pipeline, creds, inbound).await?;
+            let inbound = crate::grpc::watch::client_requests(req.into_inner());
+            let rx =
+                crate::grpc::watch::open_stream_as::<WatchOut>(pipeline, creds, inbound).await?;
             Ok(Response::new(Box::pin(ReceiverStream::new(rx)) as OutStream))
         })
     }

@@ -323,7 +323,7 @@ impl Caller {
             })),
         };
         let inbound = futures::stream::iter([create]).chain(futures::stream::pending());
-        crate::watch::open_stream(self.p.clone(), self.creds.clone(), inbound).await
+        crate::grpc::watch::open_stream(self.p.clone(), self.creds.clone(), inbound).await
     }
 
     /// Waits until `key` is deleted at or after `rev` (etcd's `waitDelete`).

@@ -13,7 +13,7 @@ use actcd_proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockResp
 use actcd_types::EtcdError;
 use tonic::{Request, Response, Status};
 
-use crate::concurrency::{Caller, Candidacy, CleanupGuard, unknown};
+use crate::grpc::concurrency::{Caller, Candidacy, CleanupGuard, unknown};
 use crate::pipeline::Pipeline;
 
 pub struct LockService {
