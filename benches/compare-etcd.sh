@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the same actcd-bench suite against a fresh etcd 3.5.1 and a fresh actcd
 # and prints side-by-side markdown tables: throughput and p50/p99 latency,
-# server CPU time per request, and peak RSS after 100k puts of 256 B.
+# server CPU time per request (whole process, and per thread: which threads
+# the CPU goes to), and peak RSS after 100k puts of 256 B; with --cores, put100
+# with the servers on 1 CPU, 2 CPUs, ….
 #
 # Both servers run single-member on 127.0.0.1 with the same settings: their
 # own data dir under ${TMPDIR:-/tmp}, equal --quota-backend-bytes, default
@@ -14,6 +16,56 @@
 # the case made. The window covers the whole bench run, so set-up work
 # (watch creates, lease grants and revokes) is included; for watch latency
 # the divisor is the number of puts.
+#
+# Thread CPU (where the CPU goes): in the same window, utime+stime of every
+# thread (/proc/<pid>/task/<tid>/stat) with its name (.../task/<tid>/comm,
+# cut to 15 characters: actix's arbiters show as "actix-rt|system"), and
+# the time it sat runnable on a run queue without a CPU (schedstat's
+# run_delay, in ns). A table gives, per case and server:
+#   threads with CPU  threads that used at least one tick;
+#   cores busy        all threads' CPU ÷ the window's wall time;
+#   busiest thread    the single OS thread (by tid) with the most CPU, its
+#                     name, its share of all the threads' CPU, its CPU ÷
+#                     wall time ("on CPU": near 100% means that one thread
+#                     is the limit) and its run-queue wait ÷ wall time
+#                     ("waiting for CPU": other threads, or other people's
+#                     work on a shared machine, held the CPU it wanted);
+#   top 3 groups      CPU µs/op of the three costliest thread groups,
+#                     threads of one name summed (×k: k threads).
+# A share near 100% means one thread does the work whatever the core count;
+# 1/k means k threads share it evenly. Go gives every thread the name of
+# the executable ("etcd", or "etcd-3.5.1" through the compat cache's
+# symlink), so grouping etcd by name would give one group, the whole
+# process: when all of a server's threads share one name, its groups are
+# its three busiest OS threads instead, ranked per round ("etcd #1" is that
+# round's busiest tid, not one tid throughout). The busiest-thread columns
+# are by tid for both servers. Go moves goroutines between its OS threads,
+# so etcd's busiest thread is a busy scheduler slot, not one goroutine's
+# work; actcd's named threads (actors, allocator, the tokio and actix
+# runtimes) each have a fixed job. Threads that exit during a case are
+# missed (the whole-process column keeps them); with --rounds N every
+# number is a median over the rounds (per group for µs/op), the busiest
+# thread's name the one most often busiest. Ticks are 10 ms at CLK_TCK 100:
+# a thread with a few ticks in a case is noise.
+#
+# Cores (--cores "1 2"): put100 (100 clients on 10 conns, 256 B values)
+# against servers started under `taskset -c` on the first N CPUs this script
+# may use (cpu 0, then 0,1, …), for each N listed; the load generator is
+# pinned to the CPUs the server did not get, or unpinned when it got them
+# all. Servers are started pinned rather than re-pinned so that each sizes
+# itself to the cores it sees, as on a machine that small: Go's GOMAXPROCS
+# and actcd's thread counts (available_parallelism) follow the affinity
+# mask. Each N gets its own fresh etcd and actcd (client ports base+20…,
+# peer ports base+40…), all started before the first run; rounds
+# interleave N and server (round 1: etcd 1 CPU, actcd 1 CPU, etcd 2 CPUs,
+# …). The table gives rps, latency, whole-process CPU µs/op, cores busy
+# and the busiest thread, with rps and CPU/op relative to the first N
+# listed. Caveats: when the server has every CPU, the load generator runs
+# on the same ones (on a 2-core machine "2 CPUs" means 2 CPUs shared with
+# the client), so the ratio understates what a second core gives the
+# server alone; other people's work lands on any core (see "waiting for
+# CPU"); the servers of every N are up at once, idle but for the one
+# measured. The thread table gets a row per N and server as well.
 #
 # Peak RSS: VmHWM of a server started fresh for the purpose, after one run of
 # 100k puts of 256 B (over 10 conns, 100 clients).
@@ -42,8 +94,11 @@
 # Usage: benches/compare-etcd.sh [--etcd PATH] [--actcd PATH] [--bench PATH]
 #                                [--durable-etcd PATH|none]
 #                                [--only ID,ID…] [--rounds N] [--quick] [--keep]
+#                                [--cores "N M…"]
 # (--only runs just the listed cases: put1 put100 rangeL rangeS rangeSw range1000
-# txnput watch watch10k watch10k1 lease v2set v2get v2watch put100v2w rss.)
+# txnput watch watch10k watch10k1 lease v2set v2get v2watch put100v2w rss;
+# --cores runs besides the cases --only picks, and "cores" is no case, so
+# --only cores --cores "1 2" runs the cores comparison alone.)
 set -euo pipefail
 
 usage() {
@@ -60,6 +115,7 @@ QUICK=0
 KEEP=0
 DURABLE=""
 ONLY=""
+CORES=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --etcd) ETCD=$2; shift 2 ;;
@@ -69,12 +125,21 @@ while [ $# -gt 0 ]; do
         --only) ONLY=,$2,; shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
+        --cores) CORES=${2//,/ }; shift 2 ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage 0 ;;
         *) echo "unknown argument: $1" >&2; usage 2 >&2 ;;
     esac
 done
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "--rounds wants a positive integer" >&2; exit 2 ;; esac
+# The CPUs this script may use, in order: --cores N gives the server the first N.
+read -ra CPUS <<<"$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+for n in $CORES; do
+    case "$n" in
+        ''|*[!0-9]*|0) echo "--cores wants positive integers, like \"1 2\"" >&2; exit 2 ;;
+    esac
+    [ "$n" -le "${#CPUS[@]}" ] || { echo "--cores $n: only ${#CPUS[@]} CPUs here" >&2; exit 2; }
+done
 
 log() { echo "compare-etcd: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -136,6 +201,12 @@ fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/compare-etcd.XXXXXX")
 RESULTS=$WORK/results.tsv
 : > "$RESULTS"
+# Per-thread CPU of each run: id, server, round, tid, name, ticks, run-queue wait ns.
+THREADS=$WORK/threads.tsv
+: > "$THREADS"
+# The wall time of each run's thread window: id, server, round, µs.
+WALLS=$WORK/walls.tsv
+: > "$WALLS"
 QUOTA=$((4 * 1024 * 1024 * 1024))
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -146,6 +217,11 @@ declare -A PORT=([etcd]=$B [actcd]=$((B + 1)) [detcd]=$((B + 2)))
 declare -A PEER=([etcd]=$((B + 10)) [actcd]=$((B + 11)) [detcd]=$((B + 12)))
 declare -A BIN=([etcd]=$ETCD [actcd]=$ACTCD [detcd]=$DURABLE)
 declare -A PID=()
+# --cores: a server's CPUs (taskset -c), and the server its results count as.
+declare -A PIN=()
+declare -A FAMILY=()
+# --cores: the load generator's pinning for the runs at hand (taskset -c LIST, or nothing).
+CLIENT_PIN=()
 HOLDER=""  # pid of put100v2w's background watchers
 
 cleanup() {
@@ -168,13 +244,14 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # Extra flags for every server start_server starts (--enable-v2 for the v2 cases).
 SERVER_FLAGS=()
 
-# start_server NAME: a fresh member with an empty data dir.
+# start_server NAME: a fresh member with an empty data dir (on PIN[NAME]'s CPUs if set).
 start_server() {
-    local s=$1 dir=$WORK/$1.data port=${PORT[$1]} peer=${PEER[$1]}
+    local s=$1 dir=$WORK/$1.data port=${PORT[$1]} peer=${PEER[$1]} pin=()
     rm -rf "$dir"
     port_busy "$port" && die "port $port is in use"
     port_busy "$peer" && die "port $peer is in use"
-    "${BIN[$s]}" --name default --data-dir "$dir" \
+    [ -n "${PIN[$s]:-}" ] && pin=(taskset -c "${PIN[$s]}")
+    ${pin[@]+"${pin[@]}"} "${BIN[$s]}" --name default --data-dir "$dir" \
         --listen-client-urls "http://127.0.0.1:$port" \
         --advertise-client-urls "http://127.0.0.1:$port" \
         --listen-peer-urls "http://127.0.0.1:$peer" \
@@ -211,6 +288,19 @@ stop_server() {
 }
 
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# thread_ticks PID: a line per thread: tid, name (task/TID/comm), utime+stime in
+# ticks, and ns spent waiting on a run queue (task/TID/schedstat; empty without it).
+thread_ticks() {
+    local t name stat f sched
+    for t in /proc/"$1"/task/*; do
+        # A thread may end between the glob and the reads.
+        { read -r name <"$t/comm" && read -r stat <"$t/stat"; } 2>/dev/null || continue
+        read -ra f <<<"${stat##*) }"
+        sched=()
+        { read -ra sched <"$t/schedstat"; } 2>/dev/null || true
+        printf '%s\t%s\t%s\t%s\n' "${t##*/}" "${name//$'\t'/ }" "$((f[11] + f[12]))" "${sched[1]:-}"
+    done
+}
 peak_rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
 # --- suite ------------------------------------------------------------------
@@ -228,11 +318,13 @@ N_KEEPALIVE=$(scale 50000)
 N_RSS=$(scale 100000)
 N_V2SET=$(scale 50000)
 N_V2GET=$(scale 50000)
+# put100's bench args (also the --cores runs').
+PUT100_ARGS="--conns 10 --clients 100 --total $N_PUT put --val-size 256 --key-space-size 100000"
 
 # Each case: id | label | set-up args (run once per server, unmeasured) | bench args.
 CASES=(
     "put1|put, 1 client||--total $N_PUT1 put --val-size 256 --key-space-size 100000"
-    "put100|put, 100 clients / 10 conns||--conns 10 --clients 100 --total $N_PUT put --val-size 256 --key-space-size 100000"
+    "put100|put, 100 clients / 10 conns||$PUT100_ARGS"
     "rangeL|range 1 key, linearizable, 100 clients|populate --prefix bench/one/ --count 1|--conns 10 --clients 100 --total $N_RANGE range bench/one/00000000"
     "rangeS|range 1 key, serializable, 100 clients|populate --prefix bench/one/ --count 1|--conns 10 --clients 100 --total $N_RANGE --consistency s range bench/one/00000000"
     "rangeSw|range 1 key, serializable, while 100 other clients put (read latency)|populate --prefix bench/one/ --count 1|--conns 10 --clients 200 --total $N_RANGE --consistency s mixed --read-ratio 0.5 --key-space-size 100000"
@@ -257,20 +349,32 @@ wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }
 is_v2() { [[ "$V2_CASES" == *" $1 "* ]]; }
 
 # run_case SERVER ID ROUND ARGS...: one measured run; appends a result line
-# id, server, round, status, cpu ticks, json.
+# id, server, round, status, cpu ticks, json, and a line per server thread to
+# $THREADS and its wall time to $WALLS. The server is recorded as FAMILY[SERVER] if set.
 run_case() {
     local s=$1 id=$2 round=$3
     shift 3
-    local pid=${PID[$s]} out=$WORK/out.json err=$WORK/err.txt rc=0 status=ok
+    local pid=${PID[$s]} out=$WORK/out.json err=$WORK/err.txt rc=0 status=ok name=${FAMILY[$s]:-$s}
     if ! kill -0 "$pid" 2>/dev/null; then
-        printf '%s\t%s\t%s\tdown\t0\t{}\n' "$id" "$s" "$round" >>"$RESULTS"
+        printf '%s\t%s\t%s\tdown\t0\t{}\n' "$id" "$name" "$round" >>"$RESULTS"
         log "$id: $s is not running"
         return 0
     fi
-    local before after
+    local before after t0 t1
+    t0=${EPOCHREALTIME/[.,]/}
+    thread_ticks "$pid" >"$WORK/threads.before"
     before=$(cpu_ticks "$pid")
-    "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --json "$@" >"$out" 2>"$err" || rc=$?
+    ${CLIENT_PIN[@]+"${CLIENT_PIN[@]}"} "$BENCH" --endpoints "127.0.0.1:${PORT[$s]}" --json "$@" >"$out" 2>"$err" || rc=$?
     after=$(cpu_ticks "$pid")
+    thread_ticks "$pid" >"$WORK/threads.after"
+    t1=${EPOCHREALTIME/[.,]/}
+    printf '%s\t%s\t%s\t%s\n' "$id" "$name" "$round" "$((t1 - t0))" >>"$WALLS"
+    # Threads started during the run count from 0; those that ended are missed.
+    awk -F '\t' -v id="$id" -v s="$name" -v round="$round" \
+        'NR == FNR { t0[$1] = $3; w0[$1] = $4; next }
+         { printf "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", id, s, round, $1, $2, $3 - t0[$1],
+                  ($4 == "" ? "" : sprintf("%.0f", $4 - w0[$1])) }' \
+        "$WORK/threads.before" "$WORK/threads.after" >>"$THREADS"
     case $rc in
         0) status=ok ;;
         3) status=n/a ;;
@@ -280,7 +384,7 @@ run_case() {
     local json
     json=$(tail -n 1 "$out")
     [ -n "$json" ] || json='{}'
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$s" "$round" "$status" "$((after - before))" "$json" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$round" "$status" "$((after - before))" "$json" >>"$RESULTS"
     if [ "$status" = ok ]; then
         log "$id round $round $s: $(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%.0f rps, p50 %.3f ms, p99 %.3f ms" % (r["rps"], r["lat_ms"]["p50"], r["lat_ms"]["p99"]))' "$json")"
     else
@@ -381,18 +485,61 @@ wanted rss && for round in $(seq "$ROUNDS"); do
     done
 done
 
+# --cores: put100 with the server on the first N CPUs, for each N; fresh servers
+# for each N, all up before the first run, rounds interleaving N and server.
+# cpu_list FROM COUNT: CPUS[FROM…FROM+COUNT-1] joined with commas.
+cpu_list() { local IFS=,; echo "${CPUS[*]:$1:$2}"; }
+CORES_INFO=""
+if [ -n "$CORES" ]; then
+    i=0
+    for n in $CORES; do
+        for f in etcd actcd; do
+            s=$f-c$n
+            BIN[$s]=${BIN[$f]}
+            FAMILY[$s]=$f
+            PIN[$s]=$(cpu_list 0 "$n")
+            PORT[$s]=$((B + 20 + i))
+            PEER[$s]=$((B + 40 + i))
+            i=$((i + 1))
+            start_server "$s"
+            log "cores$n: $s on cpus $(taskset -cp "${PID[$s]}" | sed 's/.*: //')"
+        done
+        client=$(cpu_list "$n" "${#CPUS[@]}")
+        CORES_INFO+=$(printf 'cores%s\t%s\t%s\t%s' "$n" "$n" "${PIN[actcd-c$n]}" "${client:-any}")$'\n'
+    done
+    for round in $(seq "$ROUNDS"); do
+        for n in $CORES; do
+            client=$(cpu_list "$n" "${#CPUS[@]}")
+            CLIENT_PIN=()
+            [ -n "$client" ] && CLIENT_PIN=(taskset -c "$client")
+            for f in etcd actcd; do
+                # shellcheck disable=SC2086
+                run_case "$f-c$n" "cores$n" "$round" $PUT100_ARGS
+            done
+        done
+    done
+    CLIENT_PIN=()
+    for n in $CORES; do
+        stop_server "etcd-c$n"
+        stop_server "actcd-c$n"
+    done
+fi
+
 # --- tables -----------------------------------------------------------------
 
 LABELS=$(for c in "${CASES[@]}"; do IFS='|' read -r id label _ <<<"$c"; printf '%s\t%s\n' "$id" "$label"; done
-         printf 'rss\t%s\n' "put $N_RSS × 256 B, 100 clients (fresh server)")
+         printf 'rss\t%s\n' "put $N_RSS × 256 B, 100 clients (fresh server)"
+         for n in $CORES; do printf 'cores%s\t%s\n' "$n" "put100, server on $n CPU$([ "$n" = 1 ] || echo s)"; done)
 
 echo
 echo "## actcd vs etcd ${etcd_version:-?} — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, rounds: $ROUNDS$([ "$QUICK" = 1 ] && echo ', quick')"
-python3 - "$RESULTS" "$CLK_TCK" "$LABELS" "${etcd_version:-?}" "${durable_version:-}" <<'PY'
-import json, statistics, sys
+python3 - "$RESULTS" "$CLK_TCK" "$LABELS" "${etcd_version:-?}" "${durable_version:-}" \
+    "$THREADS" "$WALLS" "$CORES_INFO" <<'PY'
+import collections, json, statistics, sys
 
 results_path, clk_tck, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 etcd_version, durable_version = sys.argv[4], sys.argv[5]
+threads_path, walls_path, cores_info = sys.argv[6], sys.argv[7], sys.argv[8]
 order, label = [], {}
 for line in labels.splitlines():
     i, l = line.split("\t", 1)
@@ -400,10 +547,11 @@ for line in labels.splitlines():
     label[i] = l
 
 runs = {}  # (case, server) -> list of (status, ticks, json)
+ok_rounds = {}  # (case, server) -> list of (round, json) of the ok rounds
 hwm = {}   # server -> list of kB
 holds = {}  # server -> watch_check of put100v2w's background v2 watchers
 for line in open(results_path):
-    case, server, _round, status, ticks, blob = line.rstrip("\n").split("\t", 5)
+    case, server, rnd, status, ticks, blob = line.rstrip("\n").split("\t", 5)
     if status == "hwm":
         if ticks:
             hwm.setdefault(server, []).append(int(ticks))
@@ -412,8 +560,20 @@ for line in open(results_path):
         holds.setdefault(server, []).append(json.loads(blob).get("watch_check", "no report"))
         continue
     runs.setdefault((case, server), []).append((status, int(ticks), json.loads(blob)))
-# Cases left out with --only have no rows.
-order = [c for c in order if any(k[0] == c for k in runs)]
+    if status == "ok":
+        ok_rounds.setdefault((case, server), []).append((rnd, json.loads(blob)))
+threads = {}  # (case, server, round) -> list of (tid, name, ticks, run-queue wait s or NaN)
+for line in open(threads_path):
+    case, server, rnd, tid, name, ticks, wait = line.rstrip("\n").split("\t")
+    threads.setdefault((case, server, rnd), []).append(
+        (tid, name, max(0, int(ticks)), int(wait) / 1e9 if wait else float("nan")))
+walls = {}  # (case, server, round) -> seconds
+for line in open(walls_path):
+    case, server, rnd, us = line.rstrip("\n").split("\t")
+    walls[(case, server, rnd)] = int(us) / 1e6
+# Cases left out with --only have no rows; the --cores runs have tables of their own.
+cores_order = [c for c in order if c.startswith("cores") and any(k[0] == c for k in runs)]
+order = [c for c in order if not c.startswith("cores") and any(k[0] == c for k in runs)]
 
 def ops(case, r):
     # Requests the server handled; for watch latency, the puts.
@@ -449,21 +609,22 @@ columns = [
     ("p50 ms", lambda t, r: r["lat_ms"]["p50"], 3),
     ("p99 ms", lambda t, r: r["lat_ms"]["p99"], 3),
 ]
-print()
-head = ["case"]
-for name, _, _ in columns:
-    head += [f"etcd {name}", f"actcd {name}", "ratio"]
-row(head)
-row(["---"] + ["---:"] * (len(head) - 1))
-for case in order:
-    cells = [label[case]]
-    for _, f, d in columns:
-        e, a = metric(case, "etcd", f), metric(case, "actcd", f)
-        cells += [fmt(e, d), fmt(a, d), ratio(a, e)]
-    row(cells)
-print()
-print("ratio = actcd / etcd (above 1 is better for rps, worse for latency). "
-      "Watch latency: put-to-event latency over all watchers; rps counts delivered events.")
+if order:
+    print()
+    head = ["case"]
+    for name, _, _ in columns:
+        head += [f"etcd {name}", f"actcd {name}", "ratio"]
+    row(head)
+    row(["---"] + ["---:"] * (len(head) - 1))
+    for case in order:
+        cells = [label[case]]
+        for _, f, d in columns:
+            e, a = metric(case, "etcd", f), metric(case, "actcd", f)
+            cells += [fmt(e, d), fmt(a, d), ratio(a, e)]
+        row(cells)
+    print()
+    print("ratio = actcd / etcd (above 1 is better for rps, worse for latency). "
+          "Watch latency: put-to-event latency over all watchers; rps counts delivered events.")
 
 if runs.get(("put1", "detcd")):
     print()
@@ -489,15 +650,119 @@ if holds:
     print("v2 watchers held open during put100v2w: "
           + "; ".join(f"{s}: " + ", ".join(sorted(set(v))) for s, v in holds.items()) + ".")
 
-print()
-row(["case", "etcd CPU µs/op", "actcd CPU µs/op", "ratio"])
-row(["---", "---:", "---:", "---:"])
 cpu = lambda case: (lambda t, r: t / clk_tck * 1e6 / ops(case, r) if ops(case, r) else None)
-for case in order:
-    e, a = metric(case, "etcd", cpu(case)), metric(case, "actcd", cpu(case))
-    row([label[case], fmt(e, 1), fmt(a, 1), ratio(a, e)])
-print()
-print(f"Server utime+stime over the whole bench run (set-up included) ÷ requests; clock tick 1/{clk_tck} s.")
+if order:
+    print()
+    row(["case", "etcd CPU µs/op", "actcd CPU µs/op", "ratio"])
+    row(["---", "---:", "---:", "---:"])
+    for case in order:
+        e, a = metric(case, "etcd", cpu(case)), metric(case, "actcd", cpu(case))
+        row([label[case], fmt(e, 1), fmt(a, 1), ratio(a, e)])
+    print()
+    print(f"Server utime+stime over the whole bench run (set-up included) ÷ requests; clock tick 1/{clk_tck} s.")
+
+def cell(text):
+    # Thread names may hold '|' (actix-rt|system).
+    return text.replace("|", "\\|")
+
+def thread_stats(case, server):
+    """Over the ok rounds: (busiest thread's name, its share of the threads' CPU, the
+    fraction of the wall time it ran, the cores all threads kept busy, threads that used
+    CPU, the fraction of the wall time the busiest thread waited for a CPU, [(group,
+    threads in it, µs/op)] costliest first), medians; None without thread data."""
+    rounds = []
+    for rnd, r in ok_rounds.get((case, server), []):
+        every = threads.get((case, server, rnd), [])
+        ts = [t for t in every if t[2] > 0]
+        total, n = sum(t[2] for t in ts), ops(case, r)
+        if not total or not n:
+            continue
+        us = lambda ticks: ticks / clk_tck * 1e6 / n
+        busiest = max(ts, key=lambda t: t[2])
+        groups = {}
+        if len({t[1] for t in every}) == 1:
+            # One name for all (Go: "etcd"): the busiest OS threads, ranked.
+            for i, t in enumerate(sorted(ts, key=lambda t: -t[2])[:3], 1):
+                groups[f"{t[1]} #{i}"] = (us(t[2]), 1)
+        else:
+            for _, name, ticks, _ in ts:
+                u, k = groups.get(name, (0.0, 0))
+                groups[name] = (u + us(ticks), k + 1)
+        wall = walls.get((case, server, rnd)) or float("nan")
+        rounds.append((busiest[1], busiest[2] / total, busiest[2] / clk_tck / wall,
+                       total / clk_tck / wall, len(ts), busiest[3] / wall, groups))
+    if not rounds:
+        return None
+    name = collections.Counter(r[0] for r in rounds).most_common(1)[0][0]
+    med = lambda vals: statistics.median(list(vals))
+    names = set().union(*(r[6] for r in rounds))
+    groups = [(g, max(r[6].get(g, (0, 0))[1] for r in rounds), med(r[6].get(g, (0.0, 0))[0] for r in rounds))
+              for g in names]
+    groups.sort(key=lambda g: (-g[2], g[0]))
+    return (name, *(med(r[i] for r in rounds) for i in (1, 2, 3, 4, 5)), groups)
+
+def pct(v):
+    return "—" if v != v else f"{v:.0%}"  # NaN: no schedstat
+
+
+thread_rows = []
+for case in order + cores_order:
+    for server in ("etcd", "detcd", "actcd"):
+        st = thread_stats(case, server)
+        if st is None:
+            continue
+        name, share, on_cpu, cores, busy, wait, groups = st
+        top = ", ".join(f"{cell(g)}{f' ×{k}' if k > 1 else ''} {u:,.1f}" for g, k, u in groups[:3])
+        thread_rows.append([label[case], server, f"{busy:g}", f"{cores:.2f}", cell(name), f"{share:.0%}",
+                            f"{on_cpu:.0%}", pct(wait), top])
+if thread_rows:
+    print()
+    row(["case", "server", "threads with CPU", "cores busy", "busiest thread", "its share", "on CPU",
+         "waiting for CPU", "top 3 thread groups, CPU µs/op"])
+    row(["---", "---", "---:", "---:", "---", "---:", "---:", "---:", "---"])
+    for r in thread_rows:
+        row(r)
+    print()
+    print("Per-thread utime+stime (/proc/PID/task/*/stat) over the same window. Cores busy: all the threads' "
+          "CPU ÷ wall time. Busiest thread: the one OS thread (tid) with the most CPU, its share of all the "
+          "threads' CPU, its CPU ÷ wall time (near 100%: that thread is the limit), and its time runnable "
+          "but not running ÷ wall time (schedstat run_delay: other threads or other people's work had the "
+          "CPU). Groups: threads of one name "
+          "summed (×k threads); when every thread has one name (etcd: Go gives every thread the executable's name), the "
+          "three busiest threads instead, ranked per round (#1 is not one tid throughout).")
+
+if cores_order:
+    info = {}
+    for line in cores_info.splitlines():
+        if line:
+            c, n, server_cpus, client_cpus = line.split("\t")
+            info[c] = (int(n), server_cpus, client_cpus)
+    first = cores_order[0]
+    n0 = info[first][0]
+    print()
+    row(["put100 (100 clients / 10 conns, 256 B)", "server CPUs", "client CPUs", "rps", f"rps ÷ {n0}-CPU",
+         "p50 ms", "p99 ms", "CPU µs/op", f"CPU/op ÷ {n0}-CPU", "cores busy",
+         "busiest thread: share, on CPU, waiting"])
+    row(["---", "---", "---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---"])
+    for server in ("etcd", "actcd"):
+        rps0 = metric(first, server, lambda t, r: r["rps"])
+        cpu0 = metric(first, server, cpu(first))
+        for c in cores_order:
+            n, server_cpus, client_cpus = info[c]
+            rps = metric(c, server, lambda t, r: r["rps"])
+            us = metric(c, server, cpu(c))
+            st = thread_stats(c, server)
+            row([f"{server}, {n} CPU{'s' if n > 1 else ''}", server_cpus, client_cpus,
+                 fmt(rps, 0), ratio(rps, rps0),
+                 fmt(metric(c, server, lambda t, r: r["lat_ms"]["p50"]), 3),
+                 fmt(metric(c, server, lambda t, r: r["lat_ms"]["p99"]), 3),
+                 fmt(us, 1), ratio(us, cpu0)]
+                + (["—", "—"] if st is None else [f"{st[3]:.2f}", f"{cell(st[0])}: {st[1]:.0%}, {st[2]:.0%}, {pct(st[5])}"]))
+    print()
+    print("Servers started under taskset -c on the server CPUs (so GOMAXPROCS and actcd's thread counts follow), "
+          "the load generator on the client CPUs (any: unpinned, sharing the server's). CPU µs/op: the whole "
+          "server process, as above; ratios are against the first core count listed. Cores busy and the "
+          "busiest thread as in the thread table.")
 
 if not hwm:
     sys.exit(0)
