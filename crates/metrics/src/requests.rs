@@ -261,7 +261,7 @@ impl RequestStats {
                 let _ = writeln!(
                     out,
                     "grpc_server_handling_seconds_sum{{{l}}} {}",
-                    m.sum_nanos.load(Relaxed) as f64 / 1e9
+                    crate::text::go_float(m.sum_nanos.load(Relaxed) as f64 / 1e9)
                 );
                 let _ = writeln!(
                     out,

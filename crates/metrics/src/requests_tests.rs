@@ -97,3 +97,21 @@ fn started_calls_are_counted_by_type_and_client_version() {
     }
     assert!(!text.contains("Nope"));
 }
+
+#[test]
+fn the_handling_sum_is_written_as_go_writes_floats() {
+    let s = RequestStats::default();
+    s.set_extensive(true);
+    s.record(
+        "/etcdserverpb.KV/Put",
+        tonic::Code::Ok,
+        Duration::from_micros(10),
+    );
+    let text = s.render();
+    let sum = text
+        .lines()
+        .find(|l| l.starts_with("grpc_server_handling_seconds_sum{grpc_method=\"Put\""))
+        .unwrap_or_default();
+    // Go's strconv 'g' writes 0.00001 as 1e-05 (Rust's `{}` would write 0.00001).
+    assert!(sum.ends_with(" 1e-05"), "{sum}");
+}

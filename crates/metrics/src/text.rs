@@ -48,9 +48,16 @@ pub fn single(out: &mut String, name: &str, kind: &str, help: &str, v: f64) {
 fn label_text(labels: &[(&str, String)]) -> String {
     labels
         .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+        .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// A label value as client_golang writes it: `\`, `"` and a line feed escaped.
+fn escape_label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// One histogram series of family `name` (its header written before): `buckets` are each bound

@@ -125,3 +125,11 @@ fn labelled_histograms_keep_their_labels_on_every_line() {
          actcd_actor_handle_seconds_count{actor=\"mvcc\",message=\"Put\"} 7\n"
     );
 }
+
+#[test]
+fn label_values_escape_backslash_quote_and_line_feed() {
+    assert_eq!(
+        label_text(&[("a", "x\\y\"z\nw".to_string())]),
+        "a=\"x\\\\y\\\"z\\nw\""
+    );
+}
