@@ -238,7 +238,7 @@ pub struct GrpcCall {
 impl GrpcCall {
     /// A call of the gRPC method gateway `path` runs, started now.
     fn start(p: &Pipeline, path: &str) -> Self {
-        let method = crate::routes::gateway_route(path).map_or("", |r| r.method);
+        let method = actcd_authz::routes::gateway_route(path).map_or("", |r| r.method);
         p.requests.started(method, None);
         GrpcCall {
             stats: p.requests.clone(),
@@ -689,5 +689,5 @@ async fn route(
 /// `routes.rs`): another method than `POST` on one is refused with 405, as etcd's gateway
 /// refuses it (found by the hostile-input run), not served.
 pub fn is_route(path: &str) -> bool {
-    crate::routes::gateway_route(path).is_some()
+    actcd_authz::routes::gateway_route(path).is_some()
 }

@@ -227,7 +227,7 @@ async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Response<Body> {
         );
     }
     // Only what the authorization table (`routes.rs`) lists is served.
-    if crate::routes::http_needs(req.uri().path()).is_none() {
+    if actcd_authz::routes::http_needs(req.uri().path()).is_none() {
         return reply(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",

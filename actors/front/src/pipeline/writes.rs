@@ -30,7 +30,7 @@ impl Pipeline {
         internal: bool,
     ) -> Result<ApplyResponse, EtcdError> {
         let id = self.ids.next();
-        let kind = crate::durations::request_type(&req);
+        let kind = actcd_metrics::durations::request_type(&req);
         req.header = Some(RequestHeader {
             id,
             username: auth.username,

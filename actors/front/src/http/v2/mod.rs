@@ -148,7 +148,7 @@ pub async fn handle(p: &Arc<Pipeline>, req: Request<Incoming>) -> Option<Respons
     };
     let path = percent_decode(&raw_path);
     // Only what the authorization table (`routes.rs`) lists is served.
-    crate::routes::http_needs(&path)?;
+    actcd_authz::routes::http_needs(&path)?;
     let r = V2Request {
         method,
         path,
