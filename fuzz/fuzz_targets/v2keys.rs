@@ -1,9 +1,14 @@
 //! Fuzz target `v2keys`: a `/v2/keys` request as `actcd_v2tree::parse_key_request` reads it
 //! (the front's `v2/keys.rs` calls it with the decoded path and the form values). The input is
-//! lines: the HTTP method, the key path, then `name=value` form values in order.
+//! lines: the HTTP method, the key path, then `name=value` form values in order. The same
+//! bytes also go through the decoding before it (`actcd_v2tree`'s form functions): the path
+//! cleaned as Go's `ServeMux` cleans it and percent-decoded, the whole input read as a form
+//! body with the second line as the query. That must not panic, and cleaning a path must
+//! reach a fixed point.
 #![no_main]
 
 use actcd_v2tree::parse_key_request;
+use actcd_v2tree::{mux_clean_path, parse_form, percent_decode};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -11,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
     let mut lines = text.split('\n');
     let method = lines.next().unwrap_or("");
     let path = lines.next().unwrap_or("");
+    let cleaned = mux_clean_path(&percent_decode(path));
+    assert!(cleaned.starts_with('/'), "a cleaned path is absolute");
+    assert_eq!(mux_clean_path(&cleaned), cleaned, "cleaning is idempotent");
+    let _ = parse_form(method, None, data, path);
     let params: Vec<(String, String)> = lines
         .map(|l| match l.split_once('=') {
             Some((k, v)) => (k.to_string(), v.to_string()),
