@@ -7,21 +7,7 @@
 /// segments resolved, repeated slashes folded, a trailing slash kept. (A store key is cleaned
 /// by [`crate::clean_path`], which drops the trailing slash.)
 pub fn mux_clean_path(p: &str) -> String {
-    if p.is_empty() {
-        return "/".into();
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in p.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
-        }
-    }
-    let mut out = String::from("/");
-    out.push_str(&parts.join("/"));
+    let mut out = crate::clean_path(p);
     if p.ends_with('/') && out != "/" {
         out.push('/');
     }
