@@ -1,5 +1,6 @@
-//! Fuzz target `gojson`: a JSON gateway body decoded as `actors/front/src/gateway.rs` decodes
-//! it. The first byte picks the request message (Put, Range, Txn, Watch, Authenticate, …);
+//! Fuzz target `gojson`: a JSON gateway body decoded as `actcd_gojson` decodes it for the
+//! gateway (`actors/front/src/http/gateway.rs`). The first byte picks the request message
+//! (Put, Range, Txn, Watch, Authenticate, …);
 //! the rest is the body: its first value as a unary call reads it, then every value as a
 //! bidirectional call (`/v3/watch`, `/v3/lease/keepalive`) reads them, each decoded into the
 //! message and the message encoded and decoded again as the gateway hands it to the service.
