@@ -515,6 +515,12 @@ fn consensus(
     mailbox.run(
         RaftActor::new(raft_node, peers, snapshot_count, catchup)
             .with_proposal_ttl(cfg.request_timeout())
+            .with_pipeline_depth(
+                std::env::var("ACTCD_RAFT_PIPELINE")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(actcd_raft::DEFAULT_PIPELINE_DEPTH),
+            )
             .with_read_ids(actcd_types::ids::IdGenerator::new(cfg.member_id, now_ms())),
     );
     for m in members.iter().filter(|m| m.id != cfg.member_id) {

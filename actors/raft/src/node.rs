@@ -663,6 +663,20 @@ impl RaftNode {
         let _ = self.compact_log(self.applied(), keep);
     }
 
+    /// Whether the next Ready would carry new log entries to persist.
+    pub fn has_new_entries(&self) -> bool {
+        !self.raw.raft.raft_log.unstable_entries().is_empty()
+    }
+
+    /// Whether the next Ready may be taken only once every earlier one is persisted: it
+    /// carries a snapshot (installed only over a log that is all durable), or raft-rs made
+    /// this member leader since the last Ready (raft-rs requires that no Ready with entries is
+    /// still unpersisted when it hands out a new leader's first one).
+    pub fn must_wait_for_persisted(&self) -> bool {
+        self.raw.raft.raft_log.unstable_snapshot().is_some()
+            || (self.raw.raft.state == StateRole::Leader && self.leader != self.id)
+    }
+
     pub fn id(&self) -> u64 {
         self.id
     }
