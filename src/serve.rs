@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 
 use crate::config::Config;
 use crate::node::{API_VERSION, StartError};
-use crate::wiring::{front_threads, now_ms};
+use crate::wiring::{front_helpers, front_threads, now_ms};
 
 /// Serves the client API on the tokio runtime until `stop` resolves.
 pub(crate) fn serve_clients(
@@ -30,9 +30,15 @@ pub(crate) fn serve_clients(
     actors: actix::ArbiterHandle,
 ) -> Result<(), StartError> {
     let threads = front_threads();
-    let mut builder = if threads == 0 {
+    let helpers = if threads == 0 { front_helpers() } else { 0 };
+    let mut builder = if threads == 0 && helpers == 0 {
         // Only the signal handler and the shutdown wait run here.
         tokio::runtime::Builder::new_current_thread()
+    } else if threads == 0 {
+        // The helpers: they accept on the same listeners as the actors' thread.
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(helpers);
+        b
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(threads);
@@ -76,7 +82,12 @@ pub(crate) fn serve_clients(
         if published {
             for bound in client_listeners {
                 servers.push(serve_one(
-                    bound, cfg, &pipeline, &stop_tx, threads, &actors,
+                    bound,
+                    cfg,
+                    &pipeline,
+                    &stop_tx,
+                    (threads, helpers),
+                    &actors,
                 )?);
             }
             stop.await;
@@ -299,7 +310,7 @@ fn serve_one(
     cfg: &Config,
     pipeline: &Arc<Pipeline>,
     stop_tx: &tokio::sync::broadcast::Sender<()>,
-    threads: usize,
+    (threads, helpers): (usize, usize),
     actors: &actix::ArbiterHandle,
 ) -> Result<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>, StartError> {
     let BoundPort { port, listener } = bound;
@@ -324,6 +335,34 @@ fn serve_one(
             url: port.urls.join(","),
             reason: e.to_string(),
         })?;
+        // The helper threads accept on clones of the same socket: whichever thread waits in
+        // accept first takes the next connection, so a busy actors' thread leaves new ones to
+        // the helpers.
+        for _ in 0..helpers {
+            let clone = match &std_listener {
+                StdListener::Tcp(l) => l.try_clone().and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    TcpListener::from_std(l).map(actcd_front::ClientListener::Tcp)
+                }),
+                StdListener::Unix(l) => l.try_clone().and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    tokio::net::UnixListener::from_std(l).map(actcd_front::ClientListener::Unix)
+                }),
+            }
+            .map_err(|e| StartError::Listen {
+                url: port.urls.join(","),
+                reason: e.to_string(),
+            })?;
+            let mut stop = stop_tx.subscribe();
+            tokio::spawn(actcd_front::serve(
+                clone,
+                pipeline.clone(),
+                listening.clone(),
+                async move {
+                    let _ = stop.recv().await;
+                },
+            ));
+        }
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let p = pipeline.clone();
         actors.spawn(async move {

@@ -793,6 +793,33 @@ pub(crate) fn front_threads() -> usize {
         })
 }
 
+/// Threads that serve gRPC beside the actors' System thread when the front shares it
+/// (`front_threads() == 0`): each accepts on clones of the same listening sockets, so a
+/// connection goes to whichever thread waits in `accept` first, and the requests of a helper's
+/// connections reach the actors across threads. `ACTCD_FRONT_HELPERS` sets it; default 0.
+///
+/// Measured for issue 27 (release build, 2 cores, `benches/compare-etcd.sh --cores "1 2"`,
+/// put at 100 clients on 10 connections, two runs each, against etcd 3.5.1 in the same runs):
+/// - one helper makes the member grow with cores: 1 → 2 CPUs 1.33× and 1.31× (without: 0.96×
+///   and 0.90×; etcd 1.41–1.47×), the busiest thread's share of the member's CPU 52–58%
+///   (without: 91%), the rest on the helper;
+/// - and costs CPU: 85–97 µs per put on 2 CPUs against 72–78 without, 10–30% more per
+///   request in the wider A/B (put, ranges, txn-put, keepalives: the hand-offs of the
+///   helper's requests, a mailbox push and a oneshot wake-up each crossing threads), for
+///   throughput within the runs' spread of the shared layout's on this machine, where the load
+///   generator takes the second core;
+/// - pinned to one CPU the member sees `available_parallelism() == 1`; a helper there only
+///   adds hand-offs (9.1k against 11.9k puts/s), so it is for machines with cores to spare.
+///
+/// Hence off by default: on 2 cores the shared thread does more per CPU second, and with more
+/// cores the front has threads of its own anyway (`front_threads`).
+pub(crate) fn front_helpers() -> usize {
+    std::env::var("ACTCD_FRONT_HELPERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// etcd's `configurePeerListeners`: binds every `--listen-peer-urls` URL before any actor
 /// starts — a TCP port, or for `unix://` and `unixs://` the socket file the URL's host names
 /// (a stale one removed first; removed again at stop through `files`). A URL that cannot be

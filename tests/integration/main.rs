@@ -53,14 +53,19 @@ use etcd_client::{
 
 /// A command that runs the actcd binary under test. Unless the run names a layout
 /// (`ACTCD_FRONT_THREADS` set, as on a machine where that is wanted), each test's members get
-/// one of the two thread layouts, chosen by the test's name so a test always runs in the same
-/// one: the gRPC front sharing the actors' thread (what a 2-core machine such as CI's gets) or
-/// the front on two threads of its own (what bigger machines get). One pass of the suite so
-/// covers both layouts (CI ran the whole suite once per layout before).
+/// one of three thread layouts, chosen by the test's name so a test always runs in the same
+/// one: the gRPC front sharing the actors' thread (what a 2-core machine such as CI's gets),
+/// the same with a helper thread accepting on the same listeners (`ACTCD_FRONT_HELPERS=1`,
+/// issue 27's layout that grows with cores), or the front on two threads of its own (what
+/// bigger machines get). One pass of the suite so covers every layout.
 pub(crate) fn actcd_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
     if std::env::var_os("ACTCD_FRONT_THREADS").is_none() {
-        cmd.env("ACTCD_FRONT_THREADS", front_layout_of_this_test());
+        let (threads, helpers) = front_layout_of_this_test();
+        cmd.env("ACTCD_FRONT_THREADS", threads);
+        if std::env::var_os("ACTCD_FRONT_HELPERS").is_none() {
+            cmd.env("ACTCD_FRONT_HELPERS", helpers);
+        }
     }
     cmd
 }
@@ -114,12 +119,16 @@ where
 
 /// `ACTCD_FRONT_THREADS` for the test running on this thread (libtest names each test's
 /// thread after the test): FNV-1a of the name, odd → a front of its own.
-fn front_layout_of_this_test() -> &'static str {
+fn front_layout_of_this_test() -> (&'static str, &'static str) {
     let name = std::thread::current().name().unwrap_or("").to_string();
     let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
-    if hash % 2 == 1 { "2" } else { "0" }
+    match (hash % 2, (hash >> 1) % 2) {
+        (1, _) => ("2", "0"),
+        (_, 1) => ("0", "1"),
+        _ => ("0", "0"),
+    }
 }
 
 /// A port no one listens on, handed out once per test process.
