@@ -100,6 +100,9 @@ pub struct RaftActor {
     incoming: Option<(u64, Vec<u8>)>,
     /// A snapshot installed by the Ready being persisted: applied once persisted.
     installed: Option<u64>,
+    /// A snapshot is being installed into the store: no further Ready is taken until its own
+    /// Ready went to the WAL (a later one would reach the WAL, and count as persisted, first).
+    installing: bool,
     /// Proposals made while no leader was known, with until when they may wait: proposed as
     /// soon as a leader is, unless their client's deadline (if it sent one) or `proposal_ttl`
     /// has passed by then — a write its client saw fail must not commit later. etcd's raft
@@ -177,6 +180,7 @@ impl RaftActor {
             compacting: false,
             incoming: None,
             installed: None,
+            installing: false,
             waiting_for_leader: Vec::new(),
             proposal_ttl: std::time::Duration::from_secs(5),
             leader_since: None,
@@ -413,6 +417,7 @@ impl RaftActor {
             return;
         };
         let release = self.peers.release.clone();
+        self.installing = true;
         let work = async move {
             install
                 .send(InstallSnapshot { index, data })
@@ -429,15 +434,18 @@ impl RaftActor {
                 .map_err(|e| e.to_string())?
         };
         work.into_actor(self)
-            .map(move |res, act, ctx| match res {
-                Ok(()) => {
-                    act.installed = Some(index);
-                    act.persist(append, number, persisted_messages, ctx);
+            .map(move |res, act, ctx| {
+                act.installing = false;
+                match res {
+                    Ok(()) => {
+                        act.installed = Some(index);
+                        act.persist(append, number, persisted_messages, ctx);
+                    }
+                    Err(e) => act.fail(
+                        format!("installing the snapshot at index {index} failed: {e}"),
+                        ctx,
+                    ),
                 }
-                Err(e) => act.fail(
-                    format!("installing the snapshot at index {index} failed: {e}"),
-                    ctx,
-                ),
             })
             .wait(ctx);
     }
@@ -537,7 +545,8 @@ impl Handler<ProcessReady> for RaftActor {
             // again): a snapshot or a new leadership until every earlier write is durable, new
             // entries past the pipeline depth, which lets proposals gather into one fsync.
             let in_flight = self.appends_in_flight;
-            if (in_flight > 0 && self.node.must_wait_for_persisted())
+            if self.installing
+                || (in_flight > 0 && self.node.must_wait_for_persisted())
                 || (in_flight >= self.pipeline_depth && self.node.has_new_entries())
             {
                 break;

@@ -83,7 +83,9 @@
 //!   next Ready's fsync, so pipelining never turns one fsync per batch into one per proposal;
 //! - a Ready that installs a snapshot, or a new leader's first, is taken only once every
 //!   earlier Ready is persisted (a snapshot replaces a log that must be durable; raft-rs
-//!   asserts that no entries are in flight when this member becomes leader).
+//!   asserts that no entries are in flight when this member becomes leader), and no Ready is
+//!   taken while a snapshot installs (a later Ready's write would reach the WAL before the
+//!   snapshot's own, and its `Persisted` would count the snapshot's Ready as durable).
 //!
 //! A failed append stops the node before any later `Persisted` is handled (the WAL refuses
 //! every write after a failure, so a later append cannot succeed over a hole).
