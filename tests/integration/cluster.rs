@@ -176,8 +176,11 @@ pub(crate) async fn leader_index(members: &[Member], alive: &[usize]) -> usize {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         for &i in alive {
-            let mut c = members[i].client().await;
-            if let Ok(s) = c.status().await
+            // A member not serving yet holds the request until it is: not forever here.
+            let status = tokio::time::timeout(Duration::from_secs(2), async {
+                members[i].client().await.status().await
+            });
+            if let Ok(Ok(s)) = status.await
                 && s.leader() != 0
                 && s.header().is_some_and(|h| h.member_id() == s.leader())
             {
@@ -197,7 +200,31 @@ pub(crate) async fn running_cluster(dir: &Path, extra: &[&str]) -> (Vec<Member>,
         m.spawn_with(&initial, extra);
     }
     let leader = leader_index(&members, &[0, 1, 2]).await;
+    wait_serving(&members, &[0, 1, 2]).await;
     (members, initial, leader)
+}
+
+/// Waits until every member in `which` answers clients. A member serves only once its own
+/// publish is applied (etcd's readiness), so one that is still publishing when a test kills its
+/// peers never serves: its port accepts connections and holds their requests for good.
+pub(crate) async fn wait_serving(members: &[Member], which: &[usize]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for &i in which {
+        loop {
+            let status = tokio::time::timeout(Duration::from_secs(2), async {
+                members[i].client().await.status().await
+            });
+            if matches!(status.await, Ok(Ok(_))) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "member {} never served clients",
+                members[i].name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 /// Waits until every member answers HashKV at the revision of `key` on `c`, with one hash.
