@@ -339,20 +339,13 @@ fn serve_one(
         // accept first takes the next connection, so a busy actors' thread leaves new ones to
         // the helpers.
         for _ in 0..helpers {
-            let clone = match &std_listener {
-                StdListener::Tcp(l) => l.try_clone().and_then(|l| {
-                    l.set_nonblocking(true)?;
-                    TcpListener::from_std(l).map(actcd_front::ClientListener::Tcp)
-                }),
-                StdListener::Unix(l) => l.try_clone().and_then(|l| {
-                    l.set_nonblocking(true)?;
-                    tokio::net::UnixListener::from_std(l).map(actcd_front::ClientListener::Unix)
-                }),
-            }
-            .map_err(|e| StartError::Listen {
-                url: port.urls.join(","),
-                reason: e.to_string(),
-            })?;
+            let clone = std_listener
+                .try_clone()
+                .and_then(StdListener::into_tokio)
+                .map_err(|e| StartError::Listen {
+                    url: port.urls.join(","),
+                    reason: e.to_string(),
+                })?;
             let mut stop = stop_tx.subscribe();
             tokio::spawn(actcd_front::serve(
                 clone,
@@ -366,15 +359,7 @@ fn serve_one(
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let p = pipeline.clone();
         actors.spawn(async move {
-            let l = match std_listener {
-                StdListener::Tcp(l) => {
-                    TcpListener::from_std(l).map(actcd_front::ClientListener::Tcp)
-                }
-                StdListener::Unix(l) => {
-                    tokio::net::UnixListener::from_std(l).map(actcd_front::ClientListener::Unix)
-                }
-            };
-            if let Ok(l) = l {
+            if let Ok(l) = std_listener.into_tokio() {
                 let _ = actcd_front::serve(l, p, listening, shutdown).await;
             }
             let _ = done_tx.send(());
@@ -410,6 +395,26 @@ fn serve_one(
 enum StdListener {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener),
+}
+
+impl StdListener {
+    /// Another handle on the same socket (it shares the socket's non-blocking mode).
+    fn try_clone(&self) -> std::io::Result<Self> {
+        match self {
+            StdListener::Tcp(l) => l.try_clone().map(StdListener::Tcp),
+            StdListener::Unix(l) => l.try_clone().map(StdListener::Unix),
+        }
+    }
+
+    /// Registers the listener with the runtime this runs on.
+    fn into_tokio(self) -> std::io::Result<actcd_front::ClientListener> {
+        match self {
+            StdListener::Tcp(l) => TcpListener::from_std(l).map(actcd_front::ClientListener::Tcp),
+            StdListener::Unix(l) => {
+                tokio::net::UnixListener::from_std(l).map(actcd_front::ClientListener::Unix)
+            }
+        }
+    }
 }
 
 /// The unix socket files this member made (peer, client, metrics): removed when dropped, as etcd's
