@@ -516,10 +516,7 @@ fn consensus(
         RaftActor::new(raft_node, peers, snapshot_count, catchup)
             .with_proposal_ttl(cfg.request_timeout())
             .with_pipeline_depth(
-                std::env::var("ACTCD_RAFT_PIPELINE")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(actcd_raft::DEFAULT_PIPELINE_DEPTH),
+                env_count("ACTCD_RAFT_PIPELINE").unwrap_or(actcd_raft::DEFAULT_PIPELINE_DEPTH),
             )
             .with_read_ids(actcd_types::ids::IdGenerator::new(cfg.member_id, now_ms())),
     );
@@ -784,13 +781,10 @@ pub(crate) fn now_ms() -> u64 {
 /// A helper thread beside the shared one (`front_helpers`) lets the member grow with cores;
 /// its price is measured there.
 pub(crate) fn front_threads() -> usize {
-    std::env::var("ACTCD_FRONT_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            cores.saturating_sub(2)
-        })
+    env_count("ACTCD_FRONT_THREADS").unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cores.saturating_sub(2)
+    })
 }
 
 /// Threads that serve gRPC beside the actors' System thread when the front shares it
@@ -820,10 +814,12 @@ pub(crate) fn front_threads() -> usize {
 /// what remains is work done twice per scheduling round on two runtimes and data moving
 /// between cores.
 pub(crate) fn front_helpers() -> usize {
-    std::env::var("ACTCD_FRONT_HELPERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    env_count("ACTCD_FRONT_HELPERS").unwrap_or(0)
+}
+
+/// A thread-layout override from the environment: a count, or `None` when unset or not one.
+fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok()
 }
 
 /// etcd's `configurePeerListeners`: binds every `--listen-peer-urls` URL before any actor
