@@ -126,7 +126,7 @@ fn bench_check(c: &mut Criterion) {
 fn submit(id: u64) -> Submit {
     let (reply, _) = oneshot::channel();
     Submit {
-        request: common::put(id, id % 100_000),
+        request: Box::new(common::put(id, id % 100_000)),
         reply,
         deadline: None,
     }

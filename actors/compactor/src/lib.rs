@@ -234,7 +234,7 @@ impl Handler<CompactorTick> for CompactorActor {
                     tracing::info!(revision = rev, "starting auto compaction");
                     let (tx, rx) = oneshot::channel();
                     let submit = Submit {
-                        request: InternalRaftRequest {
+                        request: Box::new(InternalRaftRequest {
                             header: Some(actcd_proto::actcdpb::RequestHeader {
                                 id: act.ids.next(),
                                 // The member's own compaction: never judged by auth.
@@ -246,7 +246,7 @@ impl Handler<CompactorTick> for CompactorActor {
                                 physical: false,
                             }),
                             ..Default::default()
-                        },
+                        }),
                         reply: tx,
                         deadline: None,
                     };

@@ -150,7 +150,7 @@ impl CorruptionChecker {
         }
         let (tx, rx) = oneshot::channel();
         let submit = Submit {
-            request: corrupt_alarm(member, self.ids.next()),
+            request: Box::new(corrupt_alarm(member, self.ids.next())),
             reply: tx,
             deadline: None,
         };

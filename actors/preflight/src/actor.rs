@@ -368,7 +368,7 @@ mod tests {
         let (pf, log) = start(false);
         let (tx, _rx) = oneshot::channel();
         pf.send(Submit {
-            request: put(7, b"k"),
+            request: Box::new(put(7, b"k")),
             reply: tx,
             deadline: None,
         })
@@ -384,7 +384,7 @@ mod tests {
         let (tx, rx) = oneshot::channel();
         let err = pf
             .send(Submit {
-                request: put(8, b""),
+                request: Box::new(put(8, b"")),
                 reply: tx,
                 deadline: None,
             })
@@ -405,7 +405,7 @@ mod tests {
         let (tx, _rx) = oneshot::channel();
         let err = pf
             .send(Submit {
-                request: put(9, b"k"),
+                request: Box::new(put(9, b"k")),
                 reply: tx,
                 deadline: None,
             })
@@ -421,7 +421,7 @@ mod tests {
         let (tx, _rx) = oneshot::channel();
         let err = pf
             .send(Submit {
-                request: put(5, b"k"),
+                request: Box::new(put(5, b"k")),
                 reply: tx,
                 deadline: None,
             })

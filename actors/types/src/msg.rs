@@ -630,7 +630,9 @@ pub struct Cancel {
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), EtcdError>")]
 pub struct Submit {
-    pub request: InternalRaftRequest,
+    /// Boxed: the request is some 1.3 KB of optional fields, and a `Submit` is moved through
+    /// the front's futures and actix's envelope (each move a memcpy of its whole size).
+    pub request: Box<InternalRaftRequest>,
     pub reply: oneshot::Sender<ApplyResult>,
     /// The client's deadline, if it sent one (see [`Propose::deadline`]).
     pub deadline: Option<tokio::time::Instant>,

@@ -398,7 +398,7 @@ impl Handler<V2SyncTick> for V2StoreActor {
                     ..Default::default()
                 };
                 act.peers.submit.do_send(Submit {
-                    request,
+                    request: Box::new(request),
                     reply: tx,
                     deadline: None,
                 });
