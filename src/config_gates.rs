@@ -12,7 +12,9 @@
 //!   earlier occurrence);
 //! - a gate not set has its default.
 //!
-//! The gates and their stages are etcd 3.7's. Their defaults are etcd's except where actcd has
+//! The gates and their stages are etcd 3.7's, plus `AutoPromoteLearners`, the gate etcd's
+//! unmerged PR #21744 proposes (actcd builds it ahead of etcd, alpha and off, as proposed;
+//! `AllAlpha` turns it on with the rest). Their defaults are etcd's except where actcd has
 //! always behaved otherwise (the table's `default`, like etcd's own `OverrideDefault`): the
 //! corruption checks, which actcd runs by default, and lease checkpoints, which actcd always
 //! takes and persists. [`GATES`] says for each what it does here; docs/operations.md's "Feature gates"
@@ -41,6 +43,9 @@ pub const PRIORITY_REQUEST: &str = "PriorityRequest";
 /// `SetMemberLocalAddr` (etcd #17661, #19413, alpha in 3.6): peer connections leave from the
 /// first eligible IP of `--initial-advertise-peer-urls` (`local_addr.rs`).
 pub const SET_MEMBER_LOCAL_ADDR: &str = "SetMemberLocalAddr";
+/// `AutoPromoteLearners` (proposed in etcd PR #21744 for #15107 / #21611, unmerged; alpha,
+/// off): the leader promotes a learner that has kept up (`actcd_front::auto_promote_learners`).
+pub const AUTO_PROMOTE_LEARNERS: &str = "AutoPromoteLearners";
 const ALL_ALPHA: &str = "AllAlpha";
 const ALL_BETA: &str = "AllBeta";
 
@@ -110,6 +115,17 @@ pub const GATES: &[GateSpec] = &[
         locked: false,
         pr: 0,
         meaning: Meaning::Implemented("sets every beta gate not set explicitly"),
+    },
+    GateSpec {
+        name: AUTO_PROMOTE_LEARNERS,
+        stage: Stage::Alpha,
+        etcd_default: false,
+        default: false,
+        locked: false,
+        pr: 21744,
+        meaning: Meaning::Implemented(
+            "the leader promotes a learner that has published itself, kept its peer stream up for 5 s and stayed within 90% of the leader's log for two rounds of 4 s, one at a time and only when the grown cluster keeps a connected majority (etcd: proposed in PR #21744, not merged)",
+        ),
     },
     GateSpec {
         name: COMPACT_HASH_CHECK,
@@ -400,9 +416,16 @@ mod tests {
         ];
         let got: Vec<(&str, Stage, bool)> = GATES
             .iter()
+            .filter(|g| g.name != AUTO_PROMOTE_LEARNERS)
             .map(|g| (g.name, g.stage, g.etcd_default))
             .collect();
         assert_eq!(got, etcd);
+        // Plus the gate etcd's PR #21744 proposes, as proposed: alpha, off.
+        let proposed = spec(AUTO_PROMOTE_LEARNERS).unwrap();
+        assert_eq!(
+            (proposed.stage, proposed.etcd_default, proposed.default, proposed.pr),
+            (Stage::Alpha, false, false, 21744)
+        );
         // actcd's own defaults differ only where it always behaved otherwise.
         let differ: Vec<&str> = GATES
             .iter()

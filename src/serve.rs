@@ -90,7 +90,15 @@ pub(crate) fn serve_clients(
                     &actors,
                 )?);
             }
+            // `AutoPromoteLearners`: while this member leads, it promotes learners that kept up.
+            let promoter = cfg
+                .gates
+                .enabled(crate::config::gates::AUTO_PROMOTE_LEARNERS)
+                .then(|| tokio::spawn(actcd_front::auto_promote_learners(pipeline.clone())));
             stop.await;
+            if let Some(promoter) = promoter {
+                promoter.abort();
+            }
         } else {
             drop(client_listeners);
         }

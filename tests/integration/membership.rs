@@ -291,6 +291,109 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
     }
 }
 
+/// `AutoPromoteLearners` (issue 28, etcd's proposed gate, PR #21744): the leader promotes a
+/// learner that started and kept up, without `member promote`; a learner that never started
+/// stays a learner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_that_kept_up_is_promoted_by_the_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m1 = Member::new("m1", dir.path());
+    let gates = [
+        "--feature-gates",
+        "AutoPromoteLearners=true",
+        "--max-learners",
+        "2",
+    ];
+    m1.spawn_with(&initial_of(&[&m1]), &gates);
+    crate::cluster::wait_serving(std::slice::from_ref(&m1), &[0]).await;
+    let mut c = m1.client().await;
+    let mut acked = Vec::new();
+    for i in 0..20 {
+        let key = format!("k/{i:03}");
+        put_eventually(&mut c, &key).await;
+        acked.push(key);
+    }
+    // A learner that is added and never starts.
+    let ghost = Member::new("ghost", dir.path());
+    let ghost_url = ghost.peer_url();
+    let ghost_id = until_healthy(|| {
+        let mut c = c.clone();
+        let url = ghost_url.clone();
+        async move {
+            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
+                .await
+        }
+    })
+    .await
+    .member()
+    .unwrap()
+    .id();
+    // A learner that starts and catches up.
+    let mut m2 = Member::new("m2", dir.path());
+    let url = m2.peer_url();
+    let added = until_healthy(|| {
+        let mut c = c.clone();
+        let url = url.clone();
+        async move {
+            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
+                .await
+        }
+    })
+    .await;
+    let m2_id = added.member().unwrap().id();
+    assert!(added.member().unwrap().is_learner());
+    let all = format!("{},ghost={ghost_url}", initial_of(&[&m1, &m2]));
+    // Every member knows the cluster may hold two learners (etcd checks it at start).
+    m2.spawn_with(
+        &all,
+        &["--initial-cluster-state", "existing", "--max-learners", "2"],
+    );
+    wait_for_keys(&m2, "k/", &acked).await;
+
+    // Promoted by the leader: published, its stream up for 5 s, ready for two rounds of 4 s.
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let list = retrying(|| {
+            let mut c = c.clone();
+            async move { c.member_list().await }
+        })
+        .await
+        .unwrap();
+        let learner = |id: u64| {
+            list.members()
+                .iter()
+                .find(|m| m.id() == id)
+                .map(|m| m.is_learner())
+        };
+        if learner(m2_id) == Some(false) {
+            assert_eq!(
+                learner(ghost_id),
+                Some(true),
+                "a learner that never ran stays one"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "m2 never promoted: {list:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // A voter now: it reports so itself, and the two voters commit writes together.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = m2.client().await.status().await;
+        if matches!(&status, Ok(s) if !s.is_learner()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "m2 still reports a learner: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    put_eventually(&mut m2.client().await, "after").await;
+    acked.push("after".into());
+    wait_for_keys(&m1, "", &acked).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_the_compacted_log_gets_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();

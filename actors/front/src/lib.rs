@@ -144,6 +144,7 @@ mod tls;
 
 pub use actcd_authz::routes;
 pub use actcd_metrics::durations;
+pub use grpc::autopromote::run as auto_promote_learners;
 pub use grpc::cluster::check_peer_urls;
 pub use http::{exposition, gateway, health, v2};
 pub use pipeline::{ActorProbe, FrontConfig, Pipeline, PipelineRoutes};

@@ -98,6 +98,9 @@ pub struct Cluster {
     pub net: Option<Arc<Net>>,
     /// More flags for every member (the hostile run's `--enable-v2`).
     pub extra_args: Vec<String>,
+    /// Members run with `AutoPromoteLearners`: `replace` adds a learner and waits for its
+    /// promotion.
+    pub auto_promote: bool,
 }
 
 impl Cluster {
@@ -138,6 +141,7 @@ impl Cluster {
             members,
             net: None,
             extra_args: Vec::new(),
+            auto_promote: false,
         }
     }
 

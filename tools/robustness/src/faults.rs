@@ -578,9 +578,9 @@ async fn replace(
         );
         return ("-".into(), "leader unknown; skipped".into(), None);
     };
-    let (urls, n) = {
+    let (urls, n, learner) = {
         let c = cluster.lock().expect("cluster lock");
-        (c.urls(), c.members.len())
+        (c.urls(), c.members.len(), c.auto_promote)
     };
     let i = (l + rng.random_range(1..n)) % n;
     let (name, old_id, peer_url) = {
@@ -662,7 +662,7 @@ async fn replace(
             let mut c = ClusterClient::new(channel(&url));
             let mut req = tonic::Request::new(MemberAddRequest {
                 peer_ur_ls: vec![peer_url.clone()],
-                is_learner: false,
+                is_learner: learner,
             });
             req.set_timeout(Duration::from_secs(3));
             match tokio::time::timeout(Duration::from_millis(3500), c.member_add(req)).await {
@@ -699,9 +699,38 @@ async fn replace(
         }
     }
     println!(
-        "[{:6.2}s]   replace {name}: added as {new_id:x}, started (existing); waiting until caught up",
-        secs(clock.now())
+        "[{:6.2}s]   replace {name}: added as {new_id:x}{}, started (existing); waiting until caught up",
+        secs(clock.now()),
+        if learner { " (learner)" } else { "" }
     );
+    if learner {
+        // Promoted by the leader alone (AutoPromoteLearners): no MemberPromote is sent.
+        let promoted = retry(
+            "promotion by the leader",
+            clock,
+            Duration::from_secs(60),
+            |a| {
+                let url = urls[others[a % others.len()]].clone();
+                async move {
+                    let list = member_list(&url).await?;
+                    match list.iter().find(|m| m.id == new_id) {
+                        Some(m) if !m.is_learner => Ok(()),
+                        Some(_) => Err("still a learner".into()),
+                        None => Err("not listed".into()),
+                    }
+                }
+            },
+        )
+        .await;
+        if let Err(e) = promoted {
+            return fail(format!("{new_id:x} never promoted: {e}"));
+        }
+        println!(
+            "[{:6.2}s]   replace {name}: promoted by the leader after {:.1}s",
+            secs(clock.now()),
+            t0.elapsed().as_secs_f64()
+        );
+    }
     let caught = retry("catch-up", clock, Duration::from_secs(60), |a| {
         let url = urls[i].clone();
         let other = urls[others[a % others.len()]].clone();

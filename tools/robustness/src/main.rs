@@ -93,7 +93,10 @@
 //!     HashKV at that read's revision equals another member's (up to 60 s).
 //!     Traffic keeps running (requests through that member fail meanwhile:
 //!     maybe-applied). A replacement that cannot complete is a violation
-//!     (`replace`).
+//!     (`replace`). With `--auto-promote` every member runs with the
+//!     `AutoPromoteLearners` gate and the new member is added as a learner:
+//!     the replacement is done only once MemberList shows it promoted by the
+//!     leader (no MemberPromote is sent; up to 60 s) and caught up as above.
 //!
 //!   - `failpoint` (`--failpoints` only): a random member is SIGKILLed and
 //!     restarted with one fail-rs failpoint (`FAILPOINTS`) set to `panic`
@@ -347,6 +350,10 @@ pub struct Cli {
     /// `failpoint` and `lose-unsynced` faults (part of `all`).
     #[arg(long)]
     pub failpoints: bool,
+    /// Start every member with `--feature-gates=AutoPromoteLearners=true`; the `replace`
+    /// fault then adds the new member as a learner and waits for the leader to promote it.
+    #[arg(long)]
+    pub auto_promote: bool,
     /// Also check in whole mode (exact revisions) up to this many ops.
     #[arg(long, default_value_t = 50_000)]
     whole_limit: usize,

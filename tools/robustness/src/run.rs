@@ -133,6 +133,12 @@ pub async fn run(cli: &Cli, spec: &RunSpec, seed: u64, dir: &Path) -> u8 {
     let proxied = spec.members > 1;
     let mut cluster = Cluster::new(&cli.server, dir, spec.members, cli.broken, token, proxied);
     cluster.instrumented = cli.failpoints;
+    if cli.auto_promote {
+        cluster.auto_promote = true;
+        cluster
+            .extra_args
+            .push("--feature-gates=AutoPromoteLearners=true".into());
+    }
     if proxied {
         let adv: Vec<u16> = cluster.members.iter().map(|m| m.adv_port).collect();
         let real: Vec<u16> = cluster.members.iter().map(|m| m.peer_port).collect();
