@@ -16,6 +16,7 @@
 //! keys went with them. Each phase is a section of the report (grant,
 //! attach, keepalive, revoke); the main figures are the keepalives'.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use std::time::Duration;
@@ -85,6 +86,8 @@ struct KeepAlive {
     tx: mpsc::UnboundedSender<LeaseKeepAliveRequest>,
     inbound: Streaming<LeaseKeepAliveResponse>,
     ids: Arc<Vec<i64>>,
+    /// Leases a keepalive found gone (TTL ≤ 0): lost to expiry while kept alive.
+    lost: HashSet<i64>,
 }
 
 impl KeepAlive {
@@ -103,7 +106,12 @@ impl KeepAlive {
             .await
             .map_err(|s| BenchError::rpc("lease keepalive", s))?
             .ok_or_else(|| BenchError::Setup("keepalive stream ended at once".into()))?;
-        Ok(KeepAlive { tx, inbound, ids })
+        Ok(KeepAlive {
+            tx,
+            inbound,
+            ids,
+            lost: HashSet::new(),
+        })
     }
 }
 
@@ -118,7 +126,10 @@ impl Worker for KeepAlive {
                 "keepalive of lease {id} answered for lease {}",
                 r.id
             ))),
-            Some(r) if r.ttl <= 0 => Err(Status::not_found("lease not found")),
+            Some(r) if r.ttl <= 0 => {
+                self.lost.insert(id);
+                Err(Status::not_found("lease not found"))
+            }
             Some(_) => Ok(Op::Write),
             None => Err(Status::unavailable("keepalive stream ended")),
         }
@@ -254,7 +265,7 @@ pub async fn load(pool: &Pool, opts: &LoadOpts) -> Result<Report, BenchError> {
     if let Some(e) = granted.unimplemented() {
         return Err(BenchError::Unimplemented(format!("lease grant ({e})")));
     }
-    let ids: Arc<Vec<i64>> = Arc::new(grants.into_iter().flat_map(|g| g.ids).collect());
+    let ids: Arc<Vec<i64>> = Arc::new(in_grant_order(grants.into_iter().map(|g| g.ids).collect()));
     let fail = |what: &str, s: &Samples| {
         s.errors
             .iter()
@@ -308,6 +319,10 @@ pub async fn load(pool: &Pool, opts: &LoadOpts) -> Result<Report, BenchError> {
         rate,
     };
     let (kept, workers) = load::drive("keepalive", workers, plan).await;
+    let lost: HashSet<i64> = workers
+        .iter()
+        .flat_map(|w| w.lost.iter().copied())
+        .collect();
     drop(workers);
 
     let revoked = revoke_all(pool, clients, ids).await;
@@ -340,12 +355,25 @@ pub async fn load(pool: &Pool, opts: &LoadOpts) -> Result<Report, BenchError> {
     report.extra.insert("leases".into(), opts.leases.into());
     report.extra.insert("keepalive_rate".into(), rate.into());
     report.extra.insert("revoked".into(), revoked.ok().into());
+    // Leases that expired while their keepalives ran (a revoke's "not found" after the
+    // keepalives stopped is a lease that ran out its TTL meanwhile, not one lost).
+    report.extra.insert("leases_lost".into(), lost.len().into());
     report.extra.insert("keys_left".into(), left.into());
     if left != 0 {
         // Revoking a lease must delete its keys.
         report.violation = true;
     }
     Ok(report)
+}
+
+/// The grant workers' leases in about the order they were granted (each worker's first, then
+/// each one's second, ...), so the first keepalive round renews the oldest leases first and no
+/// lease waits a whole round more than the others for its first renewal.
+fn in_grant_order(per_worker: Vec<Vec<i64>>) -> Vec<i64> {
+    let longest = per_worker.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| per_worker.iter().filter_map(move |ids| ids.get(i).copied()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -356,5 +384,11 @@ mod tests {
     fn client_rate_renews_each_lease_every_third_of_its_ttl() {
         assert_eq!(client_keepalive_rate(100_000, 600), 500.0);
         assert_eq!(client_keepalive_rate(30, 3), 30.0);
+    }
+
+    #[test]
+    fn leases_are_renewed_in_about_their_grant_order() {
+        let ids = in_grant_order(vec![vec![1, 4, 6], vec![2, 5], vec![3]]);
+        assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
     }
 }
