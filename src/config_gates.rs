@@ -423,7 +423,12 @@ mod tests {
         // Plus the gate etcd's PR #21744 proposes, as proposed: alpha, off.
         let proposed = spec(AUTO_PROMOTE_LEARNERS).unwrap();
         assert_eq!(
-            (proposed.stage, proposed.etcd_default, proposed.default, proposed.pr),
+            (
+                proposed.stage,
+                proposed.etcd_default,
+                proposed.default,
+                proposed.pr
+            ),
             (Stage::Alpha, false, false, 21744)
         );
         // actcd's own defaults differ only where it always behaved otherwise.
