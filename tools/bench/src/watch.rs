@@ -73,6 +73,8 @@ pub struct WatchOpts {
     pub sample: usize,
     /// How long to wait for missing events once the puts are done.
     pub drain_timeout: Duration,
+    /// Puts written before the watchers are created at the first of them (`--history`).
+    pub history: u64,
 }
 
 /// The first way a watcher's deliveries differ from the puts to its key.
@@ -156,17 +158,28 @@ struct StreamWatchers {
     sample: usize,
     /// Cancellations, compactions and stream errors.
     problems: Vec<String>,
+    /// Events at or below this revision are history (`--history`): checked, not timed.
+    history_until: i64,
 }
 
 /// What a watcher watches: a key (empty end) or `[key, end)`.
 type Target = (Vec<u8>, Vec<u8>);
 
-fn create_request((key, end): &Target) -> WatchRequest {
+/// Where the watchers start: at `from` (the first history put), or now (0); events at or
+/// below `until` are history.
+#[derive(Debug, Clone, Copy, Default)]
+struct History {
+    from: i64,
+    until: i64,
+}
+
+fn create_request((key, end): &Target, start_revision: i64) -> WatchRequest {
     WatchRequest {
         request_union: Some(watch_request::RequestUnion::CreateRequest(
             WatchCreateRequest {
                 key: key.clone(),
                 range_end: end.clone(),
+                start_revision,
                 ..Default::default()
             },
         )),
@@ -180,6 +193,7 @@ async fn open_stream(
     targets: Arc<Vec<Target>>,
     watchers: Vec<usize>,
     sample: usize,
+    history: History,
 ) -> Result<
     (
         mpsc::UnboundedSender<WatchRequest>,
@@ -194,16 +208,17 @@ async fn open_stream(
     let (tx, rx) = mpsc::unbounded();
     // The first create goes out with the call: a server need not answer the
     // stream's headers before it has something to say.
-    let _ = tx.unbounded_send(create_request(&keys[slot_keys[0]]));
+    let _ = tx.unbounded_send(create_request(&keys[slot_keys[0]], history.from));
     let mut inbound = WatchClient::new(conn.channel.clone())
         .watch(conn.request(rx))
         .await
         .map_err(|s| BenchError::rpc("watch", s))?
         .into_inner();
     let mut ids = HashMap::new();
+    let mut observed = vec![Vec::new(); watchers.len()];
     for (slot, &key) in slot_keys.iter().enumerate() {
         if slot > 0 {
-            let _ = tx.unbounded_send(create_request(&keys[key]));
+            let _ = tx.unbounded_send(create_request(&keys[key], history.from));
         }
         loop {
             let resp = tokio::time::timeout(CREATE_TIMEOUT, inbound.message())
@@ -221,10 +236,20 @@ async fn open_stream(
                 ids.insert(resp.watch_id, slot);
                 break;
             }
-            // Events from someone else's writes before ours start: ignored.
+            // A watcher created earlier on this stream already receives events (with
+            // `--history`, its catching up): kept for the check. Others' (someone else's
+            // writes before ours start): ignored.
+            if let Some(&earlier) = ids.get(&resp.watch_id) {
+                let revs: &mut Vec<i64> = &mut observed[earlier];
+                revs.extend(
+                    resp.events
+                        .iter()
+                        .filter_map(|e| e.kv.as_ref())
+                        .map(|kv| kv.mod_revision),
+                );
+            }
         }
     }
-    let n = watchers.len();
     Ok((
         tx,
         inbound,
@@ -232,10 +257,11 @@ async fn open_stream(
         StreamWatchers {
             watchers,
             keys: slot_keys,
-            observed: vec![Vec::new(); n],
+            observed,
             lats: Vec::new(),
             sample: sample.max(1),
             problems: Vec::new(),
+            history_until: history.until,
         },
     ))
 }
@@ -324,7 +350,7 @@ fn on_response(
                 .push(format!("watcher {w} got a delete at {}", kv.mod_revision));
         }
         sw.observed[slot].push(kv.mod_revision);
-        if !w.is_multiple_of(sw.sample) {
+        if !w.is_multiple_of(sw.sample) || kv.mod_revision <= sw.history_until {
             continue;
         }
         if let Some(stamp) = kv.value.get(..STAMP_LEN) {
@@ -385,6 +411,40 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
     // The target a put to key k reaches.
     let target_of = |k: usize| if opts.prefix { 0 } else { k };
     let base = Instant::now();
+    let mut value = load::value_bytes(opts.val_size.max(STAMP_LEN), &mut rand::rng());
+    value[..STAMP_LEN].fill(0);
+    let put_workers = || -> Vec<StampedPut> {
+        (0..opts.put_clients.max(1))
+            .map(|w| StampedPut {
+                kv: KvClient::new(pool.conn(w).channel.clone()),
+                conn: pool.conn(w).clone(),
+                keys: keys.clone(),
+                base,
+                req: PutRequest {
+                    value: value.clone(),
+                    ..Default::default()
+                },
+                revisions: Vec::new(),
+            })
+            .collect()
+    };
+
+    // `--history`: puts before the watchers, which then start at the first of them.
+    let mut history_revisions = Vec::new();
+    if opts.history > 0 {
+        let (written, workers) =
+            load::drive("history", put_workers(), Plan::exactly(opts.history)).await;
+        if let Some((e, n)) = written.errors.iter().next() {
+            return Err(BenchError::Setup(format!(
+                "{n} history puts failed, e.g. {e}"
+            )));
+        }
+        history_revisions = workers.into_iter().flat_map(|w| w.revisions).collect();
+    }
+    let history = History {
+        from: history_revisions.iter().map(|(_, r)| *r).min().unwrap_or(0),
+        until: history_revisions.iter().map(|(_, r)| *r).max().unwrap_or(0),
+    };
 
     let (finish_tx, finish_rx) = signal::channel(None);
     let opened = futures::future::try_join_all((0..streams).map(|s| {
@@ -394,6 +454,7 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
             targets.clone(),
             watchers,
             opts.sample,
+            history,
         ))
     }))
     .await
@@ -417,25 +478,11 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         )));
     }
 
-    let mut value = load::value_bytes(opts.val_size.max(STAMP_LEN), &mut rand::rng());
-    value[..STAMP_LEN].fill(0);
-    let workers = (0..opts.put_clients.max(1))
-        .map(|w| StampedPut {
-            kv: KvClient::new(pool.conn(w).channel.clone()),
-            conn: pool.conn(w).clone(),
-            keys: keys.clone(),
-            base,
-            req: PutRequest {
-                value: value.clone(),
-                ..Default::default()
-            },
-            revisions: Vec::new(),
-        })
-        .collect();
-    let (puts, workers) = load::drive("watch-latency", workers, plan).await;
+    let (puts, workers) = load::drive("watch-latency", put_workers(), plan).await;
 
     let mut expected: Vec<Vec<i64>> = vec![Vec::new(); targets.len()];
-    for (k, rev) in workers.into_iter().flat_map(|w| w.revisions) {
+    let measured = workers.into_iter().flat_map(|w| w.revisions);
+    for (k, rev) in history_revisions.into_iter().chain(measured) {
         expected[target_of(k)].push(rev);
     }
     for revs in &mut expected {
@@ -504,6 +551,7 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
     report.extra.insert("delivered".into(), delivered.into());
     report.extra.insert("expected".into(), wanted.into());
     report.extra.insert("prefix".into(), opts.prefix.into());
+    report.extra.insert("history".into(), opts.history.into());
     report
         .extra
         .insert("sample".into(), opts.sample.max(1).into());
@@ -612,6 +660,7 @@ mod tests {
             lats: Vec::new(),
             sample: 1,
             problems: Vec::new(),
+            history_until: 0,
         };
         let ids = HashMap::from([(42, 0)]);
         let event = |rev: i64| Event {
@@ -650,5 +699,11 @@ mod tests {
         on_response(&mut sw, &ids, base, resp_of(&[12]));
         assert_eq!(sw.observed, [vec![10, 11, 12]]);
         assert_eq!(sw.lats.len(), 2);
+        // `--history`: events up to its last revision are checked but not timed.
+        sw.sample = 1;
+        sw.history_until = 13;
+        on_response(&mut sw, &ids, base, resp_of(&[13, 14]));
+        assert_eq!(sw.observed, [vec![10, 11, 12, 13, 14]]);
+        assert_eq!(sw.lats.len(), 3, "only 14 is timed");
     }
 }
