@@ -52,6 +52,19 @@ where
     }
 }
 
+/// MemberAdd of a learner at `peer_url`, retried as [`until_healthy`] retries.
+async fn add_learner(c: &Client, peer_url: &str) -> etcd_client::MemberAddResponse {
+    until_healthy(|| {
+        let mut c = c.clone();
+        let url = peer_url.to_string();
+        async move {
+            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
+                .await
+        }
+    })
+    .await
+}
+
 /// Keys under `prefix` as `m` holds them (serializable: what it has applied itself), or
 /// `None` while it does not answer.
 async fn local_keys(m: &Member, prefix: &str) -> Option<Vec<String>> {
@@ -108,15 +121,7 @@ async fn learner_joins_is_promoted_and_a_member_is_replaced() {
     // A learner is added, starts with --initial-cluster-state existing and catches up.
     let mut m4 = Member::new("m4", dir.path());
     let url = m4.peer_url();
-    let added = until_healthy(|| {
-        let mut c = c.clone();
-        let url = url.clone();
-        async move {
-            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
-                .await
-        }
-    })
-    .await;
+    let added = add_learner(&c, &url).await;
     let m4_id = added.member().unwrap().id();
     assert!(added.member().unwrap().is_learner());
     assert_eq!(added.member_list().len(), 4);
@@ -316,30 +321,11 @@ async fn a_learner_that_kept_up_is_promoted_by_the_leader() {
     // A learner that is added and never starts.
     let ghost = Member::new("ghost", dir.path());
     let ghost_url = ghost.peer_url();
-    let ghost_id = until_healthy(|| {
-        let mut c = c.clone();
-        let url = ghost_url.clone();
-        async move {
-            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
-                .await
-        }
-    })
-    .await
-    .member()
-    .unwrap()
-    .id();
+    let ghost_id = add_learner(&c, &ghost_url).await.member().unwrap().id();
     // A learner that starts and catches up.
     let mut m2 = Member::new("m2", dir.path());
     let url = m2.peer_url();
-    let added = until_healthy(|| {
-        let mut c = c.clone();
-        let url = url.clone();
-        async move {
-            c.member_add([url], Some(MemberAddOptions::new().with_is_learner()))
-                .await
-        }
-    })
-    .await;
+    let added = add_learner(&c, &url).await;
     let m2_id = added.member().unwrap().id();
     assert!(added.member().unwrap().is_learner());
     let all = format!("{},ghost={ghost_url}", initial_of(&[&m1, &m2]));
