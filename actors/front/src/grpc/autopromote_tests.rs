@@ -1,6 +1,7 @@
 //! Tests of the front's `grpc/autopromote.rs` (its `tests` module, included from there by `#[path]`).
 
 use super::*;
+use crate::grpc::cluster::tests::member;
 
 fn view(id: u64, caught_up: bool) -> LearnerView {
     LearnerView {
@@ -99,20 +100,6 @@ fn a_learner_gone_from_the_membership_is_forgotten() {
     );
 }
 
-fn member(id: u64, learner: bool, started: bool) -> MemberRecord {
-    MemberRecord {
-        id,
-        name: if started {
-            format!("m{id}")
-        } else {
-            String::new()
-        },
-        peer_urls: vec![format!("http://127.0.0.1:{id}")],
-        client_urls: vec![],
-        is_learner: learner,
-    }
-}
-
 fn up(ids: &[u64]) -> HashMap<u64, Duration> {
     ids.iter().map(|&id| (id, HEALTH_INTERVAL)).collect()
 }
@@ -121,16 +108,16 @@ fn up(ids: &[u64]) -> HashMap<u64, Duration> {
 fn quorum_safety_counts_connected_and_started_voters_with_the_learner() {
     let me = 1;
     // One voter and a learner: two of two connected after the promotion.
-    let pair = [member(1, false, true), member(9, true, true)];
+    let pair = [member(1, true, false), member(9, true, true)];
     assert!(quorum_safe(&pair, 9, me, &up(&[9])));
     assert!(!quorum_safe(&pair, 9, me, &up(&[])), "the learner is down");
     let young: HashMap<u64, Duration> = [(9, HEALTH_INTERVAL / 2)].into();
     assert!(!quorum_safe(&pair, 9, me, &young), "its stream is too new");
     // Three voters, one down, and the learner: three of four connected.
     let four = [
-        member(1, false, true),
-        member(2, false, true),
-        member(3, false, true),
+        member(1, true, false),
+        member(2, true, false),
+        member(3, true, false),
         member(9, true, true),
     ];
     assert!(quorum_safe(&four, 9, me, &up(&[2, 9])));
@@ -138,7 +125,7 @@ fn quorum_safety_counts_connected_and_started_voters_with_the_learner() {
     assert!(!quorum_safe(&four, 9, me, &up(&[9])));
     // Started voters: two of three voters never published; with the learner, two of four.
     let unstarted = [
-        member(1, false, true),
+        member(1, true, false),
         member(2, false, false),
         member(3, false, false),
         member(9, true, true),

@@ -344,4 +344,4 @@ impl Cluster for ClusterService {
 
 #[cfg(test)]
 #[path = "cluster_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -2,7 +2,8 @@
 
 use super::*;
 
-fn member(id: u64, started: bool, learner: bool) -> MemberRecord {
+/// A member record: named once `started` (published), a voter unless `learner`.
+pub(crate) fn member(id: u64, started: bool, learner: bool) -> MemberRecord {
     MemberRecord {
         id,
         name: if started {
