@@ -169,20 +169,6 @@ async fn backend_after_commit() {
     crash_on_writes("backend_after_commit", 4).await;
 }
 
-/// Files named `name` under `dir`, at any depth.
-fn find(dir: &Path, name: &str) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(find(&path, name));
-        } else if path.file_name().is_some_and(|n| n == name) {
-            found.push(path);
-        }
-    }
-    found
-}
-
 async fn put_keys(c: &mut Client, n: usize) -> Vec<(String, String)> {
     let mut acked = Vec::new();
     for i in 0..n {
@@ -193,54 +179,150 @@ async fn put_keys(c: &mut Client, n: usize) -> Vec<(String, String)> {
     acked
 }
 
-/// `panic`: the crash leaves the copy beside a whole data file; a restart deletes the copy and
-/// serves the old file. `return`: the swap fails, the defragmentation answers the error and
-/// the member goes on with the old file.
+/// Directories under `dir`, at any depth, whose name starts with `prefix`.
+fn find_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(prefix))
+            {
+                found.push(path.clone());
+            }
+            found.extend(find_dirs(&path, prefix));
+        }
+    }
+    found
+}
+
+/// Puts `k/w…` keys from a client of its own until `stop` is set or a put fails; returns what
+/// was acknowledged.
+fn keep_writing(
+    mut c: Client,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(String, String)>> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        for i in 0.. {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            let (k, v) = (format!("k/w{i:06}"), format!("w{i}"));
+            let put = c.put(k.as_str(), v.as_str(), None);
+            match tokio::time::timeout(Duration::from_secs(5), put).await {
+                Ok(Ok(_)) => acked.push((k, v)),
+                _ => break,
+            }
+        }
+        acked
+    })
+}
+
+/// A defragmentation that meets failpoint `name` while another client writes: the writes go on
+/// during it, and every one acknowledged survives.
+/// - `panic`: the member dies; a restart deletes the copy's `defrag-N` directory and serves
+///   whichever file the crash left as `data.mdb` (the old one before the rename, the copy
+///   after), with every acknowledged write.
+/// - `return`: not fatal; the defragmentation answers the error and the member writes on (with
+///   the old file before the rename, the copy after it: `defrag_after_swap` completes the swap).
+async fn crash_during_defrag(name: &str) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for action in ["panic", "return"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, log) = (dir.path().join("data"), dir.path().join("actcd.log"));
+        let mut srv = start_with_failpoints(&data, &log, &format!("{name}={action}"));
+        let mut c = srv.client().await;
+        let mut acked = put_keys(&mut c, 300).await;
+        // Rewritten and compacted: free pages for the copy to leave out.
+        acked = put_keys(&mut c, 300)
+            .await
+            .into_iter()
+            .chain(acked)
+            .collect();
+        let rev = c
+            .get("k/", None)
+            .await
+            .unwrap()
+            .header()
+            .unwrap()
+            .revision();
+        c.compact(rev, Some(CompactionOptions::new().with_physical()))
+            .await
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = keep_writing(c.clone(), stop.clone());
+        // Some writes before, during and after the defragmentation's start.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = c.defragment().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.store(true, Ordering::Relaxed);
+        if action == "panic" {
+            assert!(answer.is_err(), "{name}: the member died defragmenting");
+            let status = exited(&mut srv).await;
+            assert_died_of(status, &log, name, "panic");
+            let written = writer.await.unwrap();
+            assert!(
+                !written.is_empty(),
+                "{name}: no write acknowledged meanwhile"
+            );
+            acked.extend(written);
+            assert_eq!(
+                find_dirs(&data, "defrag-").len(),
+                1,
+                "{name}: the copy's directory"
+            );
+            let mut c = assert_recovered(&mut srv, &acked).await;
+            assert!(
+                find_dirs(&data, "defrag-").is_empty(),
+                "{name}: deleted at start"
+            );
+            c.defragment().await.unwrap();
+        } else {
+            let err = answer.unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("injected by failpoint {name}")),
+                "{err}"
+            );
+            let written = writer.await.unwrap();
+            assert!(
+                !written.is_empty(),
+                "{name}: no write acknowledged meanwhile"
+            );
+            acked.extend(written);
+            assert!(
+                srv.child.as_mut().unwrap().try_wait().unwrap().is_none(),
+                "{name}: not fatal"
+            );
+            let kept = usize::from(name == "defrag_after_swap");
+            assert_eq!(
+                find_dirs(&data, "defrag-").len(),
+                kept,
+                "{name}: the copy deleted, or in use with its lock file"
+            );
+            c.put("after", "v", None).await.unwrap();
+            srv.stop();
+            assert_recovered(&mut srv, &acked).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn defrag_after_copy() {
+    crash_during_defrag("defrag_after_copy").await;
+}
+
 #[tokio::test]
 async fn defrag_before_swap() {
-    let name = "defrag_before_swap";
-    let dir = tempfile::tempdir().unwrap();
-    let (data, log) = (dir.path().join("data"), dir.path().join("actcd.log"));
-    let mut srv = start_with_failpoints(&data, &log, &format!("{name}=panic"));
-    let mut c = srv.client().await;
-    let acked = put_keys(&mut c, 50).await;
-    assert!(
-        c.defragment().await.is_err(),
-        "the member died defragmenting"
-    );
-    let status = exited(&mut srv).await;
-    assert_died_of(status, &log, name, "panic");
-    assert_eq!(
-        find(&data, "data.mdb.defrag").len(),
-        1,
-        "the copy, not swapped"
-    );
-    let mut c = assert_recovered(&mut srv, &acked).await;
-    assert!(
-        find(&data, "data.mdb.defrag").is_empty(),
-        "deleted at start"
-    );
-    c.defragment().await.unwrap();
-    drop(srv);
+    crash_during_defrag("defrag_before_swap").await;
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let (data, log) = (dir.path().join("data"), dir.path().join("actcd.log"));
-    let mut srv = start_with_failpoints(&data, &log, &format!("{name}=return"));
-    let mut c = srv.client().await;
-    let acked = put_keys(&mut c, 50).await;
-    let err = c.defragment().await.unwrap_err().to_string();
-    assert!(err.contains("injected by failpoint"), "{err}");
-    assert!(
-        srv.child.as_mut().unwrap().try_wait().unwrap().is_none(),
-        "not fatal"
-    );
-    assert!(
-        find(&data, "data.mdb.defrag").is_empty(),
-        "the copy deleted"
-    );
-    c.put("after", "v", None).await.unwrap();
-    srv.stop();
-    assert_recovered(&mut srv, &acked).await;
+#[tokio::test]
+async fn defrag_after_swap() {
+    crash_during_defrag("defrag_after_swap").await;
 }
 
 /// Rounds of 100 keys rewritten, then a compaction at the last revision: 2,400 records to

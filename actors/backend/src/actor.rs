@@ -16,10 +16,16 @@ use actcd_types::msg::{
     OpenStoreReader, StoreReader, SyncBackend,
 };
 use actcd_types::storage::KvEngine;
-use actix::{Actor, Addr, Arbiter, Context, Handler, Message, MessageResult, Recipient};
+use actix::{
+    Actor, Addr, Arbiter, AsyncContext, Context, Handler, Message, MessageResult, Recipient,
+    ResponseFuture,
+};
+use tokio::sync::oneshot;
 
 use crate::batch::{Batch, MAX_PENDING_BYTES, MAX_PENDING_OPS};
+use crate::defrag::{DefragCopy, DefragRun, DefragStep};
 use crate::engine::LmdbEngine;
+use crate::error::BackendError;
 
 /// Who hears of commits: every subscriber gets `Committed{seq}` after each commit; the fatal
 /// recipient gets the first failure (the store poisons itself and its next apply fails, or a
@@ -37,7 +43,21 @@ pub struct BackendActor {
     batch: Batch,
     subscribers: Vec<Recipient<Committed>>,
     fatal: Vec<Recipient<BackendFailed>>,
+    /// The defragmentation under way, if one is.
+    defrag: Option<Defragmenting>,
 }
+
+/// An online defragmentation: what the writer has committed since it began, and who waits for
+/// its answer (a `Defragment` asked meanwhile joins it).
+struct Defragmenting {
+    run: DefragRun,
+    waiters: Vec<oneshot::Sender<Result<(u64, u64), EtcdError>>>,
+}
+
+/// A defragmentation's step done on a worker thread: the copy made, or a round replayed into it.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct DefragProgress(Result<DefragCopy, BackendError>);
 
 impl BackendActor {
     pub fn new(engine: Arc<LmdbEngine>) -> Self {
@@ -50,6 +70,7 @@ impl BackendActor {
             batch,
             subscribers: Vec::new(),
             fatal: Vec::new(),
+            defrag: None,
         }
     }
 
@@ -99,6 +120,29 @@ impl BackendActor {
         }
     }
 
+    /// Answers everyone waiting for the defragmentation under way.
+    fn end_defrag(&mut self, answer: Result<(u64, u64), EtcdError>) {
+        if let Err(e) = &answer {
+            tracing::warn!(error = %e, "defragmentation failed; the data file is unchanged");
+        }
+        for w in self.defrag.take().into_iter().flat_map(|d| d.waiters) {
+            let _ = w.send(answer.clone());
+        }
+    }
+
+    /// The last round of a defragmentation and its swap, on this thread: nothing is committed
+    /// between the batch's commit and the swap.
+    fn finish_defrag(
+        &mut self,
+        copy: DefragCopy,
+        log: &[actcd_types::msg::Commit],
+    ) -> Result<(u64, u64), EtcdError> {
+        self.commit_first()?;
+        let engine = Arc::clone(self.batch.engine());
+        copy.replay(&engine, log).map_err(EtcdError::internal)?;
+        engine.defrag_swap(copy).map_err(EtcdError::internal)
+    }
+
     /// Commits what is pending before a maintenance operation.
     fn commit_first(&mut self) -> Result<(), EtcdError> {
         let outcome = self.batch.commit();
@@ -141,7 +185,13 @@ impl Handler<Commit> for BackendActor {
 
     fn handle(&mut self, msg: Commit, _: &mut Self::Context) {
         let _timer = self.meter.start("Commit");
-        let outcome = self.batch.write(msg);
+        let outcome = self.batch.write(&msg);
+        if let Some(d) = &mut self.defrag {
+            match &outcome {
+                Ok(_) => d.run.record(msg),
+                Err(e) => d.run.fail(e.clone()),
+            }
+        }
         let _ = self.settle(outcome);
     }
 }
@@ -154,6 +204,7 @@ impl Handler<Flush> for BackendActor {
     fn handle(&mut self, _: Flush, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Flush");
         let outcome = self.batch.commit();
+        self.batch.engine().reap_retired();
         self.settle(outcome)
     }
 }
@@ -166,6 +217,7 @@ impl Handler<SyncBackend> for BackendActor {
     fn handle(&mut self, _: SyncBackend, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SyncBackend");
         let outcome = self.batch.sync();
+        self.batch.engine().reap_retired();
         self.settle(outcome)
     }
 }
@@ -201,16 +253,95 @@ impl Handler<CopyTo> for BackendActor {
     }
 }
 
-/// Commits the batch, then gives the free pages back. The state owners have dropped their read
-/// transactions first (the swap waits for every transaction of the old file).
+/// Commits the batch, then gives the free pages back without holding up writes: the compacted
+/// copy is made and brought up to date on worker threads while commits go on here (each also
+/// recorded for replay), and only the last small round and the swap run on this thread
+/// (`defrag.rs`). Transactions of the old file read on after the swap.
 impl Handler<Defragment> for BackendActor {
-    type Result = Result<(u64, u64), EtcdError>;
+    type Result = ResponseFuture<Result<(u64, u64), EtcdError>>;
 
-    fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _: Defragment, ctx: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Defragment");
-        self.commit_first()?;
-        KvEngine::defragment(&**self.batch.engine()).map_err(EtcdError::internal)
+        let (tx, rx) = oneshot::channel();
+        let answer = async move {
+            rx.await.unwrap_or_else(|_| {
+                Err(EtcdError::internal(
+                    "backend: the defragmentation was dropped",
+                ))
+            })
+        };
+        if let Some(d) = &mut self.defrag {
+            d.waiters.push(tx);
+            return Box::pin(answer);
+        }
+        if let Err(e) = self.commit_first() {
+            return Box::pin(async move { Err(e) });
+        }
+        // Every commit from here on is recorded: the copy's snapshot is taken after this point.
+        self.defrag = Some(Defragmenting {
+            run: DefragRun::new(),
+            waiters: vec![tx],
+        });
+        let engine = Arc::clone(self.batch.engine());
+        let me = ctx.address();
+        if let Err(e) = on_worker(move || me.do_send(DefragProgress(engine.defrag_copy()))) {
+            self.end_defrag(Err(EtcdError::internal(format!(
+                "backend: defragment: cannot start a worker thread: {e}"
+            ))));
+        }
+        Box::pin(answer)
     }
+}
+
+/// The copy is made, or a round replayed into it: another round on a worker, or the last one
+/// and the swap here.
+impl Handler<DefragProgress> for BackendActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: DefragProgress, ctx: &mut Self::Context) {
+        let _timer = self.meter.start("DefragProgress");
+        let Some(d) = &mut self.defrag else {
+            return;
+        };
+        let copy = match msg.0 {
+            Ok(copy) => copy,
+            Err(e) => return self.end_defrag(Err(EtcdError::internal(e))),
+        };
+        match d.run.next_step() {
+            DefragStep::Abort(why) => {
+                drop(copy);
+                self.end_defrag(Err(EtcdError::internal(format!(
+                    "backend: defragment: {why}"
+                ))));
+            }
+            DefragStep::Replay(log) => {
+                let engine = Arc::clone(self.batch.engine());
+                let me = ctx.address();
+                let round = move || {
+                    let replayed = copy.replay(&engine, &log).map(|()| copy);
+                    me.do_send(DefragProgress(replayed));
+                };
+                if let Err(e) = on_worker(round) {
+                    self.end_defrag(Err(EtcdError::internal(format!(
+                        "backend: defragment: cannot start a worker thread: {e}"
+                    ))));
+                }
+            }
+            DefragStep::Finish(log) => {
+                let answer = self.finish_defrag(copy, &log);
+                self.end_defrag(answer);
+            }
+        }
+    }
+}
+
+/// Runs `work` on a thread of its own (a defragmentation's copy or round: seconds of I/O that
+/// must not hold up the writer).
+fn on_worker(work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("defrag".into())
+        .spawn(work)
+        .map(drop)
 }
 
 /// A read transaction that sees every write sent before this message (the batch is committed

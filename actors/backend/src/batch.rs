@@ -99,7 +99,7 @@ impl Batch {
 
     /// Writes `c` into the open transaction (beginning one); commits if the batch is full.
     /// Returns the seq a commit covered, if one happened.
-    pub fn write(&mut self, c: Commit) -> Result<Option<u64>, String> {
+    pub fn write(&mut self, c: &Commit) -> Result<Option<u64>, String> {
         self.check()?;
         let mut txn = match self.txn.take() {
             Some(t) => t,

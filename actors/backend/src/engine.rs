@@ -3,8 +3,8 @@
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
 
 use actcd_types::storage::{KvEngine, ReadEngine, ReadTxn, StorageResult, Table, WriteTxn};
 use heed::types::Bytes;
@@ -89,16 +89,20 @@ impl Default for BackendOptions {
 /// The backend: one LMDB environment and a handle on each table's named database. Shared by
 /// reference (`Arc`) between the threads that read and the one that writes; see the crate doc.
 ///
-/// The environment itself is a `Generation` that [`Self::defragment`] replaces with a
-/// compacted one; every transaction holds the generation it began in, so a swap waits for
-/// the transactions of the old one to end and new ones wait for the swap.
+/// The environment itself is a `Generation` that a defragmentation (`defrag.rs`) replaces with
+/// a compacted one; every transaction holds the generation it began in, so transactions of the
+/// old one read on after the swap and new ones begin in the new one.
 pub struct LmdbEngine {
-    /// `None` only after a defragmentation could not reopen the environment: every operation
-    /// then fails until a restart.
-    current: RwLock<Option<Arc<Generation>>>,
-    dir: PathBuf,
-    opts: BackendOptions,
-    map_size: usize,
+    /// The environment in use. `Option` for the trait's sake: it is always `Some` today.
+    pub(crate) current: RwLock<Option<Arc<Generation>>>,
+    /// Generations a defragmentation replaced whose transactions may still be open: dropped
+    /// by [`Self::reap_retired`] (the writer's thread) once nothing else holds them.
+    pub(crate) retired: Mutex<Vec<Arc<Generation>>>,
+    /// Numbers the defragmentations' copy directories (`defrag-N`).
+    pub(crate) defrag_seq: AtomicU64,
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: BackendOptions,
+    pub(crate) map_size: usize,
     max_key_size: usize,
     /// Read transactions open now (etcd's `etcd_mvcc_db_open_read_transactions`): readers on
     /// many threads open them, so a relaxed counter, touched once as one opens and once as it
@@ -111,6 +115,20 @@ pub(crate) struct Generation {
     pub(crate) env: Env<WithoutTls>,
     /// Indexed by [`table_index`].
     tables: Box<[Db]>,
+    /// A defragmentation's copy directory this environment was opened in (its lock file
+    /// stays there after the data file was renamed out): removed when the environment goes.
+    lock_dir: Option<PathBuf>,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.lock_dir
+            && let Err(e) = fs::remove_dir_all(dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %dir.display(), error = %e, "cannot remove a defragmentation's directory");
+        }
+    }
 }
 
 impl Generation {
@@ -143,19 +161,18 @@ impl OnCommit for Created<'_> {
     }
 }
 
-/// The compacted copy a defragmentation swaps in, beside the data file (same file system, so
-/// the swap is one atomic rename). Found at open, it is a defragmentation that crashed before
-/// its swap: the data file is still whole, and the copy is deleted.
-const DEFRAG_FILE: &str = "data.mdb.defrag";
+/// Where an older actcd's defragmentation wrote its copy, beside the data file. Found at open,
+/// it is one that crashed before its swap: the data file is still whole, and the copy is
+/// deleted (as are today's `defrag-N` directories, see `defrag.rs`).
+const OLD_DEFRAG_FILE: &str = "data.mdb.defrag";
 
-/// How long a defragmentation waits for the old environment's transactions to end.
-const DEFRAG_DRAIN: Duration = Duration::from_secs(10);
-
-/// Opens the environment in `dir` and its databases, creating what is missing.
-fn open_generation(
+/// Opens the environment in `dir` and its databases, creating what is missing. `lock_dir`:
+/// `dir` is a defragmentation's copy directory, removed when the environment goes.
+pub(crate) fn open_generation(
     dir: &Path,
     opts: &BackendOptions,
     map_size: usize,
+    lock_dir: Option<PathBuf>,
 ) -> Result<Generation, BackendError> {
     let env = open_env(dir, opts, map_size).map_err(|source| BackendError::Open {
         path: dir.to_owned(),
@@ -174,10 +191,14 @@ fn open_generation(
         .map_err(lmdb)?
         .unwrap_commit()
         .into_boxed_slice();
-    Ok(Generation { env, tables })
+    Ok(Generation {
+        env,
+        tables,
+        lock_dir,
+    })
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -194,16 +215,18 @@ impl LmdbEngine {
                 source,
             }
         })?;
-        // Leftovers of a defragmentation that crashed before its swap.
-        for leftover in [DEFRAG_FILE, "data.mdb.defrag.tmp"] {
+        // Leftovers of a defragmentation that crashed before its swap (a copy, whole or
+        // partial), or after it (a directory holding only its lock file).
+        for leftover in [OLD_DEFRAG_FILE, "data.mdb.defrag.tmp"] {
             let path = dir.join(leftover);
             if path.exists() {
                 tracing::warn!(path = %path.display(), "removing an unfinished defragmentation's copy");
                 let _ = fs::remove_file(&path);
             }
         }
+        crate::defrag::remove_leftovers(dir);
         let map_size = opts.map_size.max(1).next_multiple_of(MAP_SIZE_ALIGN);
-        let generation = open_generation(dir, &opts, map_size)?;
+        let generation = open_generation(dir, &opts, map_size, None)?;
         tracing::info!(
             path = %generation.env.path().display(),
             map_size,
@@ -214,6 +237,8 @@ impl LmdbEngine {
         Ok(Self {
             dir: generation.env.path().to_owned(),
             current: RwLock::new(Some(Arc::new(generation))),
+            retired: Mutex::new(Vec::new()),
+            defrag_seq: AtomicU64::new(0),
             opts,
             map_size,
             max_key_size,
@@ -386,75 +411,6 @@ impl LmdbEngine {
         Ok(target)
     }
 
-    /// Defragments the data file (etcd's `Defragment`): writes a compacted copy of the last
-    /// commit (only live pages), then swaps it in for the data file and reopens the
-    /// environment. Returns the file's size before and after.
-    ///
-    /// The caller must hold no transaction and have committed everything it wants kept (the
-    /// store does both first); a write transaction begun meanwhile on another thread would
-    /// make the copy stale, which is why the one writer calls this. Reads and writes asked for
-    /// during the swap wait for it. If a transaction of the old environment is still open
-    /// after a few seconds, the copy is dropped and the old environment stays, unchanged.
-    ///
-    /// Crash safety: the copy is synced under a name of its own, then renamed over the data
-    /// file in one atomic step and the directory synced. Before the rename the old file is
-    /// whole (the copy is deleted at the next open); after it, the new one is, and it holds
-    /// every commit, since the copy was made after the last.
-    pub fn defragment(&self) -> Result<(u64, u64), BackendError> {
-        let (before, _) = self.disk_size()?;
-        let copy = self.dir.join(DEFRAG_FILE);
-        self.copy_to(&copy)?;
-        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
-        let Some(old) = current.take() else {
-            let _ = fs::remove_file(&copy);
-            return Err(BackendError::Closed);
-        };
-        // Wait for the old environment's transactions to end.
-        let deadline = Instant::now() + DEFRAG_DRAIN;
-        let mut old = old;
-        let generation = loop {
-            match Arc::try_unwrap(old) {
-                Ok(g) => break g,
-                Err(still_shared) if Instant::now() < deadline => {
-                    old = still_shared;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(still_shared) => {
-                    *current = Some(still_shared);
-                    let _ = fs::remove_file(&copy);
-                    return Err(BackendError::Defragment(
-                        "transactions of the old environment are still open".into(),
-                    ));
-                }
-            }
-        };
-        let Generation { env, tables } = generation;
-        drop(tables);
-        // Every transaction held the generation, so this environment is the last handle.
-        env.prepare_for_closing().wait();
-        let swapped = swap_in(&copy, &self.dir.join(DATA_FILE)).and_then(|()| sync_dir(&self.dir));
-        if swapped.is_err() {
-            let _ = fs::remove_file(&copy);
-        }
-        // Reopen whichever file is in place: the copy, or the old file if the rename failed.
-        match open_generation(&self.dir, &self.opts, self.map_size) {
-            Ok(g) => *current = Some(Arc::new(g)),
-            Err(e) => {
-                tracing::error!(error = %e, "the environment did not reopen after defragmentation");
-                return Err(e);
-            }
-        }
-        drop(current);
-        if let Err(e) = swapped {
-            return Err(BackendError::Defragment(format!(
-                "cannot swap in the copy: {e}"
-            )));
-        }
-        let (after, _) = self.disk_size()?;
-        tracing::info!(before, after, "backend defragmented");
-        Ok((before, after))
-    }
-
     pub(crate) fn lmdb(&self, e: heed::Error) -> BackendError {
         BackendError::lmdb(e, self.map_size)
     }
@@ -466,16 +422,6 @@ impl LmdbEngine {
             .and_then(|g| g.env.get_flags().ok())
             .expect("flags of an open environment")
     }
-}
-
-/// A defragmentation's swap: the compacted copy renamed over the data file, in one step.
-fn swap_in(copy: &Path, data: &Path) -> std::io::Result<()> {
-    // `return`: the rename fails, and the defragmentation takes that path.
-    #[cfg(feature = "failpoints")]
-    fail::fail_point!("defrag_before_swap", |_| Err(std::io::Error::other(
-        "injected by failpoint defrag_before_swap"
-    )));
-    fs::rename(copy, data)
 }
 
 /// Opens the environment with read transactions that don't use thread-local storage: the

@@ -92,14 +92,31 @@
 //! [`KvEngine::size`](actcd_types::storage::KvEngine::size) reports the file's size and the bytes
 //! in live pages; a compacting copy ([`CopyTo`]) writes only the live pages.
 //!
-//! ## Defragmentation
-//! [`LmdbEngine::defragment`] writes a compacting copy beside the data file, waits for the
-//! transactions of the open environment to end (each holds the environment "generation" it
-//! began in; new ones wait for the swap), renames the copy over `data.mdb` in one atomic step,
-//! syncs the directory and reopens. A crash before the rename leaves the old file whole (the
-//! copy is deleted at the next open); after it, the new one. The one writer calls it with no
-//! transaction of its own open.
+//! ## Defragmentation, online (`defrag.rs`)
+//! etcd's defragmentation holds every write for the whole copy (etcd #9222). Here writes go on:
+//! 1. `Defragment` commits the batch and starts recording: every `Commit` written from then on
+//!    is also kept ([`DefragRun`]).
+//! 2. A worker thread writes a compacting copy (`mdb_env_copy2`, only live pages) into a new
+//!    directory `defrag-N` inside the environment's, syncs it and opens it as an environment
+//!    of its own ([`LmdbEngine::defrag_copy`]). The copy's snapshot is some commit at or after
+//!    step 1; it need not be known, because every op is a put or delete of one key, so
+//!    replaying from before it is exact (the module doc of `defrag.rs` proves it).
+//! 3. While more than [`FINAL_ROUND_OPS`] ops are recorded, a worker replays them into the copy
+//!    in one transaction ([`DefragCopy::replay`]), up to [`MAX_ROUNDS`] rounds.
+//! 4. On this thread: the batch is committed, the rest replayed, the copy synced and renamed
+//!    over `data.mdb` in one atomic step, the directory synced, and the copy's environment
+//!    becomes the one in use ([`LmdbEngine::defrag_swap`]). No commit falls between.
 //!
+//! Transactions of the old environment read on in it after the swap (its file lives until they
+//! end); the writer closes it on its next flush once none is left ([`LmdbEngine::reap_retired`]),
+//! and the directory the copy was opened in (which keeps its lock file) goes with it. So the
+//! swap waits for no reader, and a long Snapshot stream no longer holds it up. A crash before
+//! the rename leaves the old file whole (the `defrag-N` directory is deleted at the next
+//! open); after it, the copy, which holds every commit. More than [`MAX_LOG_BYTES`] written
+//! during one defragmentation ends it with an error, the data file unchanged. A `Defragment`
+//! asked while one runs joins it. Without the actor (start-up, tests) [`LmdbEngine::defragment`]
+//! runs the copy and the swap in one call.
+
 //! ## etcd's file format
 //! etcd's bbolt file (the Snapshot RPC's stream, `actcd snapshot`) is not this crate's: it
 //! lives in the plain library `actcd-etcd-snapshot`, which reads the store through the engine
@@ -111,7 +128,8 @@
 //! - [`SyncBackend`] → `Result<(), String>`: commit the batch and flush every commit to disk.
 //! - [`DbSize`] → `Result<(u64, u64), String>`: file size and bytes in use.
 //! - [`CopyTo`] → `Result<(), String>`: commit, then write a compacted copy.
-//! - `Defragment` → `Result<(u64, u64), EtcdError>`: commit, then give free pages back.
+//! - `Defragment` → `Result<(u64, u64), EtcdError>`: commit, then give free pages back, with
+//!   commits going on meanwhile (above); answered when the copy is swapped in.
 //! - `OpenStoreReader` → `Result<StoreReader, EtcdError>`: commit, then a read transaction that
 //!   may move to another thread (the Snapshot RPC; a follower's snapshot is made from it).
 //! - `GetCommitStats`; [`Subscribe`] (from `src/`: who hears `Committed` and `BackendFailed`);
@@ -149,28 +167,40 @@
 //!   that follows, the fatal recipients hear `BackendFailed`, the member exits 1.
 //! - `backend_after_commit` (`Batch::commit`, right after a successful commit): `return`
 //!   reports the commit failed all the same, with the same consequences.
-//! - `defrag_before_swap` (`LmdbEngine::defragment`, the copy written and the old environment
-//!   closed, before the rename over `data.mdb`): `return` fails the rename; the copy is
-//!   deleted, the old file reopened, and `Defragment` answers the error (not fatal).
+//! - `defrag_after_copy` (the copy written and synced, not yet opened): `return` drops it and
+//!   `Defragment` answers the error (not fatal); `panic` leaves a `defrag-N` directory the next
+//!   open deletes.
+//! - `defrag_before_swap` (every round replayed, the copy synced, before the rename over
+//!   `data.mdb`): `return` fails the rename; the copy is deleted, the old file stays in use,
+//!   and `Defragment` answers the error (not fatal).
+//! - `defrag_after_swap` (renamed and the directory synced, before the copy's environment is
+//!   put in use): `panic` dies with the copy as the data file; `return` completes the swap
+//!   (after the rename there is no going back) and answers the error.
 //!
 //! ## Layout
 //! `engine.rs` opening the environment, options, sync, size, copy, the `KvEngine` and
-//! `ReadEngine` impls · `txn.rs` the read and write transactions · `batch.rs` [`Batch`], the
+//! `ReadEngine` impls · `defrag.rs` online defragmentation's steps and [`DefragRun`] ·
+//! `txn.rs` the read and write transactions · `batch.rs` [`Batch`], the
 //! open write transaction and the commit policy · `actor.rs` `BackendActor`, `Subscribe` ·
-//! `error.rs` `BackendError` · `tests.rs` engine behaviour through the traits. (etcd's bbolt
+//! `error.rs` `BackendError` · `tests.rs` engine behaviour through the traits ·
+//! `defrag_tests.rs` defragmentation's. (etcd's bbolt
 //! file format lives in the plain library `crates/etcd-snapshot`.)
 
 mod actor;
 mod batch;
+mod defrag;
 mod engine;
 mod error;
 mod txn;
 
+#[cfg(test)]
+mod defrag_tests;
 #[cfg(test)]
 mod tests;
 
 pub use actcd_types::msg::{CopyTo, DbSize, SyncBackend};
 pub use actor::{BackendActor, Subscribe};
 pub use batch::{Batch, MAX_PENDING_BYTES, MAX_PENDING_OPS};
+pub use defrag::{DefragCopy, DefragRun, DefragStep, FINAL_ROUND_OPS, MAX_LOG_BYTES, MAX_ROUNDS};
 pub use engine::{BackendOptions, DATA_FILE, Durability, LmdbEngine};
 pub use error::BackendError;

@@ -699,44 +699,6 @@ fn defragment_gives_freed_pages_back_and_keeps_every_record() {
 }
 
 #[test]
-fn defragment_waits_for_the_old_environments_readers() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = std::sync::Arc::new(open(&dir));
-    fill(&engine, 1000);
-    // A reader on another thread holds a snapshot across the defragmentation's start; it
-    // keeps reading its snapshot, and the swap waits for it to end.
-    let (opened_tx, opened_rx) = mpsc::channel();
-    let (go_tx, go_rx) = mpsc::channel::<()>();
-    let reader = {
-        let engine = engine.clone();
-        thread::spawn(move || {
-            let r = engine.read().unwrap();
-            opened_tx.send(()).unwrap();
-            go_rx.recv().unwrap();
-            let n = scan_all(&*r, Table::Key, &[], None).len();
-            drop(r);
-            n
-        })
-    };
-    opened_rx.recv().unwrap();
-    let releaser = thread::spawn(move || {
-        thread::sleep(std::time::Duration::from_millis(30));
-        go_tx.send(()).unwrap();
-    });
-    engine.defragment().unwrap();
-    assert_eq!(
-        reader.join().unwrap(),
-        1000,
-        "the old snapshot stayed readable"
-    );
-    releaser.join().unwrap();
-    assert_eq!(
-        scan_all(&*engine.read().unwrap(), Table::Key, &[], None).len(),
-        1000
-    );
-}
-
-#[test]
 fn a_crash_before_the_swap_leaves_the_old_file_in_use() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(&dir);

@@ -114,12 +114,21 @@ pub(crate) struct LmdbWrite<'e> {
 }
 
 impl<'e> LmdbWrite<'e> {
-    #[allow(unsafe_code)]
     pub(crate) fn new(
         engine: &'e LmdbEngine,
         owner: Option<Arc<LmdbEngine>>,
     ) -> Result<Self, BackendError> {
-        let generation = engine.generation()?;
+        Self::in_generation(engine, engine.generation()?, owner)
+    }
+
+    /// A write transaction in `generation`, which need not be the one in use (a
+    /// defragmentation's copy, before it is swapped in).
+    #[allow(unsafe_code)]
+    pub(crate) fn in_generation(
+        engine: &'e LmdbEngine,
+        generation: Arc<Generation>,
+        owner: Option<Arc<LmdbEngine>>,
+    ) -> Result<Self, BackendError> {
         // SAFETY: `env` points into the `Arc`'s heap allocation, which never moves. The
         // transaction holds that `Arc` (`generation`) for as long as it borrows from it: the
         // transaction field drops first (field order), and `commit` consumes it before the

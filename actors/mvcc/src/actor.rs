@@ -640,11 +640,13 @@ impl Handler<HashBackend> for MvccActor {
     }
 }
 
-/// Defragmentation: pending applies are committed first, and no transaction of the old file
-/// stays open here (the buffer's read transaction is dropped); nothing is applied or read
-/// until the swap is done (applies wait in the mailbox, as etcd's defragmentation blocks them).
+/// Defragmentation: pending applies are committed first (the backend copies what it has
+/// committed and replays into the copy what it commits after), then applies and reads go on
+/// while the backend works, unlike etcd's, which holds every write for the whole of it. The
+/// buffer's read transaction is let go after the swap, so its next read begins in the new file
+/// and the old one's space goes back once no transaction holds it.
 impl Handler<Defragment> for MvccActor {
-    type Result = AtomicResponse<Self, Result<(u64, u64), EtcdError>>;
+    type Result = actix::ResponseActFuture<Self, Result<(u64, u64), EtcdError>>;
 
     fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Defragment");
@@ -652,21 +654,19 @@ impl Handler<Defragment> for MvccActor {
         let Some(link) = self.backend.clone() else {
             let answer = self.store.defragment();
             self.timings.defrag.observe(started.elapsed().as_secs_f64());
-            return AtomicResponse::new(Box::pin(actix::fut::ready(answer)));
+            return Box::pin(actix::fut::ready(answer));
         };
         if let Err(e) = self.store.commit() {
-            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
+            return Box::pin(actix::fut::ready(Err(e)));
         }
-        self.store.release_reader();
         self.timings.defrag_inflight = true;
         let done = link.defragment.send(Defragment);
-        AtomicResponse::new(Box::pin(done.into_actor(self).map(move |res, act, _| {
+        Box::pin(done.into_actor(self).map(move |res, act, _| {
             act.timings.defrag_inflight = false;
             act.timings.defrag.observe(started.elapsed().as_secs_f64());
-            // Reads after the swap begin a read transaction of the new file.
             act.store.release_reader();
             res.map_err(|e| EtcdError::internal(format!("backend: {e}")))?
-        })))
+        }))
     }
 }
 
@@ -1342,9 +1342,9 @@ mod tests {
     }
 
     impl Handler<Flush> for StuckBackend {
-        type Result = Result<(), String>;
+        type Result = ResponseFuture<Result<(), String>>;
         fn handle(&mut self, _: Flush, _: &mut Self::Context) -> Self::Result {
-            Ok(())
+            Box::pin(std::future::pending())
         }
     }
 
@@ -1397,11 +1397,21 @@ mod tests {
             (&b"v"[..], 2)
         );
 
-        // The writer now waits for a defragmentation that never ends, with an apply queued
-        // behind it.
+        // A defragmentation that never ends holds up nothing: applies and the writer's own
+        // reads go on.
         writer.do_send(Defragment);
+        assert_eq!(apply(&writer, 6, vec![put("u")]).await.len(), 1);
+        let r = writer.send(range()).await.unwrap().unwrap();
+        assert_eq!(
+            (r.kvs[0].value.as_slice(), r.header.unwrap().revision),
+            (&b"u"[..], 3)
+        );
+
+        // The writer now waits for a backend hash whose flush never ends, with an apply queued
+        // behind it.
+        writer.do_send(HashBackend);
         let queued = writer.send(ApplyBatch {
-            consistent_index: 6,
+            consistent_index: 7,
             term: 2,
             requests: vec![put("w")],
             replies: Vec::new(),
@@ -1415,10 +1425,10 @@ mod tests {
                 .await
                 .is_err()
         );
-        // Every kind of read still gets its answer from the reader, at revision 2.
+        // Every kind of read still gets its answer from the reader, at revision 3.
         for _ in 0..100 {
             let r = reader.send(range()).await.unwrap().unwrap();
-            assert_eq!(r.kvs[0].value, b"v");
+            assert_eq!(r.kvs[0].value, b"u");
         }
         let chunk = reader
             .send(History {
@@ -1429,9 +1439,9 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(chunk.events.len(), 1);
+        assert_eq!(chunk.events.len(), 2);
         let hash = reader.send(HashKv { revision: 0 }).await.unwrap().unwrap();
-        assert_eq!(hash.revision, 2);
+        assert_eq!(hash.revision, 3);
         let txn = reader
             .send(ReadTxn {
                 request: Default::default(),
@@ -1439,7 +1449,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(txn.header.unwrap().revision, 2);
+        assert_eq!(txn.header.unwrap().revision, 3);
     }
 }
 

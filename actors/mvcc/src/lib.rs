@@ -65,8 +65,8 @@
 //! - `SnapshotStream` (a reader from the backend after the writes, then etcd's snapshot file
 //!   streamed from it on a blocking thread with `actcd_etcd_snapshot::send_snapshot`; answered
 //!   with the channel of chunks, `SnapshotChunks`, which the front forwards); `HashBackend`
-//!   (after a `Flush`); `Defragment` (drops its read transaction, asks the backend; applies wait
-//!   meanwhile); `MailboxProbe`/`GetMeter` (`actcd_types::meter`).
+//!   (after a `Flush`); `Defragment` (commits, asks the backend; applies and reads go on
+//!   meanwhile, and the buffer's read transaction is let go after the swap); `MailboxProbe`/`GetMeter` (`actcd_types::meter`).
 //! - From the backend actor: `Committed{seq}` (trim the write buffer) and `BackendFailed`
 //!   (refuse further work: the next apply fails and the member stops).
 //!

@@ -806,7 +806,7 @@ impl std::fmt::Debug for StoreReader {
 
 /// Defragment the backend (etcd's `Defragment`, local to this member): pending applies are
 /// committed, then the engine gives its free pages back. Answers the on-disk size before and
-/// after. Nothing is applied meanwhile.
+/// after. Applies go on meanwhile (the backend's copy catches up with them before its swap).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Result<(u64, u64), EtcdError>")]
 pub struct Defragment;

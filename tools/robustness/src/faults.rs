@@ -380,7 +380,9 @@ const FAILPOINTS: &[(&str, Trigger)] = &[
     ("wal_after_fsync", Trigger::Writes),
     ("backend_before_commit", Trigger::Writes),
     ("backend_after_commit", Trigger::Writes),
+    ("defrag_after_copy", Trigger::Defrag),
     ("defrag_before_swap", Trigger::Defrag),
+    ("defrag_after_swap", Trigger::Defrag),
     ("snapshot_before_install", Trigger::Snapshot),
 ];
 
