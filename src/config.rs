@@ -149,9 +149,15 @@ pub struct Flags {
     /// Maximum number of operations permitted in a transaction.
     #[arg(long, env = "ETCD_MAX_TXN_OPS", default_value_t = 128)]
     pub max_txn_ops: usize,
-    /// Backend size quota in bytes (0: the default of 2 GiB).
-    #[arg(long, env = "ETCD_QUOTA_BACKEND_BYTES", default_value_t = 0)]
-    pub quota_backend_bytes: u64,
+    /// Backend size quota in bytes (0: the default of 2 GiB; negative: no quota, as in etcd;
+    /// past 8 GiB: accepted with etcd's warning).
+    #[arg(
+        long,
+        env = "ETCD_QUOTA_BACKEND_BYTES",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub quota_backend_bytes: i64,
     /// Auto-compaction: `periodic` (retention a duration, or hours) or `revision` (retention a
     /// revision count).
     #[arg(long, env = "ETCD_AUTO_COMPACTION_MODE", default_value = "periodic")]
@@ -1628,7 +1634,6 @@ impl Config {
         Duration::from_millis(self.flags.heartbeat_interval.max(1))
     }
 
-    /// `--quota-backend-bytes`, 0 meaning etcd's default of 2 GiB.
     /// etcd's `minLeaseTTL`: 1.5 election timeouts, in whole seconds rounded up. Grants below it
     /// are raised to it, so a lease outlives a leader election.
     pub fn min_lease_ttl(&self) -> i64 {
@@ -1637,10 +1642,78 @@ impl Config {
         ms.div_ceil(1000) as i64
     }
 
+    /// The quota preflight enforces: `--quota-backend-bytes`, 0 meaning etcd's default of
+    /// 2 GiB. A negative quota (etcd: none) and one past [`MAX_QUOTA_BYTES`] are that maximum:
+    /// the backend's map could not hold more (see [`Config::backend_map_size`]).
     pub fn quota_bytes(&self) -> u64 {
         match self.flags.quota_backend_bytes {
             0 => actcd_preflight::DEFAULT_QUOTA_BYTES,
-            q => q,
+            q if q < 0 => MAX_QUOTA_BYTES,
+            q => q.unsigned_abs().min(MAX_QUOTA_BYTES),
+        }
+    }
+
+    /// The LMDB map: address space, not memory or disk (pages are mapped as the file grows and
+    /// the page cache holds them, not the member). Twice the quota, because the quota counts
+    /// live pages and the file also holds the pages freed since (reused, never returned), and
+    /// at least the backend's default of 8 GiB.
+    pub fn backend_map_size(&self) -> usize {
+        let map = self
+            .quota_bytes()
+            .saturating_mul(2)
+            .clamp(DEFAULT_MAP_BYTES, MAX_MAP_BYTES);
+        usize::try_from(map).unwrap_or(usize::MAX)
+    }
+
+    /// etcd's `NewBackendQuota` log lines, said once at start: the quota taken, and etcd's
+    /// warning past its recommended maximum of 8 GiB (a recommendation, not a limit: larger
+    /// databases snapshot, defragment and restore more slowly).
+    pub fn log_quota(&self) {
+        let name = "v3-applier";
+        let q = self.flags.quota_backend_bytes;
+        if q < 0 {
+            tracing::info!(
+                "quota-name" = name,
+                "quota-size-bytes" = q,
+                "disabled backend quota"
+            );
+            return;
+        }
+        if q == 0 {
+            let d = actcd_preflight::DEFAULT_QUOTA_BYTES;
+            tracing::info!(
+                "quota-name" = name,
+                "quota-size-bytes" = d,
+                "quota-size" = %crate::snapshot::humanize_bytes(d),
+                "enabled backend quota with default value"
+            );
+            return;
+        }
+        let bytes = q.unsigned_abs();
+        let size = crate::snapshot::humanize_bytes(bytes);
+        if bytes > MAX_RECOMMENDED_QUOTA_BYTES {
+            tracing::warn!(
+                "quota-name" = name,
+                "quota-size-bytes" = q,
+                "quota-size" = %size,
+                "quota-maximum-size-bytes" = MAX_RECOMMENDED_QUOTA_BYTES,
+                "quota-maximum-size" = %crate::snapshot::humanize_bytes(MAX_RECOMMENDED_QUOTA_BYTES),
+                "quota exceeds the maximum value"
+            );
+        }
+        tracing::info!(
+            "quota-name" = name,
+            "quota-size-bytes" = q,
+            "quota-size" = %size,
+            "enabled backend quota"
+        );
+        if bytes > MAX_QUOTA_BYTES {
+            tracing::warn!(
+                "quota-size-bytes" = q,
+                "enforced-quota-size-bytes" = MAX_QUOTA_BYTES,
+                "map-size-bytes" = self.backend_map_size(),
+                "quota exceeds what the backend's map can hold; enforcing the largest it can"
+            );
         }
     }
 
@@ -1786,6 +1859,18 @@ pub fn cluster_id(member_ids: &[u64]) -> u64 {
     let d = h.digest().bytes();
     u64::from_be_bytes(d[..8].try_into().unwrap_or_default())
 }
+
+/// etcd's `MaxQuotaBytes`: a quota past it is taken, with a warning (`Config::log_quota`).
+pub const MAX_RECOMMENDED_QUOTA_BYTES: u64 = 8 << 30;
+/// The backend's default LMDB map, the smallest a member uses.
+const DEFAULT_MAP_BYTES: u64 = actcd_backend::BackendOptions::DEFAULT_MAP_SIZE as u64;
+/// The largest LMDB map a member reserves: 16 TiB, the largest file ext4 holds (4 KiB blocks),
+/// and an eighth of x86-64's 128 TiB of user address space, so a defragmentation's second map
+/// still fits beside the first.
+pub const MAX_MAP_BYTES: u64 = 16 << 40;
+/// The largest quota enforced: half the largest map (the map is twice the quota). etcd takes any
+/// quota up to 2^63-1 bytes; past this one actcd enforces this one and says so.
+pub const MAX_QUOTA_BYTES: u64 = MAX_MAP_BYTES / 2;
 
 impl TryFrom<Flags> for Config {
     type Error = ConfigError;
@@ -1953,6 +2038,33 @@ mod tests {
             1
         );
         assert_eq!(ttl(&["--election-timeout", "5000"]), 8);
+    }
+
+    /// `--quota-backend-bytes` as etcd takes it (any int64; 0 the default, negative none) and
+    /// the LMDB map each needs; out of an int64's range is refused, never wrapped.
+    #[test]
+    fn quotas_up_to_the_largest_map_are_taken() {
+        const GIB: u64 = 1 << 30;
+        let cfg = |q: &str| {
+            Flags::try_parse_from(["actcd", &format!("--quota-backend-bytes={q}")])
+                .map_err(|e| e.to_string())
+                .map(|f| Config::try_from(f).unwrap())
+        };
+        for (q, quota, map) in [
+            ("0", 2 * GIB, 8 * GIB),
+            ("1048576", 1 << 20, 8 * GIB),
+            ("8589934592", 8 * GIB, 16 * GIB),
+            ("21474836480", 20 * GIB, 40 * GIB),
+            ("107374182400", 100 * GIB, 200 * GIB),
+            ("-1", MAX_QUOTA_BYTES, MAX_MAP_BYTES),
+            ("9223372036854775807", MAX_QUOTA_BYTES, MAX_MAP_BYTES),
+        ] {
+            let c = cfg(q).unwrap();
+            assert_eq!(c.quota_bytes(), quota, "{q}");
+            assert_eq!(c.backend_map_size() as u64, map, "{q}");
+        }
+        let err = cfg("9223372036854775808").unwrap_err();
+        assert!(err.contains("invalid value"), "{err}");
     }
 
     #[test]

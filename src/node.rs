@@ -84,11 +84,8 @@ fn open_backend(
             Err(e) => return Err(backend_error(dir, &e)),
         }
     }
-    // The map is address space only; keep it well above the quota.
-    let map_size =
-        BackendOptions::DEFAULT_MAP_SIZE.max((cfg.quota_bytes() as usize).saturating_mul(2));
     let options = BackendOptions {
-        map_size,
+        map_size: cfg.backend_map_size(),
         ..BackendOptions::default()
     };
     let engine = LmdbEngine::open(&snap_dir, options).map_err(|e| backend_error(&snap_dir, &e))?;
@@ -258,6 +255,7 @@ pub fn run_until(
             cfg.peer_local_addr,
         );
     }
+    cfg.log_quota();
     let (engine, snap_dir, wal_dir) = open_backend(&cfg)?;
     bootstrap_defrag(&cfg, &engine).map_err(|e| StartError::Backend {
         path: snap_dir.display().to_string(),

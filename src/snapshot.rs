@@ -130,7 +130,7 @@ pub fn status_of(db: &BoltDb) -> Status {
 }
 
 /// Bytes as go-humanize writes them (SI units, one decimal under 10), as etcdutl prints sizes.
-fn humanize_bytes(n: u64) -> String {
+pub(crate) fn humanize_bytes(n: u64) -> String {
     const UNITS: [&str; 7] = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
     if n < 10 {
         return format!("{n} B");
@@ -356,9 +356,12 @@ fn restore(
     if let Some(ic) = initial_cluster {
         args.extend(["--initial-cluster".into(), ic]);
     }
+    let data = read_file(file)?;
+    // The new backend's map is sized as a member's is for a quota of the file's size: a file
+    // past half the default map (8 GiB) would not fit it otherwise.
+    args.extend(["--quota-backend-bytes".into(), data.len().to_string()]);
     let flags = Flags::try_parse_from(args).map_err(|e| e.to_string())?;
     let cfg = Config::try_from(flags).map_err(|e| e.to_string())?;
-    let data = read_file(file)?;
     let db = bolt::read(checked_db(&data, skip_hash_check)?).map_err(|e| e.to_string())?;
     let mut records =
         actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).map_err(|e| e.to_string())?;

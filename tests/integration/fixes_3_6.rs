@@ -109,7 +109,7 @@ async fn livez_and_readyz_read_their_query_as_go_does() {
     }
 }
 
-async fn maintenance37(
+pub(crate) async fn maintenance37(
     endpoint: &str,
 ) -> actcd_etcd37_client::etcdserverpb::maintenance_client::MaintenanceClient<
     tonic::transport::Channel,

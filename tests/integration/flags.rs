@@ -977,3 +977,87 @@ async fn the_reported_version_is_etcd_3_7s() {
     );
     assert!(metrics.contains("etcd_cluster_version{cluster_version=\"3.7\"} 1"));
 }
+
+/// `--quota-backend-bytes` past etcd's recommended 8 GiB (issue 28 part 2): 20 GiB, 100 GiB and
+/// etcd's largest (2^63-1) are taken with etcd 3.5's warning, word for word and field for field
+/// (`quota.go`, checked against etcd 3.5.1's log); a negative quota turns the quota off as in
+/// etcd; each member serves and reports the quota it enforces. A value past an int64 is refused
+/// at start, as etcd's flag parser refuses it.
+#[tokio::test]
+async fn quotas_past_8_gib_are_taken_with_etcds_warning() {
+    const GIB: i64 = 1 << 30;
+    for (quota, size, enforced, want) in [
+        (
+            20 * GIB,
+            "22 GB",
+            20 * GIB,
+            "quota exceeds the maximum value",
+        ),
+        (
+            100 * GIB,
+            "107 GB",
+            100 * GIB,
+            "quota exceeds the maximum value",
+        ),
+        (
+            i64::MAX,
+            "9.2 EB",
+            8 << 40,
+            "quota exceeds the maximum value",
+        ),
+        (-1, "", 8 << 40, "disabled backend quota"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("member.log");
+        let mut srv = crate::Server {
+            child: None,
+            dir: dir.path().join("data"),
+            port: free_port(),
+            peer_port: free_port(),
+            extra: vec![format!("--quota-backend-bytes={quota}")],
+            env: vec![("RUST_LOG".into(), "info".into())],
+            scheme: "http",
+        };
+        let child = srv
+            .command()
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        srv.child = Some(child);
+        let mut c = srv.client().await;
+        c.put("k", vec![7u8; 100_000], None).await.unwrap();
+        let status = crate::fixes_3_6::maintenance37(&srv.endpoint())
+            .await
+            .status(actcd_etcd37_client::etcdserverpb::StatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(status.db_size_quota, enforced, "{quota}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains(want))
+            .unwrap_or_else(|| panic!("{quota}: no {want:?} in:\n{text}"));
+        if quota > 0 {
+            assert!(line.contains(" WARN "), "{line}");
+            for field in [
+                "quota-name=\"v3-applier\"".to_string(),
+                format!("quota-size-bytes={quota}"),
+                format!("quota-size={size}"),
+                "quota-maximum-size-bytes=8589934592".into(),
+                "quota-maximum-size=8.6 GB".into(),
+            ] {
+                assert!(line.contains(&field), "{quota}: {field} not in {line}");
+            }
+        } else {
+            assert!(line.contains("quota-size-bytes=-1"), "{line}");
+        }
+    }
+    let (ok, err) = failed_start(&["--quota-backend-bytes=9223372036854775808"]);
+    assert!(!ok);
+    assert!(
+        err.contains("invalid value '9223372036854775808' for '--quota-backend-bytes"),
+        "{err}"
+    );
+}
