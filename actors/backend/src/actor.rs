@@ -137,10 +137,20 @@ impl BackendActor {
         copy: DefragCopy,
         log: &[actcd_types::msg::Commit],
     ) -> Result<(u64, u64), EtcdError> {
+        let started = std::time::Instant::now();
         self.commit_first()?;
         let engine = Arc::clone(self.batch.engine());
         copy.replay(&engine, log).map_err(EtcdError::internal)?;
-        engine.defrag_swap(copy).map_err(EtcdError::internal)
+        let replayed = started.elapsed();
+        let swapped = engine.defrag_swap(copy).map_err(EtcdError::internal);
+        drop(engine.reap_retired());
+        tracing::info!(
+            commits = log.len(),
+            last_round_ms = replayed.as_secs_f64() * 1e3,
+            swap_ms = (started.elapsed() - replayed).as_secs_f64() * 1e3,
+            "defragmentation's last round and swap, on the backend's thread"
+        );
+        swapped
     }
 
     /// Commits what is pending before a maintenance operation.
@@ -204,7 +214,7 @@ impl Handler<Flush> for BackendActor {
     fn handle(&mut self, _: Flush, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Flush");
         let outcome = self.batch.commit();
-        self.batch.engine().reap_retired();
+        drop(self.batch.engine().reap_retired());
         self.settle(outcome)
     }
 }
@@ -217,7 +227,7 @@ impl Handler<SyncBackend> for BackendActor {
     fn handle(&mut self, _: SyncBackend, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SyncBackend");
         let outcome = self.batch.sync();
-        self.batch.engine().reap_retired();
+        drop(self.batch.engine().reap_retired());
         self.settle(outcome)
     }
 }

@@ -192,18 +192,26 @@ fn a_reader_of_the_old_file_reads_on_after_the_swap_which_does_not_wait_for_it()
     assert_eq!(keys(&*old), 400);
     assert_eq!(keys(&*engine.read().unwrap()), 401);
     // The old environment stays open while its reader does, and closes after.
-    engine.reap_retired();
+    reap(&engine);
     assert_eq!(engine.retired_generations(), 1);
     drop(old);
-    engine.reap_retired();
+    reap(&engine);
     assert_eq!(engine.retired_generations(), 0);
 
     // A second defragmentation retires the first one's environment and its directory.
     assert_eq!(leftovers(&dir), vec!["defrag-1".to_string()]);
     engine.defragment().unwrap();
+    reap(&engine);
     assert_eq!(engine.retired_generations(), 0);
     assert_eq!(leftovers(&dir), vec!["defrag-2".to_string()]);
     assert_eq!(keys(&*engine.read().unwrap()), 401);
+}
+
+/// Closes the replaced environments nothing holds, and waits until they are closed.
+fn reap(engine: &LmdbEngine) {
+    for closing in engine.reap_retired() {
+        closing.join().unwrap();
+    }
 }
 
 /// The `defrag-N` directories in the environment's directory.

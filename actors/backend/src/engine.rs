@@ -95,9 +95,9 @@ impl Default for BackendOptions {
 pub struct LmdbEngine {
     /// The environment in use. `Option` for the trait's sake: it is always `Some` today.
     pub(crate) current: RwLock<Option<Arc<Generation>>>,
-    /// Generations a defragmentation replaced whose transactions may still be open: dropped
-    /// by [`Self::reap_retired`] (the writer's thread) once nothing else holds them.
-    pub(crate) retired: Mutex<Vec<Arc<Generation>>>,
+    /// Generations a defragmentation replaced whose transactions may still be open: closed
+    /// by [`Self::reap_retired`] once nothing else holds them.
+    pub(crate) retired: Mutex<Vec<crate::defrag::Retired>>,
     /// Numbers the defragmentations' copy directories (`defrag-N`).
     pub(crate) defrag_seq: AtomicU64,
     pub(crate) dir: PathBuf,
@@ -448,6 +448,24 @@ fn open_env(dir: &Path, opts: &BackendOptions, map_size: usize) -> heed::Result<
     // does not work over network file systems), and heed refuses a second open of the same
     // path in this process; other processes are excluded by LMDB's lock file.
     unsafe { builder.open(dir) }
+}
+
+/// The address ranges of the mappings of the file with inode `ino` in a `/proc/PID/maps`
+/// listing, whatever its name now (a replaced file shows as `path (deleted)`).
+#[cfg(target_os = "linux")]
+pub(crate) fn mappings_of_inode(maps: &str, ino: u64) -> Vec<(usize, usize)> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (start, end) = fields.next()?.split_once('-')?;
+            if fields.nth(3)?.parse::<u64>().ok()? != ino {
+                return None;
+            }
+            let start = usize::from_str_radix(start, 16).ok()?;
+            let end = usize::from_str_radix(end, 16).ok()?;
+            (end > start).then_some((start, end))
+        })
+        .collect()
 }
 
 /// The address ranges of `file`'s mappings in a `/proc/PID/maps` listing (`start-end perms

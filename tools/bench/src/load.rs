@@ -132,11 +132,13 @@ pub fn endpoint_url(ep: &str) -> Result<String, BenchError> {
     }
 }
 
-/// Which of a mixed workload's halves a request belonged to.
+/// Which of a mixed workload's halves a request belonged to; `Event` is a watch event in the
+/// latency log (`watch-latency`: its put's send time and the time to reach the watcher).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Read,
     Write,
+    Event,
 }
 
 /// One client's request loop body: `call(i)` sends the i-th request and waits
@@ -184,6 +186,17 @@ fn latency_log_on() -> bool {
     LATENCY_LOG.lock().expect("latency log").is_some()
 }
 
+/// Adds watch events to the latency log, if it is on: `(sent, latency seconds)` each.
+pub fn log_events(events: impl IntoIterator<Item = (Instant, f64)>) {
+    if let Some(log) = LATENCY_LOG.lock().expect("latency log").as_mut() {
+        log.extend(
+            events
+                .into_iter()
+                .map(|(at, lat)| (unix_secs(at), lat, Op::Event)),
+        );
+    }
+}
+
 /// Everything logged so far, in send order.
 pub fn take_latency_log() -> Vec<Logged> {
     let mut log = LATENCY_LOG
@@ -217,6 +230,7 @@ pub fn write_latency_log(path: &str, log: &[Logged]) -> std::io::Result<()> {
         let op = match op {
             Op::Read => 'r',
             Op::Write => 'w',
+            Op::Event => 'e',
         };
         writeln!(out, "{at:.6} {lat:.6} {op}")?;
     }
@@ -387,7 +401,7 @@ async fn work<W: Worker>(mut w: W, shared: Arc<Shared>) -> (Samples, W) {
             s.log.push((unix_secs(st), lat, op));
         }
         match res {
-            Ok(Op::Read) => s.reads.push(lat),
+            Ok(Op::Read | Op::Event) => s.reads.push(lat),
             Ok(Op::Write) => s.writes.push(lat),
             Err(status) => {
                 let unimplemented = status.code() == Code::Unimplemented;

@@ -206,7 +206,8 @@ struct Global {
     #[arg(long, global = true)]
     precise: bool,
     /// Also write every successful request to this file, one line each:
-    /// `unix_seconds latency_seconds r|w` (send time, latency, read or write).
+    /// `unix_seconds latency_seconds r|w|e` (send time, latency, read, write, or a watch event
+    /// of watch-latency: its put's send time and the time it took to reach the watcher).
     #[arg(long, global = true, value_name = "PATH")]
     latency_log: Option<String>,
 }

@@ -154,6 +154,9 @@ struct StreamWatchers {
     observed: Vec<Vec<i64>>,
     /// Event latencies (seconds).
     lats: Vec<f64>,
+    /// When each of `lats`' puts was sent (nanoseconds after the run's base), for the
+    /// latency log.
+    sent: Vec<u64>,
     /// Latencies are kept for watchers whose index is a multiple of this.
     sample: usize,
     /// Cancellations, compactions and stream errors.
@@ -259,6 +262,7 @@ async fn open_stream(
             keys: slot_keys,
             observed,
             lats: Vec::new(),
+            sent: Vec::new(),
             sample: sample.max(1),
             problems: Vec::new(),
             history_until: history.until,
@@ -356,6 +360,7 @@ fn on_response(
         if let Some(stamp) = kv.value.get(..STAMP_LEN) {
             let sent = u64::from_le_bytes(stamp.try_into().expect("8 bytes"));
             sw.lats.push(arrival.saturating_sub(sent) as f64 / 1e9);
+            sw.sent.push(sent);
         }
     }
 }
@@ -500,6 +505,12 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
     let mut wanted = 0usize;
     for r in readers {
         let sw = r.await.expect("watch reader panicked");
+        load::log_events(
+            sw.sent
+                .iter()
+                .zip(&sw.lats)
+                .map(|(&ns, &lat)| (base + Duration::from_nanos(ns), lat)),
+        );
         lats.extend(sw.lats);
         problems.extend(sw.problems);
         for (slot, seen) in sw.observed.iter().enumerate() {
@@ -658,6 +669,7 @@ mod tests {
             keys: vec![0],
             observed: vec![Vec::new()],
             lats: Vec::new(),
+            sent: Vec::new(),
             sample: 1,
             problems: Vec::new(),
             history_until: 0,
