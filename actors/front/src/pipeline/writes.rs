@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// How long a physical compaction is waited for when its client set no deadline.
+const PHYSICAL_COMPACTION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl Pipeline {
     /// Proposes a client's write and waits for its entry to be applied.
     ///
@@ -37,6 +40,7 @@ impl Pipeline {
     ) -> Result<ApplyResponse, EtcdError> {
         let id = self.ids.next();
         let kind = actcd_metrics::durations::request_type(&req);
+        let req_physical = req.compaction.as_ref().is_some_and(|c| c.physical);
         req.header = Some(RequestHeader {
             id,
             username: auth.username,
@@ -66,7 +70,18 @@ impl Pipeline {
             }
             Err(actix::prelude::SendError::Closed(_)) => return Err(EtcdError::Stopped),
         }
-        let outcome = match self.answer(rx, deadline).await {
+        // etcd's Compact waits for a physical compaction's deletions once its entry is applied,
+        // with no deadline of its own (`<-result.physc`): only the client's bounds the wait
+        // (without one, ten minutes here). A million keys take longer than the 7 s the raft
+        // part is given.
+        let answer_by = if req_physical {
+            crate::metrics::client_deadline()
+                .unwrap_or(deadline + PHYSICAL_COMPACTION_WAIT)
+                .max(deadline)
+        } else {
+            deadline
+        };
+        let outcome = match self.answer(rx, answer_by).await {
             // No leader from start to deadline: the raft node never proposed it, and etcd's
             // answer is its request context's error (its raft takes no proposal without a
             // leader; one made while a leader was known is named by `why_timed_out`).
