@@ -345,12 +345,15 @@ impl Handler<DefragProgress> for BackendActor {
     }
 }
 
-/// Runs `work` on a thread of its own (a defragmentation's copy or round: seconds of I/O that
-/// must not hold up the writer).
+/// Runs `work` on a thread of its own at the lowest priority (a defragmentation's copy or
+/// round: seconds of I/O that must not hold up the writer, nor take the CPU it needs).
 fn on_worker(work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("defrag".into())
-        .spawn(work)
+        .spawn(move || {
+            crate::defrag::lower_priority();
+            work();
+        })
         .map(drop)
 }
 

@@ -96,9 +96,9 @@
 //! etcd's defragmentation holds every write for the whole copy (etcd #9222). Here writes go on:
 //! 1. `Defragment` commits the batch and starts recording: every `Commit` written from then on
 //!    is also kept ([`DefragRun`]).
-//! 2. A worker thread writes a compacting copy (`mdb_env_copy2`, only live pages) into a new
-//!    directory `defrag-N` inside the environment's, syncs it and opens it as an environment
-//!    of its own ([`LmdbEngine::defrag_copy`]). The copy's snapshot is some commit at or after
+//! 2. A worker thread (lowest priority) writes a compacting copy (`mdb_env_copy2`, only live
+//!    pages) into a new directory `defrag-N` inside the environment's, syncs it and opens it
+//!    as an environment of its own ([`LmdbEngine::defrag_copy`]). The copy's snapshot is some commit at or after
 //!    step 1; it need not be known, because every op is a put or delete of one key, so
 //!    replaying from before it is exact (the module doc of `defrag.rs` proves it).
 //! 3. While more than [`FINAL_ROUND_OPS`] ops are recorded, a worker replays them into the copy
@@ -113,8 +113,10 @@
 //! 8 MiB slices, then the environment closed, then the unlinked file cut short 8 MiB at a time.
 //! Closed in one go, a 72 MiB file stalled every put, read and watch event for 83 ms (the
 //! address-space lock `munmap` holds, and one journal commit freeing every block, which the
-//! WAL's next sync waits for). The copy itself reaches the disk 4 MiB at a time
-//! (`sync_file_range`) for the same reason. The directory the copy was opened in (which keeps
+//! WAL's next sync waits for). The copy itself reaches the disk 1 MiB at a time
+//! (`sync_file_range`) for the same reason, and the threads that copy and close run at nice 19
+//! and the lowest best-effort I/O priority: on 2 cores the copy otherwise takes a core the
+//! write path needs. The directory the copy was opened in (which keeps
 //! its lock file) goes with the environment. So the swap waits for no reader, and a long
 //! Snapshot stream no longer holds it up. A crash before
 //! the rename leaves the old file whole (the `defrag-N` directory is deleted at the next
