@@ -519,11 +519,6 @@ impl DefragRun {
         self.failed.get_or_insert(why);
     }
 
-    /// Ops recorded and not yet handed out for replay.
-    pub fn pending_ops(&self) -> usize {
-        self.ops
-    }
-
     /// What to do now the copy, or the last round, is done.
     pub fn next_step(&mut self) -> DefragStep {
         if let Some(why) = &self.failed {
