@@ -2319,6 +2319,10 @@ async fn checkpoint(
             _ => {}
         }
         last = format!("put {put:?}, get {get:?}, sentinel {sent:?}");
+        let nospace = put
+            .as_ref()
+            .err()
+            .is_some_and(|s| s.message().contains("database space exceeded"));
         let refused = [&put.err(), &get.err(), &sent.err()].iter().any(|e| {
             e.as_ref().is_some_and(|s| {
                 s.code() == tonic::Code::Unauthenticated || s.message().contains("token")
@@ -2329,7 +2333,17 @@ async fn checkpoint(
             .unwrap_or_else(|p| p.into_inner())
             .root
             .is_some();
-        if attempt == 0 && refused && rooted {
+        // A random Alarm call of the open phase's stream may have raised NOSPACE
+        // between two upkeep rounds: disarm it and try again. In the auth phase
+        // only root may raise one, so there it is a violation.
+        if attempt == 0 && nospace {
+            let disarmed = disarm(&mut maintenance(url, tokens)).await;
+            if rooted && disarmed > 0 {
+                return Err(format!(
+                    "write past auth: {disarmed} alarm(s) raised during the auth phase (only root may)"
+                ));
+            }
+        } else if attempt == 0 && refused && rooted {
             let _ = hostile_auth::refresh(url, tokens).await;
         } else {
             break;
