@@ -526,6 +526,16 @@ fn consensus(
             urls: m.peer_urls.clone(),
         });
     }
+    // A leader's store copy is received into the backend's directory, on the data's own
+    // disk; one a crash left half-written is of no use.
+    let snapshot_dir = cfg.data_dir.join("member").join("snap");
+    let stray = actcd_types::snapshot_blob::remove_leftovers(&snapshot_dir);
+    if stray > 0 {
+        tracing::info!(
+            files = stray,
+            "removed snapshot copies a crash left half-received"
+        );
+    }
     serve_peer_urls(
         cfg,
         peer_listeners,
@@ -540,6 +550,7 @@ fn consensus(
                     .saturating_add(256 << 20),
             )
             .unwrap_or(usize::MAX),
+            snapshot_dir,
             members: Some(a.applier.clone().recipient()),
             renew_lease: Some(lessor.clone().recipient()),
             lease_ttl: Some(lessor.clone().recipient()),

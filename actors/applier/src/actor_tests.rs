@@ -1035,11 +1035,11 @@ async fn a_snapshot_brings_its_leases_and_the_lessor_hears_which_went_and_came()
     .start();
     let entries = vec![entry(1, grant(0, 1, 5)), entry(2, grant(0, 2, 5))];
     applier.send(Apply { entries }).await.unwrap();
+    let dir = std::env::temp_dir();
+    let path = actcd_types::snapshot_blob::SnapshotBlob::incoming_path(&dir);
+    let data = actcd_types::snapshot_blob::SnapshotBlob::write(path, b"").unwrap();
     let installed = applier
-        .send(InstallSnapshot {
-            index: 100,
-            data: Vec::new(),
-        })
+        .send(InstallSnapshot { index: 100, data })
         .await
         .unwrap();
     assert_eq!(installed, Ok(100));

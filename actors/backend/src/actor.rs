@@ -13,7 +13,7 @@ use std::sync::Arc;
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, CopyTo, DbSize, Defragment, Flush, GetCommitStats,
-    OpenStoreReader, StoreReader, SyncBackend,
+    OpenStoreReader, ReplaceStore, StoreReader, SyncBackend,
 };
 use actcd_types::storage::KvEngine;
 use actix::{
@@ -228,6 +228,32 @@ impl Handler<SyncBackend> for BackendActor {
         let _timer = self.meter.start("SyncBackend");
         let outcome = self.batch.sync();
         drop(self.batch.engine().reap_retired());
+        self.settle(outcome)
+    }
+}
+
+/// A leader's snapshot replaces everything: written from the mapped file in one transaction
+/// on this thread, then synced. A defragmentation under way ends with an error once its worker
+/// reports (its copy no longer describes the store; it is dropped, never swapped in).
+impl Handler<ReplaceStore> for BackendActor {
+    type Result = Result<(), String>;
+
+    fn handle(&mut self, msg: ReplaceStore, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("ReplaceStore");
+        // The run ends with this error when its worker reports next (its copy is dropped).
+        if let Some(d) = &mut self.defrag {
+            d.run
+                .fail("a snapshot from the leader replaced the store".into());
+        }
+        let map = msg
+            .blob
+            .map()
+            .map_err(|e| format!("backend: snapshot file {}: {e}", msg.blob.path().display()))?;
+        let outcome = self.batch.replace_all(&map);
+        drop(self.batch.engine().reap_retired());
+        if outcome.is_ok() {
+            tracing::info!(bytes = msg.blob.len(), "backend replaced by a snapshot");
+        }
         self.settle(outcome)
     }
 }

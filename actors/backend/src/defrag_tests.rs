@@ -293,3 +293,74 @@ fn the_actor_commits_while_it_defragments_and_loses_nothing() {
     let engine = open(&dir);
     assert_eq!(everything(&engine), all);
 }
+
+/// A leader's snapshot replaces the store in one transaction written from its file, durably;
+/// a defragmentation under way when it comes ends with an error and swaps nothing in.
+#[test]
+fn a_snapshot_replaces_the_store_and_ends_a_defragmentation_under_way() {
+    use actcd_types::key_record;
+    use actcd_types::msg::ReplaceStore;
+    use actcd_types::snapshot_blob::SnapshotBlob;
+    use actcd_types::storage::MemEngine;
+
+    let leader = MemEngine::default();
+    let mut w = leader.write().unwrap();
+    for i in 0..300u32 {
+        let k = format!("leader/{i}");
+        w.put(
+            Table::Key,
+            k.as_bytes(),
+            &key_record::seal(k.as_bytes(), &[3; 500]),
+        )
+        .unwrap();
+    }
+    w.put(Table::Meta, META_CONSISTENT_INDEX, &77u64.to_be_bytes())
+        .unwrap();
+    let format = key_record::FORMAT_CHECKSUMMED.to_be_bytes();
+    w.put(Table::Meta, key_record::FORMAT_META_KEY, &format)
+        .unwrap();
+    w.put(Table::Members, b"1", b"m").unwrap();
+    w.commit().unwrap();
+    let blob = actcd_etcd_snapshot::whole_store::encode(&*leader.read().unwrap()).unwrap();
+    let want: Vec<_> = actcd_etcd_snapshot::whole_store::decode(&blob)
+        .unwrap()
+        .into_iter()
+        .map(|(t, k, v)| (t, k.to_vec(), v.to_vec()))
+        .collect();
+
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(open(&dir));
+    fragmented(&engine);
+    let path = SnapshotBlob::incoming_path(dir.path());
+    let received = SnapshotBlob::write(path.clone(), &blob).unwrap();
+    let sys = actix::System::new();
+    let (defrag, replaced) = sys.block_on({
+        let engine = engine.clone();
+        async move {
+            let addr = BackendActor::new(engine).start();
+            // Pending when the snapshot comes: committed first, then replaced with the rest.
+            addr.do_send(commit(5, vec![put(Table::Lease, b"mine", b"x")]));
+            let defrag = addr.send(Defragment);
+            let replaced = addr.send(ReplaceStore { blob: received }).await.unwrap();
+            (defrag.await.unwrap(), replaced)
+        }
+    });
+    replaced.unwrap();
+    let err = defrag.unwrap_err().to_string();
+    assert!(
+        err.contains("a snapshot from the leader replaced the store"),
+        "{err}"
+    );
+    assert!(!path.exists(), "the received copy goes once installed");
+    assert_eq!(everything(&engine), want);
+    drop(sys);
+    let engine = Arc::into_inner(engine).expect("the actor is gone");
+    drop(engine);
+    let engine = open(&dir);
+    assert_eq!(everything(&engine), want, "durable");
+    assert!(
+        !leftovers(&dir).iter().any(|f| f.starts_with("defrag")),
+        "{:?}",
+        leftovers(&dir)
+    );
+}

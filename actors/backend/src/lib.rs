@@ -124,7 +124,7 @@
 //! during one defragmentation ends it with an error, the data file unchanged. A `Defragment`
 //! asked while one runs joins it. Without the actor (start-up, tests) [`LmdbEngine::defragment`]
 //! runs the copy and the swap in one call.
-
+//!
 //! ## etcd's file format
 //! etcd's bbolt file (the Snapshot RPC's stream, `actcd snapshot`) is not this crate's: it
 //! lives in the plain library `actcd-etcd-snapshot`, which reads the store through the engine
@@ -140,12 +140,14 @@
 //!   commits going on meanwhile (above); answered when the copy is swapped in.
 //! - `OpenStoreReader` → `Result<StoreReader, EtcdError>`: commit, then a read transaction that
 //!   may move to another thread (the Snapshot RPC; a follower's snapshot is made from it).
+//! - `ReplaceStore{blob}` → `Result<(), String>`: a leader's snapshot, as a follower received
+//!   it on disk: commit the batch, then in one write transaction of its own empty every table
+//!   and write the copy's records from the mapped file (`whole_store::install_blob`; memory
+//!   stays flat, LMDB spills a large transaction's dirty pages), commit and sync; a crash
+//!   leaves the old store or the new one. A defragmentation under way ends with an error.
+//!   Sent by the store after its pending applies, so nothing it applied is lost or reordered.
 //! - `GetCommitStats`; [`Subscribe`] (from `src/`: who hears `Committed` and `BackendFailed`);
 //!   `MailboxProbe`/`GetMeter`.
-//!
-//! A leader's snapshot is installed as an ordinary `Commit` (the store's delete-all and puts,
-//! carrying the snapshot's own consistent index) followed by `SyncBackend`: the blob's format
-//! is the store's.
 //!
 //! ## Messages sent
 //! `Committed{seq}` to each subscriber after each commit; `BackendFailed{error}` to the fatal

@@ -216,6 +216,14 @@ impl WriteTxn for LmdbWrite<'_> {
         Ok(())
     }
 
+    /// Empties the database in place (`mdb_drop` without deleting it): its pages go to the
+    /// free list in one call, however many records it held.
+    fn clear(&mut self, table: Table) -> StorageResult<()> {
+        let db = self.generation.db(table);
+        db.clear(&mut self.txn).map_err(|e| self.engine.lmdb(e))?;
+        Ok(())
+    }
+
     fn commit(self: Box<Self>) -> StorageResult<()> {
         let Self {
             engine,

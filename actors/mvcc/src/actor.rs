@@ -33,8 +33,8 @@ use actcd_types::msg::{
     SyncStorage, WatchInterest,
 };
 use actcd_types::msg::{
-    BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, SnapshotChunks,
-    SnapshotStream, StoreReader, SyncBackend,
+    BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, ReplaceStore,
+    SnapshotChunks, SnapshotStream, StoreReader, SyncBackend,
 };
 use actix::dev::ToEnvelope;
 use actix::{
@@ -170,10 +170,11 @@ pub struct BackendLink {
     pub sync: Recipient<SyncBackend>,
     pub defragment: Recipient<Defragment>,
     pub open_reader: Recipient<OpenStoreReader>,
+    pub replace: Recipient<ReplaceStore>,
 }
 
 impl BackendLink {
-    /// Every door to `backend`, an actor that takes all five messages.
+    /// Every door to `backend`, an actor that takes all six messages.
     pub fn of<B>(backend: &Addr<B>) -> Self
     where
         B: Actor
@@ -181,12 +182,14 @@ impl BackendLink {
             + Handler<Flush>
             + Handler<SyncBackend>
             + Handler<Defragment>
-            + Handler<OpenStoreReader>,
+            + Handler<OpenStoreReader>
+            + Handler<ReplaceStore>,
         B::Context: ToEnvelope<B, Commit>
             + ToEnvelope<B, Flush>
             + ToEnvelope<B, SyncBackend>
             + ToEnvelope<B, Defragment>
-            + ToEnvelope<B, OpenStoreReader>,
+            + ToEnvelope<B, OpenStoreReader>
+            + ToEnvelope<B, ReplaceStore>,
     {
         Self {
             commit: backend.clone().recipient(),
@@ -194,6 +197,7 @@ impl BackendLink {
             sync: backend.clone().recipient(),
             defragment: backend.clone().recipient(),
             open_reader: backend.clone().recipient(),
+            replace: backend.clone().recipient(),
         }
     }
 }
@@ -714,7 +718,8 @@ impl Handler<SnapshotSent> for MvccActor {
 
 /// A copy of the whole store for a member too far behind for the log, once this member has
 /// applied the snapshot's index: pending applies are committed first, so the copy covers them.
-/// The copy is made from a read transaction on a blocking thread: applies go on meanwhile,
+/// The copy is read out of one read transaction on a blocking thread and streamed in chunks as
+/// the receiver takes them: applies go on meanwhile, and no store-sized buffer is ever held,
 /// however large the store.
 impl Handler<MakeSnapshot> for MvccActor {
     type Result = ResponseFuture<Result<StoreSnapshot, SnapshotError>>;
@@ -727,20 +732,15 @@ impl Handler<MakeSnapshot> for MvccActor {
         } else {
             Some(self.open_reader())
         };
-        let size_hint = self.store.size_in_use();
         Box::pin(async move {
             let reader = reader
                 .ok_or(SnapshotError::NotReady)?
                 .await
                 .map_err(failed)?;
-            let (consistent_index, data) =
-                tokio::task::spawn_blocking(move || crate::store::blob_of(&*reader.0, size_hint))
-                    .await
-                    .map_err(|e| SnapshotError::Failed(e.to_string()))?
-                    .map_err(failed)?;
+            let (consistent_index, chunks) = crate::store::stream_blob(reader.0).map_err(failed)?;
             Ok(StoreSnapshot {
                 consistent_index,
-                data,
+                chunks,
             })
         })
     }
@@ -825,21 +825,27 @@ impl Handler<InstallSnapshot> for MvccActor {
         ));
         let snapshot_index = msg.index;
         let Some(link) = self.backend.clone() else {
-            let done = self.store.restore(&msg.data).inspect(|&index| {
-                self.after_restore(snapshot_index, index);
-            });
+            let done = msg
+                .data
+                .map()
+                .map_err(|e| EtcdError::internal(format!("mvcc: snapshot file: {e}")))
+                .and_then(|map| self.store.restore(&map))
+                .inspect(|&index| self.after_restore(snapshot_index, index));
             return AtomicResponse::new(Box::pin(actix::fut::ready(done)));
         };
-        if let Err(e) = self.store.stage_restore(&msg.data) {
+        // Pending applies reach the backend first; the copy replaces them with everything else.
+        if let Err(e) = self.store.prepare_replace() {
             return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
         }
-        let synced = link.sync.send(SyncBackend);
-        AtomicResponse::new(Box::pin(synced.into_actor(self).map(move |res, act, _| {
-            backend_answer(res)?;
-            let index = act.store.finish_restore()?;
-            act.after_restore(snapshot_index, index);
-            Ok(index)
-        })))
+        let replaced = link.replace.send(ReplaceStore { blob: msg.data });
+        AtomicResponse::new(Box::pin(replaced.into_actor(self).map(
+            move |res, act, _| {
+                backend_answer(res)?;
+                let index = act.store.finish_restore()?;
+                act.after_restore(snapshot_index, index);
+                Ok(index)
+            },
+        )))
     }
 }
 
@@ -941,6 +947,7 @@ mod tests {
     use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
     use actcd_types::MemberIdentity;
     use actcd_types::msg::ApplyResponse;
+    use actcd_types::snapshot_blob::SnapshotBlob;
     use actcd_types::storage::MemEngine;
 
     /// A Put of `k` = `v`.
@@ -1225,6 +1232,19 @@ mod tests {
         }
     }
 
+    impl Handler<ReplaceStore> for FakeBackend {
+        type Result = Result<(), String>;
+        fn handle(&mut self, msg: ReplaceStore, _: &mut Self::Context) -> Self::Result {
+            use actcd_types::storage::KvEngine;
+            self.commit()?;
+            let map = msg.blob.map().map_err(|e| e.to_string())?;
+            let mut txn = self.engine.write().map_err(|e| e.to_string())?;
+            actcd_etcd_snapshot::whole_store::install_blob(&mut *txn, &map)
+                .map_err(|e| e.to_string())?;
+            txn.commit().map_err(|e| e.to_string())
+        }
+    }
+
     /// A store sending its writes to a [`FakeBackend`].
     fn with_fake_backend(engine: &Arc<MemEngine>) -> Addr<MvccActor> {
         let store = Store::open(engine.clone(), MemberIdentity::default()).unwrap();
@@ -1298,20 +1318,26 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(snap.consistent_index, 8);
+        let mut blob = Vec::new();
+        let mut chunks = snap.chunks;
+        while let Some(chunk) = chunks.recv().await {
+            blob.extend(chunk.unwrap());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = SnapshotBlob::incoming_path(dir.path());
+        let data = SnapshotBlob::write(path.clone(), &blob).unwrap();
 
         // Installing it elsewhere replaces that store's state durably.
         let other_engine = Arc::new(MemEngine::new());
         let other = with_fake_backend(&other_engine);
         apply(&other, 3, vec![put("old")]).await;
         let index = other
-            .send(InstallSnapshot {
-                index: 8,
-                data: snap.data,
-            })
+            .send(InstallSnapshot { index: 8, data })
             .await
             .unwrap()
             .unwrap();
         assert_eq!(index, 8);
+        assert!(!path.exists(), "the received copy goes once installed");
         let r = other.send(range()).await.unwrap().unwrap();
         assert_eq!(r.kvs[0].value, b"y");
         let status = other.send(GetStoreStatus).await.unwrap().unwrap();
@@ -1359,6 +1385,13 @@ mod tests {
         type Result = ResponseFuture<Result<(u64, u64), EtcdError>>;
         fn handle(&mut self, _: Defragment, _: &mut Self::Context) -> Self::Result {
             Box::pin(std::future::pending())
+        }
+    }
+
+    impl Handler<ReplaceStore> for StuckBackend {
+        type Result = Result<(), String>;
+        fn handle(&mut self, _: ReplaceStore, _: &mut Self::Context) -> Self::Result {
+            Err("stuck".into())
         }
     }
 

@@ -57,11 +57,13 @@
 //! - `FlushStore` (every 100 ms: a compaction step, its writes sent, the backend flushed) and
 //!   `SyncStorage` (before WAL release: writes sent, then the backend's `SyncBackend` awaited).
 //! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
-//!   backend, which commits what was sent first, and the copy made from it on a blocking
-//!   thread); `InstallSnapshot{data}` (replaces everything durably — the records sent, the
-//!   backend synced, nothing applied meanwhile — and rebuilds every index; watchers are told to
-//!   catch up from the new history; the applier then reads the new members, alarms and leases
-//!   and tells raft and the lessor).
+//!   backend, which commits what was sent first, and the copy read from it on a thread of its
+//!   own into a channel of 1 MiB chunks, a few ahead of the transport that sends them: never
+//!   whole in memory); `InstallSnapshot{data}` (a received copy, a file: replaces everything
+//!   durably — pending applies sent, then the backend's `ReplaceStore` writes the copy from
+//!   the mapped file and syncs, nothing applied meanwhile — and rebuilds every index; watchers
+//!   are told to catch up from the new history; the applier then reads the new members, alarms
+//!   and leases and tells raft and the lessor).
 //! - `SnapshotStream` (a reader from the backend after the writes, then etcd's snapshot file
 //!   streamed from it on a blocking thread with `actcd_etcd_snapshot::send_snapshot`; answered
 //!   with the channel of chunks, `SnapshotChunks`, which the front forwards); `HashBackend`

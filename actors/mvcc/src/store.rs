@@ -33,7 +33,9 @@ mod recovery;
 
 use compaction::CompactionJob;
 
-pub use recovery::{blob_of, upgrade_key_format};
+#[cfg(test)]
+pub use recovery::blob_of;
+pub use recovery::{stream_blob, upgrade_key_format};
 
 /// `meta` key of the raft index of the last applied entry (8-byte big-endian).
 pub const META_CONSISTENT_INDEX: &[u8] = actcd_types::storage::META_CONSISTENT_INDEX;

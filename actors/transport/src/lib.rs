@@ -12,15 +12,16 @@
 //! - takes `PeerMessage` (from the raft node), `PeerChange` (membership: open, re-point or drop
 //!   a member's stream; [`AddPeer`] at start-up in tests), `SendSnapshot` (a snapshot message:
 //!   a store copy is asked of the store with `MakeSnapshot` and streamed with it on
-//!   `RaftPeer.Snapshot`, in 1 MiB chunks closed by a CRC32C; the raft node hears
-//!   `SnapshotReport`), `LeaderCall` (keepalives, lease TTLs and learner progress, asked of the
+//!   `RaftPeer.Snapshot` as the store reads it, in 1 MiB chunks closed by a CRC32C, never
+//!   whole in memory; the raft node hears `SnapshotReport`), `LeaderCall` (keepalives, lease TTLs and learner progress, asked of the
 //!   leader's peer port for a follower's front) and `PeerActivity` (how long each peer's stream
 //!   has been up: etcd's health rule for membership changes) and `PeerHashKv{to, revision}`
 //!   (a peer's HashKV for the corruption checks, etcd's `/members/hashkv`: `Compacted` and
 //!   `FutureRevision` come back as themselves, anything else as the reason it failed);
 //! - its peer port ([`serve_peers`], routes in [`PeerRoutes`]) steps every message a peer sends
-//!   into the raft node (`Step`), hands snapshots with their copy to it (`StepSnapshot`) once
-//!   whole and intact, answers `Members` (how a member joining an existing cluster learns its
+//!   into the raft node (`Step`), writes a snapshot's copy to a file in the member's
+//!   `member/snap` as it arrives and hands it to the raft node (`StepSnapshot`) once whole and
+//!   intact (a copy refused or cut short is deleted at once), answers `Members` (how a member joining an existing cluster learns its
 //!   id: [`fetch_members`]) from the applier, leader calls from the lessor and the raft node,
 //!   and `HashKv` (peers' corruption checks) from the corruption checker (`LocalHashKv`), only
 //!   for members of this cluster, like every call here;
@@ -78,8 +79,10 @@ use actcd_types::msg::{
     MemberHash, PeerActivity, PeerAnswer, PeerCall, PeerChange, PeerHashKv, PeerMessage,
     RenewLease, SendSnapshot, SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
 };
+use actcd_types::snapshot_blob::SnapshotBlob;
 use actix::prelude::*;
 use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{Mutex, mpsc};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -502,16 +505,13 @@ fn from_leader_status(s: Status) -> EtcdError {
     }
 }
 
-/// Bytes of store copy per chunk.
-const SNAPSHOT_CHUNK: usize = 1024 * 1024;
-
 async fn send_snapshot(
     url: &str,
     cluster_id: u64,
     (tls, local): (Option<Arc<PeerTls>>, Option<IpAddr>),
     source: Recipient<MakeSnapshot>,
     msg: SendSnapshot,
-) -> Result<usize, String> {
+) -> Result<u64, String> {
     // The store may not have applied the snapshot's index yet: wait for it (briefly).
     let mut copy = None;
     for _ in 0..200 {
@@ -533,23 +533,6 @@ async fn send_snapshot(
         }
     }
     let copy = copy.ok_or("the store never reached the snapshot's index")?;
-    let total = copy.data.len();
-    let crc = crc32c::crc32c(&copy.data);
-    let mut chunks = vec![SnapshotChunk {
-        raft_message: msg.message,
-        ..Default::default()
-    }];
-    for part in copy.data.chunks(SNAPSHOT_CHUNK) {
-        chunks.push(SnapshotChunk {
-            data: part.to_vec(),
-            ..Default::default()
-        });
-    }
-    chunks.push(SnapshotChunk {
-        last: true,
-        crc32c: crc,
-        ..Default::default()
-    });
     // `return`: the snapshot is not sent; raft hears `SnapshotReport{ok: false}` and retries.
     #[cfg(feature = "failpoints")]
     fail::fail_point!("snapshot_before_send", |_| Err(
@@ -559,7 +542,14 @@ async fn send_snapshot(
         .connect()
         .await
         .map_err(|e| e.to_string())?;
-    let mut req = Request::new(futures::stream::iter(chunks));
+    let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let first = SnapshotChunk {
+        raft_message: msg.message,
+        ..Default::default()
+    };
+    let mut req = Request::new(
+        futures::stream::iter([first]).chain(copy_chunks(copy.chunks, Arc::clone(&sent))),
+    );
     if let Ok(v) = format!("{cluster_id:x}").parse() {
         req.metadata_mut().insert(CLUSTER_ID_HEADER, v);
     }
@@ -568,7 +558,45 @@ async fn send_snapshot(
         .snapshot(req)
         .await
         .map_err(|e| e.message().to_string())?;
-    Ok(total)
+    Ok(sent.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// The store copy's chunks as the store reads them, then the closing chunk with their CRC32C;
+/// `sent` counts the bytes. A failed read ends the stream without the closing chunk, so the
+/// peer refuses the copy ("snapshot stream ended early").
+fn copy_chunks(
+    chunks: actcd_types::msg::CopyChunks,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+) -> impl futures::Stream<Item = SnapshotChunk> + Send + 'static {
+    futures::stream::unfold(Some((chunks, 0u32)), move |state| {
+        let sent = Arc::clone(&sent);
+        async move {
+            let (mut chunks, crc) = state?;
+            match chunks.recv().await {
+                Some(Ok(data)) => {
+                    let crc = crc32c::crc32c_append(crc, &data);
+                    sent.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    let chunk = SnapshotChunk {
+                        data,
+                        ..Default::default()
+                    };
+                    Some((chunk, Some((chunks, crc))))
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "store copy failed while sending a snapshot");
+                    None
+                }
+                None => {
+                    let last = SnapshotChunk {
+                        last: true,
+                        crc32c: crc,
+                        ..Default::default()
+                    };
+                    Some((last, None))
+                }
+            }
+        }
+    })
 }
 
 /// Keeps one stream open to `url` and feeds it from the queue, reconnecting after failures.
@@ -668,9 +696,11 @@ pub struct PeerRoutes {
     /// Snapshot messages with their store copies.
     pub snapshot: Option<Recipient<StepSnapshot>>,
     /// The most bytes of store copy one snapshot may carry (the wiring sets it from the backend
-    /// quota): a snapshot is received whole in memory, one at a time, so this bounds what a
-    /// sender can make the member hold (SECURITY.md; etcd streams its snapshots to disk).
+    /// quota): this bounds the disk a sender can make the member fill (SECURITY.md).
     pub snapshot_limit: usize,
+    /// Where a snapshot's store copy is written as it arrives (one at a time, never whole in
+    /// memory), to be installed from there: the member's `member/snap`.
+    pub snapshot_dir: std::path::PathBuf,
     /// The applied membership, for members joining an existing cluster.
     pub members: Option<Recipient<GetMembers>>,
     /// The lessor, for keepalives and TTL questions followers forward to the leader.
@@ -851,15 +881,26 @@ impl RaftPeer for PeerService {
             .await
             .map_err(|_| Status::unavailable("server stopping"))?;
         let mut inbound = req.into_inner();
+        let path = SnapshotBlob::incoming_path(&self.routes.snapshot_dir);
+        let local = |e: std::io::Error| {
+            tracing::error!(path = %path.display(), error = %e, "cannot write a received snapshot");
+            Status::internal(format!("snapshot not stored: {e}"))
+        };
+        // Removed when dropped: a copy not received whole and intact goes at once.
+        let (blob, file) = SnapshotBlob::create(path.clone()).map_err(local)?;
+        let mut file =
+            tokio::io::BufWriter::with_capacity(4 << 20, tokio::fs::File::from_std(file));
         let mut msg = Vec::new();
-        let mut data = Vec::new();
-        let mut crc = None;
+        let mut received = 0u64;
+        let mut crc = 0u32;
+        let mut last = None;
         while let Some(chunk) = inbound.next().await {
             let chunk = chunk?;
             if !chunk.raft_message.is_empty() {
                 msg = chunk.raft_message;
             }
-            if data.len().saturating_add(chunk.data.len()) > self.routes.snapshot_limit {
+            received = received.saturating_add(chunk.data.len() as u64);
+            if received > self.routes.snapshot_limit as u64 {
                 tracing::warn!(
                     limit = self.routes.snapshot_limit,
                     "refused a snapshot larger than this member's store may be"
@@ -869,20 +910,23 @@ impl RaftPeer for PeerService {
                     self.routes.snapshot_limit
                 )));
             }
-            data.extend_from_slice(&chunk.data);
+            crc = crc32c::crc32c_append(crc, &chunk.data);
+            file.write_all(&chunk.data).await.map_err(local)?;
             if chunk.last {
-                crc = Some(chunk.crc32c);
+                last = Some(chunk.crc32c);
                 break;
             }
         }
-        match crc {
-            Some(c) if c == crc32c::crc32c(&data) && !msg.is_empty() => {}
+        match last {
+            Some(c) if c == crc && !msg.is_empty() => {}
             Some(_) => return Err(Status::data_loss("snapshot checksum mismatch")),
             None => return Err(Status::aborted("snapshot stream ended early")),
         }
-        tracing::info!(bytes = data.len(), "snapshot received");
+        file.flush().await.map_err(local)?;
+        drop(file);
+        tracing::info!(bytes = received, "snapshot received");
         deliver
-            .send(StepSnapshot { msg, data })
+            .send(StepSnapshot { msg, data: blob })
             .await
             .map_err(|_| Status::unavailable("server stopping"))?;
         Ok(Response::new(PeerAck {}))
@@ -964,6 +1008,7 @@ mod tests {
             step: sink.recipient(),
             snapshot: None,
             snapshot_limit: usize::MAX,
+            snapshot_dir: std::env::temp_dir(),
             members: None,
             renew_lease: None,
             lease_ttl: None,
@@ -1157,46 +1202,62 @@ mod tests {
         }
     }
 
-    struct Snapshots(tokio::sync::mpsc::UnboundedSender<usize>);
+    /// Hears each copy delivered: its size and CRC32C, read through its map.
+    struct Snapshots(tokio::sync::mpsc::UnboundedSender<(u64, u32)>);
     impl Actor for Snapshots {
         type Context = Context<Self>;
     }
     impl Handler<StepSnapshot> for Snapshots {
         type Result = ();
         fn handle(&mut self, msg: StepSnapshot, _: &mut Self::Context) {
-            let _ = self.0.send(msg.data.len());
+            let crc = crc32c::crc32c(&msg.data.map().unwrap());
+            let _ = self.0.send((msg.data.len(), crc));
         }
     }
 
+    fn files_in(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
     /// A snapshot stream past the member's limit is refused at the chunk that crosses it (the
-    /// member never holds more than the limit), and one within it is delivered.
+    /// member never stores more than the limit), as is one whose checksum fails; one within it
+    /// is written to the snapshot directory and delivered, and no copy is left behind.
     #[actix::test]
     async fn a_snapshot_past_the_limit_is_refused_before_it_is_held() {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let (got_tx, mut got) = tokio::sync::mpsc::unbounded_channel();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let dir = tempfile::tempdir().unwrap();
         let routes = PeerRoutes {
             snapshot: Some(Snapshots(got_tx).start().recipient()),
             snapshot_limit: 3 * 1024 * 1024,
+            snapshot_dir: dir.path().to_path_buf(),
             ..sink_routes(Sink(tx).start())
         };
         actix::spawn(async move {
             let _ = serve_peers(listener, routes, 7, None, std::future::pending()).await;
         });
-        let send = |megabytes: usize| async move {
-            let data = vec![7u8; megabytes * 1024 * 1024];
-            let mut chunks = vec![SnapshotChunk {
+        let send = |megabytes: usize, crc_of: fn(&[u8]) -> u32| async move {
+            let data: Vec<u8> = (0..megabytes * 1024 * 1024).map(|i| i as u8).collect();
+            let chunks: Vec<_> = data
+                .chunks(actcd_types::msg::SNAPSHOT_CHUNK)
+                .map(|c| SnapshotChunk {
+                    data: c.to_vec(),
+                    ..Default::default()
+                })
+                .collect();
+            let crc = crc_of(&data);
+            let mut chunks = [SnapshotChunk {
                 raft_message: vec![1],
                 ..Default::default()
-            }];
-            chunks.extend(data.chunks(SNAPSHOT_CHUNK).map(|c| SnapshotChunk {
-                data: c.to_vec(),
-                ..Default::default()
-            }));
+            }]
+            .into_iter()
+            .chain(chunks)
+            .collect::<Vec<_>>();
             chunks.push(SnapshotChunk {
                 last: true,
-                crc32c: crc32c::crc32c(&data),
+                crc32c: crc,
                 ..Default::default()
             });
             let mut req = Request::new(futures::stream::iter(chunks));
@@ -1213,18 +1274,54 @@ mod tests {
                 .await
                 .map(|_| ())
         };
-        let refused = send(8).await.unwrap_err();
+        let refused = send(8, crc32c::crc32c).await.unwrap_err();
         assert_eq!(
             refused.code(),
             tonic::Code::ResourceExhausted,
             "{refused:?}"
         );
-        send(2).await.unwrap();
-        assert_eq!(got.recv().await, Some(2 * 1024 * 1024));
-        assert!(
-            got.try_recv().is_err(),
-            "the refused snapshot was delivered"
+        assert_eq!(files_in(dir.path()), 0, "the refused copy is not kept");
+        let damaged = send(2, |d| crc32c::crc32c(d) ^ 1).await.unwrap_err();
+        assert_eq!(damaged.code(), tonic::Code::DataLoss, "{damaged:?}");
+        assert_eq!(files_in(dir.path()), 0, "the damaged copy is not kept");
+        send(2, crc32c::crc32c).await.unwrap();
+        let data: Vec<u8> = (0..2 * 1024 * 1024).map(|i| i as u8).collect();
+        assert_eq!(
+            got.recv().await,
+            Some((data.len() as u64, crc32c::crc32c(&data)))
         );
+        assert!(got.try_recv().is_err(), "a refused snapshot was delivered");
+        assert_eq!(
+            files_in(dir.path()),
+            0,
+            "the delivered copy goes once dropped"
+        );
+    }
+
+    /// The sending side: the store's chunks as they come, closed by their CRC32C; a failed
+    /// store read ends the stream unclosed, so the peer refuses it.
+    #[actix::test]
+    async fn a_copy_is_sent_as_the_store_reads_it_and_a_failed_read_is_never_closed() {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(Ok(vec![1, 2, 3])).await.unwrap();
+        tx.send(Ok(vec![4, 5])).await.unwrap();
+        drop(tx);
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let chunks: Vec<_> = copy_chunks(rx, Arc::clone(&sent)).collect().await;
+        let data: Vec<_> = chunks.iter().map(|c| c.data.clone()).collect();
+        assert_eq!(data, [vec![1, 2, 3], vec![4, 5], vec![]]);
+        let last = chunks.last().unwrap();
+        assert!(last.last);
+        assert_eq!(last.crc32c, crc32c::crc32c(&[1, 2, 3, 4, 5]));
+        assert_eq!(sent.load(std::sync::atomic::Ordering::Relaxed), 5);
+
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(Ok(vec![1])).await.unwrap();
+        tx.send(Err("disk".into())).await.unwrap();
+        tx.send(Ok(vec![2])).await.unwrap();
+        let chunks: Vec<_> = copy_chunks(rx, sent).collect().await;
+        assert_eq!(chunks.len(), 1);
+        assert!(chunks.iter().all(|c| !c.last));
     }
 
     /// etcd #22161 (3.5.33: the peer lease handler read a body of any size): a peer call past

@@ -39,7 +39,9 @@
 //! the cheap request checks etcd makes before a request reaches the server (used by preflight for
 //! writes and by the front for reads) · `duration.rs` Go-style durations (flags, JWT options) ·
 //! `meter.rs` each actor's mailbox and handler timings (`MailboxProbe`) · `synclog.rs` what
-//! crash tests learn of fsyncs (`ACTCD_DEBUG_SYNC_LOG`, failpoints builds only).
+//! crash tests learn of fsyncs (`ACTCD_DEBUG_SYNC_LOG`, failpoints builds only) ·
+//! `snapshot_blob.rs` a leader's store copy as a follower received it, on disk
+//! ([`snapshot_blob::SnapshotBlob`]).
 
 pub mod auth;
 pub mod duration;
@@ -51,6 +53,7 @@ pub mod msg;
 pub mod private_fs;
 pub mod quota;
 pub mod revision;
+pub mod snapshot_blob;
 pub mod storage;
 pub mod synclog;
 pub mod v2;

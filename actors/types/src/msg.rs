@@ -13,6 +13,7 @@ use actcd_proto::etcdserverpb::{
 use actix::Message;
 use tokio::sync::oneshot;
 
+use crate::snapshot_blob::SnapshotBlob;
 use crate::{AuthInfo, EtcdError};
 
 // ---------------------------------------------------------------- raft node
@@ -315,12 +316,21 @@ pub struct SyncConf {
 // ---------------------------------------------------------------- snapshots
 
 /// A consistent copy of the whole state machine, for a member too far behind for the log:
-/// every record of every table, plus the consistent index it covers.
-#[derive(Debug, Clone)]
+/// every record of every table, plus the consistent index it covers. The copy is streamed: a
+/// blocking thread reads it out of one read transaction into `chunks` (about
+/// [`SNAPSHOT_CHUNK`] bytes each, a few ahead of the reader), so a store of any size is never
+/// held in memory. An `Err` chunk ends it unfinished; dropping the receiver stops the reading.
+#[derive(Debug)]
 pub struct StoreSnapshot {
     pub consistent_index: u64,
-    pub data: Vec<u8>,
+    pub chunks: CopyChunks,
 }
+
+/// A store copy's chunks as they are read; an `Err` ends it unfinished.
+pub type CopyChunks = tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>>;
+
+/// Bytes of store copy per [`StoreSnapshot`] chunk (and per chunk on the peer stream).
+pub const SNAPSHOT_CHUNK: usize = 1024 * 1024;
 
 /// Copy the store once it has applied at least `min_index` (else `Err(NotReady)`, try again).
 #[derive(Debug, Message)]
@@ -355,12 +365,12 @@ pub struct SnapshotReport {
     pub ok: bool,
 }
 
-/// A snapshot message from the leader with the store copy it carries.
+/// A snapshot message from the leader with the store copy it carries, received whole on disk.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct StepSnapshot {
     pub msg: Vec<u8>,
-    pub data: Vec<u8>,
+    pub data: SnapshotBlob,
 }
 
 /// Replace the state machine with a snapshot (raft accepted it at `index`); the answer is the
@@ -369,7 +379,17 @@ pub struct StepSnapshot {
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct InstallSnapshot {
     pub index: u64,
-    pub data: Vec<u8>,
+    pub data: SnapshotBlob,
+}
+
+/// Replace everything the backend holds with a leader's store copy, in one write transaction
+/// written from the mapped file (never whole in memory), then sync. The state owner committed
+/// its pending writes first (the mailbox keeps the order). A defragmentation under way ends
+/// with an error: its copy no longer describes the store.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), String>")]
+pub struct ReplaceStore {
+    pub blob: SnapshotBlob,
 }
 
 /// Is learner `id` in sync with the leader's log (etcd's rule: it has at least 90% of it)?

@@ -144,9 +144,33 @@ pub fn try_scan<E: From<StorageError>>(
 pub trait WriteTxn: ReadTxn {
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> StorageResult<()>;
     fn delete(&mut self, table: Table, key: &[u8]) -> StorageResult<()>;
+    /// Deletes every record of `table`. This default deletes [`CLEAR_CHUNK`] keys per scan,
+    /// each scan starting past the last key deleted, so memory stays flat however large the
+    /// table; an engine that can empty a table at once does so.
+    fn clear(&mut self, table: Table) -> StorageResult<()> {
+        let mut from = Vec::new();
+        loop {
+            let mut keys = Vec::new();
+            self.scan(table, &from, None, &mut |k, _| {
+                keys.push(k.to_vec());
+                keys.len() < CLEAR_CHUNK
+            })?;
+            let Some(last) = keys.last() else {
+                return Ok(());
+            };
+            from = last.clone();
+            from.push(0);
+            for k in &keys {
+                self.delete(table, k)?;
+            }
+        }
+    }
     /// Makes every write of this transaction visible and durable at once (atomic on crash).
     fn commit(self: Box<Self>) -> StorageResult<()>;
 }
+
+/// Keys deleted per scan by [`WriteTxn::clear`]'s default.
+pub const CLEAR_CHUNK: usize = 10_000;
 
 /// A storage engine shared by the threads that read it: LMDB's environment is designed for
 /// concurrent readers and one writer, so the handle is shared, not a lock around a struct.
@@ -842,6 +866,10 @@ impl WriteTxn for MemWrite {
         if let Some(m) = self.working.get_mut(&table) {
             m.remove(key);
         }
+        Ok(())
+    }
+    fn clear(&mut self, table: Table) -> StorageResult<()> {
+        self.working.remove(&table);
         Ok(())
     }
     fn commit(self: Box<Self>) -> StorageResult<()> {

@@ -34,64 +34,115 @@ pub fn encode_into<R: ReadTxn + ?Sized>(
     mut out: Vec<u8>,
 ) -> Result<Vec<u8>, StorageError> {
     out.clear();
-    out.extend_from_slice(MAGIC);
-    let mut damaged = None;
+    encode_to(txn, &mut out)?;
+    Ok(out)
+}
+
+/// [`encode`] written to `out` as it is read, so the blob is never whole in memory (a leader
+/// streams it to a follower). A write error stops the reading and is returned.
+pub fn encode_to<R: ReadTxn + ?Sized, W: std::io::Write>(
+    txn: &R,
+    out: &mut W,
+) -> Result<(), StorageError> {
+    let write_err = |e: std::io::Error| StorageError(format!("snapshot not made: {e}"));
+    out.write_all(MAGIC).map_err(write_err)?;
+    let mut failed = None;
     for t in Table::ALL {
         let code = table_code(t);
         txn.scan(t, &[], None, &mut |k, v| {
             if t == Table::Key
                 && let Err(d) = key_record::open(k, v)
             {
-                damaged = Some(d);
+                failed = Some(StorageError(format!("snapshot not made: {d}")));
                 return false;
             }
-            out.push(code);
-            out.extend_from_slice(&(k.len() as u32).to_be_bytes());
-            out.extend_from_slice(k);
-            out.extend_from_slice(&(v.len() as u32).to_be_bytes());
-            out.extend_from_slice(v);
-            true
+            let written = out
+                .write_all(&[code])
+                .and_then(|()| out.write_all(&(k.len() as u32).to_be_bytes()))
+                .and_then(|()| out.write_all(k))
+                .and_then(|()| out.write_all(&(v.len() as u32).to_be_bytes()))
+                .and_then(|()| out.write_all(v));
+            match written {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(write_err(e));
+                    false
+                }
+            }
         })?;
-        if let Some(d) = damaged {
-            return Err(StorageError(format!("snapshot not made: {d}")));
+        if let Some(e) = failed {
+            return Err(e);
         }
     }
-    Ok(out)
+    out.flush().map_err(write_err)
 }
 
 /// One record of a blob: its table, key and value.
 pub type Record<'a> = (Table, &'a [u8], &'a [u8]);
 
-/// The records of a blob, checked to be whole before anything is written.
-pub fn decode(data: &[u8]) -> Result<Vec<Record<'_>>, StorageError> {
-    let bad = |what: &str| StorageError(format!("snapshot: {what}"));
-    let mut rest = data
+fn bad(what: &str) -> StorageError {
+    StorageError(format!("snapshot: {what}"))
+}
+
+/// The records of a blob, read in place one at a time; a malformed one ends the walk with an
+/// error.
+pub fn records(data: &[u8]) -> Result<Records<'_>, StorageError> {
+    let rest = data
         .strip_prefix(MAGIC)
         .ok_or_else(|| bad("not an actcd snapshot"))?;
-    let mut records = Vec::new();
-    let take_len = |rest: &mut &[u8]| -> Result<usize, StorageError> {
-        let (n, tail) = rest.split_at_checked(4).ok_or_else(|| bad("truncated"))?;
-        *rest = tail;
+    Ok(Records { rest })
+}
+
+/// See [`records`].
+#[derive(Debug)]
+pub struct Records<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Records<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StorageError> {
+        let (head, tail) = self
+            .rest
+            .split_at_checked(n)
+            .ok_or_else(|| bad("truncated"))?;
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn take_len(&mut self) -> Result<usize, StorageError> {
+        let n = self.take(4)?;
         Ok(u32::from_be_bytes([n[0], n[1], n[2], n[3]]) as usize)
-    };
-    while let Some((&code, tail)) = rest.split_first() {
-        rest = tail;
+    }
+
+    fn next_record(&mut self, code: u8) -> Result<Record<'a>, StorageError> {
         let table = *Table::ALL
             .get(code as usize)
             .ok_or_else(|| bad("unknown table"))?;
-        let klen = take_len(&mut rest)?;
-        let (k, tail) = rest
-            .split_at_checked(klen)
-            .ok_or_else(|| bad("truncated"))?;
-        rest = tail;
-        let vlen = take_len(&mut rest)?;
-        let (v, tail) = rest
-            .split_at_checked(vlen)
-            .ok_or_else(|| bad("truncated"))?;
-        rest = tail;
-        records.push((table, k, v));
+        let klen = self.take_len()?;
+        let k = self.take(klen)?;
+        let vlen = self.take_len()?;
+        let v = self.take(vlen)?;
+        Ok((table, k, v))
     }
-    Ok(records)
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (&code, tail) = self.rest.split_first()?;
+        self.rest = tail;
+        let record = self.next_record(code);
+        if record.is_err() {
+            self.rest = &[];
+        }
+        Some(record)
+    }
+}
+
+/// The records of a blob, checked to be whole.
+pub fn decode(data: &[u8]) -> Result<Vec<Record<'_>>, StorageError> {
+    records(data)?.collect()
 }
 
 /// Replaces every table's contents with the blob's records, inside `txn`.
@@ -105,17 +156,57 @@ pub fn install_records<W: WriteTxn + ?Sized>(
     records: &[Record<'_>],
 ) -> Result<(), StorageError> {
     for t in Table::ALL {
-        let mut keys = Vec::new();
-        txn.scan(t, &[], None, &mut |k, _| {
-            keys.push(k.to_vec());
-            true
-        })?;
-        for k in keys {
-            txn.delete(t, &k)?;
-        }
+        txn.clear(t)?;
     }
     for &(t, k, v) in records {
         txn.put(t, k, v)?;
+    }
+    Ok(())
+}
+
+/// A leader's blob installed in place of everything in `txn`, read from `data` (a mapped file)
+/// record by record, so memory stays flat however large it is. The blob is walked twice: once
+/// to check that it is whole and to read the format of its `key` records, then to write.
+///
+/// A blob from a member older than checksums (no `actcdKeyFormat` in its `meta`) carries plain
+/// `key` records: each is sealed on the way in and the format recorded, as the store's
+/// one-time upgrade would have done, so the table holds one form. A newer format than this
+/// build reads is refused before anything is written.
+pub fn install_blob<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), StorageError> {
+    let mut format = None;
+    for record in records(data)? {
+        let (t, k, v) = record?;
+        if t == Table::Meta && k == key_record::FORMAT_META_KEY {
+            format = Some(
+                <[u8; 8]>::try_from(v)
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| bad("its key format is not a number"))?,
+            );
+        }
+    }
+    let seal = match format {
+        Some(key_record::FORMAT_CHECKSUMMED) => false,
+        Some(_) => {
+            return Err(StorageError(
+                "the snapshot's key records are in a format this build does not read".into(),
+            ));
+        }
+        None => true,
+    };
+    for t in Table::ALL {
+        txn.clear(t)?;
+    }
+    for record in records(data)? {
+        let (t, k, v) = record?;
+        if seal && t == Table::Key {
+            txn.put(t, k, &key_record::seal(k, v))?;
+        } else {
+            txn.put(t, k, v)?;
+        }
+    }
+    if seal {
+        let version = key_record::FORMAT_CHECKSUMMED.to_be_bytes();
+        txn.put(Table::Meta, key_record::FORMAT_META_KEY, &version)?;
     }
     Ok(())
 }
@@ -166,5 +257,116 @@ mod tests {
         w.commit().unwrap();
         let err = encode(&*from.read().unwrap()).unwrap_err();
         assert!(err.0.contains("damaged record"), "{err}");
+    }
+
+    /// A writer that takes `room` bytes, then fails, as a gone receiver does.
+    struct Cut {
+        room: usize,
+        got: Vec<u8>,
+    }
+
+    impl std::io::Write for Cut {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.got.len() + b.len() > self.room {
+                return Err(std::io::ErrorKind::BrokenPipe.into());
+            }
+            self.got.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn streamed_blobs_are_the_same_bytes_and_a_write_error_stops_them() {
+        let from = MemEngine::default();
+        let mut w = from.write().unwrap();
+        for i in 0..50u32 {
+            let k = format!("k{i:03}");
+            w.put(
+                Table::Key,
+                k.as_bytes(),
+                &key_record::seal(k.as_bytes(), &[7; 900]),
+            )
+            .unwrap();
+        }
+        w.put(Table::Lease, b"l", b"lease").unwrap();
+        w.commit().unwrap();
+        let txn = from.read().unwrap();
+        let whole = encode(&*txn).unwrap();
+        let mut out = Cut {
+            room: usize::MAX,
+            got: Vec::new(),
+        };
+        encode_to(&*txn, &mut out).unwrap();
+        assert_eq!(out.got, whole);
+        assert_eq!(records(&whole).unwrap().count(), 51);
+
+        let mut cut = Cut {
+            room: 10_000,
+            got: Vec::new(),
+        };
+        let err = encode_to(&*txn, &mut cut).unwrap_err();
+        assert!(err.0.contains("snapshot not made"), "{err}");
+        assert!(cut.got.len() <= 10_000);
+    }
+
+    #[test]
+    fn installing_in_place_seals_an_old_blob_and_refuses_a_newer_format() {
+        let plain = |extra: &[(Table, &[u8], &[u8])]| {
+            let mut blob = MAGIC.to_vec();
+            let mut all = vec![(Table::Key, &b"r1"[..], &b"plain kv"[..])];
+            all.extend_from_slice(extra);
+            all.sort_by_key(|(t, _, _)| table_code(*t));
+            for (t, k, v) in all {
+                blob.push(table_code(t));
+                blob.extend_from_slice(&(k.len() as u32).to_be_bytes());
+                blob.extend_from_slice(k);
+                blob.extend_from_slice(&(v.len() as u32).to_be_bytes());
+                blob.extend_from_slice(v);
+            }
+            blob
+        };
+        let to = MemEngine::default();
+        let mut w = to.write().unwrap();
+        w.put(Table::Key, b"stale", b"x").unwrap();
+        w.commit().unwrap();
+
+        // An old member's blob: its key records are sealed and the format recorded.
+        let mut w = to.write().unwrap();
+        install_blob(&mut *w, &plain(&[])).unwrap();
+        w.commit().unwrap();
+        let txn = to.read().unwrap();
+        let sealed = txn.get(Table::Key, b"r1").unwrap().unwrap();
+        assert_eq!(key_record::open(b"r1", &sealed).unwrap(), b"plain kv");
+        assert_eq!(txn.get(Table::Key, b"stale").unwrap(), None);
+        let format = txn.get(Table::Meta, key_record::FORMAT_META_KEY).unwrap();
+        assert_eq!(
+            format,
+            Some(key_record::FORMAT_CHECKSUMMED.to_be_bytes().to_vec())
+        );
+        drop(txn);
+
+        // A blob of today's format goes in as it is: the same bytes come out.
+        let today = encode(&*to.read().unwrap()).unwrap();
+        let again = MemEngine::default();
+        let mut w = again.write().unwrap();
+        install_blob(&mut *w, &today).unwrap();
+        w.commit().unwrap();
+        assert_eq!(encode(&*again.read().unwrap()).unwrap(), today);
+
+        // A newer format, or a cut blob, is refused and the transaction's writes are dropped.
+        let newer = 2u64.to_be_bytes();
+        let newer = plain(&[(Table::Meta, key_record::FORMAT_META_KEY, &newer[..])]);
+        for bad in [newer.clone(), today[..today.len() - 3].to_vec()] {
+            let mut w = again.write().unwrap();
+            assert!(install_blob(&mut *w, &bad).is_err());
+            drop(w);
+            assert_eq!(encode(&*again.read().unwrap()).unwrap(), today);
+        }
+        let mut w = again.write().unwrap();
+        let err = install_blob(&mut *w, &newer).unwrap_err();
+        assert!(err.0.contains("format this build does not read"), "{err}");
     }
 }

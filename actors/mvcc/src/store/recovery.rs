@@ -3,6 +3,7 @@
 //! upgrade of a data dir written before records carried checksums.
 
 use super::*;
+use actcd_types::msg::SNAPSHOT_CHUNK;
 
 impl Store {
     /// Opens the store over `engine`: rebuilds the index with one scan of the `key` table in
@@ -136,6 +137,14 @@ impl Store {
         self.commit()
     }
 
+    /// Before the backend replaces everything with a leader's copy (`ReplaceStore`), which
+    /// [`Self::finish_restore`] then reads: refuses a store that stopped, and sends the pending
+    /// applies ahead of it.
+    pub fn prepare_replace(&mut self) -> Result<(), EtcdError> {
+        self.check_poisoned()?;
+        self.commit()
+    }
+
     /// Rebuilds every index from the engine, once the staged snapshot is committed. Returns the
     /// consistent index the snapshot covers.
     pub fn finish_restore(&mut self) -> Result<u64, EtcdError> {
@@ -163,14 +172,75 @@ impl Store {
     }
 }
 
-/// Everything `txn` sees as one blob (`snapshot.rs`), with the consistent index it covers;
+/// Everything `txn` sees as one blob (`whole_store`), with the consistent index it covers;
 /// `size_hint` bytes are reserved at once (growing a store-sized buffer by doubling copies it
-/// again and again).
+/// again and again). Tests; a leader streams its copy ([`stream_blob`]).
+#[cfg(test)]
 pub fn blob_of(txn: &dyn ReadTxn, size_hint: usize) -> Result<(u64, Vec<u8>), EtcdError> {
     let index = read_meta(txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
     let data = actcd_etcd_snapshot::whole_store::encode_into(txn, Vec::with_capacity(size_hint))
         .map_err(Error::from)?;
     Ok((index, data))
+}
+
+/// Chunks of a blob read ahead of the receiver: at most this many wait in the channel.
+const CHUNKS_AHEAD: usize = 4;
+
+/// Everything `txn` sees as one blob, streamed: the consistent index it covers, and a channel
+/// a blocking thread fills with [`SNAPSHOT_CHUNK`]-byte pieces of the blob as it reads them
+/// (at most [`CHUNKS_AHEAD`] ahead of the receiver). A failed read sends its error as the last
+/// item; a dropped receiver stops the reading and ends the transaction.
+pub fn stream_blob(
+    txn: Box<dyn ReadTxn + Send>,
+) -> Result<(u64, actcd_types::msg::CopyChunks), EtcdError> {
+    let index = read_meta(&*txn, META_CONSISTENT_INDEX)?.unwrap_or(0);
+    let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+    std::thread::Builder::new()
+        .name("snapshot-out".into())
+        .spawn(move || {
+            let mut out = ChunkSender {
+                tx: tx.clone(),
+                buf: Vec::with_capacity(SNAPSHOT_CHUNK),
+            };
+            if let Err(e) = actcd_etcd_snapshot::whole_store::encode_to(&*txn, &mut out) {
+                let _ = tx.blocking_send(Err(e.to_string()));
+            }
+        })
+        .map_err(|e| EtcdError::internal(format!("mvcc: snapshot thread: {e}")))?;
+    Ok((index, rx))
+}
+
+/// A writer that hands full chunks to a channel, blocking while it is full.
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<Result<Vec<u8>, String>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkSender {
+    fn send(&mut self) -> std::io::Result<()> {
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(SNAPSHOT_CHUNK));
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "receiver gone"))
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let n = data.len().min(SNAPSHOT_CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == SNAPSHOT_CHUNK {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.send()
+    }
 }
 
 /// Adds one `key` table record to the index being rebuilt, with the lease it names; returns
@@ -230,39 +300,12 @@ pub(super) fn restore_record(
     Some(rev.main)
 }
 
-/// Writes a leader's snapshot blob in place of everything in `txn`. A blob from a member
-/// older than checksums (no format version in its `meta`) has its `key` records sealed on the
-/// way in, as [`upgrade_key_format`] would have done here, so the table holds one form.
+/// Writes a leader's snapshot blob in place of everything in `txn` (a blob from a member older
+/// than checksums has its `key` records sealed on the way in: [`whole_store::install_blob`]).
+///
+/// [`whole_store::install_blob`]: actcd_etcd_snapshot::whole_store::install_blob
 pub(super) fn install_blob<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), Error> {
-    use actcd_etcd_snapshot::whole_store;
-    let records = whole_store::decode(data)?;
-    let format = records
-        .iter()
-        .find(|(t, k, _)| *t == Table::Meta && *k == FORMAT_META_KEY)
-        .map(|(_, _, v)| <[u8; 8]>::try_from(*v).map(u64::from_be_bytes));
-    match format {
-        Some(Ok(FORMAT_CHECKSUMMED)) => Ok(whole_store::install_records(txn, &records)?),
-        Some(_) => Err(Error::Corrupt(
-            "the snapshot's key records are in a format this build does not read".into(),
-        )),
-        None => {
-            let sealed: Vec<Vec<u8>> = records
-                .iter()
-                .map(|&(t, k, v)| match t {
-                    Table::Key => key_record::seal(k, v),
-                    _ => Vec::new(),
-                })
-                .collect();
-            let version = FORMAT_CHECKSUMMED.to_be_bytes();
-            let mut upgraded: Vec<_> = records
-                .iter()
-                .zip(&sealed)
-                .map(|(&(t, k, v), s)| (t, k, if t == Table::Key { s.as_slice() } else { v }))
-                .collect();
-            upgraded.push((Table::Meta, FORMAT_META_KEY, version.as_slice()));
-            Ok(whole_store::install_records(txn, &upgraded)?)
-        }
-    }
+    Ok(actcd_etcd_snapshot::whole_store::install_blob(txn, data)?)
 }
 
 /// Records rewritten per scan of [`upgrade_key_format`] (the write transaction holds them all;
