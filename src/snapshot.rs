@@ -16,10 +16,12 @@
 
 use std::path::{Path, PathBuf};
 
-use actcd_etcd_snapshot::bolt::{self, BoltDb};
+use actcd_etcd_snapshot::EtcdSnapshotError;
+use actcd_etcd_snapshot::bolt::{Db, FileBytes, Item, ReadAt, Source};
 use actcd_proto::etcdserverpb::auth_client::AuthClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{AuthenticateRequest, SnapshotRequest};
+use actcd_types::storage::Table;
 use clap::{Parser, Subcommand};
 
 use crate::config::{Config, Flags};
@@ -99,34 +101,39 @@ pub struct Status {
 }
 
 /// Whether a file of `len` bytes ends with a SHA-256 (pages are multiples of 512 bytes).
-fn has_checksum(len: usize) -> bool {
-    len % 512 == SHA256_LEN
+fn has_checksum(len: u64) -> bool {
+    len % 512 == SHA256_LEN as u64
 }
 
-/// etcdutl's status of a database.
-pub fn status_of(db: &BoltDb) -> Status {
+/// etcdutl's status of a database, read as it goes (nothing of it kept).
+pub fn status_of<R: ReadAt>(db: &mut Db<R>) -> Result<Status, EtcdSnapshotError> {
     let mut hash = 0u32;
     let mut revision = 0;
     let mut total_key = 0;
-    for (name, pairs) in &db.buckets {
-        hash = crc32c::crc32c_append(hash, name);
-        for (k, v) in pairs {
-            hash = crc32c::crc32c_append(hash, k);
-            hash = crc32c::crc32c_append(hash, v);
-            if name == b"key"
-                && let Some(main) = k.get(..8)
-            {
-                revision = i64::from_be_bytes(main.try_into().unwrap_or_default());
+    let mut in_key = false;
+    db.visit(&mut |item| {
+        match item {
+            Item::Bucket(name) => {
+                hash = crc32c::crc32c_append(hash, name);
+                in_key = name == b"key";
             }
-            total_key += 1;
+            Item::Pair(k, v) => {
+                hash = crc32c::crc32c_append(hash, k);
+                hash = crc32c::crc32c_append(hash, v);
+                if in_key && let Some(main) = k.get(..8) {
+                    revision = i64::from_be_bytes(main.try_into().unwrap_or_default());
+                }
+                total_key += 1;
+            }
         }
-    }
-    Status {
+        Ok(())
+    })?;
+    Ok(Status {
         hash,
         revision,
         total_key,
         total_size: db.size(),
-    }
+    })
 }
 
 /// Bytes as go-humanize writes them (SI units, one decimal under 10), as etcdutl prints sizes.
@@ -199,22 +206,55 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// The database part of a snapshot file, its checksum checked unless `skip_hash_check`.
-pub fn checked_db(data: &[u8], skip_hash_check: bool) -> Result<&[u8], String> {
-    if !has_checksum(data.len()) {
+/// A snapshot file, opened to be read in place: the whole of it.
+fn open_snapshot(path: &Path) -> Result<FileBytes, String> {
+    let opened = std::fs::File::open(path).and_then(|f| Ok((f.metadata()?.len(), f)));
+    let (len, file) = opened.map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(FileBytes::new(file, len))
+}
+
+/// How much of a snapshot file is the database (all of it, or all but the SHA-256 after it),
+/// its checksum checked unless `skip_hash_check`: read a MiB at a time, nothing kept.
+pub fn checked_len(file: &dyn ReadAt, skip_hash_check: bool) -> Result<u64, String> {
+    let len = file.size();
+    if !has_checksum(len) {
         if skip_hash_check {
-            return Ok(data);
+            return Ok(len);
         }
         return Err("snapshot missing hash but --skip-hash-check=false".into());
     }
-    let (db, sum) = data.split_at(data.len() - SHA256_LEN);
+    let db_len = len - SHA256_LEN as u64;
     if !skip_hash_check {
-        let got = ring::digest::digest(&ring::digest::SHA256, db);
+        let io = |e: std::io::Error| EtcdSnapshotError::from(e).to_string();
+        let mut sum = [0u8; SHA256_LEN];
+        file.read_at(&mut sum, db_len).map_err(io)?;
+        let mut sha = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < db_len {
+            let n = (db_len - at).min(chunk.len() as u64) as usize;
+            let part = &mut chunk[..n];
+            file.read_at(part, at).map_err(io)?;
+            sha.update(part);
+            at += n as u64;
+        }
+        let got = sha.finish();
         if got.as_ref() != sum {
-            return Err(format!("expected sha256 {:?}, got {:?}", sum, got.as_ref()));
+            return Err(format!(
+                "expected sha256 {:?}, got {:?}",
+                &sum[..],
+                got.as_ref()
+            ));
         }
     }
-    Ok(db)
+    Ok(db_len)
+}
+
+/// The database part of a snapshot file held in memory, its checksum checked unless
+/// `skip_hash_check` ([`checked_len`]).
+pub fn checked_db(data: &[u8], skip_hash_check: bool) -> Result<&[u8], String> {
+    let len = checked_len(&data, skip_hash_check)?;
+    Ok(data.get(..len as usize).unwrap_or(data))
 }
 
 /// Where and how `save` connects: etcdctl's `--endpoints`, `--user`, `--cacert`, `--cert`,
@@ -298,36 +338,49 @@ async fn save(file: &Path, target: &Target<'_>) -> Result<(), String> {
     })
 }
 
-/// etcdutl's `--bump-revision` and `--mark-compacted` (#16165): a record of no key at the
-/// file's latest revision plus `amount` (sub 0), as etcdutl's `unsafeBumpRevision` writes it,
-/// and the scheduled compaction set there, which opening the store then carries out.
-fn bump_revision(records: &mut Vec<actcd_etcd_snapshot::OwnedRecord>, amount: u64) {
+/// Where a restore's records go: table, key, value, borrowed for the call.
+type Put<'f> = dyn FnMut(Table, &[u8], &[u8]) -> Result<(), EtcdSnapshotError> + 'f;
+
+/// The records a restore writes, handed to `put` as they are read from `db`, in the order
+/// they go in: the file's records ([`Db::to_records`]), the `key` table's format version, then
+/// with `bump` > 0 etcdutl's `--bump-revision` and `--mark-compacted` (#16165): a record of no
+/// key at the file's latest revision plus `bump` (sub 0), as etcdutl's `unsafeBumpRevision`
+/// writes it, and the scheduled compaction set there (the file's own left out), which opening
+/// the store then carries out. Only the latest revision is kept between records.
+fn replay<R: ReadAt>(
+    db: &mut Db<R>,
+    bump: u64,
+    put: &mut Put<'_>,
+) -> Result<(), EtcdSnapshotError> {
     use actcd_etcd_snapshot::META_SCHEDULED_COMPACT;
     use actcd_types::Revision;
-    use actcd_types::storage::Table;
-    let latest = records
-        .iter()
-        .filter(|(t, _, _)| *t == Table::Key)
-        .filter_map(|(_, k, _)| Revision::from_bytes(k).map(|(r, _)| r))
-        .max()
-        .unwrap_or_default();
-    let bumped = latest.main.saturating_add(amount as i64);
+    let mut latest: Option<Revision> = None;
+    db.to_records(&mut |t, k, v| {
+        if t == Table::Key
+            && let Some((r, _)) = Revision::from_bytes(k)
+        {
+            latest = latest.max(Some(r));
+        }
+        if bump > 0 && t == Table::Meta && k == META_SCHEDULED_COMPACT {
+            return Ok(());
+        }
+        put(t, k, v)
+    })?;
+    if bump == 0 {
+        return Ok(());
+    }
+    let latest = latest.unwrap_or_default();
+    let bumped = latest.main.saturating_add(bump as i64);
     tracing::info!(
         latest_revision = latest.main,
-        bump_amount = amount,
+        bump_amount = bump,
         new_latest_revision = bumped,
         "bumping latest revision"
     );
     let k = Revision::new(bumped, 0).to_bytes(false);
-    let v = actcd_types::key_record::seal(&k, &[]);
-    records.push((Table::Key, k, v));
+    put(Table::Key, &k, &actcd_types::key_record::seal(&k, &[]))?;
     tracing::info!(revision = bumped, "marking revision compacted");
-    records.retain(|(t, k, _)| !(*t == Table::Meta && k == META_SCHEDULED_COMPACT));
-    records.push((
-        Table::Meta,
-        META_SCHEDULED_COMPACT.to_vec(),
-        bumped.to_be_bytes().to_vec(),
-    ));
+    put(Table::Meta, META_SCHEDULED_COMPACT, &bumped.to_be_bytes())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -356,18 +409,22 @@ fn restore(
     if let Some(ic) = initial_cluster {
         args.extend(["--initial-cluster".into(), ic]);
     }
-    let data = read_file(file)?;
+    let snapshot = open_snapshot(file)?;
     // The new backend's map is sized as a member's is for a quota of the file's size: a file
     // past half the default map (8 GiB) would not fit it otherwise.
-    args.extend(["--quota-backend-bytes".into(), data.len().to_string()]);
+    args.extend(["--quota-backend-bytes".into(), snapshot.size().to_string()]);
     let flags = Flags::try_parse_from(args).map_err(|e| e.to_string())?;
     let cfg = Config::try_from(flags).map_err(|e| e.to_string())?;
-    let db = bolt::read(checked_db(&data, skip_hash_check)?).map_err(|e| e.to_string())?;
-    let mut records =
-        actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).map_err(|e| e.to_string())?;
-    if bump > 0 {
-        bump_revision(&mut records, bump);
-    }
+    let db_len = checked_len(&snapshot, skip_hash_check)?;
+    let mut db = Db::open(snapshot.prefix(db_len)).map_err(|e| e.to_string())?;
+    // node::restore takes the records in a slice: each is copied once, out of the page it was
+    // read from.
+    let mut records = Vec::new();
+    replay(&mut db, bump, &mut |t, k, v| {
+        records.push((t, k.to_vec(), v.to_vec()));
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
     crate::node::restore(&cfg, &records).map_err(|e| e.to_string())?;
     tracing::info!(
         path = %file.display(),
@@ -411,9 +468,9 @@ pub fn run(cli: SnapshotCli) -> Result<(), String> {
             Ok(())
         }
         Command::Status { file, write_out } => {
-            let data = read_file(&file)?;
-            let db = bolt::read(&data).map_err(|e| e.to_string())?;
-            println!("{}", render(&status_of(&db), &write_out)?);
+            let mut db = Db::open(open_snapshot(&file)?).map_err(|e| e.to_string())?;
+            let status = status_of(&mut db).map_err(|e| e.to_string())?;
+            println!("{}", render(&status, &write_out)?);
             Ok(())
         }
         Command::Restore {
@@ -448,24 +505,52 @@ pub fn run(cli: SnapshotCli) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use actcd_etcd_snapshot::bolt;
 
     /// The file etcd 3.5.1 wrote (see actcd-etcd-snapshot's bolt tests), whose status etcdutl 3.5.1
     /// prints as `{"hash":1802528434,"revision":5,"totalKey":10,"totalSize":24576}`.
     const ETCD: &[u8] =
         include_bytes!("../crates/etcd-snapshot/tests/fixtures/etcd-3.5.1-snapshot.db");
 
+    /// What a restore writes for the file in memory, through [`replay`].
+    fn replayed(file: &[u8], bump: u64) -> Vec<actcd_etcd_snapshot::OwnedRecord> {
+        let mut db = Db::open(checked_db(file, false).unwrap()).unwrap();
+        let mut records = Vec::new();
+        replay(&mut db, bump, &mut |t, k, v| {
+            records.push((t, k.to_vec(), v.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        records
+    }
+
+    /// Without a bump, a restore writes exactly the file's records as `from_etcd_buckets`
+    /// reads them from the whole file in memory, in the same order.
+    #[test]
+    fn replay_writes_the_files_records_in_order() {
+        let db = bolt::read(checked_db(ETCD, false).unwrap()).unwrap();
+        let want = actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).unwrap();
+        assert_eq!(replayed(ETCD, 0), want);
+    }
+
     /// etcdutl's `modifyLatestRevision`: a keyless record at latest + N, and the scheduled
-    /// compaction moved there (whatever the file said).
+    /// compaction moved there (whatever the file said), both after the file's records.
     #[test]
     fn bumping_adds_a_record_past_the_latest_and_schedules_its_compaction() {
         use actcd_etcd_snapshot::META_SCHEDULED_COMPACT;
         use actcd_types::Revision;
-        use actcd_types::storage::Table;
-        let db = bolt::read(checked_db(ETCD, false).unwrap()).unwrap();
-        let mut records = actcd_etcd_snapshot::from_etcd_buckets(&db.buckets).unwrap();
-        let before = records.len();
-        bump_revision(&mut records, 100);
+        let plain = replayed(ETCD, 0);
+        let records = replayed(ETCD, 100);
         let added = Revision::new(5 + 100, 0).to_bytes(false);
+        let (file_part, last_two) = records.split_at(records.len() - 2);
+        let file_part = file_part.to_vec();
+        let without_schedule: Vec<_> = plain
+            .iter()
+            .filter(|(t, k, _)| !(*t == Table::Meta && k == META_SCHEDULED_COMPACT))
+            .cloned()
+            .collect();
+        assert_eq!(last_two.len(), 2);
+        assert_eq!(file_part, without_schedule);
         let keyed: Vec<_> = records
             .iter()
             .filter(|(t, k, _)| *t == Table::Key && *k == added)
@@ -478,13 +563,13 @@ mod tests {
             .map(|(_, _, v)| v.clone())
             .collect();
         assert_eq!(scheduled, [105i64.to_be_bytes().to_vec()]);
-        assert!(records.len() <= before + 2);
+        assert_eq!(last_two[0].1, added);
     }
 
     #[test]
     fn status_is_etcdutls() {
-        let db = bolt::read(checked_db(ETCD, false).unwrap()).unwrap();
-        let s = status_of(&db);
+        let mut db = Db::open(checked_db(ETCD, false).unwrap()).unwrap();
+        let s = status_of(&mut db).unwrap();
         assert_eq!(
             render(&s, "json").unwrap(),
             r#"{"hash":1802528434,"revision":5,"totalKey":10,"totalSize":24576}"#
@@ -499,6 +584,46 @@ mod tests {
              +----------+----------+------------+------------+"
         );
         assert!(render(&s, "yaml").is_err());
+    }
+
+    /// The file on disk, read in place, says what it says in memory: its checksum, its status
+    /// (the checksum after the pages ignored) and its records.
+    #[test]
+    fn a_file_on_disk_reads_as_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snap.db");
+        std::fs::write(&path, ETCD).unwrap();
+        let file = open_snapshot(&path).unwrap();
+        assert_eq!(file.size(), ETCD.len() as u64);
+        let db_len = checked_len(&file, false).unwrap();
+        assert_eq!(db_len, (ETCD.len() - SHA256_LEN) as u64);
+        let mut whole = Db::open(open_snapshot(&path).unwrap()).unwrap();
+        let s = status_of(&mut whole).unwrap();
+        assert_eq!((s.hash, s.revision, s.total_key), (1802528434, 5, 10));
+        let mut db = Db::open(file.prefix(db_len)).unwrap();
+        let mut records = Vec::new();
+        replay(&mut db, 0, &mut |t, k, v| {
+            records.push((t, k.to_vec(), v.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(records, replayed(ETCD, 0));
+
+        let mut bad = ETCD.to_vec();
+        bad[5000] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let file = open_snapshot(&path).unwrap();
+        assert!(
+            checked_len(&file, false)
+                .unwrap_err()
+                .starts_with("expected sha256")
+        );
+        let missing = dir.path().join("missing.db");
+        assert!(
+            open_snapshot(&missing)
+                .unwrap_err()
+                .starts_with(&missing.display().to_string())
+        );
     }
 
     #[test]

@@ -548,6 +548,79 @@ where
 
 // ---- reading --------------------------------------------------------------------------------
 
+/// Where a file's bytes are read from, a few at a time: [`FileBytes`] reads a file on disk
+/// page by page (so reading a file of any size takes a page or two of memory), a byte slice
+/// reads memory.
+pub trait ReadAt {
+    /// How many bytes there are.
+    fn size(&self) -> u64;
+    /// Fills `buf` with the bytes at `offset`; the caller keeps within [`ReadAt::size`].
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl<T: ReadAt + ?Sized> ReadAt for &T {
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let bytes = usize::try_from(offset)
+            .ok()
+            .and_then(|at| self.get(at..at.checked_add(buf.len())?))
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// The first `len` bytes of a file, read in place with positioned reads: a snapshot's
+/// database without the checksum after it. Nothing of the file is held in memory; the kernel's
+/// page cache keeps what it likes, outside the process.
+#[derive(Debug)]
+pub struct FileBytes {
+    file: std::fs::File,
+    len: u64,
+}
+
+impl FileBytes {
+    /// `file`'s first `len` bytes (a file shorter than that fails where a read reaches its end).
+    pub fn new(file: std::fs::File, len: u64) -> Self {
+        Self { file, len }
+    }
+
+    /// The first `len` of these bytes (all of them if there are fewer).
+    pub fn prefix(self, len: u64) -> Self {
+        Self {
+            len: len.min(self.len),
+            file: self.file,
+        }
+    }
+}
+
+impl ReadAt for FileBytes {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|end| end > self.len) {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
+    }
+}
+
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
@@ -560,6 +633,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+#[derive(Debug, Clone, Copy)]
 struct Meta {
     page_size: usize,
     root: u64,
@@ -567,12 +641,15 @@ struct Meta {
     txid: u64,
 }
 
-fn meta_at(data: &[u8], at: usize) -> Result<Meta, EtcdSnapshotError> {
-    let m = data
-        .get(at + HEADER..at + HEADER + 64)
-        .ok_or_else(|| bad("file too small for a meta page"))?;
-    let word = |o| u32_at(m, o).unwrap_or(0);
-    let long = |o| u64_at(m, o).unwrap_or(0);
+fn meta_at(src: &dyn ReadAt, at: usize) -> Result<Meta, EtcdSnapshotError> {
+    let mut m = [0u8; 64];
+    let start = (at + HEADER) as u64;
+    if start + 64 > src.size() {
+        return Err(bad("file too small for a meta page"));
+    }
+    src.read_at(&mut m, start)?;
+    let word = |o| u32_at(&m, o).unwrap_or(0);
+    let long = |o| u64_at(&m, o).unwrap_or(0);
     if word(0) != MAGIC {
         return Err(bad("invalid database (not a bbolt file)"));
     }
@@ -595,58 +672,199 @@ fn meta_at(data: &[u8], at: usize) -> Result<Meta, EtcdSnapshotError> {
     })
 }
 
-struct Reader<'a> {
-    data: &'a [u8],
-    page_size: usize,
-    high_water: u64,
-    /// Every page id taken so far, overflow pages included: in a bbolt tree each page has
-    /// one parent, so a page met twice is a cycle or a shared subtree, refused (a file of a
-    /// few pages would otherwise make the walk exponential: a branch page listing itself
-    /// thirty times).
-    taken: std::cell::RefCell<HashSet<u64>>,
+/// A bbolt file opened for reading: its meta pages checked, its pages not read yet. As a
+/// [`Source`] it hands over every bucket and pair in order, read page by page as it goes, each
+/// pair borrowed from the page being read: memory stays at one page per tree level (and the
+/// largest value's overflow pages), plus a bit per page of the file, whatever the file's size.
+/// A visit that meets damage ends with an error after handing over what came before it.
+#[derive(Debug)]
+pub struct Db<R> {
+    src: R,
+    meta: Meta,
 }
 
-impl<'a> Reader<'a> {
-    /// The bytes of page `id`, overflow pages included.
-    fn page(&self, id: u64) -> Result<&'a [u8], EtcdSnapshotError> {
+impl<R: ReadAt> Db<R> {
+    /// Reads the meta pages (the valid one with the higher transaction id serves) and checks
+    /// that the file holds the pages they count.
+    pub fn open(src: R) -> Result<Self, EtcdSnapshotError> {
+        let first = meta_at(&src, 0);
+        let page_size = match &first {
+            Ok(m) => m.page_size,
+            Err(_) => PAGE_SIZE,
+        };
+        let second = meta_at(&src, page_size);
+        let meta = match (first, second) {
+            (Ok(a), Ok(b)) => {
+                if b.txid > a.txid {
+                    b
+                } else {
+                    a
+                }
+            }
+            (Ok(m), Err(_)) | (Err(_), Ok(m)) => m,
+            (Err(e), Err(_)) => return Err(e),
+        };
+        if src.size() / (meta.page_size as u64) < meta.high_water {
+            return Err(bad(format!(
+                "file size {} is below the high-water mark of {} pages",
+                src.size(),
+                meta.high_water
+            )));
+        }
+        Ok(Self { src, meta })
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.meta.page_size
+    }
+
+    /// Pages in use (the meta's high-water mark).
+    pub fn high_water(&self) -> u64 {
+        self.meta.high_water
+    }
+
+    /// The size bbolt reports for the database (`tx.Size()`).
+    pub fn size(&self) -> u64 {
+        self.meta
+            .high_water
+            .saturating_mul(self.meta.page_size as u64)
+    }
+}
+
+impl<R: ReadAt> Source for Db<R> {
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
+        let pages = self.src.size() / self.meta.page_size as u64;
+        let mut walker = Walker {
+            src: &self.src,
+            page_size: self.meta.page_size,
+            high_water: self.meta.high_water,
+            taken: vec![0u64; pages.div_ceil(64) as usize],
+            budget: self.src.size(),
+        };
+        let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let mut root = Vec::new();
+        walker.read_page(self.meta.root, &mut root)?;
+        walker.walk(&root, 0, &mut |w, flags, name, header| {
+            if flags & BUCKET_LEAF == 0 {
+                return Err(bad("a key outside any bucket"));
+            }
+            if !seen.insert(name.to_vec()) {
+                return Err(bad("two buckets with one name"));
+            }
+            w.spend(name.len())?;
+            f(Item::Bucket(name))?;
+            let root = u64_at(header, 0).ok_or_else(|| bad("bucket header too short"))?;
+            let mut own = Vec::new();
+            let page = if root == 0 {
+                header
+                    .get(16..)
+                    .filter(|p| p.len() >= HEADER)
+                    .ok_or_else(|| bad("inline bucket without a page"))?
+            } else {
+                w.read_page(root, &mut own)?;
+                &own
+            };
+            w.walk(page, 1, &mut |w, flags, k, v| {
+                if flags & BUCKET_LEAF != 0 {
+                    return Err(bad("nested buckets are not supported"));
+                }
+                w.spend(k.len() + v.len())?;
+                f(Item::Pair(k, v))
+            })
+        })
+    }
+}
+
+/// A leaf element as [`Walker::walk`] hands it over: the walker (to read further pages),
+/// the element's flags, key and value.
+type LeafFn<'f, 'r> =
+    dyn FnMut(&mut Walker<'r>, u32, &[u8], &[u8]) -> Result<(), EtcdSnapshotError> + 'f;
+
+/// One pass over a file's trees.
+struct Walker<'r> {
+    src: &'r dyn ReadAt,
+    page_size: usize,
+    high_water: u64,
+    /// A bit for every page of the file, set once the page is read (overflow pages included):
+    /// in a bbolt tree each page has one parent, so a page met twice is a cycle or a shared
+    /// subtree, refused (a file of a few pages would otherwise make the walk exponential: a
+    /// branch page listing itself thirty times).
+    taken: Vec<u64>,
+    /// Bytes handed over: names, keys and values never overlap in a bbolt file, so they add
+    /// up to less than the file; elements of a damaged page that point at the same bytes
+    /// could otherwise hand over a page's worth thousands of times.
+    budget: u64,
+}
+
+impl<'r> Walker<'r> {
+    fn spend(&mut self, n: usize) -> Result<(), EtcdSnapshotError> {
+        self.budget = self
+            .budget
+            .checked_sub(n as u64)
+            .ok_or_else(|| bad("elements overlap (more bytes in them than in the file)"))?;
+        Ok(())
+    }
+
+    /// Reads page `id`, overflow pages included, into `buf` (resized to it).
+    fn read_page(&mut self, id: u64, buf: &mut Vec<u8>) -> Result<(), EtcdSnapshotError> {
         if id >= self.high_water {
             return Err(bad(format!("page {id} above the high-water mark")));
         }
-        let start = (id as usize)
-            .checked_mul(self.page_size)
+        let len = self.src.size();
+        let start = id
+            .checked_mul(self.page_size as u64)
             .ok_or_else(|| bad("page offset overflows"))?;
-        let overflow = u32_at(self.data, start + 12).ok_or_else(|| bad("page beyond the end"))?;
-        let len = (overflow as usize + 1)
-            .checked_mul(self.page_size)
-            .ok_or_else(|| bad("page length overflows"))?;
-        let page = self
-            .data
-            .get(start..start + len)
-            .ok_or_else(|| bad(format!("page {id} beyond the end of the file")))?;
-        // Within the file, so at most `data.len() / page_size` ids in all.
-        let mut taken = self.taken.borrow_mut();
+        if start + HEADER as u64 > len {
+            return Err(bad("page beyond the end"));
+        }
+        let beyond = || bad(format!("page {id} beyond the end of the file"));
+        // The first page (an overflowing page's length is in its header), then the rest.
+        if start + self.page_size as u64 > len {
+            return Err(beyond());
+        }
+        buf.resize(self.page_size, 0);
+        self.src.read_at(buf, start)?;
+        let overflow = u32_at(buf, 12).ok_or_else(|| bad("page beyond the end"))?;
+        if overflow > 0 {
+            let total = (overflow as usize + 1)
+                .checked_mul(self.page_size)
+                .ok_or_else(|| bad("page length overflows"))?;
+            if start + total as u64 > len {
+                return Err(beyond());
+            }
+            buf.resize(total, 0);
+            self.src
+                .read_at(&mut buf[self.page_size..], start + self.page_size as u64)?;
+        }
+        // Within the file (checked above), so within the bitmap.
         for pgid in id..=id + u64::from(overflow) {
-            if !taken.insert(pgid) {
+            let (word, bit) = ((pgid / 64) as usize, 1u64 << (pgid % 64));
+            let slot = self.taken.get_mut(word).ok_or_else(beyond)?;
+            if *slot & bit != 0 {
                 return Err(bad(format!("page {pgid} is reached twice")));
             }
+            *slot |= bit;
         }
-        Ok(page)
+        Ok(())
     }
 
-    /// Visits every leaf element under the page at `page` (an inline page when `id` is None),
-    /// in key order.
+    /// Hands `f` every leaf element under `page` (a bucket's inline page, or one read), in
+    /// key order. A branch reads its children one at a time into one buffer.
     fn walk(
-        &self,
-        page: &'a [u8],
+        &mut self,
+        page: &[u8],
         depth: usize,
-        f: &mut dyn FnMut(u32, &'a [u8], &'a [u8]) -> Result<(), EtcdSnapshotError>,
+        f: &mut LeafFn<'_, 'r>,
     ) -> Result<(), EtcdSnapshotError> {
         if depth > MAX_DEPTH {
             return Err(bad("tree too deep (a page cycle?)"));
         }
         let flags = u16_at(page, 8).ok_or_else(|| bad("truncated page"))?;
         let count = u16_at(page, 10).ok_or_else(|| bad("truncated page"))? as usize;
-        let slice = |at: usize, len: usize| -> Result<&'a [u8], EtcdSnapshotError> {
+        let slice = |at: usize, len: usize| -> Result<&[u8], EtcdSnapshotError> {
             page.get(
                 at..at
                     .checked_add(len)
@@ -654,6 +872,7 @@ impl<'a> Reader<'a> {
             )
             .ok_or_else(|| bad("element beyond its page"))
         };
+        let mut child = Vec::new();
         for i in 0..count {
             let at = HEADER + i * ELEMENT;
             let e = slice(at, ELEMENT)?;
@@ -662,104 +881,65 @@ impl<'a> Reader<'a> {
                 let (eflags, pos, ksize, vsize) = (word(0) as u32, word(4), word(8), word(12));
                 let key = slice(at + pos, ksize)?;
                 let value = slice(at + pos + ksize, vsize)?;
-                f(eflags, key, value)?;
+                f(self, eflags, key, value)?;
             } else if flags & BRANCH != 0 {
-                let child = u64_at(e, 8).unwrap_or(0);
-                let child = self.page(child)?;
-                self.walk(child, depth + 1, f)?;
+                let id = u64_at(e, 8).unwrap_or(0);
+                self.read_page(id, &mut child)?;
+                self.walk(&child, depth + 1, f)?;
             } else {
                 return Err(bad(format!("invalid page type {flags:#x} in a tree")));
             }
         }
         Ok(())
     }
-
-    /// The page a bucket header points to: its own page, or the inline page after it.
-    fn bucket_page(&self, header: &'a [u8]) -> Result<&'a [u8], EtcdSnapshotError> {
-        let root = u64_at(header, 0).ok_or_else(|| bad("bucket header too short"))?;
-        if root == 0 {
-            header
-                .get(16..)
-                .filter(|p| p.len() >= HEADER)
-                .ok_or_else(|| bad("inline bucket without a page"))
-        } else {
-            self.page(root)
-        }
-    }
 }
 
-/// Reads every bucket of a bbolt file. `data` may carry trailing bytes (a snapshot's checksum)
-/// beyond the last page.
+/// Reads every bucket of a bbolt file into memory ([`Db`] reads one without holding it).
+/// `data` may carry trailing bytes (a snapshot's checksum) beyond the last page.
 pub fn read(data: &[u8]) -> Result<BoltDb, EtcdSnapshotError> {
-    let first = meta_at(data, 0);
-    let page_size = match &first {
-        Ok(m) => m.page_size,
-        Err(_) => PAGE_SIZE,
-    };
-    let second = meta_at(data, page_size);
-    let meta = match (first, second) {
-        (Ok(a), Ok(b)) => {
-            if b.txid > a.txid {
-                b
-            } else {
-                a
-            }
+    let mut db = Db::open(data)?;
+    let mut buckets: Vec<Bucket> = Vec::new();
+    db.visit(&mut |item| {
+        match item {
+            Item::Bucket(name) => buckets.push((name.to_vec(), Vec::new())),
+            Item::Pair(k, v) => buckets
+                .last_mut()
+                .ok_or_else(|| bad("a pair before any bucket"))?
+                .1
+                .push((k.to_vec(), v.to_vec())),
         }
-        (Ok(m), Err(_)) | (Err(_), Ok(m)) => m,
-        (Err(e), Err(_)) => return Err(e),
-    };
-    let reader = Reader {
-        data,
-        page_size: meta.page_size,
-        high_water: meta.high_water,
-        taken: Default::default(),
-    };
-    if (data.len() / meta.page_size) < meta.high_water as usize {
-        return Err(bad(format!(
-            "file size {} is below the high-water mark of {} pages",
-            data.len(),
-            meta.high_water
-        )));
-    }
-    let mut buckets = Vec::new();
-    let mut seen = HashSet::new();
-    // Bytes copied out: names, keys and values never overlap in a bbolt file, so they add up
-    // to less than the file; elements of a damaged page that point at the same bytes could
-    // otherwise copy a page's worth thousands of times.
-    let mut budget = data.len();
-    let mut spend = |n: usize| {
-        budget = budget
-            .checked_sub(n)
-            .ok_or_else(|| bad("elements overlap (more bytes in them than in the file)"))?;
-        Ok::<_, EtcdSnapshotError>(())
-    };
-    let root = reader.page(meta.root)?;
-    reader.walk(root, 0, &mut |flags, name, header| {
-        if flags & BUCKET_LEAF == 0 {
-            return Err(bad("a key outside any bucket"));
-        }
-        if !seen.insert(name) {
-            return Err(bad("two buckets with one name"));
-        }
-        spend(name.len())?;
-        let mut pairs = Vec::new();
-        let page = reader.bucket_page(header)?;
-        reader.walk(page, 1, &mut |flags, k, v| {
-            if flags & BUCKET_LEAF != 0 {
-                return Err(bad("nested buckets are not supported"));
-            }
-            spend(k.len() + v.len())?;
-            pairs.push((k.to_vec(), v.to_vec()));
-            Ok(())
-        })?;
-        buckets.push((name.to_vec(), pairs));
         Ok(())
     })?;
     Ok(BoltDb {
-        page_size: meta.page_size,
-        high_water: meta.high_water,
+        page_size: db.page_size(),
+        high_water: db.high_water(),
         buckets,
     })
+}
+
+/// Bytes in memory read as a file is, counting what is read (tests): a streaming reader has
+/// read little more than it has handed over at any point, a reader of the whole file all of it.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Counting<'a> {
+    pub data: &'a [u8],
+    /// Bytes read so far.
+    pub read: std::cell::Cell<u64>,
+    /// The largest single read.
+    pub largest: std::cell::Cell<u64>,
+}
+
+#[cfg(test)]
+impl ReadAt for Counting<'_> {
+    fn size(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.read.set(self.read.get() + buf.len() as u64);
+        self.largest.set(self.largest.get().max(buf.len() as u64));
+        self.data.read_at(buf, offset)
+    }
 }
 
 #[cfg(test)]
@@ -960,6 +1140,61 @@ mod tests {
         assert!(write(&[(Vec::new(), none.clone())]).is_err());
         assert!(write(&[(b"a".to_vec(), vec![(Vec::new(), b"v".to_vec())])]).is_err());
         assert!(write(&[(b"a".to_vec(), none.clone()), (b"a".to_vec(), none)]).is_err());
+    }
+
+    /// Reading hands pairs over as it reads pages: at every pair it has read little more than
+    /// it handed over (a page per tree level ahead), each page once, never the whole file in
+    /// one go; what it hands over is what was written.
+    #[test]
+    fn pairs_come_as_their_pages_are_read() {
+        let big = vec![9u8; 5 * PAGE_SIZE];
+        let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u32)
+            .map(|i| {
+                (
+                    i.to_be_bytes().to_vec(),
+                    vec![(i % 251) as u8; 30 + (i % 50) as usize],
+                )
+            })
+            .collect();
+        pairs.push((b"zz".to_vec(), big.clone()));
+        let file = write(&[
+            (b"a".to_vec(), vec![(b"k".to_vec(), b"v".to_vec())]),
+            (b"key".to_vec(), pairs.clone()),
+        ])
+        .unwrap();
+        assert!(file.len() > 300 * PAGE_SIZE, "{} bytes", file.len());
+        let src = Counting {
+            data: &file,
+            ..Default::default()
+        };
+        let mut db = Db::open(&src).unwrap();
+        let mut handed = 0u64;
+        let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut worst_ahead = 0u64;
+        db.visit(&mut |item| {
+            if let Item::Pair(k, v) = item {
+                handed += (k.len() + v.len()) as u64;
+                // Read so far, beyond twice what was handed over (pages are at least half
+                // keys and values here): the pages in flight.
+                let ahead = src.read.get().saturating_sub(2 * handed);
+                worst_ahead = worst_ahead.max(ahead);
+                got.push((k.to_vec(), v.to_vec()));
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(&got[1..], &pairs[..]);
+        assert!(
+            worst_ahead <= 8 * PAGE_SIZE as u64 + big.len() as u64,
+            "read {worst_ahead} bytes ahead of the pairs handed over"
+        );
+        assert!(src.largest.get() <= (big.len() + PAGE_SIZE) as u64);
+        // Each page once: the metas (read by open) and the freelist are not reached.
+        let metas = 2 * 64;
+        assert_eq!(
+            src.read.get(),
+            file.len() as u64 - 3 * PAGE_SIZE as u64 + metas
+        );
     }
 }
 

@@ -17,6 +17,10 @@ pub enum EtcdSnapshotError {
     #[error("snapshot: {0}")]
     Damaged(#[from] actcd_types::key_record::DamagedRecord),
 
+    /// Reading a snapshot file failed (an I/O error, or a file shorter than it was).
+    #[error("reading the snapshot file: {0}")]
+    Io(#[from] std::io::Error),
+
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),

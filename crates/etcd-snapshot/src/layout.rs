@@ -13,7 +13,7 @@ use actcd_types::storage::{ReadTxn, Table, try_scan};
 use prost::Message;
 
 use crate::EtcdSnapshotError;
-use crate::bolt::{Item, Source};
+use crate::bolt::{Db, Item, ReadAt, Source};
 
 /// `meta`'s compaction marks (etcd's names, and ours). We keep them as 8-byte big-endian
 /// integers, etcd as 17-byte revisions.
@@ -241,11 +241,92 @@ impl Source for EtcdLayout<'_> {
     }
 }
 
-/// etcd's buckets (ours, or etcd's own backend) as records of our tables, for restoring a
-/// snapshot into a new data dir: the key space, leases, auth state and alarms are kept;
-/// membership is left out (a restore starts a new cluster, as etcd's does), and so are the
-/// consistent index and term, which belong to the old cluster's log. Buckets actcd does not
-/// keep (`cluster`, and anything unknown) are dropped.
+/// Where a restore's records go, one at a time, borrowed for the call: table, key, value.
+pub type RecordFn<'f> = dyn FnMut(Table, &[u8], &[u8]) -> Result<(), EtcdSnapshotError> + 'f;
+
+/// etcd's buckets (ours, or etcd's own backend), as `source` replays them, as records of our
+/// tables, handed to `sink` as they come, for restoring a snapshot into a new data dir: the key
+/// space, leases, auth state and alarms are kept; membership is left out (a restore starts a
+/// new cluster, as etcd's does), and so are the consistent index and term, which belong to the
+/// old cluster's log. Buckets actcd does not keep (`cluster`, and anything unknown) are
+/// dropped. Records come in the source's order, then the `key` table's format version last.
+/// Nothing is kept between records: a [`bolt::Db`](crate::bolt::Db) over a file restores in
+/// a page or two of memory. A record that is not what etcd keeps there ends it with an error,
+/// after the records before it.
+pub fn from_etcd_source(
+    source: &mut dyn Source,
+    sink: &mut RecordFn<'_>,
+) -> Result<(), EtcdSnapshotError> {
+    let mut table = None;
+    source.visit(&mut |item| {
+        match item {
+            Item::Bucket(name) => {
+                table = Table::ALL
+                    .iter()
+                    .copied()
+                    .find(|t| t.name().as_bytes() == name)
+                    .filter(|t| !matches!(t, Table::Members | Table::MembersRemoved));
+            }
+            Item::Pair(k, v) => match table {
+                None => {}
+                Some(Table::Meta) if is_compact_mark(k) => {
+                    let (rev, _) = Revision::from_bytes(v)
+                        .ok_or_else(|| damaged("a compaction mark is not a revision"))?;
+                    sink(Table::Meta, k, &rev.main.to_be_bytes())?;
+                }
+                Some(Table::Meta) => {}
+                Some(Table::Key) => {
+                    // etcd's records (a tombstone holds only its key) with our checksum added;
+                    // check them first, so a damaged file fails here, not at start.
+                    Revision::from_bytes(k)
+                        .ok_or_else(|| damaged("a key record is not at a revision"))?;
+                    KeyValue::decode(v).map_err(|e| damaged(format!("key record: {e}")))?;
+                    sink(Table::Key, k, &key_record::seal(k, v))?;
+                }
+                Some(t) => sink(t, k, v)?,
+            },
+        }
+        Ok(())
+    })?;
+    sink(
+        Table::Meta,
+        key_record::FORMAT_META_KEY,
+        &key_record::FORMAT_CHECKSUMMED.to_be_bytes(),
+    )
+}
+
+impl<R: ReadAt> Db<R> {
+    /// The file's buckets as records of our tables, handed to `sink` as they are read
+    /// ([`from_etcd_source`]): what `actcd snapshot restore` writes.
+    pub fn to_records(&mut self, sink: &mut RecordFn<'_>) -> Result<(), EtcdSnapshotError> {
+        from_etcd_source(self, sink)
+    }
+}
+
+/// Buckets held in memory, as a [`Source`].
+struct InMemory<'a, N, K, V>(&'a [(N, Vec<(K, V)>)]);
+
+impl<N, K, V> Source for InMemory<'_, N, K, V>
+where
+    N: AsRef<[u8]>,
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    fn visit(
+        &mut self,
+        f: &mut dyn FnMut(Item<'_>) -> Result<(), EtcdSnapshotError>,
+    ) -> Result<(), EtcdSnapshotError> {
+        for (name, pairs) in self.0 {
+            f(Item::Bucket(name.as_ref()))?;
+            for (k, v) in pairs {
+                f(Item::Pair(k.as_ref(), v.as_ref()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// [`from_etcd_source`] over buckets held in memory, its records collected.
 pub fn from_etcd_buckets<N, K, V>(
     buckets: &[(N, Vec<(K, V)>)],
 ) -> Result<Vec<OwnedRecord>, EtcdSnapshotError>
@@ -255,45 +336,10 @@ where
     V: AsRef<[u8]>,
 {
     let mut out = Vec::new();
-    for (name, pairs) in buckets {
-        let name = name.as_ref();
-        let Some(t) = Table::ALL
-            .iter()
-            .copied()
-            .find(|t| t.name().as_bytes() == name)
-        else {
-            continue;
-        };
-        if matches!(t, Table::Members | Table::MembersRemoved) {
-            continue;
-        }
-        for (k, v) in pairs {
-            let (k, v) = (k.as_ref(), v.as_ref());
-            let v = match t {
-                Table::Meta if is_compact_mark(k) => {
-                    let (rev, _) = Revision::from_bytes(v)
-                        .ok_or_else(|| damaged("a compaction mark is not a revision"))?;
-                    rev.main.to_be_bytes().to_vec()
-                }
-                Table::Meta => continue,
-                Table::Key => {
-                    // etcd's records (a tombstone holds only its key) with our checksum added;
-                    // check them first, so a damaged file fails here, not at start.
-                    Revision::from_bytes(k)
-                        .ok_or_else(|| damaged("a key record is not at a revision"))?;
-                    KeyValue::decode(v).map_err(|e| damaged(format!("key record: {e}")))?;
-                    key_record::seal(k, v)
-                }
-                _ => v.to_vec(),
-            };
-            out.push((t, k.to_vec(), v));
-        }
-    }
-    out.push((
-        Table::Meta,
-        key_record::FORMAT_META_KEY.to_vec(),
-        key_record::FORMAT_CHECKSUMMED.to_be_bytes().to_vec(),
-    ));
+    from_etcd_source(&mut InMemory(buckets), &mut |t, k, v| {
+        out.push((t, k.to_vec(), v.to_vec()));
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -436,5 +482,60 @@ mod tests {
         w.commit().unwrap();
         let err = visit_etcd_layout(&*from.read().unwrap(), &mut |_| Ok(())).unwrap_err();
         assert!(matches!(err, EtcdSnapshotError::Damaged(_)), "{err}");
+    }
+
+    /// A restore's records come as the file's pages are read, each written as it comes: at
+    /// every record little more has been read than handed over, and they are the records
+    /// `from_etcd_buckets` makes of the whole file in memory, in the same order.
+    #[test]
+    fn records_come_as_the_file_is_read() {
+        let kvs: Vec<(Vec<u8>, Vec<u8>)> = (2..3002i64)
+            .map(|main| {
+                let kv = KeyValue {
+                    key: format!("k{main}").into_bytes(),
+                    create_revision: main,
+                    mod_revision: main,
+                    version: 1,
+                    value: vec![(main % 251) as u8; 200],
+                    lease: 0,
+                };
+                (Revision::new(main, 0).to_bytes(false), kv.encode_to_vec())
+            })
+            .collect();
+        let buckets = vec![
+            (b"key".to_vec(), kvs),
+            (
+                b"lease".to_vec(),
+                vec![(7i64.to_be_bytes().to_vec(), b"lease".to_vec())],
+            ),
+            (
+                b"meta".to_vec(),
+                vec![(
+                    META_FINISHED_COMPACT.to_vec(),
+                    Revision::new(2, 0).to_bytes(false),
+                )],
+            ),
+        ];
+        let file = crate::bolt::write(&buckets).unwrap();
+        let want = from_etcd_buckets(&crate::bolt::read(&file).unwrap().buckets).unwrap();
+        let src = crate::bolt::Counting {
+            data: &file,
+            ..Default::default()
+        };
+        let mut db = Db::open(&src).unwrap();
+        let mut got = Vec::new();
+        let mut handed = 0u64;
+        let mut worst_ahead = 0u64;
+        db.to_records(&mut |t, k, v| {
+            handed += (k.len() + v.len()) as u64;
+            worst_ahead = worst_ahead.max(src.read.get().saturating_sub(2 * handed));
+            got.push((t, k.to_vec(), v.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 3000 + 3);
+        assert!(file.len() > 150 * 4096);
+        assert!(worst_ahead <= 8 * 4096, "read {worst_ahead} bytes ahead");
     }
 }
