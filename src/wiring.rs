@@ -180,7 +180,7 @@ pub(crate) fn start_actors(
         &rec.members.list(),
         &a,
         &lessor,
-        &checker,
+        (&checker, &backend),
         supervisor,
     );
     let v2 = v2_store(cfg, v2_engine, rec.members.list().len(), &a, supervisor);
@@ -483,7 +483,7 @@ fn consensus(
     members: &[MemberRecord],
     a: &Addrs,
     lessor: &Addr<LessorActor<TokioClock>>,
-    checker: &Addr<CorruptionChecker>,
+    (checker, backend): (&Addr<CorruptionChecker>, &Addr<BackendActor>),
     supervisor: &Addr<Supervisor>,
 ) -> Consensus {
     let wal = WalActor::new(wal).start();
@@ -551,6 +551,7 @@ fn consensus(
             )
             .unwrap_or(usize::MAX),
             snapshot_dir,
+            prepare: Some(backend.clone().recipient()),
             members: Some(a.applier.clone().recipient()),
             renew_lease: Some(lessor.clone().recipient()),
             lease_ttl: Some(lessor.clone().recipient()),

@@ -1037,7 +1037,9 @@ async fn a_snapshot_brings_its_leases_and_the_lessor_hears_which_went_and_came()
     applier.send(Apply { entries }).await.unwrap();
     let dir = std::env::temp_dir();
     let path = actcd_types::snapshot_blob::SnapshotBlob::incoming_path(&dir);
-    let data = actcd_types::snapshot_blob::SnapshotBlob::write(path, b"").unwrap();
+    let data = actcd_types::snapshot_blob::StoreCopy::Blob(
+        actcd_types::snapshot_blob::SnapshotBlob::write(path, b"").unwrap(),
+    );
     let installed = applier
         .send(InstallSnapshot { index: 100, data })
         .await

@@ -8,17 +8,19 @@
 //! before it sleeps, which on 2 cores takes CPU from the threads that have work (measured for
 //! the MVCC store, see its actor doc).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{
     BackendFailed, Commit, Committed, CopyTo, DbSize, Defragment, Flush, GetCommitStats,
-    OpenStoreReader, ReplaceStore, StoreReader, SyncBackend,
+    OpenStoreReader, PrepareSnapshot, ReplaceStore, StoreReader, SyncBackend,
 };
+use actcd_types::snapshot_blob::{PreparedStore, ReleasePrepared, StoreCopy};
 use actcd_types::storage::KvEngine;
 use actix::{
-    Actor, Addr, Arbiter, AsyncContext, Context, Handler, Message, MessageResult, Recipient,
-    ResponseFuture,
+    Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, Context, Handler, Message, MessageResult,
+    Recipient, ResponseActFuture, ResponseFuture, WrapFuture, fut,
 };
 use tokio::sync::oneshot;
 
@@ -45,6 +47,10 @@ pub struct BackendActor {
     fatal: Vec<Recipient<BackendFailed>>,
     /// The defragmentation under way, if one is.
     defrag: Option<Defragmenting>,
+    /// Stores built from leaders' snapshots, waiting to be swapped in (`ReplaceStore`) or let
+    /// go (`ReleasePrepared`), by id.
+    prepared: HashMap<u64, DefragCopy>,
+    next_prepared: u64,
 }
 
 /// An online defragmentation: what the writer has committed since it began, and who waits for
@@ -71,6 +77,8 @@ impl BackendActor {
             subscribers: Vec::new(),
             fatal: Vec::new(),
             defrag: None,
+            prepared: HashMap::new(),
+            next_prepared: 0,
         }
     }
 
@@ -143,7 +151,7 @@ impl BackendActor {
         copy.replay(&engine, log).map_err(EtcdError::internal)?;
         let replayed = started.elapsed();
         let swapped = engine.defrag_swap(copy).map_err(EtcdError::internal);
-        drop(engine.reap_retired());
+        engine.reap_retired_in_background();
         tracing::info!(
             commits = log.len(),
             last_round_ms = replayed.as_secs_f64() * 1e3,
@@ -214,7 +222,7 @@ impl Handler<Flush> for BackendActor {
     fn handle(&mut self, _: Flush, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("Flush");
         let outcome = self.batch.commit();
-        drop(self.batch.engine().reap_retired());
+        self.batch.engine().reap_retired_in_background();
         self.settle(outcome)
     }
 }
@@ -227,34 +235,99 @@ impl Handler<SyncBackend> for BackendActor {
     fn handle(&mut self, _: SyncBackend, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("SyncBackend");
         let outcome = self.batch.sync();
-        drop(self.batch.engine().reap_retired());
+        self.batch.engine().reap_retired_in_background();
         self.settle(outcome)
     }
 }
 
-/// A leader's snapshot replaces everything: written from the mapped file in one transaction
-/// on this thread, then synced. A defragmentation under way ends with an error once its worker
-/// reports (its copy no longer describes the store; it is dropped, never swapped in).
+/// A received snapshot is built into a store beside the one in use, on a worker thread, so
+/// that installing it (when raft has accepted it) is a swap; the store stays here until then.
+impl Handler<PrepareSnapshot> for BackendActor {
+    type Result = ResponseActFuture<Self, Result<PreparedStore, String>>;
+
+    fn handle(&mut self, msg: PrepareSnapshot, ctx: &mut Self::Context) -> Self::Result {
+        let _timer = self.meter.start("PrepareSnapshot");
+        let engine = Arc::clone(self.batch.engine());
+        let (tx, rx) = oneshot::channel();
+        let build = move || {
+            let built = msg
+                .blob
+                .map()
+                .map_err(|e| format!("backend: snapshot file {}: {e}", msg.blob.path().display()))
+                .and_then(|map| engine.prepare_from_blob(&map).map_err(|e| e.to_string()));
+            let _ = tx.send(built);
+        };
+        if let Err(e) = on_worker(build) {
+            let e = format!("backend: cannot start a worker thread: {e}");
+            return Box::pin(fut::ready(Err(e)));
+        }
+        let release = ctx.address().recipient();
+        Box::pin(
+            async move {
+                rx.await
+                    .unwrap_or_else(|_| Err("backend: the snapshot's build was dropped".into()))
+            }
+            .into_actor(self)
+            .map(move |built, act, _| {
+                let copy = built?;
+                act.next_prepared += 1;
+                let id = act.next_prepared;
+                act.prepared.insert(id, copy);
+                Ok(PreparedStore::new(id, release))
+            }),
+        )
+    }
+}
+
+/// A prepared store nobody will swap in: its directory goes.
+impl Handler<ReleasePrepared> for BackendActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ReleasePrepared, _: &mut Self::Context) {
+        if self.prepared.remove(&msg.id).is_some() {
+            tracing::info!(
+                id = msg.id,
+                "a store built from a snapshot was not used; deleted"
+            );
+        }
+    }
+}
+
+/// A leader's snapshot replaces everything: the store built from it is swapped in for the data
+/// file (built here first, on this thread, if it came as a file), as a defragmentation's copy
+/// is; transactions of the old store read on. A defragmentation under way ends with an error
+/// once its worker reports (its copy no longer describes the store; it is dropped, never
+/// swapped in).
 impl Handler<ReplaceStore> for BackendActor {
     type Result = Result<(), String>;
 
     fn handle(&mut self, msg: ReplaceStore, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("ReplaceStore");
-        // The run ends with this error when its worker reports next (its copy is dropped).
         if let Some(d) = &mut self.defrag {
             d.run
                 .fail("a snapshot from the leader replaced the store".into());
         }
-        let map = msg
-            .blob
-            .map()
-            .map_err(|e| format!("backend: snapshot file {}: {e}", msg.blob.path().display()))?;
-        let outcome = self.batch.replace_all(&map);
-        drop(self.batch.engine().reap_retired());
-        if outcome.is_ok() {
-            tracing::info!(bytes = msg.blob.len(), "backend replaced by a snapshot");
-        }
-        self.settle(outcome)
+        self.commit_first().map_err(|e| e.to_string())?;
+        let engine = Arc::clone(self.batch.engine());
+        let copy = match msg.copy {
+            StoreCopy::Prepared(p) => {
+                let id = p.take();
+                self.prepared
+                    .remove(&id)
+                    .ok_or_else(|| format!("backend: no store prepared as {id}"))?
+            }
+            StoreCopy::Blob(blob) => {
+                let map = blob.map().map_err(|e| {
+                    format!("backend: snapshot file {}: {e}", blob.path().display())
+                })?;
+                engine.prepare_from_blob(&map).map_err(|e| e.to_string())?
+            }
+        };
+        // Once renamed in, the copy is the store whatever else fails: a failure is fatal, as
+        // for any write the store cannot take back.
+        let swapped = engine.swap_in_copy(copy, "backend replaced by a leader's snapshot");
+        engine.reap_retired_in_background();
+        self.settle(swapped.map(|_| None).map_err(|e| e.to_string()))
     }
 }
 

@@ -154,26 +154,6 @@ impl Batch {
         }
     }
 
-    /// Commits what is pending, then replaces every table's contents with a leader's snapshot
-    /// blob (`data`, a mapped file) in one write transaction of its own, commits and syncs it:
-    /// a crash leaves the old store or the new one. The blob is written record by record, so
-    /// memory stays flat (LMDB spills a large transaction's dirty pages to the file). A failure
-    /// stops the backend, as any failed write does. Returns the seq the pending commit covered.
-    pub fn replace_all(&mut self, data: &[u8]) -> Result<Option<u64>, String> {
-        let seq = self.commit()?;
-        let replaced = Arc::clone(&self.engine).write_owned().and_then(|mut txn| {
-            actcd_etcd_snapshot::whole_store::install_blob(&mut *txn, data)?;
-            txn.commit()
-        });
-        if let Err(e) = replaced {
-            return Err(self.fail(format!("backend: installing a snapshot: {e}")));
-        }
-        self.engine
-            .force_sync()
-            .map_err(|e| self.fail(e.to_string()))?;
-        Ok(seq)
-    }
-
     /// Commits, then flushes every commit to stable storage.
     pub fn sync(&mut self) -> Result<Option<u64>, String> {
         let seq = self.commit()?;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use actcd_types::msg::Commit;
-use actcd_types::storage::{WriteTxn, write_ops};
+use actcd_types::storage::{StorageError, WriteTxn, write_ops};
 use heed::CompactionOption;
 
 use crate::engine::{DATA_FILE, Generation, LmdbEngine, open_generation, sync_dir};
@@ -38,6 +38,11 @@ pub const MAX_ROUNDS: u32 = 8;
 /// The most bytes of commits kept for replay. Past it the defragmentation gives up (its answer
 /// is an error, the data file is unchanged) rather than hold more memory.
 pub const MAX_LOG_BYTES: usize = 1 << 30;
+
+/// Bytes of records per commit while a store is built from a leader's snapshot: LMDB keeps a
+/// write transaction's pages in memory until it commits (large values' pages are never
+/// spilled early), so this bounds the memory a build takes.
+pub const PREPARE_BATCH_BYTES: usize = 64 << 20;
 
 /// Removes the copy directories of defragmentations a crash interrupted: before its swap the
 /// copy is of no use (the data file is whole); after it the directory holds only a lock file.
@@ -83,15 +88,7 @@ impl LmdbEngine {
     /// ([`DefragCopy::replay`]) before [`Self::defrag_swap`].
     pub fn defrag_copy(&self) -> Result<DefragCopy, BackendError> {
         let (before, _) = self.disk_size()?;
-        let n = self.defrag_seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let dir = self.dir.join(format!("{DIR_PREFIX}{n}"));
-        let _ = fs::remove_dir_all(&dir);
-        actcd_types::private_fs::touch_private_dir(&dir).map_err(|source| {
-            BackendError::CreateDir {
-                path: dir.clone(),
-                source,
-            }
-        })?;
+        let dir = self.new_copy_dir()?;
         let started = std::time::Instant::now();
         match self.copy_into(&dir) {
             Ok(generation) => {
@@ -111,6 +108,68 @@ impl LmdbEngine {
                 Err(e)
             }
         }
+    }
+
+    /// Builds a store from a leader's snapshot blob (`data`, a mapped file) in a new `defrag-N`
+    /// directory beside the one in use, committing every [`PREPARE_BATCH_BYTES`] (the store is
+    /// nobody's yet, so a crash part-way only leaves a directory the next open deletes), and
+    /// syncs it. Any thread; [`Self::swap_in_copy`] then puts it in use, as a defragmentation's
+    /// copy.
+    pub fn prepare_from_blob(&self, data: &[u8]) -> Result<DefragCopy, BackendError> {
+        let (before, _) = self.disk_size()?;
+        let dir = self.new_copy_dir()?;
+        let started = std::time::Instant::now();
+        let built = open_generation(&dir, &self.opts, self.map_size, Some(dir.clone()))
+            .map(Arc::new)
+            .and_then(|generation| {
+                let mut begin = || -> Result<Box<dyn WriteTxn + '_>, StorageError> {
+                    let txn = LmdbWrite::in_generation(self, Arc::clone(&generation), None)?;
+                    Ok(Box::new(txn))
+                };
+                actcd_etcd_snapshot::whole_store::install_blob_batched(
+                    &mut begin,
+                    data,
+                    PREPARE_BATCH_BYTES,
+                )
+                .map_err(|e| {
+                    BackendError::Defragment(format!("building the snapshot's store: {e}"))
+                })?;
+                generation.env.force_sync().map_err(|e| self.lmdb(e))?;
+                Ok(generation)
+            });
+        match built {
+            Ok(generation) => {
+                tracing::info!(
+                    build_ms = started.elapsed().as_secs_f64() * 1e3,
+                    bytes = data.len(),
+                    path = %dir.display(),
+                    "store built from a leader's snapshot"
+                );
+                Ok(DefragCopy {
+                    generation,
+                    dir,
+                    before,
+                })
+            }
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// A new, empty `defrag-N` directory for a copy.
+    fn new_copy_dir(&self) -> Result<PathBuf, BackendError> {
+        let n = self.defrag_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let dir = self.dir.join(format!("{DIR_PREFIX}{n}"));
+        let _ = fs::remove_dir_all(&dir);
+        actcd_types::private_fs::touch_private_dir(&dir).map_err(|source| {
+            BackendError::CreateDir {
+                path: dir.clone(),
+                source,
+            }
+        })?;
+        Ok(dir)
     }
 
     fn copy_into(&self, dir: &Path) -> Result<Generation, BackendError> {
@@ -147,6 +206,16 @@ impl LmdbEngine {
     /// have ended. A crash before the rename leaves the old file (the copy is deleted at the
     /// next open); after it the copy, which holds every commit.
     pub fn defrag_swap(&self, copy: DefragCopy) -> Result<(u64, u64), BackendError> {
+        self.swap_in_copy(copy, "backend defragmented")
+    }
+
+    /// [`Self::defrag_swap`] for any copy: a defragmentation's, or a store built from a
+    /// leader's snapshot ([`Self::prepare_from_blob`]); `done` is what the log says after.
+    pub fn swap_in_copy(
+        &self,
+        copy: DefragCopy,
+        done: &'static str,
+    ) -> Result<(u64, u64), BackendError> {
         let DefragCopy {
             generation,
             dir,
@@ -207,19 +276,12 @@ impl LmdbEngine {
             ))
         })?;
         let (after, _) = self.disk_size()?;
-        tracing::info!(
-            before,
-            after,
-            sync_ms,
-            rename_ms,
-            dir_sync_ms,
-            "backend defragmented"
-        );
+        tracing::info!(before, after, sync_ms, rename_ms, dir_sync_ms, "{done}");
         Ok((before, after))
     }
 
     /// Closes, on a thread of their own, the environments defragmentations replaced whose
-    /// transactions have all ended (see [`Retired`]); returns those threads.
+    /// transactions have all ended (see `Retired`); returns those threads.
     pub fn reap_retired(&self) -> Vec<std::thread::JoinHandle<()>> {
         let done: Vec<Retired> = {
             let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
@@ -243,6 +305,15 @@ impl LmdbEngine {
                     .ok()
             })
             .collect()
+    }
+
+    /// [`Self::reap_retired`] without waiting: the closing threads are kept, and joined when
+    /// the engine goes.
+    pub fn reap_retired_in_background(&self) {
+        let started = self.reap_retired();
+        let mut closing = self.closing.lock().unwrap_or_else(|p| p.into_inner());
+        closing.retain(|t| !t.is_finished());
+        closing.extend(started);
     }
 
     /// Environments replaced by a defragmentation and still open for their transactions.

@@ -48,8 +48,11 @@ fn write(engine: &LmdbEngine, c: &Commit) {
     w.commit().unwrap();
 }
 
+/// Every record of every table, in order.
+type Everything = Vec<(Table, Vec<u8>, Vec<u8>)>;
+
 /// Every record of every table.
-fn everything(engine: &LmdbEngine) -> Vec<(Table, Vec<u8>, Vec<u8>)> {
+fn everything(engine: &LmdbEngine) -> Everything {
     let r = engine.read().unwrap();
     let mut all = Vec::new();
     for table in Table::ALL {
@@ -294,19 +297,14 @@ fn the_actor_commits_while_it_defragments_and_loses_nothing() {
     assert_eq!(everything(&engine), all);
 }
 
-/// A leader's snapshot replaces the store in one transaction written from its file, durably;
-/// a defragmentation under way when it comes ends with an error and swaps nothing in.
-#[test]
-fn a_snapshot_replaces_the_store_and_ends_a_defragmentation_under_way() {
+/// A blob of `n` sealed keys named `prefix/i`, with a consistent index and a member.
+fn leader_blob(prefix: &str, n: u32) -> (Vec<u8>, Everything) {
     use actcd_types::key_record;
-    use actcd_types::msg::ReplaceStore;
-    use actcd_types::snapshot_blob::SnapshotBlob;
     use actcd_types::storage::MemEngine;
-
     let leader = MemEngine::default();
     let mut w = leader.write().unwrap();
-    for i in 0..300u32 {
-        let k = format!("leader/{i}");
+    for i in 0..n {
+        let k = format!("{prefix}/{i}");
         w.put(
             Table::Key,
             k.as_bytes(),
@@ -322,45 +320,99 @@ fn a_snapshot_replaces_the_store_and_ends_a_defragmentation_under_way() {
     w.put(Table::Members, b"1", b"m").unwrap();
     w.commit().unwrap();
     let blob = actcd_etcd_snapshot::whole_store::encode(&*leader.read().unwrap()).unwrap();
-    let want: Vec<_> = actcd_etcd_snapshot::whole_store::decode(&blob)
+    let records = actcd_etcd_snapshot::whole_store::decode(&blob)
         .unwrap()
         .into_iter()
         .map(|(t, k, v)| (t, k.to_vec(), v.to_vec()))
         .collect();
+    (blob, records)
+}
 
+/// A leader's snapshot replaces the store, durably: built beside it in batches and swapped in
+/// (ahead of time with `PrepareSnapshot`, or at once from the file); a defragmentation under
+/// way when it comes ends with an error and swaps nothing in; a prepared store let go is
+/// deleted.
+#[test]
+fn a_snapshot_replaces_the_store_and_ends_a_defragmentation_under_way() {
+    use actcd_types::msg::{PrepareSnapshot, ReplaceStore};
+    use actcd_types::snapshot_blob::{SnapshotBlob, StoreCopy};
+
+    let (blob, want) = leader_blob("leader", 300);
+    let (blob2, want2) = leader_blob("later", 5_000);
     let dir = tempfile::tempdir().unwrap();
     let engine = Arc::new(open(&dir));
     fragmented(&engine);
-    let path = SnapshotBlob::incoming_path(dir.path());
-    let received = SnapshotBlob::write(path.clone(), &blob).unwrap();
+    let file = |data: &[u8]| SnapshotBlob::write(SnapshotBlob::incoming_path(dir.path()), data);
+    let received = file(&blob).unwrap();
+    let path = received.path().to_owned();
+    let (received2, received3) = (file(&blob2).unwrap(), file(&blob2).unwrap());
     let sys = actix::System::new();
-    let (defrag, replaced) = sys.block_on({
+    let (defrag, first, dirs) = sys.block_on({
         let engine = engine.clone();
+        let dir = dir.path().to_owned();
         async move {
-            let addr = BackendActor::new(engine).start();
+            let addr = BackendActor::new(Arc::clone(&engine)).start();
             // Pending when the snapshot comes: committed first, then replaced with the rest.
             addr.do_send(commit(5, vec![put(Table::Lease, b"mine", b"x")]));
             let defrag = addr.send(Defragment);
-            let replaced = addr.send(ReplaceStore { blob: received }).await.unwrap();
-            (defrag.await.unwrap(), replaced)
+            let copy = StoreCopy::Blob(received);
+            addr.send(ReplaceStore { copy }).await.unwrap().unwrap();
+            let defrag = defrag.await.unwrap();
+            let after_first = everything(&engine);
+
+            let prepared = addr
+                .send(PrepareSnapshot { blob: received2 })
+                .await
+                .unwrap();
+            let copy = StoreCopy::Prepared(prepared.unwrap());
+            addr.send(ReplaceStore { copy }).await.unwrap().unwrap();
+
+            let copies = |d: &std::path::Path| -> std::collections::BTreeSet<String> {
+                std::fs::read_dir(d)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("defrag-"))
+                    .collect()
+            };
+            let before = copies(&dir);
+            let unused = addr
+                .send(PrepareSnapshot { blob: received3 })
+                .await
+                .unwrap();
+            let while_held = copies(&dir);
+            drop(unused);
+            addr.send(Flush).await.unwrap().unwrap();
+            (defrag, after_first, (before, while_held, copies(&dir)))
         }
     });
-    replaced.unwrap();
     let err = defrag.unwrap_err().to_string();
     assert!(
         err.contains("a snapshot from the leader replaced the store"),
         "{err}"
     );
     assert!(!path.exists(), "the received copy goes once installed");
-    assert_eq!(everything(&engine), want);
+    assert_eq!(first, want);
+    assert_eq!(everything(&engine), want2, "the prepared store is in use");
+    // Replaced stores close on threads of their own: only the new name is looked at.
+    let (before, while_held, after) = dirs;
+    let new: Vec<_> = while_held.difference(&before).collect();
+    assert_eq!(new.len(), 1, "{before:?} -> {while_held:?}");
+    assert!(
+        !after.contains(new[0]),
+        "a store let go is deleted: {after:?}"
+    );
     drop(sys);
     let engine = Arc::into_inner(engine).expect("the actor is gone");
     drop(engine);
     let engine = open(&dir);
-    assert_eq!(everything(&engine), want, "durable");
+    assert_eq!(everything(&engine), want2, "durable");
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
     assert!(
-        !leftovers(&dir).iter().any(|f| f.starts_with("defrag")),
-        "{:?}",
-        leftovers(&dir)
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("incoming-")),
+        "every received file is gone"
     );
 }

@@ -98,6 +98,9 @@ pub struct LmdbEngine {
     /// Generations a defragmentation replaced whose transactions may still be open: closed
     /// by [`Self::reap_retired`] once nothing else holds them.
     pub(crate) retired: Mutex<Vec<crate::defrag::Retired>>,
+    /// Threads closing retired generations ([`Self::reap_retired_in_background`]): the engine
+    /// waits for them when it goes, so the directory can be opened again at once.
+    pub(crate) closing: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Numbers the defragmentations' copy directories (`defrag-N`).
     pub(crate) defrag_seq: AtomicU64,
     pub(crate) dir: PathBuf,
@@ -118,6 +121,17 @@ pub(crate) struct Generation {
     /// A defragmentation's copy directory this environment was opened in (its lock file
     /// stays there after the data file was renamed out): removed when the environment goes.
     lock_dir: Option<PathBuf>,
+}
+
+impl Drop for LmdbEngine {
+    /// Waits for the threads still closing replaced environments: once the engine is gone, its
+    /// directory can be opened again (LMDB refuses a second open while one lives).
+    fn drop(&mut self) {
+        let closing = std::mem::take(self.closing.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for t in closing {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Drop for Generation {
@@ -238,6 +252,7 @@ impl LmdbEngine {
             dir: generation.env.path().to_owned(),
             current: RwLock::new(Some(Arc::new(generation))),
             retired: Mutex::new(Vec::new()),
+            closing: Mutex::new(Vec::new()),
             defrag_seq: AtomicU64::new(0),
             opts,
             map_size,

@@ -140,12 +140,21 @@
 //!   commits going on meanwhile (above); answered when the copy is swapped in.
 //! - `OpenStoreReader` → `Result<StoreReader, EtcdError>`: commit, then a read transaction that
 //!   may move to another thread (the Snapshot RPC; a follower's snapshot is made from it).
-//! - `ReplaceStore{blob}` → `Result<(), String>`: a leader's snapshot, as a follower received
-//!   it on disk: commit the batch, then in one write transaction of its own empty every table
-//!   and write the copy's records from the mapped file (`whole_store::install_blob`; memory
-//!   stays flat, LMDB spills a large transaction's dirty pages), commit and sync; a crash
-//!   leaves the old store or the new one. A defragmentation under way ends with an error.
-//!   Sent by the store after its pending applies, so nothing it applied is lost or reordered.
+//! - `PrepareSnapshot{blob}` → `Result<PreparedStore, String>`: a leader's snapshot as a
+//!   follower's transport received it (a file): a worker thread builds it into a store of its
+//!   own in a `defrag-N` directory, committing every [`PREPARE_BATCH_BYTES`] (LMDB holds a
+//!   transaction's pages until it commits; the store is nobody's yet, so a crash part-way
+//!   leaves only a directory the next open deletes), before raft is handed the snapshot. The
+//!   store waits here; a `PreparedStore` dropped unused sends `ReleasePrepared{id}`, which
+//!   deletes it.
+//! - `ReplaceStore{copy}` → `Result<(), String>`: commit the batch, then swap the prepared
+//!   store in for the data file exactly as a defragmentation's copy (renamed over it, the
+//!   directory synced, readers of the old store reading on); a copy still in its file is
+//!   built first, the same way, on this thread. A crash leaves the old store or the new one.
+//!   A defragmentation under way ends with an error. Sent by the state owner after its
+//!   pending applies, so nothing it applied is lost or reordered. As in etcd (whose follower
+//!   renames the received `.snap.db` in), installing is a rename, so raft waits only for that
+//!   and the index rebuild, and the member keeps answering its leader meanwhile.
 //! - `GetCommitStats`; [`Subscribe`] (from `src/`: who hears `Committed` and `BackendFailed`);
 //!   `MailboxProbe`/`GetMeter`.
 //!
@@ -211,6 +220,9 @@ mod tests;
 pub use actcd_types::msg::{CopyTo, DbSize, SyncBackend};
 pub use actor::{BackendActor, Subscribe};
 pub use batch::{Batch, MAX_PENDING_BYTES, MAX_PENDING_OPS};
-pub use defrag::{DefragCopy, DefragRun, DefragStep, FINAL_ROUND_OPS, MAX_LOG_BYTES, MAX_ROUNDS};
+pub use defrag::{
+    DefragCopy, DefragRun, DefragStep, FINAL_ROUND_OPS, MAX_LOG_BYTES, MAX_ROUNDS,
+    PREPARE_BATCH_BYTES,
+};
 pub use engine::{BackendOptions, DATA_FILE, Durability, LmdbEngine};
 pub use error::BackendError;

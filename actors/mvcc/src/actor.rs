@@ -36,6 +36,7 @@ use actcd_types::msg::{
     BackendFailed, Commit, Committed, Defragment, Flush, OpenStoreReader, ReplaceStore,
     SnapshotChunks, SnapshotStream, StoreReader, SyncBackend,
 };
+use actcd_types::snapshot_blob::StoreCopy;
 use actix::dev::ToEnvelope;
 use actix::{
     Actor, ActorFutureExt, Addr, Arbiter, AsyncContext, AtomicResponse, Context, Handler,
@@ -825,19 +826,23 @@ impl Handler<InstallSnapshot> for MvccActor {
         ));
         let snapshot_index = msg.index;
         let Some(link) = self.backend.clone() else {
-            let done = msg
-                .data
-                .map()
-                .map_err(|e| EtcdError::internal(format!("mvcc: snapshot file: {e}")))
-                .and_then(|map| self.store.restore(&map))
-                .inspect(|&index| self.after_restore(snapshot_index, index));
+            let done = match &msg.data {
+                StoreCopy::Blob(blob) => blob
+                    .map()
+                    .map_err(|e| EtcdError::internal(format!("mvcc: snapshot file: {e}")))
+                    .and_then(|map| self.store.restore(&map))
+                    .inspect(|&index| self.after_restore(snapshot_index, index)),
+                StoreCopy::Prepared(_) => Err(EtcdError::internal(
+                    "mvcc: a store prepared by a backend, and no backend to swap it in",
+                )),
+            };
             return AtomicResponse::new(Box::pin(actix::fut::ready(done)));
         };
         // Pending applies reach the backend first; the copy replaces them with everything else.
         if let Err(e) = self.store.prepare_replace() {
             return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
         }
-        let replaced = link.replace.send(ReplaceStore { blob: msg.data });
+        let replaced = link.replace.send(ReplaceStore { copy: msg.data });
         AtomicResponse::new(Box::pin(replaced.into_actor(self).map(
             move |res, act, _| {
                 backend_answer(res)?;
@@ -1237,7 +1242,10 @@ mod tests {
         fn handle(&mut self, msg: ReplaceStore, _: &mut Self::Context) -> Self::Result {
             use actcd_types::storage::KvEngine;
             self.commit()?;
-            let map = msg.blob.map().map_err(|e| e.to_string())?;
+            let StoreCopy::Blob(blob) = msg.copy else {
+                return Err("the fake backend prepares nothing".into());
+            };
+            let map = blob.map().map_err(|e| e.to_string())?;
             let mut txn = self.engine.write().map_err(|e| e.to_string())?;
             actcd_etcd_snapshot::whole_store::install_blob(&mut *txn, &map)
                 .map_err(|e| e.to_string())?;
@@ -1332,7 +1340,10 @@ mod tests {
         let other = with_fake_backend(&other_engine);
         apply(&other, 3, vec![put("old")]).await;
         let index = other
-            .send(InstallSnapshot { index: 8, data })
+            .send(InstallSnapshot {
+                index: 8,
+                data: StoreCopy::Blob(data),
+            })
             .await
             .unwrap()
             .unwrap();

@@ -59,9 +59,11 @@
 //! - `MakeSnapshot{min_index}` (once it has applied `min_index`: a reader from the
 //!   backend, which commits what was sent first, and the copy read from it on a thread of its
 //!   own into a channel of 1 MiB chunks, a few ahead of the transport that sends them: never
-//!   whole in memory); `InstallSnapshot{data}` (a received copy, a file: replaces everything
-//!   durably — pending applies sent, then the backend's `ReplaceStore` writes the copy from
-//!   the mapped file and syncs, nothing applied meanwhile — and rebuilds every index; watchers
+//!   whole in memory); `InstallSnapshot{data}` (a received copy, built by the backend into a
+//!   store of its own, or still a file: replaces everything durably — pending applies sent,
+//!   then the backend's `ReplaceStore` swaps the copy in, nothing applied meanwhile; without a
+//!   backend actor the file's records are written through the buffer — and rebuilds every
+//!   index; watchers
 //!   are told to catch up from the new history; the applier then reads the new members, alarms
 //!   and leases and tells raft and the lessor).
 //! - `SnapshotStream` (a reader from the backend after the writes, then etcd's snapshot file

@@ -97,7 +97,7 @@ pub struct RaftActor {
     last_snapshot: u64,
     compacting: bool,
     /// The store copy of the last snapshot message stepped in: (snapshot index, data).
-    incoming: Option<(u64, actcd_types::snapshot_blob::SnapshotBlob)>,
+    incoming: Option<(u64, actcd_types::snapshot_blob::StoreCopy)>,
     /// A snapshot installed by the Ready being persisted: applied once persisted.
     installed: Option<u64>,
     /// A snapshot is being installed into the store: no further Ready is taken until its own

@@ -20,8 +20,9 @@
 //!   `FutureRevision` come back as themselves, anything else as the reason it failed);
 //! - its peer port ([`serve_peers`], routes in [`PeerRoutes`]) steps every message a peer sends
 //!   into the raft node (`Step`), writes a snapshot's copy to a file in the member's
-//!   `member/snap` as it arrives and hands it to the raft node (`StepSnapshot`) once whole and
-//!   intact (a copy refused or cut short is deleted at once), answers `Members` (how a member joining an existing cluster learns its
+//!   `member/snap` as it arrives and, once whole and intact, has the backend build it into a
+//!   store beside its own (`PrepareSnapshot`) and hands that to the raft node (`StepSnapshot`);
+//!   a copy refused or cut short is deleted at once; answers `Members` (how a member joining an existing cluster learns its
 //!   id: [`fetch_members`]) from the applier, leader calls from the lessor and the raft node,
 //!   and `HashKv` (peers' corruption checks) from the corruption checker (`LocalHashKv`), only
 //!   for members of this cluster, like every call here;
@@ -77,9 +78,10 @@ use actcd_types::EtcdError;
 use actcd_types::msg::{
     CheckLearner, GetMembers, LeaderCall, LeaseTimeToLive, LeaseTtl, LocalHashKv, MakeSnapshot,
     MemberHash, PeerActivity, PeerAnswer, PeerCall, PeerChange, PeerHashKv, PeerMessage,
-    RenewLease, SendSnapshot, SnapshotError, SnapshotReport, Step, StepSnapshot, Unreachable,
+    PrepareSnapshot, RenewLease, SendSnapshot, SnapshotError, SnapshotReport, Step, StepSnapshot,
+    Unreachable,
 };
-use actcd_types::snapshot_blob::SnapshotBlob;
+use actcd_types::snapshot_blob::{SnapshotBlob, StoreCopy};
 use actix::prelude::*;
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -701,6 +703,9 @@ pub struct PeerRoutes {
     /// Where a snapshot's store copy is written as it arrives (one at a time, never whole in
     /// memory), to be installed from there: the member's `member/snap`.
     pub snapshot_dir: std::path::PathBuf,
+    /// The backend, which builds a received copy into a store beside its own before raft is
+    /// handed the snapshot, so that installing it is a swap (`None`: raft gets the file).
+    pub prepare: Option<Recipient<PrepareSnapshot>>,
     /// The applied membership, for members joining an existing cluster.
     pub members: Option<Recipient<GetMembers>>,
     /// The lessor, for keepalives and TTL questions followers forward to the leader.
@@ -925,8 +930,22 @@ impl RaftPeer for PeerService {
         file.flush().await.map_err(local)?;
         drop(file);
         tracing::info!(bytes = received, "snapshot received");
+        let data = match &self.routes.prepare {
+            None => StoreCopy::Blob(blob),
+            Some(prepare) => {
+                let prepared = prepare
+                    .send(PrepareSnapshot { blob })
+                    .await
+                    .map_err(|_| Status::unavailable("server stopping"))?;
+                let prepared = prepared.map_err(|e| {
+                    tracing::error!(error = %e, "a received snapshot could not be built into a store");
+                    Status::internal(e)
+                })?;
+                StoreCopy::Prepared(prepared)
+            }
+        };
         deliver
-            .send(StepSnapshot { msg, data: blob })
+            .send(StepSnapshot { msg, data })
             .await
             .map_err(|_| Status::unavailable("server stopping"))?;
         Ok(Response::new(PeerAck {}))
@@ -1009,6 +1028,7 @@ mod tests {
             snapshot: None,
             snapshot_limit: usize::MAX,
             snapshot_dir: std::env::temp_dir(),
+            prepare: None,
             members: None,
             renew_lease: None,
             lease_ttl: None,
@@ -1210,8 +1230,11 @@ mod tests {
     impl Handler<StepSnapshot> for Snapshots {
         type Result = ();
         fn handle(&mut self, msg: StepSnapshot, _: &mut Self::Context) {
-            let crc = crc32c::crc32c(&msg.data.map().unwrap());
-            let _ = self.0.send((msg.data.len(), crc));
+            let StoreCopy::Blob(blob) = msg.data else {
+                panic!("no backend here to prepare a store");
+            };
+            let crc = crc32c::crc32c(&blob.map().unwrap());
+            let _ = self.0.send((blob.len(), crc));
         }
     }
 

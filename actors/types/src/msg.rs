@@ -13,7 +13,7 @@ use actcd_proto::etcdserverpb::{
 use actix::Message;
 use tokio::sync::oneshot;
 
-use crate::snapshot_blob::SnapshotBlob;
+use crate::snapshot_blob::{PreparedStore, SnapshotBlob, StoreCopy};
 use crate::{AuthInfo, EtcdError};
 
 // ---------------------------------------------------------------- raft node
@@ -365,12 +365,13 @@ pub struct SnapshotReport {
     pub ok: bool,
 }
 
-/// A snapshot message from the leader with the store copy it carries, received whole on disk.
+/// A snapshot message from the leader with the store copy it carries, received whole on disk
+/// (and, where the transport can ask the backend, already built into a store of its own).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct StepSnapshot {
     pub msg: Vec<u8>,
-    pub data: SnapshotBlob,
+    pub data: StoreCopy,
 }
 
 /// Replace the state machine with a snapshot (raft accepted it at `index`); the answer is the
@@ -379,17 +380,27 @@ pub struct StepSnapshot {
 #[rtype(result = "Result<u64, EtcdError>")]
 pub struct InstallSnapshot {
     pub index: u64,
-    pub data: SnapshotBlob,
+    pub data: StoreCopy,
 }
 
-/// Replace everything the backend holds with a leader's store copy, in one write transaction
-/// written from the mapped file (never whole in memory), then sync. The state owner committed
-/// its pending writes first (the mailbox keeps the order). A defragmentation under way ends
-/// with an error: its copy no longer describes the store.
+/// Build a store from a received copy beside the one in use, on a worker thread, before raft
+/// sees the snapshot: installing it is then a rename, so the member goes on answering its
+/// leader meanwhile (etcd's follower likewise receives its `.snap.db` and renames it in).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<PreparedStore, String>")]
+pub struct PrepareSnapshot {
+    pub blob: SnapshotBlob,
+}
+
+/// Replace everything the backend holds with a leader's store copy: a prepared store is
+/// swapped in (renamed over the data file); a copy still in its file is built into a store
+/// first, the same way. The state owner committed its pending writes first (the mailbox keeps
+/// the order). A defragmentation under way ends with an error: its copy no longer describes
+/// the store.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), String>")]
 pub struct ReplaceStore {
-    pub blob: SnapshotBlob,
+    pub copy: StoreCopy,
 }
 
 /// Is learner `id` in sync with the leader's log (etcd's rule: it has at least 90% of it)?

@@ -86,6 +86,62 @@ impl Drop for SnapshotBlob {
     }
 }
 
+/// A leader's store copy as a follower holds it: the file received, or the store the backend
+/// built from it beside the one in use ([`PreparedStore`]), ready to be swapped in.
+#[derive(Debug)]
+pub enum StoreCopy {
+    Blob(SnapshotBlob),
+    Prepared(PreparedStore),
+}
+
+/// A store the backend built from a received copy, not in use yet; it belongs to the backend,
+/// which swaps it in when handed this back (`ReplaceStore`). Dropped unused (raft took a newer
+/// snapshot, or refused this one), it tells the backend to delete the store.
+pub struct PreparedStore {
+    id: u64,
+    release: Option<actix::Recipient<ReleasePrepared>>,
+}
+
+/// A prepared store is not wanted any more: delete it.
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+pub struct ReleasePrepared {
+    pub id: u64,
+}
+
+impl PreparedStore {
+    /// The backend's store `id`; `release` hears when this is dropped unused.
+    pub fn new(id: u64, release: actix::Recipient<ReleasePrepared>) -> Self {
+        Self {
+            id,
+            release: Some(release),
+        }
+    }
+
+    /// The store's id, for the backend that swaps it in (dropping the result releases
+    /// nothing).
+    pub fn take(mut self) -> u64 {
+        self.release = None;
+        self.id
+    }
+}
+
+impl std::fmt::Debug for PreparedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedStore")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PreparedStore {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            release.do_send(ReleasePrepared { id: self.id });
+        }
+    }
+}
+
 /// Deletes copies a crashed process left in `dir`; returns how many.
 pub fn remove_leftovers(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -165,14 +165,62 @@ pub fn install_records<W: WriteTxn + ?Sized>(
 }
 
 /// A leader's blob installed in place of everything in `txn`, read from `data` (a mapped file)
-/// record by record, so memory stays flat however large it is. The blob is walked twice: once
-/// to check that it is whole and to read the format of its `key` records, then to write.
+/// record by record. The blob is walked twice: once to check that it is whole and to read the
+/// format of its `key` records, then to write.
 ///
 /// A blob from a member older than checksums (no `actcdKeyFormat` in its `meta`) carries plain
 /// `key` records: each is sealed on the way in and the format recorded, as the store's
 /// one-time upgrade would have done, so the table holds one form. A newer format than this
 /// build reads is refused before anything is written.
 pub fn install_blob<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<(), StorageError> {
+    let seal = needs_sealing(data)?;
+    for t in Table::ALL {
+        txn.clear(t)?;
+    }
+    for record in records(data)? {
+        let (t, k, v) = record?;
+        put_record(txn, seal, t, k, v)?;
+    }
+    if seal {
+        put_format(txn)?;
+    }
+    Ok(())
+}
+
+/// A new write transaction on the store being filled.
+pub type BeginFn<'a> = dyn FnMut() -> Result<Box<dyn WriteTxn + 'a>, StorageError> + 'a;
+
+/// [`install_blob`] into an empty store that is not in use yet (a follower building the copy
+/// it will swap in), committing every `batch_bytes` of records: a write transaction keeps
+/// the pages it wrote in memory until it commits, so one transaction would hold the whole
+/// store. A failure part-way leaves a partial store, which the caller deletes.
+pub fn install_blob_batched(
+    begin: &mut BeginFn<'_>,
+    data: &[u8],
+    batch_bytes: usize,
+) -> Result<(), StorageError> {
+    let seal = needs_sealing(data)?;
+    let mut txn = begin()?;
+    let mut pending = 0usize;
+    for record in records(data)? {
+        let (t, k, v) = record?;
+        put_record(&mut *txn, seal, t, k, v)?;
+        pending += k.len() + v.len();
+        if pending >= batch_bytes {
+            txn.commit()?;
+            txn = begin()?;
+            pending = 0;
+        }
+    }
+    if seal {
+        put_format(&mut *txn)?;
+    }
+    txn.commit()
+}
+
+/// Whether the blob's `key` records must be sealed on the way in (a member older than
+/// checksums sent it); checks the whole blob on the way.
+fn needs_sealing(data: &[u8]) -> Result<bool, StorageError> {
     let mut format = None;
     for record in records(data)? {
         let (t, k, v) = record?;
@@ -184,31 +232,32 @@ pub fn install_blob<W: WriteTxn + ?Sized>(txn: &mut W, data: &[u8]) -> Result<()
             );
         }
     }
-    let seal = match format {
-        Some(key_record::FORMAT_CHECKSUMMED) => false,
-        Some(_) => {
-            return Err(StorageError(
-                "the snapshot's key records are in a format this build does not read".into(),
-            ));
-        }
-        None => true,
-    };
-    for t in Table::ALL {
-        txn.clear(t)?;
+    match format {
+        Some(key_record::FORMAT_CHECKSUMMED) => Ok(false),
+        Some(_) => Err(StorageError(
+            "the snapshot's key records are in a format this build does not read".into(),
+        )),
+        None => Ok(true),
     }
-    for record in records(data)? {
-        let (t, k, v) = record?;
-        if seal && t == Table::Key {
-            txn.put(t, k, &key_record::seal(k, v))?;
-        } else {
-            txn.put(t, k, v)?;
-        }
+}
+
+fn put_record<W: WriteTxn + ?Sized>(
+    txn: &mut W,
+    seal: bool,
+    t: Table,
+    k: &[u8],
+    v: &[u8],
+) -> Result<(), StorageError> {
+    if seal && t == Table::Key {
+        txn.put(t, k, &key_record::seal(k, v))
+    } else {
+        txn.put(t, k, v)
     }
-    if seal {
-        let version = key_record::FORMAT_CHECKSUMMED.to_be_bytes();
-        txn.put(Table::Meta, key_record::FORMAT_META_KEY, &version)?;
-    }
-    Ok(())
+}
+
+fn put_format<W: WriteTxn + ?Sized>(txn: &mut W) -> Result<(), StorageError> {
+    let version = key_record::FORMAT_CHECKSUMMED.to_be_bytes();
+    txn.put(Table::Meta, key_record::FORMAT_META_KEY, &version)
 }
 
 #[cfg(test)]
@@ -368,5 +417,39 @@ mod tests {
         let mut w = again.write().unwrap();
         let err = install_blob(&mut *w, &newer).unwrap_err();
         assert!(err.0.contains("format this build does not read"), "{err}");
+    }
+
+    #[test]
+    fn a_batched_install_commits_as_it_goes_and_writes_the_same_records() {
+        let from = MemEngine::default();
+        let mut w = from.write().unwrap();
+        for i in 0..100u32 {
+            let k = format!("k{i:03}");
+            w.put(
+                Table::Key,
+                k.as_bytes(),
+                &key_record::seal(k.as_bytes(), &[1; 1000]),
+            )
+            .unwrap();
+        }
+        let format = key_record::FORMAT_CHECKSUMMED.to_be_bytes();
+        w.put(Table::Meta, key_record::FORMAT_META_KEY, &format)
+            .unwrap();
+        w.commit().unwrap();
+        let blob = encode(&*from.read().unwrap()).unwrap();
+
+        let to = MemEngine::default();
+        let mut begun = 0;
+        let mut begin = || -> Result<Box<dyn WriteTxn + '_>, StorageError> {
+            begun += 1;
+            to.write()
+        };
+        install_blob_batched(&mut begin, &blob, 10_000).unwrap();
+        assert!(begun >= 10, "committed as it went: {begun} transactions");
+        assert_eq!(encode(&*to.read().unwrap()).unwrap(), blob);
+
+        let mut begin = || to.write();
+        let cut = &blob[..blob.len() - 1];
+        assert!(install_blob_batched(&mut begin, cut, 10_000).is_err());
     }
 }
