@@ -15,7 +15,7 @@ use actcd_mvcc::Store;
 use actcd_raft::{NodeConfig, RaftNode, Recovered};
 use actcd_types::MemberIdentity;
 use actcd_types::msg::MemberRecord;
-use actcd_types::storage::{KvEngine, Table};
+use actcd_types::storage::{KvEngine, StorageError, Table, WriteTxn};
 use actcd_wal::Wal;
 use actix::prelude::*;
 
@@ -68,8 +68,16 @@ fn parse_wal_metadata(m: &[u8]) -> Option<(u64, u64)> {
 fn open_backend(
     cfg: &Config,
 ) -> Result<(Arc<LmdbEngine>, std::path::PathBuf, std::path::PathBuf), StartError> {
+    open_backend_at(cfg, "snap")
+}
+
+/// [`open_backend`] with the backend in `member/<name>`.
+fn open_backend_at(
+    cfg: &Config,
+    name: &str,
+) -> Result<(Arc<LmdbEngine>, std::path::PathBuf, std::path::PathBuf), StartError> {
     let member_dir = cfg.data_dir.join("member");
-    let snap_dir = member_dir.join("snap");
+    let snap_dir = member_dir.join(name);
     let wal_dir = cfg.wal_dir();
     let backend_error = |path: &std::path::Path, e: &dyn std::fmt::Display| StartError::Backend {
         path: path.display().to_string(),
@@ -195,13 +203,28 @@ fn force_new_cluster(
     Ok(members)
 }
 
+/// Where [`restore`]'s records go, one at a time: table, key, value (borrowed for the call).
+pub type RestorePut<'f> = dyn FnMut(Table, &[u8], &[u8]) -> Result<(), StorageError> + 'f;
+
+/// A restore commits every this many bytes of keys and values: LMDB (without `WRITEMAP`)
+/// holds a write transaction's pages in memory until it commits, each large value's overflow
+/// pages included, so one commit would hold the whole snapshot.
+const RESTORE_BATCH_BYTES: usize = 64 << 20;
+
 /// Makes `cfg.data_dir` a new member of a new cluster (the one `cfg`'s `--initial-cluster`
-/// and token describe) whose state is `records`: what a snapshot restore does. The data dir
-/// must be empty or absent. The records go in with one commit; the new cluster's members are
-/// recorded as a fresh start records them; the WAL is created last, so a crash part-way
-/// leaves a directory that is refused (not empty) rather than a member with half its state.
-/// Starting the member from it then starts the cluster from an empty log at that state.
-pub fn restore(cfg: &Config, records: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), StartError> {
+/// and token describe) whose state is the records `fill` hands to the `put` it is given, as
+/// it reads them: what a snapshot restore does. The data dir must be empty or absent. The
+/// records go into `member/snap.restoring`, a commit every [`RESTORE_BATCH_BYTES`], and the
+/// directory becomes the backend (`member/snap`) only once they are all in; the new cluster's
+/// members are recorded as a fresh start records them; the WAL is created last. So a crash
+/// part-way leaves a directory that is refused (not empty) rather than a member with half its
+/// state, and a restore that fails (`fill`'s error, a damaged file) leaves the data dir as it
+/// found it. Starting the member from it then starts the cluster from an empty log at that
+/// state.
+pub fn restore<E: std::fmt::Display>(
+    cfg: &Config,
+    fill: impl FnOnce(&mut RestorePut<'_>) -> Result<(), E>,
+) -> Result<(), StartError> {
     let not_empty = std::fs::read_dir(&cfg.data_dir)
         .map(|mut d| d.next().is_some())
         .unwrap_or(false);
@@ -211,16 +234,77 @@ pub fn restore(cfg: &Config, records: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<()
             cfg.data_dir.display().to_string()
         )));
     }
-    let (engine, snap_dir, wal_dir) = open_backend(cfg)?;
+    let existed = cfg.data_dir.exists();
+    let restored = restore_into(cfg, fill);
+    if restored.is_err() {
+        // Empty or absent before: whatever is there now is ours.
+        if existed {
+            for entry in std::fs::read_dir(&cfg.data_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(&cfg.data_dir);
+        }
+    }
+    restored
+}
+
+fn restore_into<E: std::fmt::Display>(
+    cfg: &Config,
+    fill: impl FnOnce(&mut RestorePut<'_>) -> Result<(), E>,
+) -> Result<(), StartError> {
+    let (engine, snap_dir, wal_dir) = open_backend_at(cfg, "snap.restoring")?;
     let backend_error = |e: &dyn std::fmt::Display| StartError::Backend {
         path: snap_dir.display().to_string(),
         reason: e.to_string(),
     };
-    let mut txn = engine.write().map_err(|e| backend_error(&e))?;
-    for (t, k, v) in records {
-        txn.put(*t, k, v).map_err(|e| backend_error(&e))?;
+    {
+        let mut txn: Option<Box<dyn WriteTxn + '_>> = None;
+        let mut pending = 0usize;
+        let mut failed: Option<String> = None;
+        let mut put = |t: Table, k: &[u8], v: &[u8]| -> Result<(), StorageError> {
+            let mut put_one = || -> Result<(), StorageError> {
+                let w = match &mut txn {
+                    Some(w) => w,
+                    None => txn.insert(engine.write()?),
+                };
+                w.put(t, k, v)?;
+                pending += k.len() + v.len();
+                if pending >= RESTORE_BATCH_BYTES {
+                    pending = 0;
+                    if let Some(w) = txn.take() {
+                        w.commit()?;
+                    }
+                }
+                Ok(())
+            };
+            put_one().inspect_err(|e| failed = Some(e.to_string()))
+        };
+        let filled = fill(&mut put);
+        if let Some(reason) = failed {
+            return Err(backend_error(&reason));
+        }
+        filled.map_err(|e| StartError::Runtime(e.to_string()))?;
+        if let Some(w) = txn.take() {
+            w.commit().map_err(|e| backend_error(&e))?;
+        }
     }
-    txn.commit().map_err(|e| backend_error(&e))?;
+    engine.force_sync().map_err(|e| backend_error(&e))?;
+    drop(engine);
+    let restoring = snap_dir.clone();
+    let (engine, snap_dir, _) = {
+        let snap = restoring.with_file_name("snap");
+        std::fs::rename(&restoring, &snap).map_err(|e| backend_error(&e))?;
+        open_backend(cfg)?
+    };
+    let backend_error = |e: &dyn std::fmt::Display| StartError::Backend {
+        path: snap_dir.display().to_string(),
+        reason: e.to_string(),
+    };
     let identity = MemberIdentity {
         cluster_id: cfg.cluster_id,
         member_id: cfg.member_id,

@@ -417,15 +417,12 @@ fn restore(
     let cfg = Config::try_from(flags).map_err(|e| e.to_string())?;
     let db_len = checked_len(&snapshot, skip_hash_check)?;
     let mut db = Db::open(snapshot.prefix(db_len)).map_err(|e| e.to_string())?;
-    // node::restore takes the records in a slice: each is copied once, out of the page it was
-    // read from.
-    let mut records = Vec::new();
-    replay(&mut db, bump, &mut |t, k, v| {
-        records.push((t, k.to_vec(), v.to_vec()));
-        Ok(())
+    crate::node::restore(&cfg, |put| {
+        replay(&mut db, bump, &mut |t, k, v| {
+            put(t, k, v).map_err(EtcdSnapshotError::from)
+        })
     })
     .map_err(|e| e.to_string())?;
-    crate::node::restore(&cfg, &records).map_err(|e| e.to_string())?;
     tracing::info!(
         path = %file.display(),
         data_dir = %cfg.data_dir.display(),
