@@ -21,6 +21,12 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
     /// Every record hashed is checked first, and hashed as etcd stores it: its revision key
     /// and its `KeyValue` bytes, without the checksum ([`key_record::open`]).
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, Error> {
+        self.hash_plan(revision)?.hash(self.txn)
+    }
+
+    /// What a HashKV at `revision` covers: the index is needed only for this, so a reader
+    /// beside the writer decides it under the index's lock and scans without it.
+    pub fn hash_plan(&self, revision: i64) -> Result<HashPlan, Error> {
         let current = self.rev;
         let compacted = self.compact_rev;
         if revision > 0 && revision <= compacted {
@@ -30,11 +36,32 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
             return Err(EtcdError::FutureRevision.into());
         }
         let rev = if revision <= 0 { current } else { revision };
-        let keep = self.index.keep(rev);
-        let upper = Revision::new(rev.saturating_add(1), 0).to_bytes(false);
+        Ok(HashPlan {
+            rev,
+            current,
+            compacted,
+            keep: self.index.keep(rev),
+        })
+    }
+}
+
+/// A HashKV decided ([`View::hash_plan`]), to be run over a read transaction.
+pub(crate) struct HashPlan {
+    rev: i64,
+    current: i64,
+    compacted: i64,
+    /// The revisions at or below the compaction that still count (etcd's `keep`).
+    keep: std::collections::HashSet<Revision>,
+}
+
+impl HashPlan {
+    /// Hashes the records `txn` holds up to the plan's revision.
+    pub fn hash<R: ReadTxn + ?Sized>(&self, txn: &R) -> Result<HashKvResult, Error> {
+        let (compacted, keep) = (self.compacted, &self.keep);
+        let upper = Revision::new(self.rev.saturating_add(1), 0).to_bytes(false);
         let mut crc = crc32c::crc32c(b"key");
         let mut damaged = None;
-        self.txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
+        txn.scan(Table::Key, &[], Some(&upper), &mut |k, v| {
             let counts = match Revision::from_bytes(k) {
                 Some((r, tombstone)) => {
                     (r.main > compacted || keep.is_empty() || keep.contains(&r))
@@ -62,7 +89,7 @@ impl<R: ReadTxn + ?Sized> View<'_, R> {
         Ok(HashKvResult {
             hash: crc,
             compact_revision: compacted,
-            revision: current,
+            revision: self.current,
         })
     }
 }

@@ -942,6 +942,12 @@ impl SharedIndex {
     pub fn write(&self) -> RwLockWriteGuard<'_, TreeIndex> {
         self.0.write().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Whether the writer could take its lock now (tests: is a reader holding it?).
+    #[cfg(test)]
+    pub fn writable_now(&self) -> bool {
+        self.0.try_write().is_ok()
+    }
 }
 
 #[cfg(test)]

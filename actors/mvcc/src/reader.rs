@@ -13,7 +13,9 @@
 
 use actcd_types::EtcdError;
 use actcd_types::msg::{HashKv, HashKvResult, History, HistoryChunk, Range, ReadTxn};
-use actix::{Actor, Addr, Arbiter, Context, Handler};
+use actix::{
+    Actor, ActorFutureExt, Addr, Arbiter, Context, Handler, ResponseActFuture, WrapFuture,
+};
 
 use crate::view::ReadViews;
 
@@ -67,15 +69,20 @@ impl Handler<ReadTxn> for MvccReader {
     }
 }
 
+/// Hashes on a blocking thread: the scan reads the whole key table (seconds on a large
+/// store), and this reader may share its thread with the write path.
 impl Handler<HashKv> for MvccReader {
-    type Result = Result<HashKvResult, EtcdError>;
+    type Result = ResponseActFuture<Self, Result<HashKvResult, EtcdError>>;
 
     fn handle(&mut self, msg: HashKv, _: &mut Self::Context) -> Self::Result {
         let _timer = self.meter.start("HashKv");
         let started = std::time::Instant::now();
-        let answer = self.views.hash_kv(msg.revision);
-        self.hash_rev.observe(started.elapsed().as_secs_f64());
-        answer
+        let views = self.views.clone();
+        let hashed = tokio::task::spawn_blocking(move || views.hash_kv(msg.revision));
+        Box::pin(hashed.into_actor(self).map(move |answer, act, _| {
+            act.hash_rev.observe(started.elapsed().as_secs_f64());
+            answer.map_err(|e| EtcdError::internal(format!("mvcc: hash: {e}")))?
+        }))
     }
 }
 

@@ -240,8 +240,23 @@ impl ReadView {
     }
 
     /// HashKV reads every record up to `revision`: the pages it mapped are let go after.
+    /// The index's lock is held only while deciding which revisions count, not for the scan
+    /// (seconds on a large store): applies, which take it to write, go on meanwhile.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKvResult, EtcdError> {
-        let hash = self.read("hash", |v| v.hash_kv(revision));
+        let hash = self.over_new_txn(|over| {
+            let plan = {
+                let index = self.index.read();
+                View {
+                    compact_rev: self.compact_rev.max(index.compacted()),
+                    index: &index,
+                    txn: over,
+                    rev: self.rev,
+                    concurrent: true,
+                }
+                .hash_plan(revision)
+            };
+            checked(&self.damage, plan.and_then(|p| p.hash(over)), "hash")
+        });
         self.engine.release_scanned_pages();
         hash
     }

@@ -7,7 +7,7 @@ use actcd_proto::actcdpb::InternalRaftRequest;
 use actcd_proto::etcdserverpb::response_op::Response;
 use actcd_proto::etcdserverpb::{PutRequest, RangeRequest, TxnRequest};
 use actcd_proto::etcdserverpb::{RequestOp, request_op::Request};
-use actcd_types::storage::MemEngine;
+use actcd_types::storage::{MemEngine, ReadEngine, ReadTxn, ScanFn, StorageResult, Table};
 use actcd_types::{EtcdError, MemberIdentity};
 
 use super::*;
@@ -179,4 +179,89 @@ impl ReadViews {
         }
         answer.map(|mut r| r.kvs.pop().map(|kv| kv.value).unwrap_or_default())
     }
+}
+
+/// A read engine whose `key` scans stop at a gate until the test opens it: a hash caught in
+/// the middle of its scan.
+struct Gated {
+    inner: Arc<dyn ReadEngine>,
+    scanning: std::sync::mpsc::SyncSender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+struct GatedTxn<'a> {
+    inner: Box<dyn ReadTxn + 'a>,
+    gate: &'a Gated,
+}
+
+impl ReadTxn for GatedTxn<'_> {
+    fn get(&self, table: Table, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        self.inner.get(table, key)
+    }
+
+    fn scan(
+        &self,
+        table: Table,
+        from: &[u8],
+        to: Option<&[u8]>,
+        f: &mut ScanFn<'_>,
+    ) -> StorageResult<()> {
+        if table == Table::Key {
+            let _ = self.gate.scanning.send(());
+            let _ = self.gate.go.lock().unwrap().recv();
+        }
+        self.inner.scan(table, from, to, f)
+    }
+}
+
+impl ReadEngine for Gated {
+    fn begin_read(&self) -> StorageResult<Box<dyn ReadTxn + '_>> {
+        Ok(Box::new(GatedTxn {
+            inner: self.inner.begin_read()?,
+            gate: self,
+        }))
+    }
+
+    fn begin_read_owned(self: Arc<Self>) -> StorageResult<Box<dyn ReadTxn + Send>> {
+        Arc::clone(&self.inner).begin_read_owned()
+    }
+
+    fn usage(&self) -> StorageResult<(u64, u64)> {
+        self.inner.usage()
+    }
+}
+
+/// A hash reads the whole key table (seconds on a large store): it holds the index's lock only
+/// while it decides which revisions count, so the writer, which takes that lock for every
+/// batch, goes on while it scans.
+#[test]
+fn a_hash_scans_without_holding_the_index() {
+    let mut store = buffered();
+    apply(&mut store, 2, vec![put("a", "1"), put("b", "2")]);
+    store.commit().unwrap();
+    let mut view = store.read_view();
+    let (scanning, scanned) = std::sync::mpsc::sync_channel(0);
+    let (go, gate) = std::sync::mpsc::channel();
+    view.engine = Arc::new(Gated {
+        inner: Arc::clone(&view.engine),
+        scanning,
+        go: std::sync::Mutex::new(gate),
+    });
+    let view = Arc::new(view);
+    let hashing = {
+        let view = Arc::clone(&view);
+        std::thread::spawn(move || view.hash_kv(0))
+    };
+    scanned.recv().unwrap();
+    assert!(
+        view.index.writable_now(),
+        "the hash holds the index's lock while it scans"
+    );
+    go.send(()).unwrap();
+    let hash = hashing.join().unwrap().unwrap();
+    assert_eq!(
+        hash,
+        store.hash_kv(0).unwrap(),
+        "the same hash as the store's own"
+    );
 }
