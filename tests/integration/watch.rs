@@ -409,3 +409,66 @@ async fn one_crowded_stream_falls_back_to_history_without_losing_events() {
     }
     expect_every_put(&mut w, WATCHERS, &revs).await;
 }
+
+/// Issue 28 part 4: clients that stop reading their watch streams hold back neither the writes
+/// nor anyone else's watchers (their forwarding waits for room before it takes its turn at the
+/// front, `Pipeline::watch_turn`), and once they read again they get every event, in order,
+/// from history.
+#[tokio::test]
+async fn watch_clients_that_stop_reading_hold_back_neither_writes_nor_other_watchers() {
+    const STALLED: usize = 2;
+    const WATCHERS: usize = 20;
+    const PUTS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path());
+    let mut c = srv.client().await;
+    // Each stalled client on a connection of its own, as another process would be.
+    let mut stalled = Vec::new();
+    for _ in 0..STALLED {
+        let mut sc = srv.client().await;
+        let mut w = sc
+            .watch("big/", Some(WatchOptions::new().with_prefix()))
+            .await
+            .unwrap();
+        for _ in 1..WATCHERS {
+            w.watch("big/", Some(WatchOptions::new().with_prefix()))
+                .await
+                .unwrap();
+        }
+        let mut created = 0;
+        while created < WATCHERS {
+            if next(&mut w).await.created() {
+                created += 1;
+            }
+        }
+        stalled.push((sc, w));
+    }
+    let mut reader = srv.client().await;
+    let mut live = reader
+        .watch("big/", Some(WatchOptions::new().with_prefix()))
+        .await
+        .unwrap();
+    assert!(next(&mut live).await.created());
+    // 200 values of 16 KiB to 20 watchers: 64 MiB a stalled stream does not read, far past what
+    // its socket, HTTP/2 window and queues hold.
+    let writes = async {
+        let mut revs = Vec::new();
+        for i in 0..PUTS {
+            let r = c
+                .put(format!("big/{i:04}"), vec![b'v'; 16 << 10], None)
+                .await
+                .unwrap();
+            revs.push(r.header().unwrap().revision());
+        }
+        revs
+    };
+    let revs = tokio::time::timeout(std::time::Duration::from_secs(120), writes)
+        .await
+        .expect("writes held back by watch clients that do not read");
+    // The reading client hears of every put while the others still do not read.
+    expect_every_put(&mut live, 1, &revs).await;
+    // Reading again, the stalled clients get everything, from history where it was dropped.
+    for (_, w) in &mut stalled {
+        expect_every_put(w, WATCHERS, &revs).await;
+    }
+}

@@ -45,8 +45,12 @@ impl StreamSink for mpsc::Sender<StreamResponse> {
         })
     }
 
-    fn has_room(&self) -> bool {
-        self.capacity() > 0
+    fn room(&self) -> usize {
+        mpsc::Sender::capacity(self)
+    }
+
+    fn capacity(&self) -> usize {
+        self.max_capacity()
     }
 }
 

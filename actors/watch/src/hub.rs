@@ -36,8 +36,14 @@ pub enum SendError {
 /// Where a stream's responses go: a bounded queue the hub fills without waiting.
 pub trait StreamSink {
     fn try_send(&mut self, response: StreamResponse) -> Result<(), SendError>;
+    /// How many more responses would fit now.
+    fn room(&self) -> usize;
+    /// How many responses the queue holds when full.
+    fn capacity(&self) -> usize;
     /// Whether at least one more response would fit now.
-    fn has_room(&self) -> bool;
+    fn has_room(&self) -> bool {
+        self.room() > 0
+    }
 }
 
 /// Tunables, etcd's defaults.
@@ -133,6 +139,9 @@ struct Stream<S> {
     /// stream takes no event response (its watchers become victims instead).
     backlog: VecDeque<StreamResponse>,
     victims: BTreeSet<Handle>,
+    /// Where the next retry starts taking victims back, so that under lasting overload every
+    /// victim gets its turn (taken in handle order from here, wrapping around).
+    retry_from: Handle,
     closed: bool,
 }
 
@@ -211,6 +220,7 @@ impl<S: StreamSink> WatchHub<S> {
                 next_id: 0,
                 backlog: VecDeque::new(),
                 victims: BTreeSet::new(),
+                retry_from: 0,
                 closed: false,
             },
         );
@@ -365,8 +375,29 @@ impl<S: StreamSink> WatchHub<S> {
             if !st.backlog.is_empty() || !st.sink.has_room() {
                 continue;
             }
-            let victims = std::mem::take(&mut st.victims);
-            for h in victims {
+            // Only as many victims as the queue has room for go back to catching up (each will
+            // be sent at least one response), and only once the queue has drained a quarter
+            // (or has room for them all): taking every victim back whenever one slot was free
+            // moved 100,000 watchers between groups every retry, for the next read to find
+            // their queues full again and make them victims once more.
+            let room = st.sink.room();
+            if room < st.victims.len() && room < st.sink.capacity().div_ceil(4) {
+                continue;
+            }
+            let from = st.retry_from;
+            let back: Vec<Handle> = st
+                .victims
+                .range(from..)
+                .chain(st.victims.range(..from))
+                .copied()
+                .take(room)
+                .collect();
+            for h in &back {
+                st.victims.remove(h);
+            }
+            st.retry_from = back.last().map_or(0, |h| h.wrapping_add(1));
+            let done = st.victims.is_empty();
+            for h in back {
                 let ahead = self.watchers[&h].min_rev > self.current_rev;
                 self.set_state(
                     h,
@@ -376,6 +407,9 @@ impl<S: StreamSink> WatchHub<S> {
                         State::Unsynced
                     },
                 );
+            }
+            if !done {
+                continue;
             }
             self.busy.remove(&sid);
         }

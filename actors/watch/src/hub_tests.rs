@@ -66,9 +66,13 @@ impl StreamSink for TestSink {
         Ok(())
     }
 
-    fn has_room(&self) -> bool {
+    fn room(&self) -> usize {
         let s = self.0.borrow();
-        s.queue.len() < s.cap
+        s.cap.saturating_sub(s.queue.len())
+    }
+
+    fn capacity(&self) -> usize {
+        self.0.borrow().cap
     }
 }
 
@@ -814,6 +818,60 @@ fn a_full_stream_makes_victims_that_catch_up_later_without_loss() {
             "id=1 rev=7 put:k@7",
         ]
     );
+}
+
+#[test]
+fn a_retry_takes_back_only_the_victims_the_queue_has_room_for() {
+    let mut f = Fixture::new(0);
+    let (s, sink) = f.open(8);
+    for _ in 0..20 {
+        f.request(s, req_create(create("k", "")));
+    }
+    // Eight created answers fill the queue; the other twelve wait in the backlog.
+    let mut created = 0;
+    while f.hub.needs_retry() || created == 0 {
+        created += sink.drain().len();
+        f.hub.retry_victims();
+    }
+    created += sink.drain().len();
+    assert_eq!(created, 20, "every watcher is created");
+    // The queue takes eight events; the twelve other watchers become victims.
+    f.write(vec![put("k", 1)]);
+    assert_eq!(f.hub.stats().victims, 12);
+    let mut seen: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    let mut record = |rs: Vec<StreamResponse>| {
+        for r in rs.into_iter().map(StreamResponse::into_response) {
+            let revs = r.events.iter().map(|e| e.kv.as_ref().unwrap().mod_revision);
+            seen.entry(r.watch_id).or_default().extend(revs);
+        }
+    };
+    let read = |n: usize| {
+        let mut q = sink.0.borrow_mut();
+        let n = n.min(q.queue.len());
+        q.queue.drain(..n).collect::<Vec<_>>()
+    };
+    // One free slot is not worth a retry: nobody is taken back (all twelve were, before).
+    record(read(1));
+    f.hub.retry_victims();
+    f.serve_reads();
+    assert_eq!(f.hub.stats().victims, 12);
+    // Room for a quarter of the queue: two are taken back, and sent what they missed.
+    record(read(1));
+    f.hub.retry_victims();
+    f.serve_reads();
+    assert_eq!(f.hub.stats().victims, 10);
+    // Read and retried until nobody waits: every watcher saw revision 1, once.
+    let mut rounds = 0;
+    while f.hub.needs_retry() {
+        record(read(usize::MAX));
+        f.hub.retry_victims();
+        f.serve_reads();
+        rounds += 1;
+        assert!(rounds < 10, "the victims never caught up");
+    }
+    record(read(usize::MAX));
+    assert_eq!(seen.len(), 20);
+    assert!(seen.values().all(|revs| revs == &[1]), "{seen:?}");
 }
 
 #[test]

@@ -34,8 +34,10 @@
 //!   that arrive by `Notify` while the read is in flight go only to synced watchers and are
 //!   picked up by the next read, so there is no gap and no duplicate.
 //! - **victims**: their stream's queue was full when they had something to send. They keep only
-//!   the revision they are at, not events; on a retry, once the stream has room, they go back
-//!   to unsynced and re-read what they missed.
+//!   the revision they are at, not events; on a retry, as many as the stream has room for go
+//!   back to unsynced and re-read what they missed, in turn (taken round the stream's victims
+//!   from where the last retry stopped), and only once a quarter of the queue is free or it has
+//!   room for them all: a victim taken back is one that can be sent something.
 //! - **compacted**: their next revision was compacted away; they were sent
 //!   `canceled` + `compact_revision` and get nothing more, but (as in etcd) their id stays taken
 //!   until the client cancels it.

@@ -410,6 +410,21 @@ struct WatchArgs {
     /// latency figures count the measured puts' events only.
     #[arg(long, default_value_t = 0, value_name = "N")]
     history: u64,
+    /// The watch streams get connections of their own, N of them (0: they share the puts'
+    /// --conns), and a thread of their own at the lowest priority (nice 19), as watchers in
+    /// other processes than the writers: the puts' latency is then the server's, not the time
+    /// the puts' answers wait behind this process decoding millions of events.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    watch_conns: usize,
+    /// Watch clients that stop reading once their watchers exist (slow consumers): their
+    /// streams stay open, unread, until the run ends, and are not checked.
+    #[arg(long)]
+    stall: bool,
+    /// Accept a watcher that received only the first part of its events (in order, no
+    /// duplicate): for runs whose fan-out no client could read in time. `delivered` says how
+    /// much arrived.
+    #[arg(long)]
+    partial: bool,
 }
 
 fn main() -> ExitCode {
@@ -590,6 +605,20 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                 sample: args.sample,
                 drain_timeout: args.drain_timeout,
                 history: args.history,
+                stall: args.stall,
+                partial: args.partial,
+            };
+            let watch_side = match args.watch_conns {
+                0 => None,
+                conns => Some(
+                    watch::WatchSide::connect(ConnOpts {
+                        endpoints: g.endpoints.clone(),
+                        conns,
+                        user: g.user.clone(),
+                        password: g.password.clone(),
+                    })
+                    .await?,
+                ),
             };
             let put_plan = Plan {
                 total: args
@@ -599,7 +628,7 @@ async fn run(cli: Cli) -> Result<Option<Report>, BenchError> {
                 duration: g.duration,
                 rate: args.put_rate,
             };
-            watch::latency(&pool, &opts, put_plan).await?
+            watch::latency(&pool, watch_side, &opts, put_plan).await?
         }
         Command::Authenticate => {
             let credentials = load::credentials(g.user.as_deref(), g.password.as_deref());

@@ -75,6 +75,10 @@ pub struct WatchOpts {
     pub drain_timeout: Duration,
     /// Puts written before the watchers are created at the first of them (`--history`).
     pub history: u64,
+    /// Watch clients stop reading once their watchers exist (`--stall`).
+    pub stall: bool,
+    /// A watcher may have received only the first part of its events (`--partial`).
+    pub partial: bool,
 }
 
 /// The first way a watcher's deliveries differ from the puts to its key.
@@ -134,6 +138,15 @@ pub fn check_delivery(expected: &[i64], observed: &[i64]) -> Result<(), Violatio
         return Err(Violation::Gap { missing });
     }
     Ok(())
+}
+
+/// Checks that `observed` is the first part of `expected`: ascending, no duplicate, nothing
+/// skipped (`--partial`).
+pub fn check_partial(expected: &[i64], observed: &[i64]) -> Result<(), Violation> {
+    match check_delivery(expected, observed) {
+        Err(Violation::Gap { missing }) if observed.last().is_none_or(|&l| missing > l) => Ok(()),
+        other => other,
+    }
 }
 
 /// Told to the readers once the puts are done.
@@ -388,7 +401,65 @@ impl Worker for StampedPut {
     }
 }
 
-pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report, BenchError> {
+/// The watchers' side of a run with `--watch-conns`: connections of its own, served (and their
+/// events decoded) on a runtime of its own, one thread at nice 19.
+pub struct WatchSide {
+    pool: Pool,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl WatchSide {
+    pub async fn connect(opts: crate::load::ConnOpts) -> Result<WatchSide, BenchError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("watchers")
+            .on_thread_start(|| {
+                // SAFETY: setpriority on the calling thread (PRIO_PROCESS with a thread id is
+                // Linux's per-thread niceness); no memory is passed.
+                #[cfg(target_os = "linux")]
+                #[allow(unsafe_code)]
+                unsafe {
+                    let tid = libc::gettid() as libc::id_t;
+                    libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+                }
+            })
+            .enable_all()
+            .build()
+            .map_err(|e| BenchError::Setup(format!("watchers' runtime: {e}")))?;
+        // The connections' tasks run where they are made.
+        let pool = runtime
+            .spawn(async move { Pool::connect(&opts).await })
+            .await
+            .map_err(|e| BenchError::Setup(format!("watchers' connections: {e}")))??;
+        Ok(WatchSide { pool, runtime })
+    }
+}
+
+pub async fn latency(
+    pool: &Pool,
+    watch_side: Option<WatchSide>,
+    opts: &WatchOpts,
+    plan: Plan,
+) -> Result<Report, BenchError> {
+    let handle = tokio::runtime::Handle::current();
+    let (watch_pool, watch_rt) = match &watch_side {
+        Some(side) => (&side.pool, side.runtime.handle().clone()),
+        None => (pool, handle),
+    };
+    let report = run(pool, watch_pool, &watch_rt, opts, plan).await;
+    if let Some(side) = watch_side {
+        side.runtime.shutdown_background();
+    }
+    report
+}
+
+async fn run(
+    pool: &Pool,
+    watch_pool: &Pool,
+    watch_rt: &tokio::runtime::Handle,
+    opts: &WatchOpts,
+    plan: Plan,
+) -> Result<Report, BenchError> {
     if opts.watchers == 0 || opts.streams == 0 || opts.watch_keys == 0 {
         return Err(BenchError::Usage(
             "--watchers, --streams and --watch-keys must be positive".into(),
@@ -454,8 +525,8 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
     let (finish_tx, finish_rx) = signal::channel(None);
     let opened = futures::future::try_join_all((0..streams).map(|s| {
         let watchers: Vec<usize> = (s..opts.watchers).step_by(streams).collect();
-        tokio::spawn(open_stream(
-            pool.conn(s).clone(),
+        watch_rt.spawn(open_stream(
+            watch_pool.conn(s).clone(),
             targets.clone(),
             watchers,
             opts.sample,
@@ -471,16 +542,15 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         setup.as_secs_f64()
     );
     let mut readers = Vec::with_capacity(streams);
+    let mut stalled = Vec::new();
     for stream in opened {
         let (tx, inbound, ids, sw) = stream?;
-        readers.push(tokio::spawn(read_events(
-            tx,
-            inbound,
-            ids,
-            sw,
-            base,
-            finish_rx.clone(),
-        )));
+        if opts.stall {
+            // Held open, never read, until the run ends.
+            stalled.push((tx, inbound));
+            continue;
+        }
+        readers.push(watch_rt.spawn(read_events(tx, inbound, ids, sw, base, finish_rx.clone())));
     }
 
     let (puts, workers) = load::drive("watch-latency", put_workers(), plan).await;
@@ -516,12 +586,18 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
         for (slot, seen) in sw.observed.iter().enumerate() {
             delivered += seen.len();
             wanted += expected[sw.keys[slot]].len();
-            if let Err(v) = check_delivery(&expected[sw.keys[slot]], seen) {
+            let check = if opts.partial {
+                check_partial
+            } else {
+                check_delivery
+            };
+            if let Err(v) = check(&expected[sw.keys[slot]], seen) {
                 violations.push(format!("watcher {}: {v}", sw.watchers[slot]));
             }
         }
     }
 
+    drop(stalled);
     let events = lats.len();
     let put_stats = Stats::new(puts.all(), puts.elapsed);
     let mut report = Report::new("watch-latency", Stats::new(lats, puts.elapsed), puts.errors);
@@ -563,6 +639,8 @@ pub async fn latency(pool: &Pool, opts: &WatchOpts, plan: Plan) -> Result<Report
     report.extra.insert("expected".into(), wanted.into());
     report.extra.insert("prefix".into(), opts.prefix.into());
     report.extra.insert("history".into(), opts.history.into());
+    report.extra.insert("stall".into(), opts.stall.into());
+    report.extra.insert("partial".into(), opts.partial.into());
     report
         .extra
         .insert("sample".into(), opts.sample.max(1).into());
@@ -717,5 +795,25 @@ mod tests {
         on_response(&mut sw, &ids, base, resp_of(&[13, 14]));
         assert_eq!(sw.observed, [vec![10, 11, 12, 13, 14]]);
         assert_eq!(sw.lats.len(), 3, "only 14 is timed");
+    }
+
+    #[test]
+    fn a_partial_delivery_is_a_prefix() {
+        let expected = [3, 5, 9];
+        assert_eq!(check_partial(&expected, &[]), Ok(()));
+        assert_eq!(check_partial(&expected, &[3, 5]), Ok(()));
+        assert_eq!(check_partial(&expected, &[3, 5, 9]), Ok(()));
+        assert_eq!(
+            check_partial(&expected, &[3, 9]),
+            Err(Violation::Gap { missing: 5 })
+        );
+        assert_eq!(
+            check_partial(&expected, &[5]),
+            Err(Violation::Gap { missing: 3 })
+        );
+        assert_eq!(
+            check_partial(&expected, &[3, 3]),
+            Err(Violation::Duplicate { revision: 3 })
+        );
     }
 }

@@ -59,7 +59,12 @@ pub struct Pipeline {
     pub counters: Arc<crate::metrics::FrontCounters>,
     /// When the member started: RFC 3339 and the instant (`/v2/stats/self`).
     started: (String, std::time::Instant),
+    /// Turns at forwarding watch responses: see [`Self::watch_turn`].
+    watch_turns: tokio::sync::Semaphore,
 }
+
+/// Watch streams forwarding at once (see [`Pipeline::watch_turn`]).
+const WATCH_TURNS: usize = 1;
 
 /// How old a header [`Pipeline::recent_header`] may hand out.
 const RECENT_HEADER_AGE: Duration = Duration::from_millis(10);
@@ -89,7 +94,20 @@ impl Pipeline {
                 ),
                 std::time::Instant::now(),
             ),
+            watch_turns: tokio::sync::Semaphore::new(WATCH_TURNS),
         })
+    }
+
+    /// A turn at forwarding a batch of watch responses. Every stream's forwarding task takes
+    /// one, first come first served, so the watch streams together add at most one batch to a
+    /// round of the front's scheduler however many of them have responses waiting: the work of
+    /// requests (a put's hops through the front) waits behind one batch, not behind every
+    /// stream's (etcd #22264: fan-out holding writes).
+    pub async fn watch_turn(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.watch_turns
+            .acquire()
+            .await
+            .expect("the watch turns are never closed")
     }
 
     /// When the member started.
