@@ -36,12 +36,7 @@ for round in $(seq "$rounds"); do
       bin=$etcd
       [ "$sys" = actcd ] && bin=$actcd
       rm -rf "$work/data"
-      "$bin" --name m --data-dir "$work/data" \
-        --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
-        --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-        --initial-cluster "m=http://127.0.0.1:$peer" --quota-backend-bytes 8589934592 \
-        >"$work/$sys.log" 2>&1 &
-      pid=$!
+      start_member "$bin" "$work/data" "$port" "$peer" "$work/$sys.log"
       sleep 3
       "$bench" --endpoints "127.0.0.1:$port" --conns 10 --clients 100 --duration 60s \
         put --val-size "$val" >"$work/put.txt" 2>&1 &

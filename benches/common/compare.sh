@@ -14,3 +14,17 @@ ctl="${ETCDCTL_BIN:-$distro/etcdbin/etcdctl}"
 for b in "$bench" "$actcd" "$etcd" "$ctl"; do
   [ -x "$b" ] || { echo "missing $b" >&2; exit 2; }
 done
+
+# start_member BIN DATA_DIR PORT PEER_PORT LOG [WRAPPER...]: one member of a cluster of its own
+# on 127.0.0.1, with an 8 GiB backend quota, in the background (run through WRAPPER, e.g.
+# `taskset -c 0`, when given); its pid in $pid.
+start_member() {
+  local bin=$1 data=$2 port=$3 peer=$4 log=$5
+  shift 5
+  "$@" "$bin" --name m --data-dir "$data" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "m=http://127.0.0.1:$peer" --quota-backend-bytes 8589934592 \
+    >"$log" 2>&1 &
+  pid=$!
+}

@@ -29,7 +29,7 @@
 //!   value read from the store. The gRPC method is served by a route of its own
 //!   (`grpc/watch_route.rs`) whose codec writes the events the hub shares among watchers from the
 //!   one shared copy, not a copy per watcher; the JSON gateway gets whole `WatchResponse`s.
-//!   The streams take turns (`Pipeline::watch_turn`): one batch of at most 32 responses is
+//!   The streams take turns (`Pipeline::watch_turn`): one batch of at most 8 responses is
 //!   forwarded at a time however many streams have some waiting, so a put's hops through the
 //!   front wait behind one batch, not behind every stream's; a stream waits for room in its
 //!   client's queue before it takes its turn, so a client that stops reading holds up nobody.

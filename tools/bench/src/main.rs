@@ -411,7 +411,7 @@ struct WatchArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     history: u64,
     /// The watch streams get connections of their own, N of them (0: they share the puts'
-    /// --conns), and a thread of their own at the lowest priority (nice 19), as watchers in
+    /// --conns), and a thread of their own at the lowest priority (`SCHED_IDLE`), as watchers in
     /// other processes than the writers: the puts' latency is then the server's, not the time
     /// the puts' answers wait behind this process decoding millions of events.
     #[arg(long, default_value_t = 0, value_name = "N")]

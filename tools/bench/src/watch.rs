@@ -402,7 +402,8 @@ impl Worker for StampedPut {
 }
 
 /// The watchers' side of a run with `--watch-conns`: connections of its own, served (and their
-/// events decoded) on a runtime of its own, one thread at nice 19.
+/// events decoded) on a runtime of its own, one thread that runs only when nothing else of the
+/// machine's wants its core (`SCHED_IDLE`; nice 19 where that is refused).
 pub struct WatchSide {
     pool: Pool,
     runtime: tokio::runtime::Runtime,
@@ -414,13 +415,15 @@ impl WatchSide {
             .worker_threads(1)
             .thread_name("watchers")
             .on_thread_start(|| {
-                // SAFETY: setpriority on the calling thread (PRIO_PROCESS with a thread id is
-                // Linux's per-thread niceness); no memory is passed.
+                // SAFETY: scheduling calls on the calling thread only (pid 0 and a thread id
+                // are Linux's per-thread forms); `param` outlives the call.
                 #[cfg(target_os = "linux")]
                 #[allow(unsafe_code)]
                 unsafe {
                     let tid = libc::gettid() as libc::id_t;
                     libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+                    let param = libc::sched_param { sched_priority: 0 };
+                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
                 }
             })
             .enable_all()
