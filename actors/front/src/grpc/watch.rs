@@ -119,15 +119,18 @@ async fn forward<T: From<WatchOut>>(
     responses: &mut mpsc::Receiver<StreamResponse>,
     tx: &mpsc::Sender<Result<T, Status>>,
 ) -> Result<Option<StreamResponse>, ()> {
-    let mut slot = Some(tx.reserve().await.map_err(|_| ())?);
-    let _turn = p.watch_turn().await;
+    let room = tx.reserve().await.map_err(|_| ())?;
+    // Looked up before the turn: a refresh asks the raft node, and no other stream need wait
+    // for that.
     let header = match p.recent_header().await {
         Ok(h) => h,
         Err(e) => {
-            let _ = tx.send(Err(e.to_status())).await;
+            room.send(Err(e.to_status()));
             return Err(());
         }
     };
+    let mut slot = Some(room);
+    let _turn = p.watch_turn().await;
     let mut next = Some(first);
     let mut sent = 0;
     while let Some(out) = next.take() {
