@@ -2319,10 +2319,13 @@ async fn checkpoint(
             _ => {}
         }
         last = format!("put {put:?}, get {get:?}, sentinel {sent:?}");
-        let nospace = put
-            .as_ref()
-            .err()
-            .is_some_and(|s| s.message().contains("database space exceeded"));
+        // NOSPACE refuses the put; CORRUPT ("corrupt cluster") every request.
+        let alarmed = [put.as_ref().err(), get.as_ref().err()].iter().any(|e| {
+            e.is_some_and(|s| {
+                s.message().contains("database space exceeded")
+                    || s.message().contains("corrupt cluster")
+            })
+        });
         let refused = [&put.err(), &get.err(), &sent.err()].iter().any(|e| {
             e.as_ref().is_some_and(|s| {
                 s.code() == tonic::Code::Unauthenticated || s.message().contains("token")
@@ -2333,10 +2336,10 @@ async fn checkpoint(
             .unwrap_or_else(|p| p.into_inner())
             .root
             .is_some();
-        // A random Alarm call of the open phase's stream may have raised NOSPACE
-        // between two upkeep rounds: disarm it and try again. In the auth phase
+        // A random Alarm call of the open phase's stream may have raised NOSPACE or
+        // CORRUPT between two upkeep rounds: disarm it and try again. In the auth phase
         // only root may raise one, so there it is a violation.
-        if attempt == 0 && nospace {
+        if attempt == 0 && alarmed {
             let disarmed = disarm(&mut maintenance(url, tokens)).await;
             if rooted && disarmed > 0 {
                 return Err(format!(
