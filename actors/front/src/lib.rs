@@ -33,6 +33,9 @@
 //!   forwarded at a time however many streams have some waiting, so a put's hops through the
 //!   front wait behind one batch, not behind every stream's; a stream waits for room in its
 //!   client's queue before it takes its turn, so a client that stops reading holds up nobody.
+//!   Every 10 ms a turn first yields to the writes (a round trip through the raft node and the
+//!   store, which brings the header), so watch output falls behind a busy write path and its
+//!   watchers catch up from history in bulk, rather than taking the core from the writes.
 //! - Maintenance `Status`/`HashKV` read the raft node and the store, and Status's `errors` (and
 //!   `/health`) the applier's alarms (`GetAlarms`); `Alarm` goes through the log; `MoveLeader` asks
 //!   the raft node to transfer leadership and waits until the target leads.

@@ -120,9 +120,8 @@ async fn forward<T: From<WatchOut>>(
     tx: &mpsc::Sender<Result<T, Status>>,
 ) -> Result<Option<StreamResponse>, ()> {
     let room = tx.reserve().await.map_err(|_| ())?;
-    // Looked up before the turn: a refresh asks the raft node, and no other stream need wait
-    // for that.
-    let header = match p.recent_header().await {
+    let (_turn, header) = p.watch_turn().await;
+    let header = match header {
         Ok(h) => h,
         Err(e) => {
             room.send(Err(e.to_status()));
@@ -130,7 +129,6 @@ async fn forward<T: From<WatchOut>>(
         }
     };
     let mut slot = Some(room);
-    let _turn = p.watch_turn().await;
     let mut next = Some(first);
     let mut sent = 0;
     while let Some(out) = next.take() {
