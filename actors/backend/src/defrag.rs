@@ -176,12 +176,8 @@ impl LmdbEngine {
         let data = dir.join(DATA_FILE);
         let copy = |e: std::io::Error| BackendError::copy(data.clone(), e);
         let generation = self.generation()?;
-        let mut file = fs::File::options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&data)
-            .map_err(copy)?;
+        // 0600, as the file it replaces (and as bbolt's defragmentation creates its copy).
+        let mut file = actcd_types::private_fs::create_private_file(&data, true).map_err(copy)?;
         copy_paced(&generation.env, &mut file).map_err(|e| match e {
             PacedCopyError::Io(e) => copy(e),
             PacedCopyError::Lmdb(e) => BackendError::copy(data.clone(), e),

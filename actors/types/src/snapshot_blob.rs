@@ -7,6 +7,7 @@
 //! deletes at the next start (raft sends the snapshot again).
 
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,14 +41,16 @@ impl SnapshotBlob {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(crate::private_fs::PRIVATE_FILE_MODE)
             .open(&path)?;
         Ok((Self { path }, file))
     }
 
     /// Writes `data` as a new copy at `path` (tests, and callers that hold the bytes already).
     pub fn write(path: PathBuf, data: &[u8]) -> io::Result<Self> {
-        std::fs::write(&path, data)?;
-        Self::adopt(path)
+        let (blob, mut file) = Self::create(path)?;
+        io::Write::write_all(&mut file, data)?;
+        Ok(blob)
     }
 
     pub fn path(&self) -> &Path {
@@ -181,6 +184,12 @@ mod tests {
         let (blob, mut file) = SnapshotBlob::create(path.clone()).unwrap();
         std::io::Write::write_all(&mut file, b"half").unwrap();
         assert_eq!(blob.len(), 4);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o600,
+            "a leader's copy of the key space is the member's alone"
+        );
         assert!(
             SnapshotBlob::create(path.clone()).is_err(),
             "never over another"
