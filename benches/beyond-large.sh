@@ -18,7 +18,8 @@
 #   compact    the first tenth of the keys overwritten with 1-byte values (so compaction frees
 #              a tenth of the data and defrag has something to give back), then `etcdctl
 #              compact --physical` of the newest revision: seconds.
-#   defrag     `etcdctl defrag`: seconds, DB size before and after. Needs room for a copy.
+#   defrag     `etcdctl defrag`: seconds, DB size before and after, and how long until the
+#              old file's disk space is back (the next steps wait for it). Needs room for a copy.
 #   follower   `etcdctl member add` of a second member, started empty: seconds until its
 #              endpoint status reports the leader's revision, and its peak RSS (VmHWM). Both
 #              run with --snapshot-count 2000 so the log the newcomer needs is compacted (both
@@ -143,6 +144,25 @@ status_field() { # port field
 jget() { python3 -c "import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print($2)" "$1"; }
 # Room for a copy of the database (its file size) and 2 GiB more?
 room_for() { [ "$(free_bytes)" -gt $(($1 + 2 * GIB)) ]; }
+# Waits (up to 10 minutes) until the free space under the work directory has stopped growing
+# for 3 s; prints when it last grew.
+disk_settled() {
+  local last free grew t
+  last=$(free_bytes)
+  grew=$(now)
+  for _ in $(seq 600); do
+    sleep 1
+    free=$(free_bytes)
+    t=$(now)
+    if [ "$free" -gt $((last + 64 * 1048576)) ]; then
+      last=$free
+      grew=$t
+    elif python3 -c "import sys; sys.exit(0 if $t - $grew >= 3 else 1)"; then
+      break
+    fi
+  done
+  echo "$grew"
+}
 mem_available() { echo $(($(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024)); }
 # Memory for $1 times the database ($2 bytes) and 2 GiB more?
 memory_for() { [ "$(mem_available)" -gt $(($1 * $2 + 2 * GIB)) ]; }
@@ -259,6 +279,9 @@ run_system() {
     t1=$(now)
     record "$sys" "defrag s" "$(secs "$t0" "$t1")"
     record "$sys" "DB size after defrag MiB" "$(python3 -c "print(f'{$(status_field $port "['dbSize']") / 1048576:.0f}')")"
+    # etcd deletes the old file at once; actcd gives its blocks back a slice at a time so that
+    # no WAL sync waits for one big free (docs/beyond.md): the next steps' room checks wait.
+    record "$sys" "disk space back after defrag s" "$(secs "$t1" "$(disk_settled)")"
   else
     record "$sys" "defrag s" "skipped: $(($(free_bytes) >> 20)) MiB free, a copy needs $((db >> 20)) MiB + 2 GiB"
   fi
