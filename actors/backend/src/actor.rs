@@ -51,6 +51,8 @@ pub struct BackendActor {
     /// go (`ReleasePrepared`), by id.
     prepared: HashMap<u64, DefragCopy>,
     next_prepared: u64,
+    /// When to let the data file's mapped pages go (see [`crate::rest`]).
+    at_rest: crate::rest::AtRest,
 }
 
 /// An online defragmentation: what the writer has committed since it began, and who waits for
@@ -79,6 +81,7 @@ impl BackendActor {
             defrag: None,
             prepared: HashMap::new(),
             next_prepared: 0,
+            at_rest: crate::rest::AtRest::default(),
         }
     }
 
@@ -168,6 +171,10 @@ impl BackendActor {
     }
 }
 
+/// How often the backend looks whether the member is at rest ([`crate::rest`]): the pages go
+/// back within two ticks of the last commit.
+const REST_TICK: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Actor for BackendActor {
     type Context = Context<Self>;
 
@@ -175,6 +182,13 @@ impl Actor for BackendActor {
     /// senders queue outside it.
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(65536);
+        ctx.run_interval(REST_TICK, |act, _| {
+            if act.at_rest.tick()
+                && let Err(e) = act.batch.engine().release_mapped_pages()
+            {
+                tracing::debug!(error = %e, "could not release the data file's mapped pages");
+            }
+        });
     }
 
     /// Nothing is lost by stopping uncommitted (the WAL replays it), but committing makes the
@@ -203,6 +217,7 @@ impl Handler<Commit> for BackendActor {
 
     fn handle(&mut self, msg: Commit, _: &mut Self::Context) {
         let _timer = self.meter.start("Commit");
+        self.at_rest.committed();
         let outcome = self.batch.write(&msg);
         if let Some(d) = &mut self.defrag {
             match &outcome {
