@@ -139,10 +139,15 @@ impl Pipeline {
             return (turn, Ok(header));
         }
         let header = self.header(true).await;
-        if let Ok(h) = &header
-            && let Ok(mut g) = self.watch_yield.lock()
-        {
-            *g = Some((std::time::Instant::now(), *h));
+        if let Ok(h) = &header {
+            if let Ok(mut g) = self.watch_yield.lock() {
+                *g = Some((std::time::Instant::now(), *h));
+            }
+            // The same round trip refreshes what `recent_header` hands out (keepalives), so
+            // the two do not each make one every 10 ms.
+            if let Ok(mut g) = self.recent.lock() {
+                *g = Some((now, *h));
+            }
         }
         (turn, header)
     }
