@@ -32,13 +32,11 @@ use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::EtcdError;
 use actcd_types::msg::{History, HistoryChunk, Notify};
 use actcd_watch::{
-    CloseStream, GetHubStats, HubConfig, OpenStream, StreamId, StreamResponse, WatchHubActor,
-    WatchRequestMsg,
+    CloseStream, GetHubStats, HubConfig, OpenStream, ResponseReceiver, StreamId, StreamResponse,
+    WatchHubActor, WatchRequestMsg,
 };
 use actix::{Actor, Addr, Context, Handler, System, SystemRunner};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TryRecvError;
 
 const HOT: &[u8] = b"hot";
 /// Each stream's queue: more than one notification's worth of responses on any stream here, and
@@ -99,7 +97,7 @@ fn create(key: Vec<u8>) -> WatchRequest {
 /// A hub with its streams' receiving ends.
 struct Fixture {
     hub: Addr<WatchHubActor>,
-    streams: Vec<(StreamId, mpsc::Receiver<StreamResponse>)>,
+    streams: Vec<(StreamId, ResponseReceiver)>,
     /// Watchers per stream; watcher `w` of stream `s` has id `w` and is the `s * per_stream + w`th
     /// created.
     per_stream: usize,
@@ -128,6 +126,7 @@ impl Fixture {
             let o = hub
                 .send(OpenStream {
                     capacity: STREAM_CAPACITY,
+                    max_bytes: usize::MAX,
                 })
                 .await
                 .expect("hub mailbox");
@@ -158,7 +157,7 @@ impl Fixture {
                         .expect("hub mailbox");
                 }
                 for w in chunk {
-                    let r = rx.try_recv().expect("created response").into_response();
+                    let r = rx.try_recv().expect("created response").0.into_response();
                     assert!(r.created && !r.canceled, "create refused: {r:?}");
                     assert_eq!(r.watch_id, w as i64);
                 }
@@ -190,7 +189,7 @@ impl Fixture {
 
     /// Receives one response with the event at `revision` from stream `s`.
     async fn receive(&mut self, s: usize, revision: i64) -> StreamResponse {
-        let r = self.streams[s].1.recv().await.expect("stream open");
+        let (r, _) = self.streams[s].1.recv().await.expect("stream open");
         let header = r.response.header.expect("header");
         assert_eq!(header.revision, revision);
         assert_eq!(r.event_count(), 1);
@@ -201,7 +200,7 @@ impl Fixture {
     async fn check_idle(&mut self) {
         for (stream, rx) in &mut self.streams {
             assert!(
-                matches!(rx.try_recv(), Err(TryRecvError::Empty)),
+                rx.try_recv().is_none(),
                 "stream {stream:?} holds an unexpected response"
             );
         }

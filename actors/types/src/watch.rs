@@ -5,6 +5,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use prost::Message as _;
+
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use actcd_proto::mvccpb::Event;
 use actix::Message;
@@ -51,6 +53,12 @@ impl StreamResponse {
         self.response.events.len() + self.shared.as_ref().map_or(0, |s| s.events().len())
     }
 
+    /// Its size on the wire: the message as encoded, shared events included (what a stream's
+    /// queue counts against its bytes, [`response_queue`]).
+    pub fn bytes(&self) -> usize {
+        self.response.encoded_len() + self.shared.as_ref().map_or(0, SharedEvents::wire_len)
+    }
+
     /// The whole message: the shared events copied in after its own.
     pub fn into_response(self) -> WatchResponse {
         let mut response = self.response;
@@ -79,6 +87,11 @@ impl SharedEvents {
     pub fn wire(&self) -> &[u8] {
         self.all.wire(self.start, self.end)
     }
+
+    /// How long [`Self::wire`] is, without encoding anything.
+    pub fn wire_len(&self) -> usize {
+        self.all.at[self.end] - self.all.at[self.start]
+    }
 }
 
 /// Events in revision order, shared by the responses of many watchers, with their wire form,
@@ -86,9 +99,11 @@ impl SharedEvents {
 #[derive(Debug)]
 pub struct EventRun {
     events: Vec<Event>,
-    /// Every event as `WatchResponse.events` (field 11), back to back, and where each starts
-    /// (one offset more, the end).
-    wire: OnceLock<(Vec<u8>, Vec<usize>)>,
+    /// Where each event starts in the wire form (one offset more, the end), known from the
+    /// start so that a response's size costs nothing to learn.
+    at: Vec<usize>,
+    /// Every event as `WatchResponse.events` (field 11), back to back.
+    wire: OnceLock<Vec<u8>>,
 }
 
 /// `WatchResponse.events`.
@@ -96,25 +111,30 @@ const EVENTS_TAG: u32 = 11;
 
 impl EventRun {
     pub fn new(events: Vec<Event>) -> Self {
+        let mut at = Vec::with_capacity(events.len() + 1);
+        let mut len = 0;
+        for e in &events {
+            at.push(len);
+            len += prost::encoding::message::encoded_len(EVENTS_TAG, e);
+        }
+        at.push(len);
         Self {
             events,
+            at,
             wire: OnceLock::new(),
         }
     }
 
     /// The wire form of `events[start..end]`.
     pub fn wire(&self, start: usize, end: usize) -> &[u8] {
-        let (bytes, at) = self.wire.get_or_init(|| {
-            let mut bytes = Vec::new();
-            let mut at = Vec::with_capacity(self.events.len() + 1);
+        let bytes = self.wire.get_or_init(|| {
+            let mut bytes = Vec::with_capacity(self.at[self.events.len()]);
             for e in &self.events {
-                at.push(bytes.len());
                 prost::encoding::message::encode(EVENTS_TAG, e, &mut bytes);
             }
-            at.push(bytes.len());
-            (bytes, at)
+            bytes
         });
-        &bytes[at[start]..at[end]]
+        &bytes[self.at[start]..self.at[end]]
     }
 }
 
@@ -132,12 +152,121 @@ impl PartialEq for EventRun {
     }
 }
 
-/// Open a stream for one client Watch RPC. Its responses arrive on `responses`, a queue of
-/// `capacity` (at least 1) that the hub fills without ever waiting.
+/// A stream's queue from the hub to the front, bounded twice: by responses (`capacity`) and by
+/// the bytes they come to on the wire (`max_bytes`, [`StreamResponse::bytes`]). The hub fills
+/// it without ever waiting ([`ResponseSender::try_send`]); what does not fit makes its watcher
+/// a victim. The count bounds a stream of small responses (one event for each of thousands of
+/// watchers), the bytes a stream of large ones (catch-up runs of a thousand events each), so
+/// the front is never handed more in one go than a stream can send in a moment. A response
+/// larger than `max_bytes` fits an empty queue.
+pub fn response_queue(capacity: usize, max_bytes: usize) -> (ResponseSender, ResponseReceiver) {
+    let capacity = capacity.max(1);
+    let max_bytes = u32::try_from(max_bytes.max(1)).unwrap_or(u32::MAX);
+    let (tx, rx) = mpsc::channel(capacity);
+    let bytes = Arc::new(tokio::sync::Semaphore::new(max_bytes as usize));
+    (
+        ResponseSender {
+            tx,
+            bytes: bytes.clone(),
+            max_bytes,
+        },
+        ResponseReceiver { rx, bytes },
+    )
+}
+
+/// Why [`ResponseSender::try_send`] did not queue a response.
+#[derive(Debug)]
+pub enum QueueFull {
+    /// No room (responses or bytes): here it is back.
+    Full(StreamResponse),
+    /// The front has gone.
+    Closed,
+}
+
+/// The hub's end of a [`response_queue`].
+#[derive(Debug)]
+pub struct ResponseSender {
+    tx: mpsc::Sender<(StreamResponse, u32)>,
+    /// Free bytes: taken as a response is queued, given back as the front takes it.
+    bytes: Arc<tokio::sync::Semaphore>,
+    max_bytes: u32,
+}
+
+impl ResponseSender {
+    /// Queues `response` if it fits, never waiting.
+    pub fn try_send(&self, response: StreamResponse) -> Result<(), QueueFull> {
+        let weight = u32::try_from(response.bytes())
+            .unwrap_or(u32::MAX)
+            .min(self.max_bytes);
+        let Ok(permit) = self.bytes.try_acquire_many(weight) else {
+            return if self.tx.is_closed() {
+                Err(QueueFull::Closed)
+            } else {
+                Err(QueueFull::Full(response))
+            };
+        };
+        match self.tx.try_send((response, weight)) {
+            Ok(()) => {
+                // Given back by the receiver, which knows the weight from the item.
+                permit.forget();
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Full((r, _))) => Err(QueueFull::Full(r)),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(QueueFull::Closed),
+        }
+    }
+
+    /// How many more responses would fit now: the free places, scaled down by the share of
+    /// bytes in use, so that a queue full of bytes has no room and one a quarter free of both
+    /// has a quarter of its places.
+    pub fn room(&self) -> usize {
+        let places = self.tx.capacity();
+        let free = self.bytes.available_permits() as u64;
+        let scaled = self.tx.max_capacity() as u64 * free / u64::from(self.max_bytes);
+        places.min(usize::try_from(scaled).unwrap_or(usize::MAX))
+    }
+
+    /// How many responses the queue holds when full.
+    pub fn capacity(&self) -> usize {
+        self.tx.max_capacity()
+    }
+}
+
+/// The front's end of a [`response_queue`].
+#[derive(Debug)]
+pub struct ResponseReceiver {
+    rx: mpsc::Receiver<(StreamResponse, u32)>,
+    bytes: Arc<tokio::sync::Semaphore>,
+}
+
+impl ResponseReceiver {
+    /// The next response and the bytes it was counted as (its size on the wire, at most the
+    /// queue's `max_bytes`); `None` once the hub dropped the stream.
+    pub async fn recv(&mut self) -> Option<(StreamResponse, usize)> {
+        let (response, weight) = self.rx.recv().await?;
+        Some(self.taken(response, weight))
+    }
+
+    /// [`Self::recv`] if one is queued now.
+    pub fn try_recv(&mut self) -> Option<(StreamResponse, usize)> {
+        let (response, weight) = self.rx.try_recv().ok()?;
+        Some(self.taken(response, weight))
+    }
+
+    fn taken(&self, response: StreamResponse, weight: u32) -> (StreamResponse, usize) {
+        self.bytes.add_permits(weight as usize);
+        (response, weight as usize)
+    }
+}
+
+/// Open a stream for one client Watch RPC. Its responses arrive on `responses`, a
+/// [`response_queue`] of `capacity` responses (at least 1) and `max_bytes` that the hub fills
+/// without ever waiting.
 #[derive(Debug, Message)]
 #[rtype(result = "OpenedStream")]
 pub struct OpenStream {
     pub capacity: usize,
+    pub max_bytes: usize,
 }
 
 /// The answer to [`OpenStream`].
@@ -146,7 +275,7 @@ pub struct OpenedStream {
     pub stream: StreamId,
     /// Ends when the hub drops the stream (the stream never read its responses, or the hub
     /// stopped): end the RPC then.
-    pub responses: mpsc::Receiver<StreamResponse>,
+    pub responses: ResponseReceiver,
 }
 
 /// A request the client sent on its Watch stream, forwarded in the order received.
@@ -173,4 +302,100 @@ pub struct RejectWatch {
 #[rtype(result = "()")]
 pub struct CloseStream {
     pub stream: StreamId,
+}
+
+#[cfg(test)]
+mod tests {
+    use actcd_proto::etcdserverpb::WatchResponse;
+    use actcd_proto::mvccpb::{Event, KeyValue};
+
+    use super::*;
+
+    fn event(value_len: usize) -> Event {
+        Event {
+            kv: Some(KeyValue {
+                key: b"k".to_vec(),
+                value: vec![b'v'; value_len],
+                mod_revision: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn shared(events: Vec<Event>) -> StreamResponse {
+        let end = events.len();
+        StreamResponse {
+            response: WatchResponse {
+                watch_id: 1,
+                ..Default::default()
+            },
+            shared: Some(SharedEvents {
+                all: Arc::new(EventRun::new(events)),
+                start: 0,
+                end,
+            }),
+            fill_prev_kv: false,
+        }
+    }
+
+    #[test]
+    fn a_response_counts_its_wire_size_shared_events_included() {
+        let r = shared(vec![event(100), event(1000)]);
+        assert_eq!(r.bytes(), r.clone().into_response().encoded_len());
+        let s = r.shared.as_ref().unwrap();
+        assert_eq!(s.wire_len(), s.wire().len());
+        let tail = SharedEvents {
+            start: 1,
+            ..s.clone()
+        };
+        assert_eq!(tail.wire_len(), tail.wire().len());
+    }
+
+    #[tokio::test]
+    async fn the_queue_is_bounded_by_bytes_and_by_count() {
+        // Room for 100 responses but 3,000 bytes: two 1,000-byte events fit, the third waits.
+        let (tx, mut rx) = response_queue(100, 3000);
+        assert_eq!(tx.room(), 100);
+        tx.try_send(shared(vec![event(1000)])).unwrap();
+        tx.try_send(shared(vec![event(1000)])).unwrap();
+        assert!(
+            tx.room() <= 100 / 3,
+            "bytes in use shrink the room: {}",
+            tx.room()
+        );
+        assert!(matches!(
+            tx.try_send(shared(vec![event(1000)])),
+            Err(QueueFull::Full(_))
+        ));
+        // Taking one gives its bytes back.
+        let (_, bytes) = rx.recv().await.unwrap();
+        assert!(bytes > 1000);
+        tx.try_send(shared(vec![event(1000)])).unwrap();
+        // A response larger than the whole queue fits an empty one, and only that.
+        assert!(matches!(
+            tx.try_send(shared(vec![event(10_000)])),
+            Err(QueueFull::Full(_))
+        ));
+        while rx.try_recv().is_some() {}
+        assert_eq!(tx.room(), 100);
+        tx.try_send(shared(vec![event(10_000)])).unwrap();
+        assert_eq!(tx.room(), 0);
+        assert!(rx.try_recv().is_some());
+        // The count still bounds small responses.
+        let (tx, _rx) = response_queue(2, 1 << 20);
+        tx.try_send(shared(vec![event(1)])).unwrap();
+        tx.try_send(shared(vec![event(1)])).unwrap();
+        assert!(matches!(
+            tx.try_send(shared(vec![event(1)])),
+            Err(QueueFull::Full(_))
+        ));
+        // A dropped receiver closes it.
+        let (tx, rx) = response_queue(2, 1 << 20);
+        drop(rx);
+        assert!(matches!(
+            tx.try_send(shared(vec![event(1)])),
+            Err(QueueFull::Closed)
+        ));
+    }
 }

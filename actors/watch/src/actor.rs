@@ -5,14 +5,13 @@ use std::collections::VecDeque;
 
 use actcd_types::msg::{History, Notify, WatchInterest};
 use actcd_types::watch::{
-    CloseStream, OpenStream, OpenedStream, RejectWatch, StreamResponse, WatchRequestMsg,
+    CloseStream, OpenStream, OpenedStream, QueueFull, RejectWatch, ResponseSender, StreamResponse,
+    WatchRequestMsg, response_queue,
 };
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, MessageResult, Recipient,
     WrapFuture,
 };
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
 
 use crate::hub::{HubConfig, HubStats, SendError, StreamSink, WatchHub};
 
@@ -36,28 +35,29 @@ pub struct GetHubStats;
 
 // ---------------------------------------------------------------- the actor
 
-/// A stream's queue is a bounded tokio channel; `try_send` never waits.
-impl StreamSink for mpsc::Sender<StreamResponse> {
+/// A stream's queue is bounded by responses and by bytes ([`response_queue`]); `try_send`
+/// never waits.
+impl StreamSink for ResponseSender {
     fn try_send(&mut self, response: StreamResponse) -> Result<(), SendError> {
-        mpsc::Sender::try_send(self, response).map_err(|e| match e {
-            TrySendError::Full(r) => SendError::Full(r),
-            TrySendError::Closed(_) => SendError::Closed,
+        ResponseSender::try_send(self, response).map_err(|e| match e {
+            QueueFull::Full(r) => SendError::Full(r),
+            QueueFull::Closed => SendError::Closed,
         })
     }
 
     fn room(&self) -> usize {
-        mpsc::Sender::capacity(self)
+        ResponseSender::room(self)
     }
 
     fn capacity(&self) -> usize {
-        self.max_capacity()
+        ResponseSender::capacity(self)
     }
 }
 
 pub struct WatchHubActor {
     /// Mailbox and handler timings, for `/metrics` (`MailboxProbe`).
     meter: std::sync::Arc<actcd_types::meter::Meter>,
-    hub: WatchHub<mpsc::Sender<StreamResponse>>,
+    hub: WatchHub<ResponseSender>,
     history: Recipient<History>,
     retry_scheduled: bool,
     /// Where to say whether notifications are wanted; `None` keeps them always on.
@@ -243,7 +243,7 @@ impl Handler<OpenStream> for WatchHubActor {
 
     fn handle(&mut self, msg: OpenStream, _: &mut Context<Self>) -> Self::Result {
         let _timer = self.meter.start("OpenStream");
-        let (tx, rx) = mpsc::channel(msg.capacity.max(1));
+        let (tx, rx) = response_queue(msg.capacity, msg.max_bytes);
         let stream = self.hub.open_stream(tx);
         MessageResult(OpenedStream {
             stream,

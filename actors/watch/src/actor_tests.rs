@@ -12,11 +12,11 @@ use actcd_proto::mvccpb::{Event, KeyValue};
 use actcd_types::EtcdError;
 use actcd_types::msg::{History, HistoryChunk, Notify, WatchInterest};
 use actix::{Actor, Addr, Context, Handler, ResponseFuture};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 
 use crate::actor::*;
 use crate::hub::HubConfig;
-use actcd_types::watch::{CloseStream, OpenStream, StreamId, StreamResponse, WatchRequestMsg};
+use actcd_types::watch::{CloseStream, OpenStream, ResponseReceiver, StreamId, WatchRequestMsg};
 
 #[derive(Default)]
 struct StoreState {
@@ -115,8 +115,15 @@ impl Setup {
             .unwrap();
     }
 
-    async fn open(&self, capacity: usize) -> (StreamId, mpsc::Receiver<StreamResponse>) {
-        let o = self.hub.send(OpenStream { capacity }).await.unwrap();
+    async fn open(&self, capacity: usize) -> (StreamId, ResponseReceiver) {
+        let o = self
+            .hub
+            .send(OpenStream {
+                capacity,
+                max_bytes: usize::MAX,
+            })
+            .await
+            .unwrap();
         (o.stream, o.responses)
     }
 
@@ -157,14 +164,14 @@ fn watch_from(key: &str, start: i64) -> WatchCreateRequest {
 }
 
 /// Receive `n` responses; fails (instead of hanging) when time has to run far ahead for them.
-async fn recv(rx: &mut mpsc::Receiver<StreamResponse>, n: usize) -> Vec<WatchResponse> {
+async fn recv(rx: &mut ResponseReceiver, n: usize) -> Vec<WatchResponse> {
     let mut out = Vec::new();
     for _ in 0..n {
         let r = tokio::time::timeout(Duration::from_secs(3600), rx.recv())
             .await
             .expect("a response within the hour")
             .expect("stream open");
-        out.push(r.into_response());
+        out.push(r.0.into_response());
     }
     out
 }
@@ -365,7 +372,7 @@ async fn load_10000_watchers_across_100_streams_through_channels() {
                     .await
                     .expect("events keep coming")
                     .expect("stream open");
-                let r = r.into_response();
+                let r = r.0.into_response();
                 total += r.events.len();
                 seen.entry(r.watch_id).or_default().extend(revs(&r));
             }
@@ -409,7 +416,13 @@ async fn a_hub_without_watchers_stops_listening_and_catches_up_on_the_next_creat
         .with_interest(fake.recipient())
         .start();
     let (stream, mut rx) = {
-        let o = hub.send(OpenStream { capacity: 16 }).await.unwrap();
+        let o = hub
+            .send(OpenStream {
+                capacity: 16,
+                max_bytes: usize::MAX,
+            })
+            .await
+            .unwrap();
         (o.stream, o.responses)
     };
     tokio::task::yield_now().await;

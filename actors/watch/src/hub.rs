@@ -46,6 +46,14 @@ pub trait StreamSink {
     }
 }
 
+/// How many more catch-up responses a stream takes: the room in its queue, but never past
+/// `limit` responses queued ([`HubConfig::catch_up_queue`]).
+fn catch_up_room(sink: &impl StreamSink, limit: usize) -> usize {
+    let room = sink.room();
+    let queued = sink.capacity().saturating_sub(room);
+    room.min(limit.saturating_sub(queued))
+}
+
 /// Tunables, etcd's defaults.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
@@ -65,6 +73,16 @@ pub struct HubConfig {
     pub progress_interval: Duration,
     /// How soon to retry streams whose queue was full (etcd: 10 ms). Used by the actor.
     pub retry_interval: Duration,
+    /// Catch-up responses go only to a stream holding fewer than this many responses; the
+    /// rest of its catching-up watchers become victims, and victims come back only as many as
+    /// fit under it. The queue's whole capacity stays for synced watchers' events and control
+    /// responses. A catch-up response carries up to a whole history read: 1,000 watchers a
+    /// stream each queued one (the capacity, 1,024) and the front's work came in bursts that
+    /// held writes (`benches/beyond-watch.sh`, 100,000 watchers on 100 streams, put p99
+    /// 12.7-23.6 ms; with 64, 8.0-9.5 ms; with 128, 8.7-9.1; with 256, 9.5-11.2; one watcher
+    /// 5.1-5.7), while a stream of small synced responses needs the whole capacity (1,000
+    /// clients that stop reading: 64 a stream made it 17-25 ms).
+    pub catch_up_queue: usize,
 }
 
 impl Default for HubConfig {
@@ -76,6 +94,7 @@ impl Default for HubConfig {
             member: MemberIdentity::default(),
             progress_interval: Duration::from_secs(600),
             retry_interval: Duration::from_millis(10),
+            catch_up_queue: 64,
         }
     }
 }
@@ -380,8 +399,9 @@ impl<S: StreamSink> WatchHub<S> {
             // (or has room for them all): taking every victim back whenever one slot was free
             // moved 100,000 watchers between groups every retry, for the next read to find
             // their queues full again and make them victims once more.
-            let room = st.sink.room();
-            if room < st.victims.len() && room < st.sink.capacity().div_ceil(4) {
+            let limit = self.cfg.catch_up_queue.clamp(1, st.sink.capacity().max(1));
+            let room = catch_up_room(&st.sink, limit);
+            if room < st.victims.len() && room < limit.div_ceil(4) {
                 continue;
             }
             let from = st.retry_from;
@@ -638,12 +658,12 @@ impl<S: StreamSink> WatchHub<S> {
         // never holds more than the streams can take (10,000 watchers on one stream once held
         // a copy of the whole chunk each).
         let mut misses: Option<(WatchKeys, Option<usize>)> = None;
+        let limit = self.cfg.catch_up_queue.max(1);
         for h in participants {
             let w = &self.watchers[&h];
-            let room = self
-                .streams
-                .get(&w.stream)
-                .is_some_and(|st| !st.closed && st.backlog.is_empty() && st.sink.has_room());
+            let room = self.streams.get(&w.stream).is_some_and(|st| {
+                !st.closed && st.backlog.is_empty() && catch_up_room(&st.sink, limit) > 0
+            });
             if !room {
                 if self.streams.contains_key(&w.stream) {
                     let min = w.min_rev;

@@ -638,6 +638,75 @@ fn unsynced_watcher_catches_up_then_joins_synced_with_notify_interleaved() {
 }
 
 #[test]
+fn catching_up_takes_only_catch_up_queue_places_and_synced_events_the_whole_queue() {
+    let cfg = HubConfig {
+        catch_up_queue: 4,
+        ..Default::default()
+    };
+    let mut f = Fixture::with_config(cfg, 0);
+    for rev in 1..=3 {
+        f.write(vec![put("k", rev)]);
+    }
+    let (s, sink) = f.open(100);
+    // Ten watchers from revision 1: their created answers are control responses, and take
+    // the queue as they come.
+    for _ in 0..10 {
+        let mut c = create("k", "");
+        c.start_revision = 1;
+        f.request(s, req_create(c));
+    }
+    f.serve_reads();
+    let queued = sink.take_all();
+    let created = queued.iter().filter(|r| r.response.created).count();
+    assert_eq!(created, 10);
+    // Catch-up responses went only while the queue held fewer than four: the rest are
+    // victims, which hold no events.
+    let mut caught_up = BTreeMap::new();
+    let record = |caught_up: &mut BTreeMap<i64, Vec<i64>>, got: Vec<StreamResponse>| {
+        for r in got.into_iter().map(StreamResponse::into_response) {
+            if r.created {
+                continue;
+            }
+            let revs: Vec<i64> = r
+                .events
+                .iter()
+                .map(|e| e.kv.as_ref().unwrap().mod_revision)
+                .collect();
+            assert!(
+                caught_up.insert(r.watch_id, revs).is_none(),
+                "one catch-up each"
+            );
+        }
+    };
+    record(&mut caught_up, queued);
+    let first = caught_up.len();
+    assert!(first < 4, "{first} caught up beside ten created answers");
+    assert_eq!(f.hub.stats().victims, 10 - first);
+    // Retries with the queue empty take back at most four at a time.
+    let mut rounds = 0;
+    while f.hub.needs_retry() {
+        f.hub.retry_victims();
+        f.serve_reads();
+        let got = sink.take_all();
+        assert!(
+            got.len() <= 4,
+            "{} catch-up responses queued at once",
+            got.len()
+        );
+        record(&mut caught_up, got);
+        rounds += 1;
+        assert!(rounds < 10, "the victims never caught up");
+    }
+    assert!(rounds >= 2, "{rounds} rounds for {} victims", 10 - first);
+    assert_eq!(caught_up.len(), 10);
+    assert!(caught_up.values().all(|revs| revs == &[1, 2, 3]));
+    // Synced, the ten get a new revision's events all at once: the whole queue is theirs.
+    f.write(vec![put("k", 4)]);
+    assert_eq!(sink.take_all().len(), 10);
+    assert_eq!(f.hub.stats().synced, 10);
+}
+
+#[test]
 fn catch_up_reads_in_bounded_batches_without_splitting_a_revision() {
     let cfg = HubConfig {
         history_batch_events: 3,
@@ -1210,7 +1279,9 @@ fn check_exactly_once(streams: usize, watchers: usize) {
         f.serve_reads();
     }
     collect(&sinks);
-    assert_eq!(saw_victims, streams > 1, "small streams fill up");
+    // Small streams fill up; on one big stream, catching-up watchers past
+    // `catch_up_queue` become victims too.
+    assert!(saw_victims, "queues fill up");
     let st = f.hub.stats();
     assert_eq!((st.synced, st.unsynced, st.victims), (watchers, 0, 0));
     let covers = |key: &str, end: &str, k: &str| match end {

@@ -8,8 +8,8 @@
 //! ## Messages
 //! Takes:
 //! - [`Notify`](actcd_types::msg::Notify) from the MVCC store after each applied batch.
-//! - From the front, per client stream: [`OpenStream`] (answered with the stream id and a
-//!   bounded `mpsc::Receiver<StreamResponse>`), [`WatchRequestMsg`] for every `WatchRequest`
+//! - From the front, per client stream: [`OpenStream`] (answered with the stream id and the
+//!   receiving end of a [`response_queue`], bounded by responses and by bytes), [`WatchRequestMsg`] for every `WatchRequest`
 //!   the client sends, [`RejectWatch`] for a create the front refuses (auth), [`CloseStream`]
 //!   when the RPC ends. These, and what a stream carries ([`StreamResponse`], [`StreamId`],
 //!   [`WatchId`]), are declared in `actcd_types::watch` (the front depends on no actor crate)
@@ -33,11 +33,16 @@
 //!   joins synced once it has been sent everything through the hub's current revision: events
 //!   that arrive by `Notify` while the read is in flight go only to synced watchers and are
 //!   picked up by the next read, so there is no gap and no duplicate.
+//!   A catch-up response goes only to a stream holding fewer than `catch_up_queue` (64)
+//!   responses; the rest of that stream's catching-up watchers become victims. The whole queue
+//!   stays for synced watchers' events: catch-up responses carry up to a whole read each, and a
+//!   queue full of them handed the front bursts of work that held writes.
 //! - **victims**: their stream's queue was full when they had something to send. They keep only
 //!   the revision they are at, not events; on a retry, as many as the stream has room for go
 //!   back to unsynced and re-read what they missed, in turn (taken round the stream's victims
-//!   from where the last retry stopped), and only once a quarter of the queue is free or it has
-//!   room for them all: a victim taken back is one that can be sent something.
+//!   from where the last retry stopped), at most as many as fit under `catch_up_queue`, and
+//!   only once a quarter of that is free or it has room for them all: a victim taken back is
+//!   one that can be sent something.
 //! - **compacted**: their next revision was compacted away; they were sent
 //!   `canceled` + `compact_revision` and get nothing more, but (as in etcd) their id stays taken
 //!   until the client cancels it.
@@ -47,7 +52,8 @@
 //!   once, none missing; every event of one revision in one response (split only into
 //!   back-to-back fragments, which nothing else on the stream may interleave).
 //! - The hub never waits on a stream. A full stream only turns its own watchers into victims.
-//! - Memory per slow stream is bounded: victims hold no events; a stream's backlog holds its
+//! - Memory per slow stream is bounded: its queue by responses and by bytes as encoded (the
+//!   front asks 1,024 and 4 MiB); victims hold no events; a stream's backlog holds its
 //!   control responses (created, canceled, progress — which are never dropped) and at most the
 //!   tail of one split response. A stream that holds back more than `max_backlog` control
 //!   responses without reading is closed (its receiver ends).
@@ -147,8 +153,9 @@ mod interval;
 /// The front's messages and what a stream carries live in `actcd-types`; re-exported for tests
 /// and benches that drive the hub.
 pub use actcd_types::watch::{
-    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, RejectWatch, StreamId, StreamResponse,
-    WatchId, WatchRequestMsg,
+    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, QueueFull, RejectWatch,
+    ResponseReceiver, ResponseSender, StreamId, StreamResponse, WatchId, WatchRequestMsg,
+    response_queue,
 };
 pub use actor::{GetHubStats, ProgressTick, RetryVictims, WatchHubActor};
 pub use error::WatchError;

@@ -16,7 +16,9 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::mvccpb::event::EventType;
 use actcd_types::EtcdError;
-use actcd_types::watch::{CloseStream, OpenStream, SharedEvents, StreamResponse, WatchRequestMsg};
+use actcd_types::watch::{
+    CloseStream, OpenStream, ResponseReceiver, SharedEvents, StreamResponse, WatchRequestMsg,
+};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -38,11 +40,19 @@ pub struct WatchService {
 /// on one stream heard of a put in p50 650 ms with 256, 450-490 ms with 1024 (etcd 1.1 s);
 /// 100,000 on 100 streams 2.3 s with 256, 1.7-2.0 s with 1024 (a busy 2-core machine).
 const HUB_QUEUE: usize = 1024;
+/// Bytes (as encoded) the hub may queue for one stream, beside [`HUB_QUEUE`]'s count: what
+/// bounds a stream's memory when its responses are large and not shared (catch-up runs of a
+/// thousand events copied for a watcher with `prev_kv` or a filter, of which 1,024 could hold
+/// a million events).
+const HUB_QUEUE_BYTES: usize = 4 << 20;
 /// Responses forwarded in one turn ([`Pipeline::watch_turn`]), sharing one header lookup.
 /// Measured at 1,000 watchers catching up under 100 writers (`benches/beyond-watch.sh`): put
 /// p99 9.3 ms with 8, 10.3 ms with 32, against 4.8 ms with one watcher; 8 costs nothing seen at
 /// 100,000 watchers or with stalled clients.
 const TURN: usize = 8;
+/// Bytes forwarded in one turn, beside [`TURN`]'s count, so a turn of catch-up responses (each up
+/// to a history read's thousand events) is not eight times that.
+const TURN_BYTES: usize = 256 << 10;
 /// Responses ready for the client that tonic has not sent yet.
 const SEND_QUEUE: usize = 16;
 
@@ -108,17 +118,18 @@ async fn finish(
     Ok(WatchOut { response, shared })
 }
 
-/// Sends `first` and whatever else the hub has queued, up to [`TURN`] responses, with one
+/// Sends `first` and whatever else the hub has queued, up to [`TURN`] responses or
+/// [`TURN_BYTES`], with one
 /// header lookup for all of them, in one turn ([`Pipeline::watch_turn`]). Room in the client's
 /// queue is waited for before the turn is taken, so a client that does not read holds up only
 /// its own stream; a response that finds the queue full once the turn is under way is handed
 /// back (`Ok(Some)`) to go first next time. `Err` ends the stream.
 async fn forward<T: From<WatchOut>>(
     p: &Pipeline,
-    first: StreamResponse,
-    responses: &mut mpsc::Receiver<StreamResponse>,
+    first: (StreamResponse, usize),
+    responses: &mut ResponseReceiver,
     tx: &mpsc::Sender<Result<T, Status>>,
-) -> Result<Option<StreamResponse>, ()> {
+) -> Result<Option<(StreamResponse, usize)>, ()> {
     let room = tx.reserve().await.map_err(|_| ())?;
     let (_turn, header) = p.watch_turn().await;
     let header = match header {
@@ -130,13 +141,13 @@ async fn forward<T: From<WatchOut>>(
     };
     let mut slot = Some(room);
     let mut next = Some(first);
-    let mut sent = 0;
-    while let Some(out) = next.take() {
+    let (mut sent, mut sent_bytes) = (0, 0);
+    while let Some((out, bytes)) = next.take() {
         let room = match slot.take() {
             Some(room) => room,
             None => match tx.try_reserve() {
                 Ok(room) => room,
-                Err(mpsc::error::TrySendError::Full(())) => return Ok(Some(out)),
+                Err(mpsc::error::TrySendError::Full(())) => return Ok(Some((out, bytes))),
                 Err(mpsc::error::TrySendError::Closed(())) => return Err(()),
             },
         };
@@ -161,8 +172,9 @@ async fn forward<T: From<WatchOut>>(
             durations.watch_response(events, started.elapsed());
         }
         sent += 1;
-        if sent < TURN {
-            next = responses.try_recv().ok();
+        sent_bytes += bytes;
+        if sent < TURN && sent_bytes < TURN_BYTES {
+            next = responses.try_recv();
         }
     }
     Ok(None)
@@ -249,6 +261,7 @@ pub(crate) async fn open_stream_as<T: From<WatchOut> + From<WatchResponse> + Sen
         .open_watch
         .send(OpenStream {
             capacity: HUB_QUEUE,
+            max_bytes: HUB_QUEUE_BYTES,
         })
         .await?;
     let (stream, mut responses) = (opened.stream, opened.responses);
