@@ -3,6 +3,7 @@
 //! back on a stream is [`StreamResponse`]s, which the front finishes (raft term, `prev_kv`)
 //! before they go to the client.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use prost::Message as _;
@@ -160,17 +161,15 @@ impl PartialEq for EventRun {
 /// the front is never handed more in one go than a stream can send in a moment. A response
 /// larger than `max_bytes` fits an empty queue.
 pub fn response_queue(capacity: usize, max_bytes: usize) -> (ResponseSender, ResponseReceiver) {
-    let capacity = capacity.max(1);
-    let max_bytes = u32::try_from(max_bytes.max(1)).unwrap_or(u32::MAX);
-    let (tx, rx) = mpsc::channel(capacity);
-    let bytes = Arc::new(tokio::sync::Semaphore::new(max_bytes as usize));
+    let (tx, rx) = mpsc::channel(capacity.max(1));
+    let used = Arc::new(AtomicUsize::new(0));
     (
         ResponseSender {
             tx,
-            bytes: bytes.clone(),
-            max_bytes,
+            used: used.clone(),
+            max_bytes: max_bytes.max(1),
         },
-        ResponseReceiver { rx, bytes },
+        ResponseReceiver { rx, used },
     )
 }
 
@@ -186,33 +185,36 @@ pub enum QueueFull {
 /// The hub's end of a [`response_queue`].
 #[derive(Debug)]
 pub struct ResponseSender {
-    tx: mpsc::Sender<(StreamResponse, u32)>,
-    /// Free bytes: taken as a response is queued, given back as the front takes it.
-    bytes: Arc<tokio::sync::Semaphore>,
-    max_bytes: u32,
+    tx: mpsc::Sender<(StreamResponse, usize)>,
+    /// Bytes queued: added by the one sender as a response is queued, taken off by the
+    /// receiver as the front takes it. A plain counter, not a semaphore: nobody waits on it.
+    used: Arc<AtomicUsize>,
+    max_bytes: usize,
 }
 
 impl ResponseSender {
     /// Queues `response` if it fits, never waiting.
     pub fn try_send(&self, response: StreamResponse) -> Result<(), QueueFull> {
-        let weight = u32::try_from(response.bytes())
-            .unwrap_or(u32::MAX)
-            .min(self.max_bytes);
-        let Ok(permit) = self.bytes.try_acquire_many(weight) else {
+        let bytes = response.bytes();
+        // Only this sender adds, so what it reads can only have shrunk since.
+        let used = self.used.load(Ordering::Acquire);
+        if used > 0 && used.saturating_add(bytes) > self.max_bytes {
             return if self.tx.is_closed() {
                 Err(QueueFull::Closed)
             } else {
                 Err(QueueFull::Full(response))
             };
-        };
-        match self.tx.try_send((response, weight)) {
-            Ok(()) => {
-                // Given back by the receiver, which knows the weight from the item.
-                permit.forget();
-                Ok(())
+        }
+        self.used.fetch_add(bytes, Ordering::AcqRel);
+        match self.tx.try_send((response, bytes)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.used.fetch_sub(bytes, Ordering::AcqRel);
+                match e {
+                    mpsc::error::TrySendError::Full((r, _)) => Err(QueueFull::Full(r)),
+                    mpsc::error::TrySendError::Closed(_) => Err(QueueFull::Closed),
+                }
             }
-            Err(mpsc::error::TrySendError::Full((r, _))) => Err(QueueFull::Full(r)),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(QueueFull::Closed),
         }
     }
 
@@ -221,8 +223,10 @@ impl ResponseSender {
     /// has a quarter of its places.
     pub fn room(&self) -> usize {
         let places = self.tx.capacity();
-        let free = self.bytes.available_permits() as u64;
-        let scaled = self.tx.max_capacity() as u64 * free / u64::from(self.max_bytes);
+        let free = self
+            .max_bytes
+            .saturating_sub(self.used.load(Ordering::Acquire)) as u128;
+        let scaled = self.tx.max_capacity() as u128 * free / self.max_bytes as u128;
         places.min(usize::try_from(scaled).unwrap_or(usize::MAX))
     }
 
@@ -235,27 +239,23 @@ impl ResponseSender {
 /// The front's end of a [`response_queue`].
 #[derive(Debug)]
 pub struct ResponseReceiver {
-    rx: mpsc::Receiver<(StreamResponse, u32)>,
-    bytes: Arc<tokio::sync::Semaphore>,
+    rx: mpsc::Receiver<(StreamResponse, usize)>,
+    used: Arc<AtomicUsize>,
 }
 
 impl ResponseReceiver {
-    /// The next response and the bytes it was counted as (its size on the wire, at most the
-    /// queue's `max_bytes`); `None` once the hub dropped the stream.
+    /// The next response and its size on the wire; `None` once the hub dropped the stream.
     pub async fn recv(&mut self) -> Option<(StreamResponse, usize)> {
-        let (response, weight) = self.rx.recv().await?;
-        Some(self.taken(response, weight))
+        let (response, bytes) = self.rx.recv().await?;
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+        Some((response, bytes))
     }
 
     /// [`Self::recv`] if one is queued now.
     pub fn try_recv(&mut self) -> Option<(StreamResponse, usize)> {
-        let (response, weight) = self.rx.try_recv().ok()?;
-        Some(self.taken(response, weight))
-    }
-
-    fn taken(&self, response: StreamResponse, weight: u32) -> (StreamResponse, usize) {
-        self.bytes.add_permits(weight as usize);
-        (response, weight as usize)
+        let (response, bytes) = self.rx.try_recv().ok()?;
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+        Some((response, bytes))
     }
 }
 
