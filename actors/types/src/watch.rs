@@ -173,12 +173,12 @@ pub fn response_queue(capacity: usize, max_bytes: usize) -> (ResponseSender, Res
     )
 }
 
-/// Why [`ResponseSender::try_send`] did not queue a response.
+/// Why a stream took no response ([`ResponseSender::try_send`], the hub's `StreamSink`).
 #[derive(Debug)]
-pub enum QueueFull {
-    /// No room (responses or bytes): here it is back.
+pub enum SendError {
+    /// Its queue is full (responses or bytes); the response is handed back.
     Full(StreamResponse),
-    /// The front has gone.
+    /// Nobody reads it any more.
     Closed,
 }
 
@@ -194,15 +194,15 @@ pub struct ResponseSender {
 
 impl ResponseSender {
     /// Queues `response` if it fits, never waiting.
-    pub fn try_send(&self, response: StreamResponse) -> Result<(), QueueFull> {
+    pub fn try_send(&self, response: StreamResponse) -> Result<(), SendError> {
         let bytes = response.bytes();
         // Only this sender adds, so what it reads can only have shrunk since.
         let used = self.used.load(Ordering::Acquire);
         if used > 0 && used.saturating_add(bytes) > self.max_bytes {
             return if self.tx.is_closed() {
-                Err(QueueFull::Closed)
+                Err(SendError::Closed)
             } else {
-                Err(QueueFull::Full(response))
+                Err(SendError::Full(response))
             };
         }
         self.used.fetch_add(bytes, Ordering::AcqRel);
@@ -211,8 +211,8 @@ impl ResponseSender {
             Err(e) => {
                 self.used.fetch_sub(bytes, Ordering::AcqRel);
                 match e {
-                    mpsc::error::TrySendError::Full((r, _)) => Err(QueueFull::Full(r)),
-                    mpsc::error::TrySendError::Closed(_) => Err(QueueFull::Closed),
+                    mpsc::error::TrySendError::Full((r, _)) => Err(SendError::Full(r)),
+                    mpsc::error::TrySendError::Closed(_) => Err(SendError::Closed),
                 }
             }
         }
@@ -366,7 +366,7 @@ mod tests {
         );
         assert!(matches!(
             tx.try_send(shared(vec![event(1000)])),
-            Err(QueueFull::Full(_))
+            Err(SendError::Full(_))
         ));
         // Taking one gives its bytes back.
         let (_, bytes) = rx.recv().await.unwrap();
@@ -375,7 +375,7 @@ mod tests {
         // A response larger than the whole queue fits an empty one, and only that.
         assert!(matches!(
             tx.try_send(shared(vec![event(10_000)])),
-            Err(QueueFull::Full(_))
+            Err(SendError::Full(_))
         ));
         while rx.try_recv().is_some() {}
         assert_eq!(tx.room(), 100);
@@ -388,14 +388,14 @@ mod tests {
         tx.try_send(shared(vec![event(1)])).unwrap();
         assert!(matches!(
             tx.try_send(shared(vec![event(1)])),
-            Err(QueueFull::Full(_))
+            Err(SendError::Full(_))
         ));
         // A dropped receiver closes it.
         let (tx, rx) = response_queue(2, 1 << 20);
         drop(rx);
         assert!(matches!(
             tx.try_send(shared(vec![event(1)])),
-            Err(QueueFull::Closed)
+            Err(SendError::Closed)
         ));
     }
 }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use actcd_types::msg::{History, Notify, WatchInterest};
 use actcd_types::watch::{
-    CloseStream, OpenStream, OpenedStream, QueueFull, RejectWatch, ResponseSender, StreamResponse,
+    CloseStream, OpenStream, OpenedStream, RejectWatch, ResponseSender, StreamResponse,
     WatchRequestMsg, response_queue,
 };
 use actix::{
@@ -39,10 +39,7 @@ pub struct GetHubStats;
 /// never waits.
 impl StreamSink for ResponseSender {
     fn try_send(&mut self, response: StreamResponse) -> Result<(), SendError> {
-        ResponseSender::try_send(self, response).map_err(|e| match e {
-            QueueFull::Full(r) => SendError::Full(r),
-            QueueFull::Closed => SendError::Closed,
-        })
+        ResponseSender::try_send(self, response)
     }
 
     fn room(&self) -> usize {

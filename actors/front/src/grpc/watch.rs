@@ -119,11 +119,11 @@ async fn finish(
 }
 
 /// Sends `first` and whatever else the hub has queued, up to [`TURN`] responses or
-/// [`TURN_BYTES`], with one
-/// header lookup for all of them, in one turn ([`Pipeline::watch_turn`]). Room in the client's
-/// queue is waited for before the turn is taken, so a client that does not read holds up only
-/// its own stream; a response that finds the queue full once the turn is under way is handed
-/// back (`Ok(Some)`) to go first next time. `Err` ends the stream.
+/// [`TURN_BYTES`], with one header lookup for all of them, in one turn
+/// ([`Pipeline::watch_turn`]). Room in the client's queue is waited for before the turn is
+/// taken, so a client that does not read holds up only its own stream; a response that finds
+/// the queue full once the turn is under way is handed back (`Ok(Some)`) to go first next
+/// time. `Err` ends the stream.
 async fn forward<T: From<WatchOut>>(
     p: &Pipeline,
     first: (StreamResponse, usize),
