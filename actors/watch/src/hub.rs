@@ -24,14 +24,8 @@ use crate::error::WatchError;
 use crate::fragment::{GRPC_OVERHEAD_BYTES, fragment};
 use crate::group::{Handle, WatchKeys, WatcherGroup};
 
-/// Why a stream took no response.
-#[derive(Debug)]
-pub enum SendError {
-    /// Its queue is full; the response is handed back.
-    Full(StreamResponse),
-    /// Nobody reads it any more.
-    Closed,
-}
+/// Why a stream took no response: declared beside the queue in `actcd-types`.
+pub use actcd_types::watch::SendError;
 
 /// Where a stream's responses go: a bounded queue the hub fills without waiting.
 pub trait StreamSink {
@@ -76,12 +70,12 @@ pub struct HubConfig {
     /// Catch-up responses go only to a stream holding fewer than this many responses; the
     /// rest of its catching-up watchers become victims, and victims come back only as many as
     /// fit under it. The queue's whole capacity stays for synced watchers' events and control
-    /// responses. A catch-up response carries up to a whole history read: 1,000 watchers a
-    /// stream each queued one (the capacity, 1,024) and the front's work came in bursts that
-    /// held writes (`benches/beyond-watch.sh`, 100,000 watchers on 100 streams, put p99
-    /// 12.7-23.6 ms; with 64, 8.0-9.5 ms; with 128, 8.7-9.1; with 256, 9.5-11.2; one watcher
-    /// 5.1-5.7), while a stream of small synced responses needs the whole capacity (1,000
-    /// clients that stop reading: 64 a stream made it 17-25 ms).
+    /// responses. Off by default (no limit but the queue's): with 64, 100,000 watchers on 100
+    /// streams catching up held writes less (`benches/beyond-watch.sh`, put p99 12.7-23.6 →
+    /// 8.0-9.5 ms, one watcher 5.1-5.7), but 10,000 synced watchers on one stream, which
+    /// become victims whenever a put's 10,000 responses overflow the queue, came back 64 a
+    /// retry and heard of a put in p50 903 ms instead of 16-25 (`benches/compare-etcd.sh`,
+    /// watch10k1; etcd 3.5.1: 133 ms).
     pub catch_up_queue: usize,
 }
 
@@ -94,7 +88,7 @@ impl Default for HubConfig {
             member: MemberIdentity::default(),
             progress_interval: Duration::from_secs(600),
             retry_interval: Duration::from_millis(10),
-            catch_up_queue: 64,
+            catch_up_queue: usize::MAX,
         }
     }
 }

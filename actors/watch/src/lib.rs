@@ -33,16 +33,15 @@
 //!   joins synced once it has been sent everything through the hub's current revision: events
 //!   that arrive by `Notify` while the read is in flight go only to synced watchers and are
 //!   picked up by the next read, so there is no gap and no duplicate.
-//!   A catch-up response goes only to a stream holding fewer than `catch_up_queue` (64)
-//!   responses; the rest of that stream's catching-up watchers become victims. The whole queue
-//!   stays for synced watchers' events: catch-up responses carry up to a whole read each, and a
-//!   queue full of them handed the front bursts of work that held writes.
+//!   With `catch_up_queue` set (off by default), a catch-up response goes only to a stream
+//!   holding fewer than that many responses; the rest of that stream's catching-up watchers
+//!   become victims, and the whole queue stays for synced watchers' events.
 //! - **victims**: their stream's queue was full when they had something to send. They keep only
 //!   the revision they are at, not events; on a retry, as many as the stream has room for go
 //!   back to unsynced and re-read what they missed, in turn (taken round the stream's victims
-//!   from where the last retry stopped), at most as many as fit under `catch_up_queue`, and
-//!   only once a quarter of that is free or it has room for them all: a victim taken back is
-//!   one that can be sent something.
+//!   from where the last retry stopped), at most as many as fit (under `catch_up_queue`, when
+//!   set), and only once a quarter of that is free or it has room for them all: a victim taken
+//!   back is one that can be sent something.
 //! - **compacted**: their next revision was compacted away; they were sent
 //!   `canceled` + `compact_revision` and get nothing more, but (as in etcd) their id stays taken
 //!   until the client cancels it.
@@ -153,9 +152,8 @@ mod interval;
 /// The front's messages and what a stream carries live in `actcd-types`; re-exported for tests
 /// and benches that drive the hub.
 pub use actcd_types::watch::{
-    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, QueueFull, RejectWatch,
-    ResponseReceiver, ResponseSender, StreamId, StreamResponse, WatchId, WatchRequestMsg,
-    response_queue,
+    CloseStream, INVALID_WATCH_ID, OpenStream, OpenedStream, RejectWatch, ResponseReceiver,
+    ResponseSender, StreamId, StreamResponse, WatchId, WatchRequestMsg, response_queue,
 };
 pub use actor::{GetHubStats, ProgressTick, RetryVictims, WatchHubActor};
 pub use error::WatchError;
